@@ -1,0 +1,56 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Warnings are errors in CI (SALVO_WERROR=1). The flag is kept out of ordinary builds so that a newer
+// compiler's new warning never stops a user from building a release.
+let strictness: [SwiftSetting] =
+    Context.environment["SALVO_WERROR"] == "1" ? [.unsafeFlags(["-warnings-as-errors"])] : []
+
+let package = Package(
+    name: "Salvo",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "salvo", targets: ["salvo"]),
+        .library(name: "APNSWire", targets: ["APNSWire"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        // C libraries, each reachable from exactly one Swift module (see README, "Module map").
+        .systemLibrary(
+            name: "CLiburing",
+            pkgConfig: "liburing",
+            providers: [.apt(["liburing-dev"])]
+        ),
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+
+        // The protocols as values and bytes: no I/O.
+        .target(
+            name: "APNSWire",
+            dependencies: [.product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strictness
+        ),
+
+        .executableTarget(
+            name: "salvo",
+            dependencies: [
+                "APNSWire",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strictness
+        ),
+
+        .testTarget(
+            name: "APNSWireTests",
+            dependencies: ["APNSWire", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strictness
+        ),
+    ]
+)
