@@ -16,6 +16,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
     ],
     targets: [
         // C libraries, each reachable from exactly one Swift module (see README, "Module map").
@@ -37,6 +38,18 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // Bulk sending: token files, shards, batching, the sent window and rewind, reports.
+        .target(
+            name: "SalvoEngine",
+            dependencies: [
+                "APNSWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strictness
+        ),
+
         .executableTarget(
             name: "salvo",
             dependencies: [
@@ -50,6 +63,11 @@ let package = Package(
         .testTarget(
             name: "APNSWireTests",
             dependencies: ["APNSWire", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoEngineTests",
+            dependencies: ["SalvoEngine", "APNSWire"],
             swiftSettings: strictness
         ),
     ]
