@@ -37,6 +37,25 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // Sockets, the io_uring ring, TLS sessions over buffers, and the plain-socket fallback.
+        .target(
+            name: "SalvoIO",
+            dependencies: [
+                "CLiburing",
+                "COpenSSL",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: strictness
+        ),
+
+        // Bulk TLS throughput of both transports against a local sink (release builds only).
+        .executableTarget(
+            name: "salvo-iobench",
+            dependencies: ["SalvoIO"],
+            swiftSettings: strictness
+        ),
+
         .executableTarget(
             name: "salvo",
             dependencies: [
@@ -50,6 +69,12 @@ let package = Package(
         .testTarget(
             name: "APNSWireTests",
             dependencies: ["APNSWire", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strictness
+        ),
+
+        .testTarget(
+            name: "SalvoIOTests",
+            dependencies: ["SalvoIO", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strictness
         ),
     ]

@@ -1,0 +1,80 @@
+/// Which side of the TLS handshake a session plays.
+public struct TLSRole: Hashable, Sendable, CustomStringConvertible {
+    private let name: String
+
+    private init(_ name: String) {
+        self.name = name
+    }
+
+    public var description: String { name }
+
+    /// Connects, verifies the server, presents a client certificate if configured.
+    public static let client = TLSRole("client")
+    /// Accepts, presents its certificate, optionally requires and verifies a client certificate.
+    public static let server = TLSRole("server")
+}
+
+/// A certificate with its private key: PEM files (the key possibly encrypted) or a PKCS#12 bundle.
+public struct TLSCredentials: Sendable {
+    enum Source: Sendable {
+        case pem(certificateChainFile: String, privateKeyFile: String, passphrase: String?)
+        case pkcs12(file: String, passphrase: String?)
+    }
+
+    let source: Source
+
+    /// A PEM certificate chain (leaf first) and a PEM private key, encrypted if `passphrase` is given.
+    public static func pem(certificateChainFile: String, privateKeyFile: String, passphrase: String? = nil) -> Self {
+        Self(source: .pem(certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile,
+                          passphrase: passphrase))
+    }
+
+    /// A PKCS#12 (`.p12`) bundle holding the certificate, its key and optionally the chain.
+    public static func pkcs12(file: String, passphrase: String?) -> Self {
+        Self(source: .pkcs12(file: file, passphrase: passphrase))
+    }
+}
+
+/// How a `TLSContext` is set up. TLS 1.2 is the minimum, always.
+public struct TLSConfiguration: Sendable {
+    /// Client or server.
+    public var role: TLSRole
+    /// Our certificate and key: the APNs client certificate, or the server's certificate.
+    public var credentials: TLSCredentials?
+    /// PEM file of CAs to trust for the peer's certificate; nil means the system store.
+    public var trustedCAFile: String?
+    /// Verify the peer's certificate. Clients always should; a server sets this to require a client
+    /// certificate signed by `trustedCAFile` (the handshake fails without one).
+    public var verifyPeer: Bool
+    /// TLS 1.3 cipher suites (OpenSSL syntax), nil for OpenSSL's defaults.
+    public var cipherSuites: String?
+    /// TLS 1.2 cipher list (OpenSSL syntax), nil for OpenSSL's defaults.
+    public var cipherList: String?
+    /// Highest protocol version to offer: nil for TLS 1.3, or `"TLS1.2"` to stay on TLS 1.2.
+    public var maximumVersion: String?
+
+    /// A client that verifies the server against `trustedCAFile` (or the system store) and presents
+    /// `credentials` if given.
+    public static func client(credentials: TLSCredentials?, trustedCAFile: String? = nil) -> Self {
+        Self(role: .client, credentials: credentials, trustedCAFile: trustedCAFile, verifyPeer: true)
+    }
+
+    /// A server presenting `credentials`; with `clientCAFile` it requires client certificates signed by
+    /// those CAs.
+    public static func server(credentials: TLSCredentials, clientCAFile: String? = nil) -> Self {
+        Self(role: .server, credentials: credentials, trustedCAFile: clientCAFile, verifyPeer: clientCAFile != nil)
+    }
+
+    public init(
+        role: TLSRole, credentials: TLSCredentials?, trustedCAFile: String?, verifyPeer: Bool,
+        cipherSuites: String? = nil, cipherList: String? = nil, maximumVersion: String? = nil
+    ) {
+        self.role = role
+        self.credentials = credentials
+        self.trustedCAFile = trustedCAFile
+        self.verifyPeer = verifyPeer
+        self.cipherSuites = cipherSuites
+        self.cipherList = cipherList
+        self.maximumVersion = maximumVersion
+    }
+}
