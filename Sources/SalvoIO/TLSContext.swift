@@ -30,12 +30,8 @@ public final class TLSContext: @unchecked Sendable {
                                                                             details: OpenSSLErrors.drain()))
         }
         self.context = context
-        do {
-            try configure(configuration)
-        } catch {
-            SSL_CTX_free(context)
-            throw error
-        }
+        // On failure the object is released and `deinit` frees the SSL_CTX.
+        try configure(configuration)
     }
 
     deinit {

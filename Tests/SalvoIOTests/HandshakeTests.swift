@@ -1,0 +1,163 @@
+import Dispatch
+import NIOCore
+import SalvoIO
+import Testing
+
+@Suite("TLS handshakes over both transports")
+struct HandshakeTests {
+    @Test("mutual TLS handshake succeeds, data flows both ways, close is orderly", arguments: [TransportKind.uring, .socket])
+    func mutualHandshake(transport: TransportKind) throws {
+        guard Transports.available(transport) else { return }
+        let serverSide = Waiter<(String?, String, String)>()
+        let serverEnd = Waiter<ConnectionEnd>()
+        let server = try TestServer(transport: transport, tls: try TLSFixtures.server()) { result in
+            guard case .success(let connection) = result else {
+                serverSide.fulfill((nil, "", "failed: \(result)"))
+                return
+            }
+            connection.onPlaintext = { buffer in
+                // Echo, upper-cased so the client can tell it came back through the server.
+                let text = String(buffer: buffer).uppercased()
+                try? connection.write(ByteBuffer(string: text))
+            }
+            connection.onClose = { serverEnd.fulfill($0) }
+            serverSide.fulfill((connection.peerSubjectUID, connection.protocolVersion, connection.peerSubject ?? ""))
+        }
+        defer { server.stop() }
+
+        let echoed = Waiter<String>()
+        let clientEnd = Waiter<ConnectionEnd>()
+        let (_, result) = try connectClient(transport: transport, port: server.port, tls: try TLSFixtures.client()) {
+            connection in
+            connection.onPlaintext = { echoed.fulfill(String(buffer: $0)) }
+            connection.onClose = { clientEnd.fulfill($0) }
+            try? connection.write(ByteBuffer(string: "hello gateway"))
+        }
+        let client = try #require(try result?.get())
+        #expect(client.transportKind == transport)
+
+        let (uid, version, subject) = try #require(serverSide.wait())
+        #expect(uid == TestCertificates.topic)
+        #expect(version == "TLSv1.3")
+        #expect(subject.contains("Apple Push Services"))
+        #expect(echoed.wait() == "HELLO GATEWAY")
+
+        client.queue.async { client.close() }
+        let end = try #require(clientEnd.wait())
+        #expect(end.reason == .closedLocally)
+        let peerEnd = try #require(serverEnd.wait())
+        #expect(peerEnd.reason == .peerClosed)
+        #expect(peerEnd.peerSentCloseNotify)
+    }
+
+    @Test("a client without a certificate is refused on both sides", arguments: [TransportKind.uring, .socket])
+    func missingClientCertificate(transport: TransportKind) throws {
+        guard Transports.available(transport) else { return }
+        try expectRefused(transport: transport,
+                          client: try TLSFixtures.client(certificate: nil, key: nil),
+                          serverCode: .peerCertificateMissing)
+    }
+
+    @Test("a client certificate from another CA is refused on both sides", arguments: [TransportKind.uring, .socket])
+    func foreignClientCertificate(transport: TransportKind) throws {
+        guard Transports.available(transport) else { return }
+        let c = TLSFixtures.certificates
+        try expectRefused(transport: transport,
+                          client: try TLSFixtures.client(certificate: c.rogueClientCertificate, key: c.rogueClientKey),
+                          serverCode: .unknownCA)
+    }
+
+    /// TLS 1.3 finishes the client's handshake before the server checks the client certificate, so the
+    /// client learns of the refusal either from `connect` or as the first event after it.
+    private func expectRefused(transport: TransportKind, client tls: TLSContext, serverCode: SalvoIOError.Code) throws {
+        let serverError = Waiter<SalvoIOError>()
+        let server = try TestServer(transport: transport, tls: try TLSFixtures.server()) { result in
+            if case .failure(let error) = result {
+                serverError.fulfill(error)
+            }
+        }
+        defer { server.stop() }
+        let clientEnd = Waiter<ConnectionEnd>()
+        let (_, result) = try connectClient(transport: transport, port: server.port, tls: tls) { connection in
+            connection.onClose = { clientEnd.fulfill($0) }
+        }
+        let clientError: SalvoIOError?
+        switch try #require(result) {
+        case .failure(let error): clientError = error
+        case .success: clientError = clientEnd.wait()?.error
+        }
+        #expect(clientError?.code == .handshakeRefused, "client saw \(String(describing: clientError))")
+        let error = try #require(serverError.wait())
+        #expect(error.code == serverCode, "server saw \(error)")
+        #expect(!error.message.isEmpty)
+    }
+
+    @Test("the client refuses a server its CA file does not trust")
+    func untrustedServer() throws {
+        let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { _ in }
+        defer { server.stop() }
+        let tls = try TLSFixtures.client(trusting: TLSFixtures.certificates.rogueCAFile)
+        let (_, result) = try connectClient(transport: .socket, port: server.port, tls: tls)
+        guard case .failure(let error) = try #require(result) else {
+            Issue.record("an untrusted server was accepted")
+            return
+        }
+        #expect(error.code == .unknownCA, "\(error)")
+        #expect(error.message.contains("CA"))
+    }
+
+    @Test("the client refuses a certificate that does not name the host it expects")
+    func hostnameMismatch() throws {
+        let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { _ in }
+        defer { server.stop() }
+        let (_, result) = try connectClient(transport: .socket, port: server.port, tls: try TLSFixtures.client(),
+                                            serverName: "gateway.push.apple.com")
+        guard case .failure(let error) = try #require(result) else {
+            Issue.record("a certificate for another host was accepted")
+            return
+        }
+        #expect(error.code == .hostnameMismatch, "\(error)")
+    }
+
+    @Test("a reconnect resumes the cached TLS session")
+    func sessionResumption() throws {
+        let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { result in
+            if case .success(let connection) = result {
+                connection.onPlaintext = { try? connection.write($0) }
+            }
+        }
+        defer { server.stop() }
+        let tls = try TLSFixtures.client()
+        var reused: [Bool] = []
+        for _ in 0..<2 {
+            let echoed = Waiter<Void>()
+            let closed = Waiter<Void>()
+            let (_, result) = try connectClient(transport: .socket, port: server.port, tls: tls) { connection in
+                connection.onPlaintext = { _ in echoed.fulfill(()) }
+                connection.onClose = { _ in closed.fulfill(()) }
+                try? connection.write(ByteBuffer(string: "ping"))
+            }
+            let connection = try #require(try result?.get())
+            // The echo comes after the server's session tickets, so the session is cached by now.
+            #expect(echoed.wait() != nil)
+            reused.append(connection.queue.sync { connection.isSessionReused })
+            connection.queue.async { connection.close() }
+            #expect(closed.wait() != nil)
+        }
+        #expect(reused == [false, true])
+    }
+
+    @Test("connecting to a closed port reports connection refused")
+    func connectionRefused() throws {
+        // Bind and close a listener to find a port nobody listens on.
+        let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { _ in }
+        let port = server.port
+        server.stop()
+        let (_, result) = try connectClient(transport: .socket, port: port, tls: try TLSFixtures.client())
+        guard case .failure(let error) = try #require(result) else {
+            Issue.record("connected to a closed port")
+            return
+        }
+        #expect(error.code == .connectionRefused, "\(error)")
+    }
+}
