@@ -43,7 +43,7 @@ final class SocketTransport: Transport, @unchecked Sendable {
         // The sources hold this object until they are cancelled (in `close`), which keeps the receive
         // buffer alive for as long as a handler can run.
         readSource.setEventHandler { self.readable() }
-        writeSource.setEventHandler { self.continueSend() }
+        writeSource.setEventHandler { _ = self.continueSend(notify: true) }
         let cancelled: @Sendable () -> Void = { self.sourceCancelled() }
         readSource.setCancelHandler(handler: cancelled)
         writeSource.setCancelHandler(handler: cancelled)
@@ -53,14 +53,17 @@ final class SocketTransport: Transport, @unchecked Sendable {
         receiveBuffer.deallocate()
     }
 
-    func send(_ bytes: UnsafeRawBufferPointer) {
+    func send(_ bytes: UnsafeRawBufferPointer) -> Bool {
         dispatchPrecondition(condition: .onQueue(queue))
         precondition(sendCursor == nil, "one send in flight per socket")
-        guard !closing, !stopped else { return }
+        guard !closing, !stopped else { return false }
+        if bytes.count == 0 {
+            return true
+        }
         statistics.sends += 1
         sendCursor = bytes.baseAddress
         sendRemaining = bytes.count
-        continueSend()
+        return continueSend(notify: false)
     }
 
     func startReceiving() {
@@ -109,10 +112,12 @@ final class SocketTransport: Transport, @unchecked Sendable {
         }
     }
 
-    private func continueSend() {
+    /// Sends what is left; returns true when it is all sent. `notify` (from the write source) reports
+    /// that through `transportDidSend`; from `send` the return value does.
+    private func continueSend(notify: Bool) -> Bool {
         guard !closing, !stopped, var cursor = sendCursor else {
             suspendWrites()
-            return
+            return false
         }
         // Bounded: each pass either makes progress or stops at EAGAIN.
         for _ in 0..<1024 {
@@ -127,8 +132,10 @@ final class SocketTransport: Transport, @unchecked Sendable {
                 if sendRemaining == 0 {
                     sendCursor = nil
                     suspendWrites()
-                    delegate?.transportDidSend()
-                    return
+                    if notify {
+                        delegate?.transportDidSend()
+                    }
+                    return true
                 }
                 statistics.partialSends += 1
             case .retry:
@@ -137,17 +144,18 @@ final class SocketTransport: Transport, @unchecked Sendable {
                     writeSuspended = false
                     writeSource.resume()
                 }
-                return
+                return false
             case .failure(let error):
                 suspendWrites()
                 fail(error)
-                return
+                return false
             }
         }
         if writeSuspended {
             writeSuspended = false
             writeSource.resume()
         }
+        return false
     }
 
     private func suspendWrites() {

@@ -30,7 +30,9 @@ public final class TLSConnection: @unchecked Sendable {
     /// Decrypted bytes from the peer, in order. The buffer is reused after the call returns: keeping it
     /// costs a copy-on-write, so copy out what you need.
     public var onPlaintext: ((ByteBuffer) -> Void)?
-    /// A send completed and the next batch may be written (it will overlap with the send just started).
+    /// A send that had to wait for the kernel completed, so `queuedBytes` dropped: write the next batch
+    /// now (it overlaps with the send just started). Not called when the kernel takes a batch at once
+    /// during `write`; a producer keeps writing while `queuedBytes` is small and waits for this otherwise.
     public var onWritable: (() -> Void)?
     /// The connection ended; called once, after the descriptor is closed.
     public var onClose: ((ConnectionEnd) -> Void)?
@@ -244,15 +246,21 @@ public final class TLSConnection: @unchecked Sendable {
 
     // MARK: - Writing
 
-    /// Hands the filling ciphertext buffer to the transport if no send is in flight.
+    /// Hands the filling ciphertext buffer to the transport if no send is in flight. A send that the
+    /// kernel takes whole at once (non-blocking sockets) is finished here, in a loop, not by recursion.
     private func flush() {
-        guard !sending, state != .closed, session.buffers.outbound.readableBytes > 0 else { return }
-        swap(&inFlight, &session.buffers.outbound)
-        sending = true
-        // The pointer stays valid until `transportDidSend`: `inFlight` is neither mutated nor released
-        // while `sending` is true, and this connection outlives the transport's operations.
-        let bytes = inFlight.withUnsafeReadableBytes { $0 }
-        transport.send(bytes)
+        // Bounded: each pass sends the filling buffer, which only refills if a callback writes again.
+        for _ in 0..<1_000_000 {
+            guard !sending, state != .closed, session.buffers.outbound.readableBytes > 0 else { return }
+            swap(&inFlight, &session.buffers.outbound)
+            sending = true
+            // The pointer stays valid until the send is done: `inFlight` is neither mutated nor released
+            // while `sending` is true, and this connection outlives the transport's operations.
+            let bytes = inFlight.withUnsafeReadableBytes { $0 }
+            guard transport.send(bytes) else { return }
+            inFlight.clear()
+            sending = false
+        }
     }
 
     // MARK: - Closing

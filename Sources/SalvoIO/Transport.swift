@@ -36,9 +36,11 @@ protocol Transport: AnyObject {
     var delegate: TransportDelegate? { get set }
     var statistics: TransportStatistics { get }
 
-    /// Sends all of `bytes`, continuing partial sends in order, then calls `transportDidSend`.
-    /// At most one send is in flight; the caller keeps the memory alive and unchanged until then.
-    func send(_ bytes: UnsafeRawBufferPointer)
+    /// Sends all of `bytes`, continuing partial sends in order. Returns true when every byte reached the
+    /// kernel during the call (and `transportDidSend` will not be called); otherwise `transportDidSend`
+    /// follows later, never from inside this call, so callers cannot recurse without bound.
+    /// At most one send is in flight; the caller keeps the memory alive and unchanged until it is done.
+    func send(_ bytes: UnsafeRawBufferPointer) -> Bool
     /// Starts the receive loop (idempotent).
     func startReceiving()
     /// Stops posting receives after the current one; `resumeReceiving` continues.

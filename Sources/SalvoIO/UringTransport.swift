@@ -47,18 +47,18 @@ final class UringTransport: Transport, IORingCompletionTarget, @unchecked Sendab
         receiveBuffer.deallocate()
     }
 
-    func send(_ bytes: UnsafeRawBufferPointer) {
+    func send(_ bytes: UnsafeRawBufferPointer) -> Bool {
         dispatchPrecondition(condition: .onQueue(ring.queue))
         precondition(!sendInFlight, "one send in flight per socket")
-        guard !closing, !stopped else { return }
+        guard !closing, !stopped else { return false }
+        if bytes.count == 0 {
+            return true
+        }
         statistics.sends += 1
         sendCursor = bytes.baseAddress
         sendRemaining = bytes.count
-        if sendRemaining == 0 {
-            delegate?.transportDidSend()
-            return
-        }
         submitSend()
+        return false
     }
 
     func startReceiving() {

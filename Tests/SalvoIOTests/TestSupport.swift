@@ -172,9 +172,8 @@ final class StreamSender: @unchecked Sendable {
     }
 
     func pump() {
-        // Bounded: at most a few batches per call; onWritable calls again.
-        var written = 0
-        while connection.queuedBytes < 2 * BatchSource.batchSize, written < 4, let batch = source.next() {
+        // Bounded by the source's size; stops while two batches wait, and onWritable calls again.
+        while connection.queuedBytes < 2 * BatchSource.batchSize, let batch = source.next() {
             digest.update(batch)
             do {
                 try connection.write(batch)
@@ -183,7 +182,6 @@ final class StreamSender: @unchecked Sendable {
                 done.fulfill("error")
                 return
             }
-            written += 1
         }
         if source.finished, connection.queuedBytes == 0, !finished {
             finished = true
