@@ -83,7 +83,7 @@ struct TransferTests {
         defer { server.stop() }
 
         var options = ConnectionOptions()
-        options.sendBufferSize = 32 * 1024
+        options.sendBufferSize = 256 * 1024
         let sent = Waiter<StreamSender>()
         let (_, result) = try connectClient(transport: transport, port: server.port, tls: try TLSFixtures.client(),
                                             options: options) { connection in
@@ -98,6 +98,7 @@ struct TransferTests {
         let receivedDigest = try #require(receiver.done.wait(seconds: 30))
         #expect(sentDigest == receivedDigest)
         let statistics = client.queue.sync { client.statistics }
+        print("slow reader over \(transport): \(statistics)")
         #expect(statistics.partialSends > 0, "\(statistics)")
         client.queue.async { client.close() }
     }
