@@ -20,10 +20,3 @@ public struct ConnectionOptions: Sendable {
 
     public init() {}
 }
-
-extension Duration {
-    var dispatchInterval: DispatchTimeInterval {
-        let (seconds, attoseconds) = components
-        return .nanoseconds(Int(max(0, seconds * 1_000_000_000 + attoseconds / 1_000_000_000)))
-    }
-}

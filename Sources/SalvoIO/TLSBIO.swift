@@ -1,23 +1,6 @@
 internal import COpenSSL
 import NIOCore
 
-/// The buffers a TLS session's BIO reads from and writes to.
-///
-/// `inbound` is ciphertext received from the socket, lent for the duration of one `TLSSession` call;
-/// `outbound` is the ciphertext buffer that SSL_write and the handshake append to directly (no BIO_s_mem
-/// staging). Owned by one `TLSSession`; confined to that session's queue.
-final class TLSBIOBuffers {
-    var inbound = UnsafeRawBufferPointer(start: nil, count: 0)
-    var inboundOffset = 0
-    var outbound: ByteBuffer
-
-    init(outboundCapacity: Int) {
-        outbound = ByteBufferAllocator().buffer(capacity: outboundCapacity)
-    }
-
-    var inboundRemaining: Int { inbound.count - inboundOffset }
-}
-
 /// The custom BIO method: read = take from `TLSBIOBuffers.inbound` (or ask to retry when it is empty),
 /// write = append to `TLSBIOBuffers.outbound` (always succeeds, so SSL_write never returns WANT_WRITE).
 enum TLSBIO {

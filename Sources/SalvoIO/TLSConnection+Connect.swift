@@ -1,5 +1,9 @@
 import Dispatch
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 extension TLSConnection {
     /// Connects to `host:port` over TCP (non-blocking, `options.connectTimeout`), then runs the TLS
     /// handshake (`options.handshakeTimeout`) as a client.
@@ -35,7 +39,7 @@ extension TLSConnection {
                         fd: fd, context: context, tls: tls, serverName: serverName ?? host,
                         peerKey: "\(host):\(port)", options: options)
                 } catch {
-                    _ = closeDescriptor(fd)
+                    _ = Glibc.close(fd)
                     box.value(.failure(error as! SalvoIOError))
                     return
                 }
@@ -44,11 +48,3 @@ extension TLSConnection {
         }
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-
-private func closeDescriptor(_ fd: Int32) -> Int32 {
-    Glibc.close(fd)
-}
-#endif

@@ -12,6 +12,9 @@ import NIOCore
 /// Reading is continuous: decrypted plaintext goes to `onPlaintext` whenever the peer sends some.
 /// `onClose` reports how the connection ended (`ConnectionEnd`), exactly once.
 ///
+/// Lifetime: an open connection keeps itself alive (its transport's pending receive holds it) until it
+/// is closed, by `close`, `abort`, the peer or an error; `onClose` marks the end.
+///
 /// Every method must be called on `queue`, and every callback runs there. `@unchecked Sendable`
 /// because all mutable state is confined to `queue`.
 public final class TLSConnection: @unchecked Sendable {
@@ -381,15 +384,5 @@ extension TLSConnection: TransportDelegate {
         onPlaintext = nil
         onWritable = nil
         onClose = nil
-    }
-}
-
-/// Carries a value across a `@Sendable` boundary that Dispatch requires, where the value is in fact
-/// only used on one serial queue (named at each use).
-struct UncheckedSendable<Value>: @unchecked Sendable {
-    let value: Value
-
-    init(_ value: Value) {
-        self.value = value
     }
 }

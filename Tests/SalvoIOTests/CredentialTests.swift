@@ -59,7 +59,8 @@ struct CredentialTests {
     @Test("an expired client certificate is refused with its date")
     func expiredCertificate() throws {
         let expired = error {
-            _ = try clientContext(.pem(certificateChainFile: c.expiredClientCertificate, privateKeyFile: c.path("expired.key")))
+            _ = try clientContext(.pem(certificateChainFile: c.expiredClientCertificate,
+                                       privateKeyFile: c.path("expired.key")))
         }
         #expect(expired?.code == .certificateExpired)
         #expect(expired?.message.contains("expired on") == true)

@@ -5,7 +5,8 @@ import Testing
 
 @Suite("TLS handshakes over both transports")
 struct HandshakeTests {
-    @Test("mutual TLS handshake succeeds, data flows both ways, close is orderly", arguments: [TransportKind.uring, .socket])
+    @Test("mutual TLS handshake succeeds, data flows both ways, close is orderly",
+          arguments: [TransportKind.uring, .socket])
     func mutualHandshake(transport: TransportKind) throws {
         guard Transports.available(transport) else { return }
         let serverSide = Waiter<(String?, String, String)>()

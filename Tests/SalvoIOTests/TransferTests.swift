@@ -103,7 +103,8 @@ struct TransferTests {
         client.queue.async { client.close() }
     }
 
-    @Test("a peer's reset is reported as a reset, its orderly close as a close", arguments: [TransportKind.uring, .socket])
+    @Test("a peer's reset is reported as a reset, its orderly close as a close",
+          arguments: [TransportKind.uring, .socket])
     func resetVersusClose(transport: TransportKind) throws {
         guard Transports.available(transport) else { return }
         for abort in [true, false] {
@@ -124,8 +125,8 @@ struct TransferTests {
             }
             defer { server.stop() }
             let end = Waiter<ConnectionEnd>()
-            let (_, result) = try connectClient(transport: transport, port: server.port, tls: try TLSFixtures.client()) {
-                connection in
+            let tls = try TLSFixtures.client()
+            let (_, result) = try connectClient(transport: transport, port: server.port, tls: tls) { connection in
                 connection.onClose = { end.fulfill($0) }
                 try? connection.write(ByteBuffer(string: "start"))
             }
