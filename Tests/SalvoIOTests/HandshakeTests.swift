@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 import NIOCore
 import SalvoIO
 import Testing
@@ -150,10 +151,20 @@ struct HandshakeTests {
 
     @Test("connecting to a closed port reports connection refused")
     func connectionRefused() throws {
-        // Bind and close a listener to find a port nobody listens on.
-        let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { _ in }
-        let port = server.port
-        server.stop()
+        // A socket bound but not listening holds a port on which every connect is refused.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        try #require(bound)
+        let port = Int(UInt16(bigEndian: address.sin_port))
         let (_, result) = try connectClient(transport: .socket, port: port, tls: try TLSFixtures.client())
         guard case .failure(let error) = try #require(result) else {
             Issue.record("connected to a closed port")
