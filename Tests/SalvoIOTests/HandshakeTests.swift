@@ -172,4 +172,33 @@ struct HandshakeTests {
         }
         #expect(error.code == .connectionRefused, "\(error)")
     }
+
+    @Test("a peer that never answers the handshake times out", arguments: [TransportKind.uring, .socket])
+    func silentPeer(transport: TransportKind) throws {
+        guard Transports.available(transport) else { return }
+        // A listening socket nobody accepts on: the kernel completes TCP, no TLS ever comes back.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 && listen(fd, 4) == 0
+            }
+        }
+        try #require(listening)
+        var options = ConnectionOptions()
+        options.handshakeTimeout = .milliseconds(300)
+        let started = ContinuousClock.now
+        let (_, result) = try connectClient(transport: transport, port: Int(UInt16(bigEndian: address.sin_port)),
+                                            tls: try TLSFixtures.client(), options: options)
+        guard case .failure(let error) = try #require(result) else {
+            Issue.record("a handshake with a silent peer succeeded")
+            return
+        }
+        #expect(error.code == .timedOut, "\(error)")
+        #expect(ContinuousClock.now - started < .seconds(5))
+    }
 }

@@ -48,7 +48,7 @@ struct TransferTests {
         #expect(sentByClient == receivedByServer)
         #expect(sentByServer == receivedByClient)
         #expect(sentByClient != sentByServer)
-        #expect(client.queue.sync { serverReceiver.received } == size)
+        #expect(server.queue.sync { serverReceiver.received } == size)
         #expect(client.queue.sync { clientReceiver.received } == size)
 
         let statistics = client.queue.sync { client.statistics }
