@@ -193,6 +193,9 @@ final class UringTransport: Transport, IORingCompletionTarget, @unchecked Sendab
         ring.unregister(slot: slot)
         let delegate = self.delegate
         self.delegate = nil
-        delegate?.transportDidClose()
+        // Report from a fresh turn of the queue, as the socket transport does (its cancel handlers run
+        // later): `onClose` never runs inside the caller's `close` or `abort`.
+        let report = UncheckedSendable(delegate)  // used on ring.queue only
+        ring.queue.async { report.value?.transportDidClose() }
     }
 }
