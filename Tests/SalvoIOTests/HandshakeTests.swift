@@ -94,6 +94,41 @@ struct HandshakeTests {
         #expect(!error.message.isEmpty)
     }
 
+    @Test("PKCS#12 and passphrase-protected PEM credentials complete a mutual handshake")
+    func otherCredentialForms() throws {
+        let uids = Waiter<[String]>()
+        var seen: [String] = []
+        let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { result in
+            if case .success(let connection) = result {
+                seen.append(connection.peerSubjectUID ?? "none")
+                if seen.count == 2 {
+                    uids.fulfill(seen)
+                }
+                connection.onPlaintext = { try? connection.write($0) }
+            }
+        }
+        defer { server.stop() }
+        let c = TLSFixtures.certificates
+        let forms: [TLSCredentials] = [
+            .pkcs12(file: c.clientPKCS12, passphrase: TestCertificates.pkcs12Passphrase),
+            .pem(certificateChainFile: c.clientCertificate, privateKeyFile: c.encryptedClientKey,
+                 passphrase: TestCertificates.keyPassphrase),
+        ]
+        for credentials in forms {
+            let tls = try TLSContext(configuration: .client(credentials: credentials, trustedCAFile: c.caFile))
+            let echoed = Waiter<Void>()
+            let (_, result) = try connectClient(transport: .socket, port: server.port, tls: tls) { connection in
+                // The echo proves the server accepted the certificate (TLS 1.3 checks it after `connect`).
+                connection.onPlaintext = { _ in echoed.fulfill(()) }
+                try? connection.write(ByteBuffer(string: "hi"))
+            }
+            let connection = try #require(try result?.get())
+            #expect(echoed.wait() != nil)
+            connection.queue.async { connection.close() }
+        }
+        #expect(uids.wait() == [TestCertificates.topic, TestCertificates.topic])
+    }
+
     @Test("the client refuses a server its CA file does not trust")
     func untrustedServer() throws {
         let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { _ in }
