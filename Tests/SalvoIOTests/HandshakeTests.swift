@@ -129,6 +129,26 @@ struct HandshakeTests {
         #expect(uids.wait() == [TestCertificates.topic, TestCertificates.topic])
     }
 
+    @Test("IPv6 loopback works and the certificate's IP address is checked", arguments: [TransportKind.uring, .socket])
+    func ipv6Loopback(transport: TransportKind) throws {
+        guard Transports.available(transport) else { return }
+        let server = try TestServer(transport: transport, tls: try TLSFixtures.server(), host: "::1") { result in
+            if case .success(let connection) = result {
+                connection.onPlaintext = { try? connection.write($0) }
+            }
+        }
+        defer { server.stop() }
+        let echoed = Waiter<String>()
+        let (_, result) = try connectClient(transport: transport, host: "::1", port: server.port,
+                                            tls: try TLSFixtures.client()) { connection in
+            connection.onPlaintext = { echoed.fulfill(String(buffer: $0)) }
+            try? connection.write(ByteBuffer(string: "over ::1"))
+        }
+        let connection = try #require(try result?.get())
+        #expect(echoed.wait() == "over ::1")
+        connection.queue.async { connection.close() }
+    }
+
     @Test("the client refuses a server its CA file does not trust")
     func untrustedServer() throws {
         let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { _ in }

@@ -35,7 +35,7 @@ struct TestCertificates: Sendable {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let certificates = TestCertificates(directory: directory)
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        try "subjectAltName=IP:127.0.0.1\n".write(toFile: certificates.path("server.ext"), atomically: true,
+        try "subjectAltName=IP:127.0.0.1,IP:::1\n".write(toFile: certificates.path("server.ext"), atomically: true,
                                                     encoding: .utf8)
         try "extendedKeyUsage=clientAuth\n".write(toFile: certificates.path("client.ext"), atomically: true,
                                                    encoding: .utf8)

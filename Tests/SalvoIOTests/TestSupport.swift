@@ -72,10 +72,12 @@ final class TestServer: @unchecked Sendable {
     var queue: DispatchQueue { context.queue }
     var port: Int { listener.port }
 
-    init(transport: TransportKind, tls: TLSContext, options: ConnectionOptions = ConnectionOptions(),
+    init(transport: TransportKind, tls: TLSContext, host: String = "127.0.0.1",
+         options: ConnectionOptions = ConnectionOptions(),
          onConnection: @escaping (Result<TLSConnection, SalvoIOError>) -> Void) throws {
         context = try IOContext(queue: DispatchQueue(label: "test.server"), transport: transport)
-        listener = try TLSListener(tls: tls, context: context, options: options, onConnection: onConnection)
+        listener = try TLSListener(host: host, tls: tls, context: context, options: options,
+                                   onConnection: onConnection)
     }
 
     func stop() {
@@ -85,14 +87,14 @@ final class TestServer: @unchecked Sendable {
 
 /// Connects a client on its own queue and waits (bounded) for the result.
 func connectClient(
-    transport: TransportKind, port: Int, tls: TLSContext, serverName: String? = nil,
+    transport: TransportKind, host: String = "127.0.0.1", port: Int, tls: TLSContext, serverName: String? = nil,
     options: ConnectionOptions = ConnectionOptions(),
     setUp: @escaping @Sendable (TLSConnection) -> Void = { _ in }
 ) throws -> (IOContext, Result<TLSConnection, SalvoIOError>?) {
     let context = try IOContext(queue: DispatchQueue(label: "test.client"), transport: transport)
     let waiter = Waiter<Result<TLSConnection, SalvoIOError>>()
     context.queue.async {
-        TLSConnection.connect(host: "127.0.0.1", port: port, serverName: serverName, tls: tls, context: context,
+        TLSConnection.connect(host: host, port: port, serverName: serverName, tls: tls, context: context,
                               options: options) { result in
             if case .success(let connection) = result {
                 setUp(connection)
