@@ -175,7 +175,8 @@ final class IORing: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         var counter: UInt64 = 0
         _ = read(eventFD, &counter, 8)
-        // Bounded: at most this many batches per wake-up; the eventfd fires again for anything left.
+        // Bounded: at most this many batches per wake-up. Completions posted before the eventfd was read do
+        // not signal it again, so if any are left the drain continues on a fresh turn of the queue.
         for _ in 0..<64 {
             let count = Int(io_uring_peek_batch_cqe(ring, batch, UInt32(batchCapacity)))
             if count == 0 {
@@ -198,6 +199,9 @@ final class IORing: @unchecked Sendable {
                     target.ringDidComplete(operation: operation, result: result)
                 }
             }
+        }
+        if io_uring_cq_ready(ring) > 0 {
+            queue.async { [weak self] in self?.drainCompletions() }
         }
     }
 }
