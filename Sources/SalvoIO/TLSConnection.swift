@@ -76,17 +76,17 @@ public final class TLSConnection: @unchecked Sendable {
     // MARK: - Public API
 
     /// Whether the handshake resumed a cached session (clients cache one per host and port).
-    public var isSessionReused: Bool { session.isSessionReused }
+    public var isSessionReused: Bool { onQueue { session.isSessionReused } }
     /// The negotiated protocol version, e.g. "TLSv1.3".
-    public var protocolVersion: String { session.protocolVersion }
+    public var protocolVersion: String { onQueue { session.protocolVersion } }
     /// The negotiated cipher suite.
-    public var cipherName: String { session.cipherName }
+    public var cipherName: String { onQueue { session.cipherName } }
     /// The peer certificate subject's UID attribute (APNs: the app's topic), if any.
-    public var peerSubjectUID: String? { session.peerSubjectUID }
+    public var peerSubjectUID: String? { onQueue { session.peerSubjectUID } }
     /// The peer certificate's subject, if the peer presented a certificate.
-    public var peerSubject: String? { session.peerSubject }
+    public var peerSubject: String? { onQueue { session.peerSubject } }
     /// Counters of the underlying transport (sends, partial sends, bytes).
-    public var statistics: TransportStatistics { transport.statistics }
+    public var statistics: TransportStatistics { onQueue { transport.statistics } }
     /// Ciphertext bytes written but not yet completely handed to the kernel (an upper bound).
     public var queuedBytes: Int {
         session.buffers.outbound.readableBytes + (sending ? inFlight.readableBytes : 0)
@@ -150,6 +150,11 @@ public final class TLSConnection: @unchecked Sendable {
         if state != .closed {
             transport.resumeReceiving()
         }
+    }
+
+    private func onQueue<Value>(_ body: () -> Value) -> Value {
+        dispatchPrecondition(condition: .onQueue(queue))
+        return body()
     }
 
     // MARK: - Handshake
