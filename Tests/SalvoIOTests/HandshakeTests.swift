@@ -69,6 +69,25 @@ struct HandshakeTests {
                           serverCode: .unknownCA)
     }
 
+    @Test("over TLS 1.2 a refused client certificate fails connect itself", arguments: [TransportKind.uring, .socket])
+    func refusedOverTLS12(transport: TransportKind) throws {
+        guard Transports.available(transport) else { return }
+        let c = TLSFixtures.certificates
+        var configuration = TLSConfiguration.client(
+            credentials: .pem(certificateChainFile: c.rogueClientCertificate, privateKeyFile: c.rogueClientKey),
+            trustedCAFile: c.caFile)
+        configuration.maximumVersion = "TLS1.2"
+        let server = try TestServer(transport: transport, tls: try TLSFixtures.server()) { _ in }
+        defer { server.stop() }
+        let (_, result) = try connectClient(transport: transport, port: server.port,
+                                            tls: try TLSContext(configuration: configuration))
+        guard case .failure(let error) = try #require(result) else {
+            Issue.record("a TLS 1.2 handshake with an untrusted client certificate succeeded")
+            return
+        }
+        #expect(error.code == .handshakeRefused, "\(error)")
+    }
+
     /// TLS 1.3 finishes the client's handshake before the server checks the client certificate, so the
     /// client learns of the refusal either from `connect` or as the first event after it.
     private func expectRefused(transport: TransportKind, client tls: TLSContext, serverCode: SalvoIOError.Code) throws {

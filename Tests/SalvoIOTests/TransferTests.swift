@@ -141,4 +141,38 @@ struct TransferTests {
             }
         }
     }
+
+    @Test("close finishes within its timeout when the peer stops reading", arguments: [TransportKind.uring, .socket])
+    func closeWithStalledPeer(transport: TransportKind) throws {
+        guard Transports.available(transport) else { return }
+        let server = try TestServer(transport: transport, tls: try TLSFixtures.server()) { result in
+            // Read nothing, ever: the client's sends stall once the socket buffers are full.
+            if case .success(let connection) = result {
+                connection.pauseReading()
+            }
+        }
+        defer { server.stop() }
+        var options = ConnectionOptions()
+        options.closeTimeout = .milliseconds(300)
+        options.sendBufferSize = 64 * 1024
+        let end = Waiter<ConnectionEnd>()
+        let stalled = Waiter<Int>()
+        let (_, result) = try connectClient(transport: transport, port: server.port, tls: try TLSFixtures.client(),
+                                            options: options) { connection in
+            connection.onClose = { end.fulfill($0) }
+            let batch = ByteBuffer(repeating: 0x42, count: 64 * 1024)
+            // Bounded: 32 MiB at most, far more than the socket buffers hold.
+            for _ in 0..<512 {
+                try? connection.write(batch)
+            }
+            stalled.fulfill(connection.queuedBytes)
+        }
+        let connection = try #require(try result?.get())
+        #expect(try #require(stalled.wait()) > 0)
+        let started = ContinuousClock.now
+        connection.queue.async { connection.close() }
+        let ending = try #require(end.wait(seconds: 10))
+        #expect(ending.reason == .closedLocally, "\(ending)")
+        #expect(ContinuousClock.now - started < .seconds(3))
+    }
 }
