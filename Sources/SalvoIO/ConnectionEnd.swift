@@ -30,6 +30,7 @@ public struct ConnectionEnd: Sendable, CustomStringConvertible {
     /// The error behind `.reset` and `.failed`.
     public var error: SalvoIOError?
 
+    /// An ending with `reason`; `error` for `.reset` and `.failed`.
     public init(reason: Reason, peerSentCloseNotify: Bool = false, error: SalvoIOError? = nil) {
         self.reason = reason
         self.peerSentCloseNotify = peerSentCloseNotify

@@ -18,5 +18,6 @@ public struct ConnectionOptions: Sendable {
     /// How long `close` waits for the peer's close_notify or EOF before closing anyway.
     public var closeTimeout: Duration = .seconds(2)
 
+    /// The defaults.
     public init() {}
 }

@@ -8,6 +8,7 @@ public final class SHA256Stream {
     /// Bytes digested so far.
     public private(set) var count = 0
 
+    /// An empty digest.
     public init() {
         context = EVP_MD_CTX_new()!
         EVP_DigestInit_ex(context, EVP_sha256(), nil)

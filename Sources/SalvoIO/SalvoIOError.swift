@@ -61,6 +61,7 @@ public struct SalvoIOError: Error, CustomStringConvertible, Sendable {
     /// Where the error was raised, for bug reports.
     public var location: String
 
+    /// An error with `code` and a `message` that says what to fix; `file`/`line` record where it arose.
     public init(
         _ code: Code, _ message: String, errno: Int32? = nil, file: StaticString = #fileID, line: UInt = #line
     ) {

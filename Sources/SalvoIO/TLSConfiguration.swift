@@ -28,6 +28,7 @@ public struct TLSConfiguration: Sendable {
         Self(role: .server, credentials: credentials, trustedCAFile: clientCAFile, verifyPeer: clientCAFile != nil)
     }
 
+    /// Every setting spelled out; prefer `client(…)` and `server(…)`.
     public init(
         role: TLSRole, credentials: TLSCredentials?, trustedCAFile: String?, verifyPeer: Bool,
         cipherSuites: String? = nil, cipherList: String? = nil, maximumVersion: String? = nil

@@ -26,6 +26,7 @@ public struct TransportStatistics: Sendable, Equatable {
     /// Bytes received.
     public var bytesReceived = 0
 
+    /// All counters at zero.
     public init() {}
 }
 

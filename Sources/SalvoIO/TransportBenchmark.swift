@@ -9,14 +9,22 @@ import NIOConcurrencyHelpers
 public enum TransportBenchmark {
     /// One measurement.
     public struct Result: Sendable, CustomStringConvertible {
+        /// The transport measured.
         public var transport: TransportKind
+        /// The negotiated cipher suite.
         public var cipher: String
+        /// Plaintext bytes the sink received.
         public var bytes: Int
+        /// From the first write until the sink had every byte.
         public var seconds: Double
+        /// Frame size used to express the rate in frames per second.
         public var frameSize: Int
+        /// The client's transport counters.
         public var statistics: TransportStatistics
 
+        /// Plaintext throughput in MB/s (10^6 bytes).
         public var megabytesPerSecond: Double { Double(bytes) / seconds / 1_000_000 }
+        /// Whole frames per second.
         public var framesPerSecond: Double { Double(bytes / frameSize) / seconds }
 
         public var description: String {
