@@ -18,7 +18,9 @@ struct TransportSelectionTests {
 
     @Test("the forced fallback is chosen from the environment and carries a TLS conversation")
     func forcedFallbackWorks() throws {
-        // Other tests always name their transport, so changing the variable here affects no one else.
+        // Other tests always name their transport, so changing the variable here affects no one else. The
+        // certificates are made first: making them spawns processes, which read the environment.
+        _ = TLSFixtures.certificates
         setenv("SALVO_TRANSPORT", "socket", 1)
         let context = try IOContext(queue: DispatchQueue(label: "test.env"))
         unsetenv("SALVO_TRANSPORT")
