@@ -65,7 +65,6 @@ static inline void *CSalvoSSL_SSL_get_app_data(const SSL *ssl) {
     return SSL_get_app_data(ssl);
 }
 
-
 // OPENSSL_free is a macro over CRYPTO_free that passes the caller's file and line.
 static inline void CSalvoSSL_OPENSSL_free(void *pointer) {
     OPENSSL_free(pointer);
