@@ -12,7 +12,7 @@ enum Socket {
     static let noSignal: Int32 = 0x4000
 
     /// An IPv4 or IPv6 socket address.
-    struct Address {
+    struct Address: @unchecked Sendable {  // a plain value: C socket address bytes
         var storage = sockaddr_storage()
         var length: socklen_t = 0
         var family: Int32 { Int32(storage.ss_family) }

@@ -9,7 +9,7 @@ extension TLSConnection {
     /// handshake (`options.handshakeTimeout`) as a client.
     ///
     /// The server's certificate is checked against `serverName` (default: `host`) — an IP address or a
-    /// host name. A session cached by an earlier connection to the same `host:port` is offered for
+    /// host name (resolved off the queue). A session cached by an earlier connection to the same `host:port` is offered for
     /// resumption. Must be called on `context.queue`; `completion` runs there, with the open connection
     /// or an error saying what failed. Set the connection's callbacks inside `completion`.
     public static func connect(
@@ -18,15 +18,32 @@ extension TLSConnection {
         completion: @escaping (Result<TLSConnection, SalvoIOError>) -> Void
     ) {
         dispatchPrecondition(condition: .onQueue(context.queue))
-        let address: Socket.Address
-        do {
-            address = try Socket.Address.resolve(host: host, port: port)
-        } catch {
-            completion(.failure(error as! SalvoIOError))
+        // Runs on context.queue only (every path below calls back there).
+        let box = UncheckedSendable(completion)
+        if let address = Socket.Address(numericHost: host, port: port) {
+            connect(address: address, host: host, port: port, serverName: serverName, tls: tls, context: context,
+                    options: options, completion: box)
             return
         }
-        // Runs on context.queue only (Socket.connect calls back there).
-        let box = UncheckedSendable(completion)
+        // A host name: getaddrinfo blocks, so it runs off the owner's queue and hops back with the answer.
+        DispatchQueue.global().async {
+            let resolved = Result { try Socket.Address.resolve(host: host, port: port) }
+            context.queue.async {
+                switch resolved {
+                case .success(let address):
+                    connect(address: address, host: host, port: port, serverName: serverName, tls: tls,
+                            context: context, options: options, completion: box)
+                case .failure(let error):
+                    box.value(.failure(error as! SalvoIOError))
+                }
+            }
+        }
+    }
+
+    private static func connect(
+        address: Socket.Address, host: String, port: Int, serverName: String?, tls: TLSContext, context: IOContext,
+        options: ConnectionOptions, completion box: UncheckedSendable<(Result<TLSConnection, SalvoIOError>) -> Void>
+    ) {
         Socket.connect(to: address, timeout: options.connectTimeout, sendBufferSize: options.sendBufferSize,
                        queue: context.queue) { result in
             switch result {

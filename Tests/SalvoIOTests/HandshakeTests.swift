@@ -168,6 +168,16 @@ struct HandshakeTests {
         connection.queue.async { connection.close() }
     }
 
+    @Test("a host name is resolved off the queue (localhost, from /etc/hosts)")
+    func hostName() throws {
+        let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { _ in }
+        defer { server.stop() }
+        let (_, result) = try connectClient(transport: .socket, host: "localhost", port: server.port,
+                                            tls: try TLSFixtures.client(), serverName: "127.0.0.1")
+        let connection = try #require(try result?.get())
+        connection.queue.async { connection.close() }
+    }
+
     @Test("the client refuses a server its CA file does not trust")
     func untrustedServer() throws {
         let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { _ in }
