@@ -12,6 +12,10 @@ extension TLSConnection {
     /// host name (resolved off the queue). A session cached by an earlier connection to the same `host:port` is offered for
     /// resumption. Must be called on `context.queue`; `completion` runs there, with the open connection
     /// or an error saying what failed. Set the connection's callbacks inside `completion`.
+    ///
+    /// With TLS 1.3 the server checks our client certificate after our side of the handshake finished, so
+    /// a refused certificate may show up as `onClose` with an error coded `.handshakeRefused` just after
+    /// a successful `completion` (with TLS 1.2 it fails `completion` itself).
     public static func connect(
         host: String, port: Int, serverName: String? = nil, tls: TLSContext, context: IOContext,
         options: ConnectionOptions = ConnectionOptions(),
