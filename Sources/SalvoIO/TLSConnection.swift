@@ -215,9 +215,10 @@ public final class TLSConnection: @unchecked Sendable {
     // MARK: - Reading
 
     private func readAvailable() {
-        guard state == .open || state == .closing else { return }
-        // Bounded: each pass either fills a chunk (consuming lent ciphertext) or stops.
+        // Bounded: each pass either fills a chunk (consuming lent ciphertext) or stops. A callback that
+        // closes or aborts ends the loop.
         for _ in 0..<1_000_000 {
+            guard state == .open || state == .closing else { return }
             let step = session.read(into: &plaintext, limit: options.plaintextChunkSize)
             deliverPlaintext()
             switch step {
