@@ -175,4 +175,35 @@ struct TransferTests {
         #expect(ending.reason == .closedLocally, "\(ending)")
         #expect(ContinuousClock.now - started < .seconds(3))
     }
+
+    @Test("aborting from inside onPlaintext stops delivery at once", arguments: [TransportKind.uring, .socket])
+    func abortFromCallback(transport: TransportKind) throws {
+        guard Transports.available(transport) else { return }
+        let server = try TestServer(transport: transport, tls: try TLSFixtures.server()) { result in
+            guard case .success(let connection) = result else { return }
+            connection.onPlaintext = { _ in
+                // 4 MiB in 16 writes: far more than one delivery.
+                let chunk = ByteBuffer(repeating: 0x61, count: 256 * 1024)
+                for _ in 0..<16 {
+                    try? connection.write(chunk)
+                }
+            }
+        }
+        defer { server.stop() }
+        let end = Waiter<(ConnectionEnd, Int)>()
+        let (_, result) = try connectClient(transport: transport, port: server.port, tls: try TLSFixtures.client()) {
+            connection in
+            var deliveries = 0
+            connection.onPlaintext = { _ in
+                deliveries += 1
+                connection.abort()
+            }
+            connection.onClose = { end.fulfill(($0, deliveries)) }
+            try? connection.write(ByteBuffer(string: "go"))
+        }
+        _ = try #require(try result?.get())
+        let (ending, deliveries) = try #require(end.wait(seconds: 10))
+        #expect(ending.reason == .closedLocally, "\(ending)")
+        #expect(deliveries == 1)
+    }
 }
