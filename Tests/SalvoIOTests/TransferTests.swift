@@ -206,4 +206,32 @@ struct TransferTests {
         #expect(ending.reason == .closedLocally, "\(ending)")
         #expect(deliveries == 1)
     }
+
+    @Test("EOF without close_notify is a peer close, not a reset", arguments: [TransportKind.uring, .socket])
+    func eofWithoutCloseNotify(transport: TransportKind) throws {
+        guard Transports.available(transport) else { return }
+        let server = try TestServer(transport: transport, tls: try TLSFixtures.server()) { result in
+            if case .success(let connection) = result {
+                connection.onPlaintext = { try? connection.write($0) }
+            }
+        }
+        defer { server.stop() }
+        let proxy = try TCPProxy(forwardingTo: server.port)
+        defer { proxy.wait() }
+        let echoed = Waiter<Void>()
+        let end = Waiter<ConnectionEnd>()
+        let (_, result) = try connectClient(transport: transport, port: proxy.port, tls: try TLSFixtures.client()) {
+            connection in
+            connection.onPlaintext = { _ in echoed.fulfill(()) }
+            connection.onClose = { end.fulfill($0) }
+            try? connection.write(ByteBuffer(string: "ping"))
+        }
+        _ = try #require(try result?.get())
+        #expect(echoed.wait() != nil)
+        proxy.cutClientSide()
+        let ending = try #require(end.wait(seconds: 10))
+        #expect(ending.reason == .peerClosed, "\(ending)")
+        #expect(!ending.peerSentCloseNotify)
+        #expect(ending.error == nil)
+    }
 }
