@@ -38,15 +38,35 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // Sockets, the io_uring ring, TLS sessions over buffers, and the plain-socket fallback.
+        .target(
+            name: "SalvoIO",
+            dependencies: [
+                "CLiburing",
+                "COpenSSL",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: strictness
+        ),
+
         // Bulk sending: token files, shards, batching, the sent window and rewind, reports.
         .target(
             name: "SalvoEngine",
             dependencies: [
                 "APNSWire",
+                "SalvoIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
+            swiftSettings: strictness
+        ),
+
+        // Bulk TLS throughput of both transports against a local sink (release builds only).
+        .executableTarget(
+            name: "salvo-iobench",
+            dependencies: ["SalvoIO"],
             swiftSettings: strictness
         ),
 
@@ -68,6 +88,11 @@ let package = Package(
         .testTarget(
             name: "SalvoEngineTests",
             dependencies: ["SalvoEngine", "APNSWire"],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoIOTests",
+            dependencies: ["SalvoIO", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strictness
         ),
     ]
