@@ -4,18 +4,20 @@ import Testing
 @testable import SalvoEngine
 
 @Suite struct SentWindowTests {
+    /// A window with `rows` rows (lines 2, 3, …), written one batch per row at times 10, 11, ….
     private func window(rows: Int, capacity: Int = 100, startingAt first: UInt32 = 1) -> SentWindow {
         var window = SentWindow(capacity: capacity, firstIdentifier: first)
         for index in 0..<rows {
-            _ = window.record(TokenRow(token: token(UInt8(index)), line: index + 2), at: UInt64(10 + index))
+            _ = window.record(TokenRow(token: token(UInt8(index)), line: index + 2))
+            window.markWritten(at: UInt64(10 + index))
         }
         return window
     }
 
     @Test func identifiersCountFromOne() {
         var window = SentWindow(capacity: 4)
-        #expect(window.record(TokenRow(token: token(1), line: 2), at: 0) == 1)
-        #expect(window.record(TokenRow(token: token(2), line: 3), at: 0) == 2)
+        #expect(window.record(TokenRow(token: token(1), line: 2)) == 1)
+        #expect(window.record(TokenRow(token: token(2), line: 3)) == 2)
         #expect(window.count == 2)
     }
 
@@ -58,26 +60,46 @@ import Testing
 
     @Test func anIdentifierOutsideTheWindowResendsEverything() {
         var window = self.window(rows: 4)
-        _ = window.presume(writtenBefore: 11)  // identifiers 1 and 2 leave the window
+        #expect(window.presume(writtenBefore: 11) == 2)  // identifiers 1 and 2 leave the window
         let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 2))
         #expect(settlement.unknownIdentifier)
         #expect(settlement.resend.map(\.identifier) == [3, 4])
+        var other = self.window(rows: 4)
+        #expect(other.apply(ErrorResponse(status: .invalidToken, identifier: 99)).resend.count == 4)
     }
 
-    @Test func presumesOnlyWhatIsOldEnoughAndNeverABarrier() {
-        var window = self.window(rows: 5)  // written at 10...14
-        #expect(window.presume(writtenBefore: 12).map(\.identifier) == [1, 2, 3])
-        #expect(window.oldestSentAt == 13)
-        _ = window.record(TokenRow(token: token(9), line: -1), at: 15, isBarrier: true)
-        #expect(window.presume(writtenBefore: 100).map(\.identifier) == [4, 5])
-        #expect(window.count == 1, "the barrier waits for its answer")
+    @Test func identifiersContinueAfterPresumptionAndSettlement() {
+        var window = self.window(rows: 3)
+        #expect(window.presume(writtenBefore: 100) == 3)
+        #expect(window.record(TokenRow(token: token(7), line: 9)) == 4)
+        window.markWritten(at: 200)
+        let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 4))
+        #expect(settlement.failed?.row.line == 9)
+    }
+
+    @Test func presumesWholeBatchesOnlyWhenOldEnoughAndNeverABarrier() {
+        var window = SentWindow(capacity: 100)
+        for line in 2...4 { _ = window.record(TokenRow(token: token(UInt8(line)), line: line)) }
+        window.markWritten(at: 10)
+        for line in 5...6 { _ = window.record(TokenRow(token: token(UInt8(line)), line: line)) }
+        #expect(window.presume(writtenBefore: 1000) == 3, "rows not yet written are never presumed")
+        window.markWritten(at: 20)
+        #expect(window.presume(writtenBefore: 19) == 0)
+        #expect(window.oldestWrittenAt == 20)
+        _ = window.record(SentWindow.barrierRow)
+        _ = window.record(TokenRow(token: token(9), line: 9))
+        window.markWritten(at: 30)
+        #expect(window.presume(writtenBefore: 100) == 2)
+        #expect(window.count == 2, "the barrier waits for its answer, and so does what follows it")
+        let settlement = window.apply(ErrorResponse(status: .missingDeviceToken, identifier: 6))
+        #expect(settlement.failed?.isBarrier == true)
     }
 
     @Test func identifiersWrapAroundSkippingZero() {
-        var window = self.window(rows: 0, startingAt: UInt32.max - 1)
+        var window = SentWindow(capacity: 10, firstIdentifier: UInt32.max - 1)
         var identifiers: [UInt32] = []
         for index in 0..<4 {
-            identifiers.append(window.record(TokenRow(token: token(UInt8(index)), line: index), at: 0))
+            identifiers.append(window.record(TokenRow(token: token(UInt8(index)), line: index)))
         }
         #expect(identifiers == [UInt32.max - 1, UInt32.max, 1, 2])
         // An error naming the entry after the wrap finds it by arithmetic.
