@@ -322,7 +322,7 @@ public final class TLSConnection: @unchecked Sendable {
         cancelTimer()
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + delay.dispatchInterval)
-        let box = UncheckedSendable(fire)
+        let box = UncheckedSendable(fire)  // the timer fires on `queue`, where `fire` was made
         timer.setEventHandler { [weak self] in
             if let self {
                 box.value(self)
