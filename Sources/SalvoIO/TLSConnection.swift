@@ -7,7 +7,8 @@ import NIOCore
 /// Writing: `write` encrypts a whole plaintext batch with one SSL_write into the filling ciphertext
 /// buffer; while no send is in flight that buffer is handed to the transport at once (one submission).
 /// Two ciphertext buffers alternate — one lent to the kernel until its send completes, one filling —
-/// so bytes stay in order and nothing is allocated per batch in steady state.
+/// so bytes stay in order and SalvoIO allocates nothing per batch in steady state (OpenSSL 3.0's record
+/// layer itself still makes about two small allocations per TLS record, measured with a malloc counter).
 ///
 /// Reading is continuous: decrypted plaintext goes to `onPlaintext` whenever the peer sends some.
 /// `onClose` reports how the connection ended (`ConnectionEnd`), exactly once.
@@ -322,7 +323,7 @@ public final class TLSConnection: @unchecked Sendable {
         cancelTimer()
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + delay.dispatchInterval)
-        let box = UncheckedSendable(fire)
+        let box = UncheckedSendable(fire)  // the timer fires on `queue`, where `fire` was made
         timer.setEventHandler { [weak self] in
             if let self {
                 box.value(self)

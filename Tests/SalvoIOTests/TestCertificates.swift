@@ -1,5 +1,8 @@
 import Foundation
 
+// Written once, before `atexit` is registered; read only at exit.
+nonisolated(unsafe) private var directoryToRemove: String?
+
 /// Certificates made at test time with the `openssl` command line in a fresh temporary directory:
 /// nothing private is committed. Generated once per test process.
 struct TestCertificates: Sendable {
@@ -22,7 +25,15 @@ struct TestCertificates: Sendable {
 
     static let shared: TestCertificates = {
         do {
-            return try generate()
+            let certificates = try generate()
+            // The directory holds private keys: remove it when the test process exits.
+            directoryToRemove = certificates.directory
+            atexit {
+                if let directory = directoryToRemove {
+                    try? FileManager.default.removeItem(atPath: directory)
+                }
+            }
+            return certificates
         } catch {
             fatalError("cannot generate test certificates with openssl: \(error)")
         }
