@@ -12,11 +12,16 @@ let package = Package(
     products: [
         .executable(name: "salvo", targets: ["salvo"]),
         .library(name: "APNSWire", targets: ["APNSWire"]),
+        .library(name: "SalvoHTTP2", targets: ["SalvoHTTP2"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
     ],
     targets: [
         // C libraries, each reachable from exactly one Swift module (see README, "Module map").
@@ -63,6 +68,26 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // The HTTP/2 provider API client: connection pool, JWT signer and refresh, responses into a job report.
+        .target(
+            name: "SalvoHTTP2",
+            dependencies: [
+                "APNSWire",
+                "SalvoEngine",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strictness
+        ),
+
         // Bulk TLS throughput of both transports against a local sink (release builds only).
         .executableTarget(
             name: "salvo-iobench",
@@ -88,6 +113,23 @@ let package = Package(
         .testTarget(
             name: "SalvoEngineTests",
             dependencies: ["SalvoEngine", "APNSWire"],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoHTTP2Tests",
+            dependencies: [
+                "SalvoHTTP2",
+                "SalvoEngine",
+                "APNSWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
             swiftSettings: strictness
         ),
         .testTarget(

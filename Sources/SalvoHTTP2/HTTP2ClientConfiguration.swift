@@ -1,0 +1,76 @@
+import NIOCore
+import NIOSSL
+import SalvoEngine
+
+/// Where and how to connect: the server, credentials, trust, connection count and the timing of requests,
+/// health checks and reconnects.
+public struct HTTP2ClientConfiguration: Sendable {
+    /// APNs production: `api.push.apple.com`.
+    public static let productionHost = "api.push.apple.com"
+    /// APNs development: `api.sandbox.push.apple.com`.
+    public static let sandboxHost = "api.sandbox.push.apple.com"
+
+    public var host: String
+    public var port: Int
+    /// The name the server's certificate is checked against and sent in SNI and `:authority`; the host when nil.
+    public var serverName: String?
+    public var authentication: APNSAuthentication
+    /// The roots that verify the server; the system's by default.
+    public var trustRoots: NIOSSLTrustRoots = .default
+    /// Connections to open; each multiplexes many requests.
+    public var connections = 1
+    /// Our own cap on streams in flight per connection, below the server's `SETTINGS_MAX_CONCURRENT_STREAMS`.
+    public var maximumStreamsPerConnection = 1000
+    /// How long a request may wait for its answer before its stream is cancelled and its row is uncertain.
+    public var requestTimeout: TimeAmount = .seconds(10)
+    public var connectTimeout: TimeAmount = .seconds(10)
+    /// An idle connection is checked with PING this often …
+    public var pingInterval: TimeAmount = .seconds(60)
+    /// … and closed when the answer takes longer than this.
+    public var pingTimeout: TimeAmount = .seconds(10)
+    /// When to connect again after a connection failed or was closed.
+    public var reconnect: ReconnectPolicy = .default
+
+    public init(host: String, port: Int = 443, authentication: APNSAuthentication) {
+        self.host = host
+        self.port = port
+        self.authentication = authentication
+    }
+
+    /// The `:authority` and TLS name.
+    var authority: String { self.serverName ?? self.host }
+
+    /// Checks the values a person can get wrong.
+    func validate() throws(HTTP2ClientError) {
+        guard (1...65535).contains(self.port) else {
+            throw HTTP2ClientError(.configuration, "the port must be 1–65535 (got \(self.port))")
+        }
+        guard (1...256).contains(self.connections) else {
+            throw HTTP2ClientError(.configuration, "connections must be 1–256 (got \(self.connections))")
+        }
+        guard self.maximumStreamsPerConnection >= 1 else {
+            throw HTTP2ClientError(.configuration, "maximumStreamsPerConnection must be at least 1")
+        }
+        guard self.requestTimeout > .zero, self.pingInterval > .zero, self.pingTimeout > .zero else {
+            throw HTTP2ClientError(.configuration, "timeouts and the ping interval must be positive")
+        }
+    }
+
+    /// The TLS context every connection of a job shares: TLS 1.2 or later, ALPN `h2`, the client certificate
+    /// when there is one.
+    func makeSSLContext() throws(HTTP2ClientError) -> NIOSSLContext {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        tls.applicationProtocols = ["h2"]
+        tls.trustRoots = self.trustRoots
+        if case .certificate(let chain, let key) = self.authentication.storage {
+            tls.certificateChain = chain.map { .certificate($0) }
+            tls.privateKey = .privateKey(key)
+        }
+        do {
+            return try NIOSSLContext(configuration: tls)
+        } catch {
+            throw HTTP2ClientError(.credentials, "cannot set up TLS with these credentials and roots: \(error)")
+        }
+    }
+}

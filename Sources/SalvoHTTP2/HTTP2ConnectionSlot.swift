@@ -1,0 +1,148 @@
+import NIOCore
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import SalvoEngine
+
+/// One of a job's connection places: keeps one connection open on its event loop while the job has work,
+/// replaces it after GOAWAY or a close, and backs off (with the shared `ReconnectPolicy`) after failures.
+///
+/// Confined to `eventLoop`: every method runs there. `@unchecked Sendable` so the pool can hold it; no field is
+/// touched off that loop.
+final class HTTP2ConnectionSlot: @unchecked Sendable {
+    let eventLoop: any EventLoop
+    private let configuration: HTTP2ClientConfiguration
+    private let sslContext: NIOSSLContext
+    private let job: HTTP2JobContext
+    private let onGiveUp: @Sendable () -> Void
+    private var failures = 0
+    private var lastConnect: NIODeadline?
+    private var channels: [ObjectIdentifier: any Channel] = [:]
+    private var current: ObjectIdentifier?
+    private var connecting = false
+    private var stopped = false
+    private var pendingConnect: Scheduled<Void>?
+
+    init(
+        eventLoop: any EventLoop,
+        configuration: HTTP2ClientConfiguration,
+        sslContext: NIOSSLContext,
+        job: HTTP2JobContext,
+        onGiveUp: @escaping @Sendable () -> Void
+    ) {
+        self.eventLoop = eventLoop
+        self.configuration = configuration
+        self.sslContext = sslContext
+        self.job = job
+        self.onGiveUp = onGiveUp
+    }
+
+    /// Opens the first connection.
+    func start() {
+        self.eventLoop.execute { self.connect() }
+    }
+
+    /// Closes every connection of this slot; succeeds when they are closed.
+    func stop() -> EventLoopFuture<Void> {
+        self.eventLoop.flatSubmit {
+            self.stopped = true
+            self.pendingConnect?.cancel()
+            let closes = self.channels.values.map { channel in
+                channel.close().recover { _ in }
+            }
+            return EventLoopFuture.andAllComplete(closes, on: self.eventLoop)
+        }
+    }
+
+    private func connect() {
+        self.eventLoop.preconditionInEventLoop()
+        guard !self.stopped, !self.connecting, !self.job.work.isDone else { return }
+        self.connecting = true
+        self.pendingConnect = nil
+        if self.lastConnect != nil { self.job.results.withLockedValue { $0.report.reconnects += 1 } }
+        self.lastConnect = .now()
+        let handler = HTTP2ConnectionHandler(job: self.job)
+        // The bootstrap's group is this loop, so the initializer runs here too.
+        let boundHandler = NIOLoopBound(handler, eventLoop: self.eventLoop)
+        let job = self.job
+        let sslContext = self.sslContext
+        let serverName =
+            self.configuration.serverName ?? (Self.isIPAddress(self.configuration.host) ? nil : self.configuration.host)
+        let bootstrap = ClientBootstrap(group: self.eventLoop)
+            .connectTimeout(self.configuration.connectTimeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
+                    try sync.addHandler(ALPNCheckHandler { job.noteConnectionError($0) })
+                    try sync.addHandler(
+                        NIOHTTP2Handler(
+                            mode: .client,
+                            initialSettings: [
+                                HTTP2Setting(parameter: .enablePush, value: 0),
+                                HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
+                                HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                                HTTP2Setting(parameter: .maxHeaderListSize, value: 16 << 10),
+                            ]
+                        )
+                    )
+                    try sync.addHandler(boundHandler.value)
+                }
+            }
+        handler.onGoAway = { [self] in
+            // The replacement opens now; the old connection finishes its streams and closes.
+            self.current = nil
+            self.connect()
+        }
+        handler.onReady = { [self] in self.failures = 0 }
+        bootstrap.connect(host: self.configuration.host, port: self.configuration.port).hop(to: self.eventLoop)
+            .assumeIsolated().whenComplete { result in
+                self.connecting = false
+                switch result {
+                case .success(let channel):
+                    let id = ObjectIdentifier(channel)
+                    self.channels[id] = channel
+                    self.current = id
+                    channel.closeFuture.hop(to: self.eventLoop).assumeIsolated().whenComplete { _ in
+                        self.closed(id, wasReady: handler.isReady)
+                    }
+                    if self.stopped { channel.close(promise: nil) }
+                case .failure(let error):
+                    self.job.noteConnectionError(
+                        "cannot connect to \(self.configuration.host):\(self.configuration.port): \(error)"
+                    )
+                    self.failures += 1
+                    self.scheduleReconnect()
+                }
+            }
+    }
+
+    private func closed(_ id: ObjectIdentifier, wasReady: Bool) {
+        self.channels[id] = nil
+        guard self.current == id else { return }  // a replaced connection: its successor is already there
+        self.current = nil
+        if !wasReady { self.failures += 1 }
+        self.scheduleReconnect()
+    }
+
+    private func scheduleReconnect() {
+        guard !self.stopped, !self.job.work.isDone, self.pendingConnect == nil, !self.connecting else { return }
+        let policy = self.configuration.reconnect
+        if policy.givesUp(after: self.failures) {
+            self.stopped = true
+            self.onGiveUp()
+            return
+        }
+        let since = self.lastConnect.map { UInt64(max(0, (NIODeadline.now() - $0).nanoseconds)) } ?? UInt64.max
+        let delay = policy.delay(failures: self.failures, sinceLastConnect: since, random: Double.random(in: 0..<1))
+        self.pendingConnect = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Int64(clamping: delay))) {
+            self.pendingConnect = nil
+            self.connect()
+        }
+    }
+
+    private static func isIPAddress(_ host: String) -> Bool {
+        (try? SocketAddress(ipAddress: host, port: 0)) != nil
+    }
+}

@@ -1,0 +1,93 @@
+import APNSWire
+import NIOCore
+import NIOPosix
+import SalvoEngine
+
+/// Runs a bulk send over the HTTP/2 provider API: every valid row of a token source gets one request, and the
+/// result says what became of each.
+///
+/// Rows flow from the source through a shared work queue to a pool of connections; retryable answers come back
+/// to the queue after their backoff; the job ends when every row has its answer, or stops early when the
+/// credentials are refused (`HTTP2JobResult.stopped`).
+public enum HTTP2Job {
+    /// Sends `configuration.payload` to every row of `source`.
+    ///
+    /// - Parameters:
+    ///   - source: a token source whose `validate()` has returned `summary`.
+    ///   - summary: what validation found (counts for the report).
+    ///   - group: the event loops to run on; a group of `min(connections, cores)` threads is made (and shut down)
+    ///     when nil.
+    /// - Throws: `HTTP2ClientError` for a configuration that cannot work (a payload over the push type's limit,
+    ///   unreadable credentials); APNs' answers are in the result, never thrown.
+    public static func run(
+        configuration: HTTP2JobConfiguration,
+        source: TokenSource,
+        summary: TokenSource.Summary,
+        group: (any EventLoopGroup)? = nil
+    ) async throws(HTTP2ClientError) -> HTTP2JobResult {
+        let client = configuration.client
+        try client.validate()
+        let limit = (configuration.headers.pushType ?? .alert).payloadLimit
+        do {
+            try configuration.payload.check(limit: limit)
+        } catch {
+            throw HTTP2ClientError(.configuration, "\(error.message)")
+        }
+        let sslContext = try client.makeSSLContext()
+
+        var report = JobReport()
+        report.mode = "HTTP/2"
+        report.gateway = "\(client.host):\(client.port)"
+        report.connections = client.connections
+        report.validRows = summary.validRows
+        report.invalidInput = summary.rejects.count
+        report.inputRows = summary.validRows + summary.rejects.count
+        report.onUncertain = configuration.onUncertain.rawValue
+        guard summary.validRows > 0 else { return HTTP2JobResult(report: report) }
+
+        let ownGroup: MultiThreadedEventLoopGroup? =
+            group == nil ? MultiThreadedEventLoopGroup(numberOfThreads: min(client.connections, System.coreCount)) : nil
+        let loops: any EventLoopGroup = group ?? ownGroup!
+        let start = ContinuousClock.now
+        let finished = loops.next().makePromise(of: Void.self)
+        let job = HTTP2JobContext(
+            work: HTTP2WorkQueue(source: source, finished: finished),
+            template: HTTP2RequestTemplate(
+                authority: client.authority,
+                headers: configuration.headers,
+                payload: configuration.payload
+            ),
+            token: client.authentication.providerToken,
+            retry: configuration.retry,
+            onUncertain: configuration.onUncertain,
+            recordDeliveries: configuration.recordDeliveries,
+            requestTimeout: client.requestTimeout,
+            pingInterval: client.pingInterval,
+            pingTimeout: client.pingTimeout,
+            maximumStreams: client.maximumStreamsPerConnection
+        )
+        let pool = HTTP2ConnectionPool(configuration: client, sslContext: sslContext, job: job, group: loops)
+        pool.start()
+        // The promise is only ever succeeded.
+        try? await finished.futureResult.get()
+        await pool.stop()
+        try? await ownGroup?.shutdownGracefully()
+
+        var result = job.results.withLockedValue { $0 }
+        let elapsed = ContinuousClock.now - start
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+        result.report.mode = report.mode
+        result.report.gateway = report.gateway
+        result.report.connections = report.connections
+        result.report.validRows = report.validRows
+        result.report.invalidInput = report.invalidInput
+        result.report.inputRows = report.inputRows
+        result.report.onUncertain = report.onUncertain
+        result.report.seconds = seconds
+        let answered = result.report.confirmed + result.report.rejectedTotal + result.report.uncertain
+        result.report.notificationsPerSecond = seconds > 0 ? Double(result.report.confirmed) / seconds : 0
+        result.stopped = job.work.stopped
+        result.notSent = max(0, summary.validRows - answered)
+        return result
+    }
+}

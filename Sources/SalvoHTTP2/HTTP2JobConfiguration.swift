@@ -1,0 +1,23 @@
+import APNSWire
+import SalvoEngine
+
+/// Everything an HTTP/2 job needs besides its rows: where to send, the headers and payload every row shares,
+/// and what to do with retries and unanswered requests.
+public struct HTTP2JobConfiguration: Sendable {
+    public var client: HTTP2ClientConfiguration
+    /// The `apns-*` headers of every request.
+    public var headers: APNSRequestHeaders
+    /// The payload of every request, encoded once for the whole job.
+    public var payload: Payload
+    public var retry: HTTP2RetryPolicy = .default
+    /// Rows whose request got no answer (a timeout, a connection lost): send again, or report.
+    public var onUncertain: OnUncertain = .resend
+    /// Keep every accepted notification's `apns-id` in the result (memory grows with the job).
+    public var recordDeliveries = false
+
+    public init(client: HTTP2ClientConfiguration, headers: APNSRequestHeaders, payload: Payload) {
+        self.client = client
+        self.headers = headers
+        self.payload = payload
+    }
+}

@@ -1,0 +1,73 @@
+import APNSWire
+import SalvoEngine
+
+/// A token the service called inactive (410 Unregistered): feed these to token pruning.
+public struct UnregisteredToken: Hashable, Sendable, Codable {
+    /// The line of the token file.
+    public var line: Int
+    public var token: String
+    /// Since when the token has been inactive (milliseconds since 1970), when the service said.
+    public var timestamp: Int64?
+
+    public init(line: Int, token: String, timestamp: Int64?) {
+        self.line = line
+        self.token = token
+        self.timestamp = timestamp
+    }
+
+    /// The CSV header of an unregistered-tokens file.
+    public static let csvHeader = "line,token,timestamp"
+
+    /// One CSV line.
+    public var csvLine: String {
+        "\(self.line),\(self.token),\(self.timestamp.map(String.init) ?? "")"
+    }
+}
+
+/// A notification the service accepted, with its `apns-id` (kept when `recordDeliveries` is on).
+public struct HTTP2Delivery: Hashable, Sendable {
+    public var line: Int
+    public var token: DeviceToken
+    public var apnsID: String?
+}
+
+/// Everything an HTTP/2 job did: the same `JobReport` the binary job writes, the rows the service refused, the
+/// unregistered tokens, and why the job stopped early, if it did.
+///
+/// Every valid row is either delivered (`report.confirmed`), rejected (`report.rejected`, Unregistered included),
+/// uncertain (`report.uncertain`, only with `OnUncertain.report`) or `notSent` (the job stopped first).
+public struct HTTP2JobResult: Sendable {
+    public var report: JobReport
+    public var rejectedRows: [RejectedRow]
+    public var unregistered: [UnregisteredToken]
+    /// Accepted notifications and their `apns-id`s, in no particular order (empty unless recorded).
+    public var deliveries: [HTTP2Delivery]
+    /// Why the job stopped early; nil when every row got its answer.
+    public var stopped: HTTP2JobStop?
+    /// Valid rows that were never answered because the job stopped.
+    public var notSent: Int
+
+    public init(
+        report: JobReport = JobReport(),
+        rejectedRows: [RejectedRow] = [],
+        unregistered: [UnregisteredToken] = [],
+        deliveries: [HTTP2Delivery] = [],
+        stopped: HTTP2JobStop? = nil,
+        notSent: Int = 0
+    ) {
+        self.report = report
+        self.rejectedRows = rejectedRows
+        self.unregistered = unregistered
+        self.deliveries = deliveries
+        self.stopped = stopped
+        self.notSent = notSent
+    }
+
+    /// Adds another connection's results to these.
+    mutating func merge(_ other: HTTP2JobResult) {
+        self.report.merge(other.report)
+        self.rejectedRows.append(contentsOf: other.rejectedRows)
+        self.unregistered.append(contentsOf: other.unregistered)
+        self.deliveries.append(contentsOf: other.deliveries)
+    }
+}

@@ -1,0 +1,46 @@
+import APNSWire
+
+/// What a response means for its row: the mapping from status and reason to what the job does next.
+///
+/// Pure, so every response class is tested without a connection.
+public enum HTTP2Outcome: Hashable, Sendable {
+    /// 200: accepted; the service's `apns-id` for the notification.
+    case delivered(apnsID: String?)
+    /// 400, 403, 404, 405, 413 and unknown statuses: the request itself was refused.
+    case rejected(status: Int, reason: APNSReason)
+    /// 410: the token is no longer active; since `timestamp` (milliseconds since 1970) when the service gave one.
+    case unregistered(timestamp: Int64?)
+    /// 429, 500, 503 (and `IdleTimeout`): try again later, not before `retryAfter` seconds when given.
+    case retry(status: Int, reason: APNSReason, retryAfter: Int64?)
+    /// 403 `ExpiredProviderToken`: renew the token (once) and send again.
+    case expiredProviderToken
+    /// The credentials or environment are wrong (`APNSReason.stopsTheJob`): every request would fail alike.
+    case stopJob(status: Int, reason: APNSReason)
+
+    /// Maps a response.
+    ///
+    /// - Parameters:
+    ///   - status: the `:status` value.
+    ///   - apnsID: the `apns-id` response header.
+    ///   - body: the response body (JSON with a `reason`, or empty).
+    ///   - retryAfter: the `Retry-After` header, when it held a number of seconds.
+    public init(status: Int, apnsID: String?, body: [UInt8], retryAfter: Int64?) {
+        if status == 200 {
+            self = .delivered(apnsID: apnsID)
+            return
+        }
+        let parsed = APNSErrorBody(jsonBytes: body)
+        let reason = parsed?.reason ?? APNSReason(rawValue: "HTTP \(status)")
+        if status == 410 {
+            self = .unregistered(timestamp: parsed?.timestamp)
+        } else if reason == .expiredProviderToken {
+            self = .expiredProviderToken
+        } else if reason.stopsTheJob {
+            self = .stopJob(status: status, reason: reason)
+        } else if status == 429 || status == 500 || status == 503 || reason.isRetryable {
+            self = .retry(status: status, reason: reason, retryAfter: retryAfter)
+        } else {
+            self = .rejected(status: status, reason: reason)
+        }
+    }
+}

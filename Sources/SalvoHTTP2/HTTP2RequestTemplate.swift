@@ -1,0 +1,38 @@
+import APNSWire
+import NIOCore
+import NIOHPACK
+
+/// The parts of every request of a job that do not change per row: the pseudo-headers, the `apns-*` headers and
+/// the payload, encoded once.
+///
+/// The payload is one `ByteBuffer` that every DATA frame of the job shares (a reference, never a copy per
+/// request). Only `:path` and `authorization` differ between requests.
+struct HTTP2RequestTemplate: Sendable {
+    let authority: String
+    let fields: [(name: String, value: String)]
+    let payload: ByteBuffer
+
+    init(authority: String, headers: APNSRequestHeaders, payload: Payload) {
+        self.authority = authority
+        self.fields = headers.fields()
+        var buffer = ByteBufferAllocator().buffer(capacity: payload.byteCount)
+        buffer.writeBytes(payload.bytes)
+        self.payload = buffer
+    }
+
+    /// The header block of the request for `token`; pseudo-headers first, as HTTP/2 requires.
+    func headers(token: DeviceToken, authorization: String?) -> HPACKHeaders {
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(5 + self.fields.count)
+        headers.add(name: ":method", value: "POST")
+        headers.add(name: ":scheme", value: "https")
+        headers.add(name: ":path", value: "/3/device/" + token.hexString)
+        headers.add(name: ":authority", value: self.authority)
+        // Indexed: the same token rides every request for up to an hour, and the HPACK dynamic table turns its
+        // ~200 bytes into one.
+        if let authorization { headers.add(name: "authorization", value: authorization) }
+        for field in self.fields { headers.add(name: field.name, value: field.value) }
+        headers.add(name: "content-length", value: String(self.payload.readableBytes))
+        return headers
+    }
+}

@@ -1,0 +1,32 @@
+import NIOCore
+import SalvoEngine
+
+/// A row on its way: the token row, how often it has been sent, and when it may be sent next.
+public struct HTTP2WorkItem: Hashable, Sendable {
+    public var row: TokenRow
+    /// Sends so far that ended in a retryable answer or a lost stream.
+    public var attempts: Int
+    /// Not before this time (retries after a backoff).
+    public var notBefore: NIODeadline
+
+    public init(row: TokenRow, attempts: Int = 0, notBefore: NIODeadline = .uptimeNanoseconds(0)) {
+        self.row = row
+        self.attempts = attempts
+        self.notBefore = notBefore
+    }
+}
+
+/// Why a job stopped before every row had its answer.
+public struct HTTP2JobStop: Hashable, Sendable, CustomStringConvertible {
+    /// The reason the service gave (`BadCertificate`, `InvalidProviderToken`, …), when it gave one.
+    public var reason: String?
+    /// What happened and what to do, for a person.
+    public var message: String
+
+    public init(reason: String?, message: String) {
+        self.reason = reason
+        self.message = message
+    }
+
+    public var description: String { self.message }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// The one authentication token a job's connections share, and when to make a new one.
+///
+/// APNs wants a token refreshed no more than once every 20 minutes and no less than once every 60: older than an
+/// hour it answers `ExpiredProviderToken`, remade more often it answers `TooManyProviderTokenUpdates`. So the
+/// token is minted on first use, kept, and re-minted once it is `refreshAfter` old (inside the window). Readers
+/// get the cached `authorization` value: signing happens once per refresh, never per request or per connection.
+///
+/// Thread-safe: the state sits behind a lock that connections take once per batch of requests. The clock is
+/// injected (UNIX seconds), so refresh timing is tested without sleeping.
+public final class ProviderToken: Sendable {
+    /// A minted token and the `authorization` header value that carries it.
+    public struct Bearer: Hashable, Sendable {
+        /// `bearer <JWT>`.
+        public let authorization: String
+        /// The `iat` claim (UNIX seconds).
+        public let issuedAt: Int64
+    }
+
+    /// What to do after the service answered `ExpiredProviderToken` for a token.
+    public enum Renewal: Hashable, Sendable {
+        /// A newer token is current: send again with it.
+        case renewed
+        /// No new token may be made; the job must stop, with this explanation.
+        case refused(String)
+    }
+
+    /// The least time between two tokens (seconds): APNs' 20 minutes.
+    public static let minimumInterval: Int64 = 20 * 60
+    /// The age after which APNs refuses a token (seconds).
+    public static let lifetime: Int64 = 60 * 60
+
+    public let signer: JWTSigner
+    /// Age (seconds) at which the token is replaced; within [20 min, 60 min).
+    public let refreshAfter: Int64
+    private let clock: @Sendable () -> Int64
+    private let state = NIOLockedValueBox(State())
+
+    private struct State {
+        var current: Bearer?
+        var mints = 0
+        var forcedRenewals = 0
+    }
+
+    /// - Parameters:
+    ///   - refreshAfter: age in seconds at which a new token is made (default 45 minutes); must lie in
+    ///     [20 min, 60 min).
+    ///   - clock: the current UNIX time in seconds.
+    public init(
+        signer: JWTSigner,
+        refreshAfter: Int64 = 45 * 60,
+        clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
+    ) throws(HTTP2ClientError) {
+        guard refreshAfter >= Self.minimumInterval, refreshAfter < Self.lifetime else {
+            throw HTTP2ClientError(
+                .configuration,
+                "a provider token must be refreshed between 20 and 60 minutes of age (got \(refreshAfter) s)"
+            )
+        }
+        self.signer = signer
+        self.refreshAfter = refreshAfter
+        self.clock = clock
+    }
+
+    /// The token to send now, minted when there is none or the current one has reached `refreshAfter`.
+    public func current() -> Bearer {
+        let now = self.clock()
+        return self.state.withLockedValue { state in
+            if let bearer = state.current, now - bearer.issuedAt < self.refreshAfter {
+                return bearer
+            }
+            return self.mint(at: now, into: &state)
+        }
+    }
+
+    /// Handles `ExpiredProviderToken` for `rejected`: one early renewal per job is allowed, and only when the
+    /// rejected token is at least 20 minutes old (a younger one means the clocks disagree, and remaking it would
+    /// earn `TooManyProviderTokenUpdates`).
+    public func renew(after rejected: Bearer) -> Renewal {
+        let now = self.clock()
+        return self.state.withLockedValue { state in
+            guard let current = state.current, current.issuedAt == rejected.issuedAt else {
+                // Another connection has already replaced it.
+                return .renewed
+            }
+            let age = now - current.issuedAt
+            guard age >= Self.minimumInterval else {
+                return .refused(
+                    "APNs says a provider token \(age) s old has expired: this machine's clock is probably behind; "
+                        + "fix the clock (NTP) and run the job again"
+                )
+            }
+            guard state.forcedRenewals == 0 else {
+                return .refused("APNs refused a freshly renewed provider token as expired; check the machine's clock")
+            }
+            state.forcedRenewals += 1
+            _ = self.mint(at: now, into: &state)
+            return .renewed
+        }
+    }
+
+    /// How many tokens have been signed so far.
+    public var mintCount: Int { self.state.withLockedValue { $0.mints } }
+
+    private func mint(at now: Int64, into state: inout State) -> Bearer {
+        let bearer = Bearer(authorization: "bearer " + self.signer.token(issuedAt: now), issuedAt: now)
+        state.current = bearer
+        state.mints += 1
+        return bearer
+    }
+}
