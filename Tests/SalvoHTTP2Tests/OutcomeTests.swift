@@ -1,0 +1,75 @@
+import APNSWire
+import Testing
+
+@testable import SalvoHTTP2
+
+@Suite struct OutcomeTests {
+    @Test(arguments: [
+        (200, HTTP2Outcome.delivered(apnsID: "id")),
+        (400, .rejected(status: 400, reason: .badDeviceToken)),
+        (404, .rejected(status: 404, reason: .badPath)),
+        (405, .rejected(status: 405, reason: .methodNotAllowed)),
+        (413, .rejected(status: 413, reason: .payloadTooLarge)),
+        (429, .retry(status: 429, reason: .tooManyRequests, retryAfter: nil)),
+        (500, .retry(status: 500, reason: .internalServerError, retryAfter: nil)),
+        (503, .retry(status: 503, reason: .serviceUnavailable, retryAfter: nil)),
+    ])
+    func statusesMapToOutcomes(status: Int, expected: HTTP2Outcome) {
+        let reason: APNSReason? =
+            switch expected {
+            case .rejected(_, let reason), .retry(_, let reason, _): reason
+            default: nil
+            }
+        let body = reason.map { APNSErrorBody(reason: $0).jsonBytes } ?? []
+        #expect(HTTP2Outcome(status: status, apnsID: "id", body: body, retryAfter: nil) == expected)
+    }
+
+    @Test func unregisteredKeepsItsTimestamp() {
+        let body = APNSErrorBody(reason: .unregistered, timestamp: 1_700_000_000_123).jsonBytes
+        #expect(
+            HTTP2Outcome(status: 410, apnsID: nil, body: body, retryAfter: nil)
+                == .unregistered(timestamp: 1_700_000_000_123)
+        )
+        #expect(HTTP2Outcome(status: 410, apnsID: nil, body: [], retryAfter: nil) == .unregistered(timestamp: nil))
+    }
+
+    @Test func credentialErrorsStopTheJobAndExpiredTokensRenew() {
+        for reason in [APNSReason.badCertificate, .badCertificateEnvironment, .invalidProviderToken, .forbidden] {
+            let body = APNSErrorBody(reason: reason).jsonBytes
+            #expect(
+                HTTP2Outcome(status: 403, apnsID: nil, body: body, retryAfter: nil)
+                    == .stopJob(status: 403, reason: reason)
+            )
+        }
+        let expired = APNSErrorBody(reason: .expiredProviderToken).jsonBytes
+        #expect(HTTP2Outcome(status: 403, apnsID: nil, body: expired, retryAfter: nil) == .expiredProviderToken)
+        let updates = APNSErrorBody(reason: .tooManyProviderTokenUpdates).jsonBytes
+        #expect(
+            HTTP2Outcome(status: 429, apnsID: nil, body: updates, retryAfter: 3)
+                == .retry(status: 429, reason: .tooManyProviderTokenUpdates, retryAfter: 3)
+        )
+        // A body that is not JSON still gives a reason a report can show.
+        #expect(
+            HTTP2Outcome(status: 418, apnsID: nil, body: Array("teapot".utf8), retryAfter: nil)
+                == .rejected(status: 418, reason: APNSReason(rawValue: "HTTP 418"))
+        )
+    }
+
+    @Test func backoffGrowsIsCappedAndHonoursRetryAfter() {
+        let policy = HTTP2RetryPolicy(
+            initialDelay: 100,
+            maximumDelay: 1000,
+            maximumAttempts: 5,
+            maximumRetryAfter: 30_000_000_000
+        )
+        #expect(policy.delay(attempts: 1, retryAfter: nil, random: 0.999_999) == 99)
+        #expect(policy.delay(attempts: 3, retryAfter: nil, random: 0.5) == 200)
+        #expect(policy.delay(attempts: 10, retryAfter: nil, random: 0.5) == 500)
+        #expect(policy.delay(attempts: 60, retryAfter: nil, random: 1) == 1000)
+        #expect(policy.delay(attempts: 1, retryAfter: nil, random: 0) == 0)
+        #expect(policy.delay(attempts: 1, retryAfter: 2, random: 0.5) == 2_000_000_000)
+        #expect(policy.delay(attempts: 1, retryAfter: 3600, random: 0.5) == 30_000_000_000)
+        #expect(policy.allowsRetry(after: 4))
+        #expect(!policy.allowsRetry(after: 5))
+    }
+}
