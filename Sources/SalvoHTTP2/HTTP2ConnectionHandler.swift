@@ -11,7 +11,7 @@ import SalvoEngine
 ///
 /// Sits behind `NIOHTTP2Handler` (frame level, no stream channels: a stream is a dictionary entry, not a child
 /// channel). Streams in flight are bounded by the server's `SETTINGS_MAX_CONCURRENT_STREAMS` as it changes, by
-/// the job's own cap, and by 1 with token authentication until a request has succeeded. Every stream has a
+/// the job's own cap, and by 1 until the service has accepted the credentials. Every stream has a
 /// deadline; an idle connection is checked with PING. After GOAWAY, streams above the last stream id (never
 /// processed) go back to the queue at once, the rest finish, and the connection closes.
 ///
@@ -59,8 +59,10 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
 
     init(job: HTTP2JobContext) {
         self.job = job
-        // Certificate authentication is checked at the handshake; a token only by the first response.
-        self.authenticated = job.token == nil
+        // One stream until the service has accepted the credentials: a token is only checked by the first
+        // response, and a certificate for the wrong environment or topic too. One round trip per connection buys
+        // a job that stops after one refused request rather than a thousand.
+        self.authenticated = false
     }
 
     // MARK: Channel events
@@ -324,9 +326,10 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
             retryAfter: stream.retryAfter
         )
         let item = stream.item
+        // Any answer other than a 403 means the credentials passed.
+        if stream.status != 403 { self.authenticated = true }
         switch outcome {
         case .delivered(let apnsID):
-            self.authenticated = true
             self.pending.report.confirmed += 1
             if self.job.recordDeliveries {
                 self.pending.deliveries.append(

@@ -87,6 +87,7 @@ public enum HTTP2Job {
         let answered = result.report.confirmed + result.report.rejectedTotal + result.report.uncertain
         result.report.notificationsPerSecond = seconds > 0 ? Double(result.report.confirmed) / seconds : 0
         result.stopped = job.work.stopped
+        result.connectionErrors = job.connectionErrors.withLockedValue { $0 }
         result.notSent = max(0, summary.validRows - answered)
         return result
     }

@@ -46,6 +46,8 @@ public struct HTTP2JobResult: Sendable {
     public var stopped: HTTP2JobStop?
     /// Valid rows that were never answered because the job stopped.
     public var notSent: Int
+    /// The first connection failures and protocol errors of the job (bounded), to explain reconnects.
+    public var connectionErrors: [String] = []
 
     public init(
         report: JobReport = JobReport(),

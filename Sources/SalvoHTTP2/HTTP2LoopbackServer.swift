@@ -238,6 +238,10 @@ final class LoopbackConnectionHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if error is NIOHTTP2Errors.StreamError { return }
+        // After our GOAWAY, NIOHTTP2 reports the client's frames for dropped streams as errors; the streams up to
+        // the last stream id still get their answers, so the connection stays until the client closes it.
+        if self.goAwayStreamID != nil { return }
+        context.flush()
         context.close(promise: nil)
     }
 
@@ -266,13 +270,17 @@ final class LoopbackConnectionHandler: ChannelInboundHandler {
             self.needsFlush = true
         }
         if let limit = self.options.goAwayAfterRequests, ordinal + 1 == limit {
-            self.goAwayStreamID = streamID
+            // Streams up to this one are still answered when their bodies arrive (NIOHTTP2 sends DATA frames in no
+            // fixed stream order); later ones are dropped, and the client must send them again elsewhere.
+            let last = streamID
+            self.goAwayStreamID = last
             let frame = HTTP2Frame(
                 streamID: .rootStream,
-                payload: .goAway(lastStreamID: streamID, errorCode: .noError, opaqueData: nil)
+                payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: nil)
             )
-            context.write(self.wrapOutboundOut(frame), promise: nil)
-            self.needsFlush = true
+            // Out at once: the client's frames for the dropped streams, still in this read, make NIOHTTP2 raise a
+            // connection error, and the answers must be on the wire before that.
+            context.writeAndFlush(self.wrapOutboundOut(frame), promise: nil)
         }
     }
 

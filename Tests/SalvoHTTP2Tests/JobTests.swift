@@ -1,0 +1,444 @@
+import APNSWire
+import Crypto
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOSSL
+import SalvoEngine
+import Testing
+
+@testable import SalvoHTTP2
+
+// Serialized: debug builds of the HTTP/2 stack are CPU-bound, and parallel jobs would trip request deadlines.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct JobTests {
+    @Test func certificateAuthenticationDeliversEveryRowOnceWithTheDocumentedRequest() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 300, in: folder)
+        let ledger = ServerLedger()
+        let seen = NIOLockedValueBox<[String: String]>([:])
+        let server = try await startServer { request in
+            _ = ledger.request(request)
+            if request.ordinal == 0 {
+                seen.withLockedValue { headers in
+                    for (name, value, _) in request.headers { headers[name] = value }
+                    headers["body"] = String(buffer: request.body)
+                }
+            }
+            ledger.delivered(request)
+            return .ok(apnsID: request.header("apns-id") ?? newAPNSID())
+        }
+        let result = try await HTTP2Job.run(
+            configuration: testJob(port: server.port, authentication: clientCertificate, connections: 3),
+            source: file.source,
+            summary: file.summary
+        )
+        await server.stop()
+
+        #expect(result.stopped == nil)
+        #expect(result.report.confirmed == 300)
+        #expect(result.report.isComplete)
+        #expect(result.notSent == 0)
+        #expect(result.deliveries.count == 300)
+        #expect(Set(result.deliveries.compactMap(\.apnsID)).count == 300)
+        let snapshot = ledger.snapshot
+        #expect(snapshot.delivered.count == 300)
+        #expect(snapshot.delivered.values.allSatisfy { $0 == 1 })
+        #expect(Set(snapshot.delivered.keys) == Set(file.tokens.map(\.hexString)))
+        #expect(server.connectionCount == 3)
+        let headers = seen.withLockedValue { $0 }
+        #expect(headers[":method"] == "POST")
+        #expect(headers[":path"]?.hasPrefix("/3/device/") == true)
+        #expect(headers["apns-topic"] == testTopic)
+        #expect(headers["apns-push-type"] == "alert")
+        #expect(headers["apns-priority"] == "10")
+        #expect(headers["authorization"] == nil)
+        #expect(headers["body"] == testPayload.text)
+    }
+
+    @Test func tokenAuthenticationSignsOnceForEveryConnectionAndStartsWithOneStream() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 200, seed: 2, in: folder)
+        let key = P256.Signing.PrivateKey()
+        let signer = try JWTSigner(privateKey: key, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        let token = try ProviderToken(signer: signer)
+        // Crypto's key types are not Sendable here: the responder rebuilds the key from its bytes.
+        let publicKeyBytes = signer.publicKey.rawRepresentation
+        let ledger = ServerLedger()
+        // Per connection: when the first answer goes out; no second request may arrive before it.
+        let firstAnswer = NIOLockedValueBox<[Int: ContinuousClock.Instant]>([:])
+        let violations = NIOLockedValueBox<[String]>([])
+        let authorizations = NIOLockedValueBox(Set<String>())
+        let server = try await startServer(mutualTLS: false) { request in
+            _ = ledger.request(request)
+            guard let authorization = request.header("authorization"), authorization.hasPrefix("bearer "),
+                let parts = verifyJWT(
+                    String(authorization.dropFirst(7)),
+                    publicKey: try! P256.Signing.PublicKey(rawRepresentation: publicKeyBytes)
+                ),
+                parts.header == #"{"alg":"ES256","kid":"ABC123DEFG"}"#, parts.claims.contains(#""iss":"DEF123GHIJ""#)
+            else {
+                return .respond(status: 403, headers: [], body: errorBody(.invalidProviderToken))
+            }
+            authorizations.withLockedValue { _ = $0.insert(authorization) }
+            if request.ordinal == 0 {
+                firstAnswer.withLockedValue { $0[request.connection] = .now + .milliseconds(30) }
+                ledger.delivered(request)
+                return .delayed(.milliseconds(30), .ok(apnsID: newAPNSID()))
+            }
+            if request.ordinal == 1 {
+                let answered = firstAnswer.withLockedValue { $0[request.connection] }
+                if let answered, ContinuousClock.now < answered - .milliseconds(2) {
+                    violations.withLockedValue { $0.append("connection \(request.connection)") }
+                }
+            }
+            ledger.delivered(request)
+            return .ok(apnsID: newAPNSID())
+        }
+        let result = try await HTTP2Job.run(
+            configuration: testJob(port: server.port, authentication: .token(token), connections: 3),
+            source: file.source,
+            summary: file.summary
+        )
+        await server.stop()
+
+        #expect(result.stopped == nil)
+        #expect(result.report.confirmed == 200)
+        #expect(ledger.snapshot.delivered.values.allSatisfy { $0 == 1 })
+        #expect(token.mintCount == 1)
+        #expect(authorizations.withLockedValue { $0.count } == 1)
+        #expect(violations.withLockedValue { $0 } == [])
+    }
+
+    @Test func everyResponseClassIsMapped() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 12, seed: 3, in: folder)
+        let tokens = file.tokens.map(\.hexString)
+        let ledger = ServerLedger()
+        let server = try await startServer { request in
+            let attempt = ledger.request(request)
+            let index = tokens.firstIndex(of: String(request.path.dropFirst(10)))!
+            let action: HTTP2LoopbackServer.Action
+            switch (index, attempt) {
+            case (1, _): action = .respond(status: 400, headers: [], body: errorBody(.badDeviceToken))
+            case (2, _): action = .respond(status: 404, headers: [], body: errorBody(.badPath))
+            case (3, _): action = .respond(status: 405, headers: [], body: errorBody(.methodNotAllowed))
+            case (4, _): action = .respond(status: 413, headers: [], body: errorBody(.payloadTooLarge))
+            case (5, _):
+                action = .respond(
+                    status: 410,
+                    headers: [],
+                    body: errorBody(.unregistered, timestamp: 1_600_000_000_000)
+                )
+            case (6, 1): action = .respond(status: 429, headers: [], body: errorBody(.tooManyRequests))
+            case (7, 1): action = .respond(status: 500, headers: [], body: errorBody(.internalServerError))
+            case (8, 1), (8, 2): action = .respond(status: 503, headers: [], body: errorBody(.serviceUnavailable))
+            case (9, 1): action = .reset(.refusedStream)
+            case (10, _): action = .respond(status: 400, headers: [], body: errorBody(.badTopic))
+            default: action = .ok(apnsID: newAPNSID())
+            }
+            if case .respond(200, _, _) = action { ledger.delivered(request) }
+            return action
+        }
+        let result = try await HTTP2Job.run(
+            configuration: testJob(port: server.port, authentication: clientCertificate),
+            source: file.source,
+            summary: file.summary
+        )
+        await server.stop()
+
+        let report = result.report
+        #expect(result.stopped == nil)
+        #expect(report.confirmed == 6)  // rows 0, 6, 7, 8, 9, 11
+        #expect(
+            report.rejected == [
+                "BadDeviceToken": 1, "BadPath": 1, "MethodNotAllowed": 1, "PayloadTooLarge": 1, "Unregistered": 1,
+                "BadTopic": 1,
+            ]
+        )
+        #expect(report.resent == 5)  // 429, 500, two 503s, the refused stream
+        #expect(report.confirmed + report.rejectedTotal == 12)
+        #expect(!report.isComplete)
+        #expect(result.unregistered == [UnregisteredToken(line: 7, token: tokens[5], timestamp: 1_600_000_000_000)])
+        let rejected = Dictionary(uniqueKeysWithValues: result.rejectedRows.map { ($0.line, $0) })
+        #expect(rejected[3]?.status == 400 && rejected[3]?.reason == "BadDeviceToken")
+        #expect(rejected[6]?.status == 413)
+        #expect(rejected[3]?.token == tokens[1])
+        #expect(ledger.snapshot.requests[tokens[8]] == 3)
+        #expect(ledger.snapshot.delivered.values.allSatisfy { $0 == 1 })
+    }
+
+    @Test func retriesStopAtTheCapAndHonourRetryAfter() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 3, seed: 4, in: folder)
+        let tokens = file.tokens.map(\.hexString)
+        let ledger = ServerLedger()
+        let server = try await startServer { request in
+            let attempt = ledger.request(request)
+            let token = String(request.path.dropFirst(10))
+            if token == tokens[0] {
+                return .respond(status: 503, headers: [], body: errorBody(.serviceUnavailable))
+            }
+            if token == tokens[1] && attempt == 1 {
+                return .respond(status: 429, headers: [("retry-after", "1")], body: errorBody(.tooManyRequests))
+            }
+            ledger.delivered(request)
+            return .ok(apnsID: nil)
+        }
+        var configuration = testJob(port: server.port, authentication: clientCertificate)
+        configuration.retry.maximumAttempts = 3
+        let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
+        await server.stop()
+
+        let snapshot = ledger.snapshot
+        #expect(snapshot.requests[tokens[0]] == 3)
+        #expect(result.report.rejected == ["ServiceUnavailable": 1])
+        #expect(result.report.confirmed == 2)
+        let times = try #require(snapshot.times[tokens[1]])
+        try #require(times.count == 2)
+        #expect(times[1] - times[0] >= .milliseconds(950))
+    }
+
+    @Test func goAwayMidJobLosesNothingAndDuplicatesNothing() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 400, seed: 5, in: folder)
+        let ledger = ServerLedger()
+        var options = HTTP2LoopbackServer.Options()
+        options.goAwayAfterRequests = 37
+        let server = try await startServer(options: options) { request in
+            _ = ledger.request(request)
+            ledger.delivered(request)
+            return .ok(apnsID: newAPNSID())
+        }
+        var configuration = testJob(port: server.port, authentication: clientCertificate, connections: 2)
+        // Few streams per connection, so each connection lives through several GOAWAYs' worth of rows.
+        configuration.client.maximumStreamsPerConnection = 16
+        let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
+        await server.stop()
+
+        let snapshot = ledger.snapshot
+        #expect(result.report.confirmed == 400)
+        #expect(result.report.uncertainEvents == 0)
+        // Streams above a GOAWAY's last stream id were sent again, not reported.
+        #expect(result.report.resent > 0)
+        #expect(snapshot.delivered.count == 400)
+        #expect(snapshot.delivered.values.allSatisfy { $0 == 1 })
+        // Each connection answers at most 37 + 16 requests before its GOAWAY takes effect.
+        #expect(server.connectionCount >= 400 / (37 + 16))
+        #expect(result.report.reconnects >= 400 / (37 + 16) - 2)
+    }
+
+    @Test func shrinkingConcurrentStreamsIsHonoured() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 400, seed: 6, in: folder)
+        let ledger = ServerLedger()
+        var options = HTTP2LoopbackServer.Options()
+        options.maximumConcurrentStreams = 100
+        options.shrinkStreams = (afterRequests: 50, to: 2)
+        let server = try await startServer(options: options) { request in
+            _ = ledger.request(request)
+            ledger.delivered(request)
+            return .delayed(.milliseconds(1), .ok(apnsID: nil))
+        }
+        let result = try await HTTP2Job.run(
+            configuration: testJob(port: server.port, authentication: clientCertificate),
+            source: file.source,
+            summary: file.summary
+        )
+        await server.stop()
+        #expect(result.report.confirmed == 400)
+        #expect(result.report.resent == 0)
+        #expect(ledger.snapshot.delivered.values.allSatisfy { $0 == 1 })
+    }
+
+    @Test func unansweredRequestsHitTheirDeadline() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 20, seed: 7, in: folder)
+        let silent = file.tokens[4].hexString
+        for policy in [OnUncertain.resend, .report] {
+            let ledger = ServerLedger()
+            let server = try await startServer { request in
+                let attempt = ledger.request(request)
+                if request.path.hasSuffix(silent) && attempt == 1 { return .ignore }
+                ledger.delivered(request)
+                return .ok(apnsID: nil)
+            }
+            var configuration = testJob(port: server.port, authentication: clientCertificate)
+            configuration.client.requestTimeout = .milliseconds(200)
+            configuration.onUncertain = policy
+            let source = TokenSource(files: file.source.files)
+            let result = try await HTTP2Job.run(
+                configuration: configuration,
+                source: source,
+                summary: try source.validate()
+            )
+            await server.stop()
+            #expect(result.report.uncertainEvents == 1)
+            if policy == .resend {
+                #expect(result.report.confirmed == 20)
+                #expect(result.report.uncertain == 0)
+            } else {
+                #expect(result.report.confirmed == 19)
+                #expect(result.report.uncertain == 1)
+            }
+        }
+    }
+
+    @Test func credentialErrorsStopTheJobWithAClearMessage() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 600, seed: 8, in: folder)
+        let server = try await startServer { _ in
+            .respond(status: 403, headers: [], body: errorBody(.badCertificateEnvironment))
+        }
+        let result = try await HTTP2Job.run(
+            configuration: testJob(port: server.port, authentication: clientCertificate),
+            source: file.source,
+            summary: file.summary
+        )
+        let requests = server.requestCount
+        await server.stop()
+        let stop = try #require(result.stopped)
+        #expect(stop.reason == "BadCertificateEnvironment")
+        #expect(stop.message.contains("environment"))
+        #expect(result.report.confirmed == 0)
+        #expect(result.notSent > 0)
+        #expect(result.notSent + result.report.rejectedTotal + result.report.uncertain == 600)
+        #expect(requests < 600)
+    }
+
+    @Test func expiredProviderTokenIsRenewedOnce() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 50, seed: 9, in: folder)
+        let clock = ManualClock(1_700_000_000)
+        let signer = try JWTSigner(privateKey: P256.Signing.PrivateKey(), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        let token = try ProviderToken(signer: signer, clock: clock.function)
+        let first = token.current()
+        // The service's clock runs ahead: to it, the first token is over an hour old.
+        clock.advance(by: 25 * 60)
+        let server = try await startServer(mutualTLS: false) { request in
+            if request.header("authorization") == first.authorization {
+                return .respond(status: 403, headers: [], body: errorBody(.expiredProviderToken))
+            }
+            return .ok(apnsID: nil)
+        }
+        let result = try await HTTP2Job.run(
+            configuration: testJob(port: server.port, authentication: .token(token)),
+            source: file.source,
+            summary: file.summary
+        )
+        await server.stop()
+        #expect(result.stopped == nil)
+        #expect(result.report.confirmed == 50)
+        #expect(token.mintCount == 2)
+    }
+
+    @Test func expiredProviderTokenWithDisagreeingClocksStopsTheJob() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 50, seed: 10, in: folder)
+        let signer = try JWTSigner(privateKey: P256.Signing.PrivateKey(), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        let token = try ProviderToken(signer: signer, clock: ManualClock(1_700_000_000).function)
+        let server = try await startServer(mutualTLS: false) { _ in
+            .respond(status: 403, headers: [], body: errorBody(.expiredProviderToken))
+        }
+        let result = try await HTTP2Job.run(
+            configuration: testJob(port: server.port, authentication: .token(token)),
+            source: file.source,
+            summary: file.summary
+        )
+        await server.stop()
+        let stop = try #require(result.stopped)
+        #expect(stop.message.contains("clock"))
+        #expect(token.mintCount == 1)
+        #expect(result.report.rejected == ["ExpiredProviderToken": 1])
+        #expect(result.notSent == 49)
+    }
+
+    @Test func serverThatRefusesTheClientCertificateEndsTheJob() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 10, seed: 11, in: folder)
+        let server = try await startServer { _ in .ok(apnsID: nil) }
+        let foreign = TestCredentials.shared.foreignClient
+        let result = try await HTTP2Job.run(
+            configuration: testJob(
+                port: server.port,
+                authentication: .certificate(chain: [foreign.certificate], key: foreign.key)
+            ),
+            source: file.source,
+            summary: file.summary
+        )
+        await server.stop()
+        let stop = try #require(result.stopped)
+        #expect(stop.message.contains("cannot keep a connection"))
+        #expect(result.notSent == 10)
+        #expect(server.requestCount == 0)
+    }
+
+    @Test func certificatesLoadFromPEMFilesAndPKCS12() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let client = TestCredentials.shared.client
+        try client.certificatePEM.write(toFile: folder.file("client.pem"), atomically: true, encoding: .utf8)
+        try client.keyPEM.write(toFile: folder.file("client.key"), atomically: true, encoding: .utf8)
+        let file = try TokenFile(count: 5, seed: 12, in: folder)
+        let server = try await startServer { _ in .ok(apnsID: nil) }
+        let pem = try APNSAuthentication.certificate(
+            pemFile: folder.file("client.pem"),
+            keyFile: folder.file("client.key")
+        )
+        let result = try await HTTP2Job.run(
+            configuration: testJob(port: server.port, authentication: pem),
+            source: file.source,
+            summary: file.summary
+        )
+        #expect(result.report.confirmed == 5)
+
+        // PKCS#12 made with the openssl command line, when the machine has it.
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "openssl", "pkcs12", "-export", "-in", folder.file("client.pem"), "-inkey", folder.file("client.key"),
+            "-out", folder.file("client.p12"), "-passout", "pass:battery staple",
+        ]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        if process.terminationStatus == 0 {
+            let p12 = try APNSAuthentication.pkcs12(file: folder.file("client.p12"), passphrase: "battery staple")
+            let source = TokenSource(files: file.source.files)
+            let again = try await HTTP2Job.run(
+                configuration: testJob(port: server.port, authentication: p12),
+                source: source,
+                summary: try source.validate()
+            )
+            #expect(again.report.confirmed == 5)
+            #expect(throws: HTTP2ClientError.self) {
+                try APNSAuthentication.pkcs12(file: folder.file("client.p12"), passphrase: "wrong")
+            }
+        }
+        await server.stop()
+        #expect(throws: HTTP2ClientError.self) {
+            try APNSAuthentication.certificate(pemFile: folder.file("missing.pem"), keyFile: folder.file("client.key"))
+        }
+    }
+
+    @Test func payloadOverTheLimitIsRefusedBeforeConnecting() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 1, seed: 13, in: folder)
+        var configuration = testJob(port: 1, authentication: clientCertificate)
+        configuration.payload = try Payload(json: #"{"aps":{"alert":""# + String(repeating: "x", count: 4100) + #""}}"#)
+        await #expect(throws: HTTP2ClientError.self) {
+            try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
+        }
+    }
+}
