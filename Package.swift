@@ -74,6 +74,8 @@ let package = Package(
             name: "salvo",
             dependencies: [
                 "APNSWire",
+                "SalvoEngine",
+                "SalvoIO",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
