@@ -1,0 +1,129 @@
+/// The `apns-*` headers of an HTTP/2 request (the path, `/3/device/<hex token>`, carries the token).
+///
+/// `fields(authorization:)` gives the header list a client sends; `init(fields:)` is the server side: it
+/// reads a received header list and throws the reason the service answers for the first bad header.
+public struct APNSRequestHeaders: Hashable, Sendable {
+    public var pushType: APNSPushType?
+    /// `apns-id`: a lowercase UUID (8-4-4-4-12); the service makes one when absent.
+    public var id: String?
+    /// `apns-expiration`: UNIX seconds; 0 = try once, do not store.
+    public var expiration: UInt32?
+    public var priority: NotificationPriority?
+    /// `apns-topic`: the bundle id (required with token authentication).
+    public var topic: String?
+    /// `apns-collapse-id`: at most 64 bytes.
+    public var collapseID: String?
+
+    /// The longest collapse id the service accepts, in bytes.
+    public static let maximumCollapseIDBytes = 64
+
+    /// Makes the headers, checking what a client can check before sending.
+    ///
+    /// - Throws: `.badCollapseId` for a collapse id over 64 bytes, `.badMessageId` for an id that is not a
+    ///   lowercase UUID, `.badPriority` for a priority other than 10, 5 or 1.
+    public init(
+        pushType: APNSPushType? = nil,
+        id: String? = nil,
+        expiration: UInt32? = nil,
+        priority: NotificationPriority? = nil,
+        topic: String? = nil,
+        collapseID: String? = nil
+    ) throws(APNSReason) {
+        if let collapseID, collapseID.utf8.count > Self.maximumCollapseIDBytes { throw .badCollapseId }
+        if let id, !Self.isCanonicalUUID(id) { throw .badMessageId }
+        if let priority, !priority.isValidForHTTP2 { throw .badPriority }
+        self.pushType = pushType
+        self.id = id
+        self.expiration = expiration
+        self.priority = priority
+        self.topic = topic
+        self.collapseID = collapseID
+    }
+
+    /// The header fields to send, in a fixed order; `authorization` is `bearer <JWT>` with token auth.
+    public func fields(authorization: String? = nil) -> [(name: String, value: String)] {
+        var fields: [(name: String, value: String)] = []
+        if let authorization { fields.append(("authorization", authorization)) }
+        if let pushType { fields.append(("apns-push-type", pushType.rawValue)) }
+        if let id { fields.append(("apns-id", id)) }
+        if let expiration { fields.append(("apns-expiration", String(expiration))) }
+        if let priority { fields.append(("apns-priority", String(priority.rawValue))) }
+        if let topic { fields.append(("apns-topic", topic)) }
+        if let collapseID { fields.append(("apns-collapse-id", collapseID)) }
+        return fields
+    }
+
+    /// Reads the `apns-*` fields of a received request (other fields are ignored), as the service does.
+    ///
+    /// - Throws: `.duplicateHeaders` when an `apns-*` header repeats, `.badMessageId`, `.badExpirationDate`,
+    ///   `.badPriority`, `.invalidPushType` (a push type the API does not know), `.badCollapseId`.
+    public init(fields: some Sequence<(name: String, value: String)>) throws(APNSReason) {
+        var seen = Set<String>()
+        var pushType: APNSPushType?
+        var id: String?
+        var expiration: UInt32?
+        var priority: NotificationPriority?
+        var topic: String?
+        var collapseID: String?
+        for (rawName, value) in fields {
+            let name = rawName.lowercased()
+            guard name.hasPrefix("apns-") else { continue }
+            guard seen.insert(name).inserted else { throw .duplicateHeaders }
+            switch name {
+            case "apns-push-type":
+                let type = APNSPushType(rawValue: value)
+                guard APNSPushType.known.contains(type) else { throw .invalidPushType }
+                pushType = type
+            case "apns-id":
+                guard Self.isCanonicalUUID(value) else { throw .badMessageId }
+                id = value
+            case "apns-expiration":
+                guard let seconds = UInt32(value) else { throw .badExpirationDate }
+                expiration = seconds
+            case "apns-priority":
+                guard let raw = UInt8(value), NotificationPriority(rawValue: raw).isValidForHTTP2 else {
+                    throw .badPriority
+                }
+                priority = NotificationPriority(rawValue: raw)
+            case "apns-topic":
+                topic = value
+            case "apns-collapse-id":
+                guard value.utf8.count <= Self.maximumCollapseIDBytes else { throw .badCollapseId }
+                collapseID = value
+            default:
+                continue
+            }
+        }
+        try self.init(
+            pushType: pushType,
+            id: id,
+            expiration: expiration,
+            priority: priority,
+            topic: topic,
+            collapseID: collapseID
+        )
+    }
+
+    /// Whether `text` is a UUID in the lowercase 8-4-4-4-12 form the service echoes.
+    public static func isCanonicalUUID(_ text: String) -> Bool {
+        let utf8 = Array(text.utf8)
+        guard utf8.count == 36 else { return false }
+        for (index, byte) in utf8.enumerated() {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                guard byte == UInt8(ascii: "-") else { return false }
+            } else {
+                let isDigit = byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
+                let isLower = byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f")
+                guard isDigit || isLower else { return false }
+            }
+        }
+        return true
+    }
+}
+
+extension APNSRequestHeaders {
+    public static func == (lhs: APNSRequestHeaders, rhs: APNSRequestHeaders) -> Bool {
+        lhs.pushType == rhs.pushType && lhs.id == rhs.id && lhs.expiration == rhs.expiration
+            && lhs.priority == rhs.priority && lhs.topic == rhs.topic && lhs.collapseID == rhs.collapseID
+    }
+}

@@ -1,0 +1,152 @@
+/// A device token: the 32 opaque bytes that name one app on one device.
+///
+/// Stored inline (four machine words), so tokens are cheap to copy, hash and compare and never allocate.
+/// Parsed from the 64-character hex form that device-registration code usually stores (either case; the
+/// spaces and angle brackets of Apple's `description` form, `<740f4707 bebcf74f …>`, are accepted too).
+public struct DeviceToken: Hashable, Sendable {
+    /// The number of bytes in a device token of the binary interface and the HTTP/2 API.
+    public static let byteCount = 32
+
+    // The bytes in order: `words.0` holds bytes 0–7 as they lie in memory, and so on.
+    @usableFromInline
+    var words: (UInt64, UInt64, UInt64, UInt64)
+
+    @inlinable
+    init(words: (UInt64, UInt64, UInt64, UInt64)) {
+        self.words = words
+    }
+
+    /// Makes a token from exactly 32 bytes that the caller has already checked.
+    ///
+    /// - Precondition: `bytes.count == 32`.
+    @inlinable
+    public init(unsafeBytes bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count == Self.byteCount, "a device token has 32 bytes")
+        self.words = (
+            bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self),
+            bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+            bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self),
+            bytes.loadUnaligned(fromByteOffset: 24, as: UInt64.self)
+        )
+    }
+
+    /// Makes a token from its 32 raw bytes.
+    public init(bytes: some Collection<UInt8>) throws(DeviceTokenError) {
+        guard bytes.count == Self.byteCount else {
+            throw DeviceTokenError(.wrongByteCount, found: bytes.count)
+        }
+        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &words) { raw in
+            raw.copyBytes(from: bytes)
+        }
+        self.words = words
+    }
+
+    /// Parses the hex form: 64 hex digits of either case; spaces anywhere and one pair of enclosing angle
+    /// brackets are ignored.
+    public init(hex: String) throws(DeviceTokenError) {
+        var hex = hex
+        let parsed = hex.withUTF8 { utf8 in
+            Result { () throws(DeviceTokenError) in try DeviceToken(hexUTF8: UnsafeRawBufferPointer(utf8)) }
+        }
+        self = try parsed.get()
+    }
+
+    /// Parses the hex form from UTF-8 bytes (for example a field of a memory-mapped CSV file).
+    ///
+    /// Columns in errors count from 1 within `hexUTF8`.
+    @inlinable
+    public init(hexUTF8 text: UnsafeRawBufferPointer) throws(DeviceTokenError) {
+        var start = 0
+        var end = text.count
+        while start < end, text[start] == UInt8(ascii: " ") { start += 1 }
+        while end > start, text[end - 1] == UInt8(ascii: " ") { end -= 1 }
+        if start < end, text[start] == UInt8(ascii: "<") {
+            guard text[end - 1] == UInt8(ascii: ">") else {
+                throw DeviceTokenError(.unbalancedBracket, found: end - start, column: start + 1)
+            }
+            start += 1
+            end -= 1
+        }
+
+        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        var digits = 0
+        var high: UInt8 = 0
+        try withUnsafeMutableBytes(of: &words) { (raw: UnsafeMutableRawBufferPointer) throws(DeviceTokenError) in
+            var index = start
+            while index < end {
+                let character = text[index]
+                index += 1
+                if character == UInt8(ascii: " ") { continue }
+                guard let value = Self.nibble(character) else {
+                    throw DeviceTokenError(.invalidCharacter, found: Int(character), column: index)
+                }
+                if digits < 2 * Self.byteCount {
+                    if digits & 1 == 0 {
+                        high = value << 4
+                    } else {
+                        raw[digits >> 1] = high | value
+                    }
+                }
+                digits += 1
+            }
+        }
+        guard digits == 2 * Self.byteCount else {
+            throw DeviceTokenError(.wrongLength, found: digits)
+        }
+        self.words = words
+    }
+
+    @inlinable @inline(__always)
+    static func nibble(_ character: UInt8) -> UInt8? {
+        let digit = character &- UInt8(ascii: "0")
+        if digit < 10 { return digit }
+        let letter = (character | 0x20) &- UInt8(ascii: "a")
+        if letter < 6 { return letter &+ 10 }
+        return nil
+    }
+
+    /// Calls `body` with the token's 32 bytes.
+    @inlinable
+    public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try Swift.withUnsafeBytes(of: self.words, body)
+    }
+
+    /// The token's bytes as an array (for reports and tests; the hot path uses `withUnsafeBytes`).
+    public var bytes: [UInt8] {
+        self.withUnsafeBytes { Array($0) }
+    }
+
+    /// The 64-character lowercase hex form, as reports and the HTTP/2 path (`/3/device/<hex>`) use it.
+    public var hexString: String {
+        self.withUnsafeBytes { raw in
+            String(unsafeUninitializedCapacity: 2 * Self.byteCount) { out in
+                let digits: StaticString = "0123456789abcdef"
+                let table = digits.utf8Start
+                for (index, byte) in raw.enumerated() {
+                    out[2 * index] = table[Int(byte >> 4)]
+                    out[2 * index + 1] = table[Int(byte & 0x0f)]
+                }
+                return 2 * Self.byteCount
+            }
+        }
+    }
+
+    @inlinable
+    public static func == (lhs: DeviceToken, rhs: DeviceToken) -> Bool {
+        lhs.words.0 == rhs.words.0 && lhs.words.1 == rhs.words.1 && lhs.words.2 == rhs.words.2
+            && lhs.words.3 == rhs.words.3
+    }
+
+    @inlinable
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.words.0)
+        hasher.combine(self.words.1)
+        hasher.combine(self.words.2)
+        hasher.combine(self.words.3)
+    }
+}
+
+extension DeviceToken: CustomStringConvertible {
+    public var description: String { self.hexString }
+}

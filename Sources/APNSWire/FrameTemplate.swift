@@ -1,0 +1,94 @@
+import NIOCore
+
+/// One job's notification frame, encoded once; each notification then costs a copy and two patches.
+///
+/// A bulk send repeats one payload, expiry and priority over millions of tokens, so the frame is encoded
+/// and validated once here. `write(token:identifier:to:)` copies the encoded bytes into the caller's buffer
+/// and overwrites the token and identifier fields, in one unsafe write: no allocation, no lock, no check
+/// beyond the buffer's capacity. Immutable and `Sendable`: every shard may share one template.
+public struct FrameTemplate: Sendable {
+    @usableFromInline let layout: FrameLayout
+    @usableFromInline let bytes: [UInt8]
+
+    /// The command this template encodes.
+    public var command: FrameCommand { self.layout.command }
+    /// The size of every frame this template writes.
+    public var frameByteCount: Int { self.layout.byteCount }
+    /// The payload, as it stands in every frame.
+    public let payload: Payload
+    public let expiry: UInt32
+    public let priority: NotificationPriority
+
+    /// Encodes the frame for `payload` in the layout of `command`.
+    ///
+    /// - Throws: `PayloadError` when the payload is over the command's limit, when `priority` is not one
+    ///   the binary interface knows (5 or 10), or when priority 10 meets a payload whose `aps` holds only
+    ///   `content-available` (commands 0 and 1 imply priority 10).
+    public init(
+        command: FrameCommand,
+        payload: Payload,
+        expiry: UInt32 = 0,
+        priority: NotificationPriority = .immediate
+    ) throws(PayloadError) {
+        try payload.check(limit: command.payloadLimit)
+        let effectivePriority = command == .framed ? priority : .immediate
+        guard effectivePriority.isValidForBinary else {
+            throw PayloadError(.invalidPriority, "priority \(priority.rawValue) is not 5 or 10")
+        }
+        try payload.check(priority: effectivePriority)
+        let layout = FrameLayout(command: command, payloadCount: payload.byteCount)
+        var bytes = [UInt8](repeating: 0, count: layout.byteCount)
+        bytes.withUnsafeMutableBytes { out in
+            payload.bytes.withUnsafeBytes { payloadBytes in
+                layout.encode(
+                    into: out,
+                    token: DeviceToken(words: (0, 0, 0, 0)),
+                    payload: payloadBytes,
+                    identifier: 0,
+                    expiry: expiry,
+                    priority: effectivePriority.rawValue
+                )
+            }
+        }
+        self.layout = layout
+        self.bytes = bytes
+        self.payload = payload
+        self.expiry = expiry
+        self.priority = effectivePriority
+    }
+
+    /// Appends the frame for `token` with `identifier` to `buffer` (command 0 ignores the identifier).
+    ///
+    /// Allocates only when `buffer` lacks room or shares its storage; a sender keeps one uniquely held,
+    /// preallocated buffer per connection so that neither happens in steady state.
+    @inlinable
+    public func write(token: DeviceToken, identifier: UInt32, to buffer: inout ByteBuffer) {
+        let layout = self.layout
+        self.bytes.withUnsafeBytes { template in
+            _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: template.count) { out in
+                out.copyMemory(from: template)
+                layout.patch(out, token: token)
+                if layout.identifierOffset >= 0 {
+                    out.storeBytes(of: identifier.bigEndian, toByteOffset: layout.identifierOffset, as: UInt32.self)
+                }
+                return template.count
+            }
+        }
+    }
+
+    /// Writes the frame for `token` with `identifier` at the start of `out`, which must hold at least
+    /// `frameByteCount` bytes. For callers that encode a whole batch inside one
+    /// `ByteBuffer.writeWithUnsafeMutableBytes`.
+    @inlinable
+    public func encode(token: DeviceToken, identifier: UInt32, into out: UnsafeMutableRawBufferPointer) {
+        precondition(out.count >= self.layout.byteCount)
+        let layout = self.layout
+        self.bytes.withUnsafeBytes { template in
+            out.baseAddress!.copyMemory(from: template.baseAddress!, byteCount: template.count)
+        }
+        layout.patch(out, token: token)
+        if layout.identifierOffset >= 0 {
+            out.storeBytes(of: identifier.bigEndian, toByteOffset: layout.identifierOffset, as: UInt32.self)
+        }
+    }
+}

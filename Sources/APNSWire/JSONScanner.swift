@@ -1,0 +1,256 @@
+/// A strict RFC 8259 parser that also produces the text's compact form, in one pass.
+///
+/// Written by hand because no library here does both: Foundation's parser accepts trailing commas (which
+/// the push service does not) and reports errors by character offset, and re-serialising its result
+/// reorders keys and escapes `/`. This keeps the sender's bytes and order, drops only insignificant white
+/// space, and names the line and column of the first error. Payloads are small and parsed once per job,
+/// so clarity wins over speed here.
+struct JSONScanner {
+    private let input: [UInt8]
+    private var index = 0
+    private var output: [UInt8] = []
+    private var depth = 0
+    private static let maximumDepth = 64
+
+    struct Failure: Error {
+        let message: String
+    }
+
+    /// Parses `input`; returns its value and compact form, or throws a message with line and column.
+    static func parse(_ input: [UInt8]) throws(Failure) -> (value: JSONValue, compact: [UInt8]) {
+        var scanner = JSONScanner(input: input)
+        scanner.output.reserveCapacity(input.count)
+        scanner.skipWhitespace()
+        let value = try scanner.value()
+        scanner.skipWhitespace()
+        if scanner.index < input.count {
+            throw scanner.failure("unexpected text after the end of the JSON value")
+        }
+        return (value, scanner.output)
+    }
+
+    private init(input: [UInt8]) {
+        self.input = input
+    }
+
+    private func failure(_ what: String) -> Failure {
+        var line = 1
+        var column = 1
+        for byte in self.input[..<min(self.index, self.input.count)] {
+            if byte == UInt8(ascii: "\n") {
+                line += 1
+                column = 1
+            } else if byte & 0xC0 != 0x80 {
+                column += 1
+            }
+        }
+        return Failure(message: "line \(line), column \(column): \(what)")
+    }
+
+    private var current: UInt8? { self.index < self.input.count ? self.input[self.index] : nil }
+
+    private mutating func skipWhitespace() {
+        while let byte = self.current,
+            byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
+        {
+            self.index += 1
+        }
+    }
+
+    private mutating func emit() {
+        self.output.append(self.input[self.index])
+        self.index += 1
+    }
+
+    private mutating func expect(_ byte: UInt8, _ what: String) throws(Failure) {
+        guard self.current == byte else { throw self.failure(what) }
+        self.emit()
+    }
+
+    private mutating func value() throws(Failure) -> JSONValue {
+        guard let byte = self.current else { throw self.failure("a value was expected, the text ended") }
+        switch byte {
+        case UInt8(ascii: "{"): return .object(try self.object())
+        case UInt8(ascii: "["): return .array(try self.array())
+        case UInt8(ascii: "\""): return .string(try self.string())
+        case UInt8(ascii: "t"):
+            try self.literal("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try self.literal("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try self.literal("null")
+            return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try self.number())
+        default: throw self.failure("a value was expected, found \(Self.show(byte))")
+        }
+    }
+
+    private mutating func nest() throws(Failure) {
+        self.depth += 1
+        if self.depth > Self.maximumDepth { throw self.failure("nested more than \(Self.maximumDepth) deep") }
+    }
+
+    private mutating func object() throws(Failure) -> [JSONMember] {
+        try self.nest()
+        self.emit()
+        self.skipWhitespace()
+        var members: [JSONMember] = []
+        if self.current == UInt8(ascii: "}") {
+            self.emit()
+            self.depth -= 1
+            return members
+        }
+        while true {
+            guard self.current == UInt8(ascii: "\"") else {
+                throw self.failure(
+                    self.current == nil ? "the object is not closed" : "a key in double quotes was expected, found \(Self.show(self.current!))"
+                )
+            }
+            let key = try self.string()
+            self.skipWhitespace()
+            try self.expect(UInt8(ascii: ":"), "':' was expected after the key")
+            self.skipWhitespace()
+            members.append(JSONMember(key, try self.value()))
+            self.skipWhitespace()
+            if self.current == UInt8(ascii: ",") {
+                self.emit()
+                self.skipWhitespace()
+                if self.current == UInt8(ascii: "}") { throw self.failure("a trailing comma before '}'") }
+                continue
+            }
+            try self.expect(UInt8(ascii: "}"), "',' or '}' was expected (is a comma missing?)")
+            self.depth -= 1
+            return members
+        }
+    }
+
+    private mutating func array() throws(Failure) -> [JSONValue] {
+        try self.nest()
+        self.emit()
+        self.skipWhitespace()
+        var items: [JSONValue] = []
+        if self.current == UInt8(ascii: "]") {
+            self.emit()
+            self.depth -= 1
+            return items
+        }
+        while true {
+            items.append(try self.value())
+            self.skipWhitespace()
+            if self.current == UInt8(ascii: ",") {
+                self.emit()
+                self.skipWhitespace()
+                if self.current == UInt8(ascii: "]") { throw self.failure("a trailing comma before ']'") }
+                continue
+            }
+            try self.expect(UInt8(ascii: "]"), "',' or ']' was expected (is a comma missing?)")
+            self.depth -= 1
+            return items
+        }
+    }
+
+    private mutating func string() throws(Failure) -> String {
+        self.emit()
+        var decoded: [UInt8] = []
+        var pendingHighSurrogate: UInt32?
+        while let byte = self.current {
+            switch byte {
+            case UInt8(ascii: "\""):
+                self.emit()
+                guard let text = String(validating: decoded, as: UTF8.self) else {
+                    throw self.failure("the string is not valid UTF-8")
+                }
+                return text
+            case UInt8(ascii: "\\"):
+                self.emit()
+                guard let escaped = self.current else { break }
+                self.emit()
+                var unit: UInt32?
+                switch escaped {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): decoded.append(escaped)
+                case UInt8(ascii: "b"): decoded.append(0x08)
+                case UInt8(ascii: "f"): decoded.append(0x0C)
+                case UInt8(ascii: "n"): decoded.append(0x0A)
+                case UInt8(ascii: "r"): decoded.append(0x0D)
+                case UInt8(ascii: "t"): decoded.append(0x09)
+                case UInt8(ascii: "u"):
+                    var value: UInt32 = 0
+                    for _ in 0..<4 {
+                        guard let hex = self.current, let digit = DeviceToken.nibble(hex) else {
+                            throw self.failure("\\u needs four hex digits")
+                        }
+                        value = value << 4 | UInt32(digit)
+                        self.emit()
+                    }
+                    unit = value
+                default:
+                    self.index -= 1
+                    throw self.failure("invalid escape \\\(Self.show(escaped))")
+                }
+                if let unit {
+                    if let high = pendingHighSurrogate, (0xDC00...0xDFFF).contains(unit) {
+                        let scalar = 0x10000 + ((high - 0xD800) << 10) + (unit - 0xDC00)
+                        decoded.append(contentsOf: String(Character(Unicode.Scalar(scalar)!)).utf8)
+                        pendingHighSurrogate = nil
+                    } else if (0xD800...0xDBFF).contains(unit) {
+                        pendingHighSurrogate = unit
+                    } else {
+                        // A lone surrogate has no UTF-8 form; U+FFFD stands in, as most decoders do.
+                        let scalar = Unicode.Scalar(unit) ?? "\u{FFFD}"
+                        decoded.append(contentsOf: String(Character(scalar)).utf8)
+                    }
+                }
+            case 0..<0x20:
+                throw self.failure("a control character inside a string must be escaped")
+            default:
+                decoded.append(byte)
+                self.emit()
+            }
+        }
+        throw self.failure("the string is not closed")
+    }
+
+    private mutating func literal(_ word: StaticString) throws(Failure) {
+        let count = word.utf8CodeUnitCount
+        guard self.index + count <= self.input.count,
+            self.input[self.index..<self.index + count].elementsEqual(
+                UnsafeBufferPointer(start: word.utf8Start, count: count)
+            )
+        else { throw self.failure("'\(word)' was expected") }
+        for _ in 0..<count { self.emit() }
+    }
+
+    private mutating func number() throws(Failure) -> String {
+        let start = self.index
+        if self.current == UInt8(ascii: "-") { self.emit() }
+        guard let first = self.current, Self.isDigit(first) else { throw self.failure("a digit was expected") }
+        self.emit()
+        if first == UInt8(ascii: "0"), let next = self.current, Self.isDigit(next) {
+            throw self.failure("a number cannot have a leading zero")
+        }
+        while let byte = self.current, Self.isDigit(byte) { self.emit() }
+        if self.current == UInt8(ascii: ".") {
+            self.emit()
+            try self.digits()
+        }
+        if self.current == UInt8(ascii: "e") || self.current == UInt8(ascii: "E") {
+            self.emit()
+            if self.current == UInt8(ascii: "+") || self.current == UInt8(ascii: "-") { self.emit() }
+            try self.digits()
+        }
+        return String(decoding: self.input[start..<self.index], as: UTF8.self)
+    }
+
+    private mutating func digits() throws(Failure) {
+        guard let byte = self.current, Self.isDigit(byte) else { throw self.failure("a digit was expected") }
+        while let byte = self.current, Self.isDigit(byte) { self.emit() }
+    }
+
+    private static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+    private static func show(_ byte: UInt8) -> String {
+        byte >= 0x21 && byte < 0x7f ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(String(byte, radix: 16))"
+    }
+}
