@@ -1,0 +1,252 @@
+import APNSWire
+import NIOCore
+import NIOSSL
+import NIOTLS
+
+/// One gateway connection: decodes frames of commands 0, 1 and 2 straight from the inbound
+/// buffers, checks each notification, records the accepted ones and answers the first bad one
+/// with `8|status|identifier` before closing.
+///
+/// Per notification it copies one 64-byte record into the connection's `LedgerBatch` and hashes
+/// the payload: no allocation, no lock. The batch goes to the shared ledger once per read.
+/// After an error (or a planned reset or shutdown) every later frame on the connection is read,
+/// counted as discarded and dropped. Confined to its channel's event loop.
+final class GatewayHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private enum State {
+        case open
+        /// An error, shutdown or reset happened: everything after it is discarded.
+        case failed
+    }
+
+    private let plan: CompiledFaultPlan
+    private let ledger: DeliveryLedger
+    private let connection: UInt32
+    private let resetter: ConnectionResetHandler
+    private let slowReader: FaultPlan.SlowReader?
+    private let decoder = FrameDecoder()
+    private let batch = LedgerBatch()
+    private var random: SeededGenerator
+    /// The notification (1-based, on this connection) at which a doomed connection resets; 0 = never.
+    private var resetAtNotification = 0
+    private var topic: PeerTopic?
+    private var state = State.open
+    private var cumulation: ByteBuffer?
+    private var framingLost = false
+    private var notificationsSeen = 0
+    private var acceptedOnConnection = 0
+    private var lastAcceptedIdentifier: UInt32 = 0
+    private var readBytes = 0
+    private var readAccepted = 0
+    private var readDiscarded = 0
+
+    init(
+        plan: CompiledFaultPlan,
+        ledger: DeliveryLedger,
+        connection: UInt32,
+        resetter: ConnectionResetHandler,
+        slowReader: FaultPlan.SlowReader?
+    ) {
+        self.plan = plan
+        self.ledger = ledger
+        self.connection = connection
+        self.resetter = resetter
+        self.slowReader = slowReader
+        self.random = SeededGenerator(seed: plan.plan.seed, stream: UInt64(connection))
+        let reset = plan.plan.reset
+        if reset.scope == .connection && self.random.chance(reset.probability) {
+            self.resetAtNotification = Int.random(in: 1...max(1, reset.withinNotifications), using: &self.random)
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted = event as? TLSUserEvent {
+            self.topic = Self.peerTopic(context)
+            if let slowReader = self.slowReader {
+                context.channel.setOption(ChannelOptions.autoRead, value: false).assumeIsolated().whenSuccess {
+                    self.scheduleSlowRead(context, after: slowReader)
+                }
+            }
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var buffer = self.unwrapInboundIn(data)
+        self.readBytes += buffer.readableBytes
+        if var cumulation = self.cumulation {
+            self.cumulation = nil
+            cumulation.writeBuffer(&buffer)
+            buffer = cumulation
+        }
+        if self.state == .open {
+            if self.topic == nil { self.topic = Self.peerTopic(context) }
+            self.decodeAndCheck(&buffer, context: context)
+        }
+        if self.state == .failed { self.countDiscarded(&buffer) }
+        if buffer.readableBytes > 0 {
+            // Keep only the partial frame; a fresh copy lets the large read buffer go.
+            self.cumulation = buffer.readableBytes < 4096 ? ByteBuffer(buffer: buffer) : buffer
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.flushRead()
+        if let slowReader = self.slowReader, self.state == .open, self.topic != nil {
+            self.scheduleSlowRead(context, after: slowReader)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.flushRead()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // A handshake that fails (no client certificate, one from another CA) is a refused
+        // connection; errors after a planned reset or an error response are expected noise.
+        if self.topic == nil && self.notificationsSeen == 0 && error is NIOSSLError {
+            self.ledger.recordConnectionRefused(reason: "tls")
+        }
+        context.close(promise: nil)
+    }
+
+    private func decodeAndCheck(_ buffer: inout ByteBuffer, context: ChannelHandlerContext) {
+        while self.state == .open, let result = self.decoder.decode(&buffer) {
+            switch result {
+            case .notification(let notification):
+                self.check(notification, context: context)
+            case .malformed(let frame):
+                self.fail(context, status: frame.status, identifier: frame.identifier, command: frame.command)
+            }
+        }
+    }
+
+    @inline(__always)
+    private func check(_ notification: DecodedNotification, context: ChannelHandlerContext) {
+        self.notificationsSeen += 1
+        let reset = self.plan.plan.reset
+        if self.notificationsSeen == self.resetAtNotification
+            || (reset.scope == .notification && self.random.chance(reset.probability))
+        {
+            self.state = .failed
+            self.readDiscarded += 1
+            self.ledger.mergeFullBatch(self.batch)
+            self.ledger.recordReset()
+            self.resetter.reset()
+            return
+        }
+        if let status = self.topic?.errorStatus ?? (self.topic == nil ? .missingTopic : nil) {
+            self.fail(context, status: status, identifier: notification.identifier, command: notification.command)
+            return
+        }
+        let invalid = notification.token.withUnsafeBytes { self.plan.isInvalid($0.baseAddress!) }
+        if invalid {
+            self.fail(context, status: .invalidToken, identifier: notification.identifier, command: notification.command)
+            return
+        }
+        if notification.priority == NotificationPriority.immediate.rawValue
+            && notification.payload.withUnsafeReadableBytes({ Payload.isContentAvailableOnly($0) })
+        {
+            self.fail(
+                context,
+                status: .processingError,
+                identifier: notification.identifier,
+                command: notification.command
+            )
+            return
+        }
+        self.accept(notification)
+        let shutdown = self.plan.plan.shutdown
+        if (shutdown.everyAccepted > 0 && self.acceptedOnConnection % shutdown.everyAccepted == 0)
+            || self.random.chance(shutdown.probability)
+        {
+            // Status 10 names the last notification that was accepted: this one.
+            self.fail(context, status: .shutdown, identifier: self.lastAcceptedIdentifier, command: notification.command)
+        }
+    }
+
+    @inline(__always)
+    private func accept(_ notification: DecodedNotification) {
+        if self.batch.isFull { self.ledger.mergeFullBatch(self.batch) }
+        let digest = notification.payload.withUnsafeReadableBytes { TokenHash.digest($0) }
+        notification.token.withUnsafeBytes { token in
+            self.batch.append(
+                token: token,
+                identifier: notification.identifier,
+                connection: self.connection,
+                expiry: notification.expiry,
+                priority: notification.priority,
+                command: notification.command.rawValue,
+                digest: digest
+            )
+        }
+        self.acceptedOnConnection += 1
+        self.readAccepted += 1
+        self.lastAcceptedIdentifier = notification.identifier
+    }
+
+    /// Answers `status` for `identifier` (command 0: no answer, just a close), after the plan's
+    /// error delay, and closes. Notifications read meanwhile are discarded.
+    private func fail(_ context: ChannelHandlerContext, status: ErrorStatus, identifier: UInt32, command: FrameCommand?) {
+        self.state = .failed
+        // Accepted notifications reach the ledger before the sender can see the error.
+        self.ledger.mergeFullBatch(self.batch)
+        var response: ByteBuffer?
+        if command == .simple {
+            self.ledger.recordClosedWithoutResponse()
+        } else {
+            self.ledger.recordErrorResponse(status: status.rawValue)
+            var out = context.channel.allocator.buffer(capacity: ErrorResponse.byteCount)
+            ErrorResponse(status: status, identifier: identifier).write(to: &out)
+            response = out
+        }
+        let answer = {
+            if let response {
+                context.writeAndFlush(self.wrapOutboundOut(response)).assumeIsolated().whenComplete { _ in
+                    context.close(promise: nil)
+                }
+            } else {
+                context.close(promise: nil)
+            }
+        }
+        let delay = self.plan.plan.errorDelayMilliseconds
+        if delay > 0 {
+            context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(delay)), answer)
+        } else {
+            answer()
+        }
+    }
+
+    /// Reads and counts the frames after a failure; once framing is lost the rest is dropped.
+    private func countDiscarded(_ buffer: inout ByteBuffer) {
+        while !self.framingLost, let result = self.decoder.decode(&buffer) {
+            self.readDiscarded += 1
+            if case .malformed = result { self.framingLost = true }
+        }
+        if self.framingLost { buffer.moveReaderIndex(to: buffer.writerIndex) }
+    }
+
+    private func flushRead() {
+        guard self.readBytes > 0 || self.batch.count > 0 || self.readDiscarded > 0 else { return }
+        self.ledger.merge(self.batch, bytes: self.readBytes, accepted: self.readAccepted, discarded: self.readDiscarded)
+        self.readBytes = 0
+        self.readAccepted = 0
+        self.readDiscarded = 0
+    }
+
+    private func scheduleSlowRead(_ context: ChannelHandlerContext, after slowReader: FaultPlan.SlowReader) {
+        context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(slowReader.delayMilliseconds))) {
+            context.read()
+        }
+    }
+
+    private static func peerTopic(_ context: ChannelHandlerContext) -> PeerTopic? {
+        guard let handler = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self) else {
+            return nil
+        }
+        return PeerTopic(peerCertificate: handler.peerCertificate)
+    }
+}
