@@ -52,7 +52,7 @@ public struct FaultPlan: Codable, Sendable, Equatable {
         }
     }
 
-    /// A slow reader: auto-read off; read one chunk of at most `chunkSize` bytes, wait `delayMilliseconds`.
+    /// A slow reader: each socket read takes at most `chunkSize` bytes and waits `delayMilliseconds` first.
     public struct SlowReader: Codable, Sendable, Equatable {
         public var chunkSize: Int
         public var delayMilliseconds: Int

@@ -25,7 +25,6 @@ final class GatewayHandler: ChannelInboundHandler {
     private let ledger: DeliveryLedger
     private let connection: UInt32
     private let resetter: ConnectionResetHandler
-    private let slowReader: FaultPlan.SlowReader?
     private let decoder = FrameDecoder()
     private let batch = LedgerBatch()
     private var random: SeededGenerator
@@ -46,14 +45,12 @@ final class GatewayHandler: ChannelInboundHandler {
         plan: CompiledFaultPlan,
         ledger: DeliveryLedger,
         connection: UInt32,
-        resetter: ConnectionResetHandler,
-        slowReader: FaultPlan.SlowReader?
+        resetter: ConnectionResetHandler
     ) {
         self.plan = plan
         self.ledger = ledger
         self.connection = connection
         self.resetter = resetter
-        self.slowReader = slowReader
         self.random = SeededGenerator(seed: plan.plan.seed, stream: UInt64(connection))
         let reset = plan.plan.reset
         if reset.scope == .connection && self.random.chance(reset.probability) {
@@ -64,11 +61,6 @@ final class GatewayHandler: ChannelInboundHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case .handshakeCompleted = event as? TLSUserEvent {
             self.topic = Self.peerTopic(context)
-            if let slowReader = self.slowReader {
-                context.channel.setOption(ChannelOptions.autoRead, value: false).assumeIsolated().whenSuccess {
-                    self.scheduleSlowRead(context, after: slowReader)
-                }
-            }
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -94,9 +86,6 @@ final class GatewayHandler: ChannelInboundHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         self.flushRead()
-        if let slowReader = self.slowReader, self.state == .open, self.topic != nil {
-            self.scheduleSlowRead(context, after: slowReader)
-        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -235,12 +224,6 @@ final class GatewayHandler: ChannelInboundHandler {
         self.readBytes = 0
         self.readAccepted = 0
         self.readDiscarded = 0
-    }
-
-    private func scheduleSlowRead(_ context: ChannelHandlerContext, after slowReader: FaultPlan.SlowReader) {
-        context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(slowReader.delayMilliseconds))) {
-            context.read()
-        }
     }
 
     private static func peerTopic(_ context: ChannelHandlerContext) -> PeerTopic? {

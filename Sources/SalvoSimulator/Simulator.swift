@@ -150,22 +150,24 @@ public final class Simulator: Sendable {
                         if random.chance(slow.probability) { slowReader = slow }
                     }
                     if let slowReader {
+                        // One chunk per read: one socket read of at most chunkSize bytes, then a wait.
                         try channel.syncOptions?.setOption(
                             .recvAllocator,
                             value: FixedSizeRecvByteBufferAllocator(capacity: max(1, slowReader.chunkSize))
                         )
+                        try channel.syncOptions?.setOption(.maxMessagesPerRead, value: 1)
                     }
                     let resetter = ConnectionResetHandler()
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(resetter)
+                    if let slowReader { try sync.addHandler(SlowReadHandler(delayMilliseconds: slowReader.delayMilliseconds)) }
                     try sync.addHandler(NIOSSLServerHandler(context: ssl))
                     try sync.addHandler(
                         GatewayHandler(
                             plan: plan,
                             ledger: ledger,
                             connection: serial,
-                            resetter: resetter,
-                            slowReader: slowReader
+                            resetter: resetter
                         )
                     )
                 }
