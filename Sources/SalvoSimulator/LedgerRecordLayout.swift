@@ -1,3 +1,5 @@
+import APNSWire
+
 /// The fixed 64-byte layout shared by `TokenTable` slots and `LedgerBatch` entries.
 ///
 /// One cache line per record, no object per notification:
@@ -39,7 +41,7 @@ public struct LedgerRecord: Sendable, Hashable, Codable {
     public var payloadDigest: UInt64
 
     init(record: UnsafeRawPointer) {
-        self.token = Hex.encode(UnsafeRawBufferPointer(start: record, count: TokenHash.tokenByteCount))
+        self.token = DeviceToken(unsafeBytes: UnsafeRawBufferPointer(start: record, count: DeviceToken.byteCount)).hexString
         self.count = record.loadUnaligned(fromByteOffset: LedgerRecordLayout.count, as: UInt32.self)
         self.lastIdentifier = record.loadUnaligned(fromByteOffset: LedgerRecordLayout.lastIdentifier, as: UInt32.self)
         self.firstConnection = record.loadUnaligned(

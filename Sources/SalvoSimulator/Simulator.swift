@@ -25,7 +25,8 @@ public final class Simulator: Sendable {
     /// The clock's time when the simulator started (UNIX seconds).
     public let startTime: UInt32
     /// The plan in force.
-    public let plan: FaultPlan
+    public var plan: FaultPlan { self.compiledPlan.plan }
+    let compiledPlan: CompiledFaultPlan
 
     private let group: MultiThreadedEventLoopGroup
     private let channels: [any Channel]
@@ -37,7 +38,7 @@ public final class Simulator: Sendable {
         feedbackPort: Int,
         ledger: DeliveryLedger,
         startTime: UInt32,
-        plan: FaultPlan,
+        plan: CompiledFaultPlan,
         group: MultiThreadedEventLoopGroup,
         channels: [any Channel],
         feedback: FeedbackStore,
@@ -47,7 +48,7 @@ public final class Simulator: Sendable {
         self.feedbackPort = feedbackPort
         self.ledger = ledger
         self.startTime = startTime
-        self.plan = plan
+        self.compiledPlan = plan
         self.group = group
         self.channels = channels
         self.feedback = feedback
@@ -90,7 +91,7 @@ public final class Simulator: Sendable {
                 feedbackPort: feedbackChannel.localAddress?.port ?? configuration.feedbackPort,
                 ledger: ledger,
                 startTime: startTime,
-                plan: configuration.plan,
+                plan: plan,
                 group: group,
                 channels: [gateway, feedbackChannel],
                 feedback: feedback,
@@ -195,5 +196,13 @@ public final class Simulator: Sendable {
         } catch {
             throw SimulatorError(.certificates, "cannot set up TLS from the given PEM texts: \(error)")
         }
+    }
+}
+
+extension Simulator {
+    /// Judges the ledger so far against `expected` (see `Verdict`), listing at most `listLimit`
+    /// tokens per category.
+    public func verdict(expected: ExpectedTokens, listLimit: Int = 100) -> Verdict {
+        Verdict.judge(ledger: self.ledger, expected: expected, plan: self.compiledPlan, listLimit: listLimit)
     }
 }

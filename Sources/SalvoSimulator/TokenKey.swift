@@ -1,3 +1,5 @@
+import APNSWire
+
 /// A device token's 32 bytes as a small hashable value, for the few dictionaries keyed by token
 /// outside the hot path (offline devices in the QoS model).
 struct TokenKey: Hashable, Sendable {
@@ -13,8 +15,7 @@ struct TokenKey: Hashable, Sendable {
         self.d = token.loadUnaligned(fromByteOffset: 24, as: UInt64.self)
     }
 
-    var hex: String {
-        var copy = self
-        return withUnsafeBytes(of: &copy) { Hex.encode($0) }
+    var token: DeviceToken {
+        withUnsafeBytes(of: self) { DeviceToken(unsafeBytes: $0) }
     }
 }
