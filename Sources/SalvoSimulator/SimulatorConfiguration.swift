@@ -1,3 +1,5 @@
+import Foundation
+
 /// Everything `Simulator.start` needs: where to listen, which certificates, which fault plan.
 public struct SimulatorConfiguration: Sendable {
     /// PEM texts for the servers' TLS: their certificate and key, and the CA that client
@@ -11,6 +13,19 @@ public struct SimulatorConfiguration: Sendable {
             self.certificatePEM = certificatePEM
             self.privateKeyPEM = privateKeyPEM
             self.clientCAPEM = clientCAPEM
+        }
+
+        /// Reads a certificate folder written by `DevelopmentCertificates` (server, its key, the CA).
+        public init(paths: DevelopmentCertificates.Paths) throws(SimulatorError) {
+            do {
+                self.init(
+                    certificatePEM: try String(contentsOfFile: paths.server, encoding: .utf8),
+                    privateKeyPEM: try String(contentsOfFile: paths.serverKey, encoding: .utf8),
+                    clientCAPEM: try String(contentsOfFile: paths.ca, encoding: .utf8)
+                )
+            } catch {
+                throw SimulatorError(.certificates, "cannot read the certificates in \(paths.folder): \(error)")
+            }
         }
 
         /// The development CA's server identity and trust root.
