@@ -37,7 +37,9 @@ extension DeviceTokenError: CustomStringConvertible {
         switch self.code {
         case .invalidCharacter:
             let scalar = Unicode.Scalar(UInt8(truncatingIfNeeded: self.found))
-            let shown = self.found >= 0x21 && self.found < 0x7f ? "'\(Character(scalar))'" : "byte 0x\(String(self.found, radix: 16))"
+            let shown =
+                self.found >= 0x21 && self.found < 0x7f
+                ? "'\(Character(scalar))'" : "byte 0x\(String(self.found, radix: 16))"
             return "invalid character \(shown) at column \(self.column ?? 0): a token is 64 hex digits (0-9, a-f)"
         case .wrongLength:
             return "a token has 64 hex digits; this one has \(self.found)"

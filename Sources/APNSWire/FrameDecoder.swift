@@ -84,7 +84,9 @@ public struct FrameDecoder: Sendable {
             return .malformed(MalformedFrame(status: status, identifier: identifier, command: command))
         }
         let token = buffer.withVeryUnsafeBytes { all in
-            DeviceToken(unsafeBytes: UnsafeRawBufferPointer(rebasing: all[tokenStart..<tokenStart + DeviceToken.byteCount]))
+            DeviceToken(
+                unsafeBytes: UnsafeRawBufferPointer(rebasing: all[tokenStart..<tokenStart + DeviceToken.byteCount])
+            )
         }
         let payload = buffer.getSlice(at: payloadStart, length: payloadLength)!
         return .notification(

@@ -63,8 +63,16 @@ struct FrameLayout: Sendable {
                 out.storeBytes(of: identifier.bigEndian, toByteOffset: self.identifierOffset, as: UInt32.self)
                 out.storeBytes(of: expiry.bigEndian, toByteOffset: self.expiryOffset, as: UInt32.self)
             }
-            out.storeBytes(of: UInt16(DeviceToken.byteCount).bigEndian, toByteOffset: self.tokenOffset - 2, as: UInt16.self)
-            out.storeBytes(of: UInt16(self.payloadCount).bigEndian, toByteOffset: self.payloadOffset - 2, as: UInt16.self)
+            out.storeBytes(
+                of: UInt16(DeviceToken.byteCount).bigEndian,
+                toByteOffset: self.tokenOffset - 2,
+                as: UInt16.self
+            )
+            out.storeBytes(
+                of: UInt16(self.payloadCount).bigEndian,
+                toByteOffset: self.payloadOffset - 2,
+                as: UInt16.self
+            )
         case .framed:
             out.storeBytes(of: UInt32(self.byteCount - 5).bigEndian, toByteOffset: 1, as: UInt32.self)
             Self.itemHeader(into: out, at: self.tokenOffset, id: 1, length: DeviceToken.byteCount)

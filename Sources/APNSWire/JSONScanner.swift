@@ -105,7 +105,9 @@ struct JSONScanner {
         while true {
             guard self.current == UInt8(ascii: "\"") else {
                 throw self.failure(
-                    self.current == nil ? "the object is not closed" : "a key in double quotes was expected, found \(Self.show(self.current!))"
+                    self.current == nil
+                        ? "the object is not closed"
+                        : "a key in double quotes was expected, found \(Self.show(self.current!))"
                 )
             }
             let key = try self.string()

@@ -122,13 +122,20 @@ public struct Payload: Hashable, Sendable {
                 for key in ["title-loc-key", "action-loc-key"] {
                     try Self.expect(alert[key], "aps.alert.\(key)", string: true, null: true, array: false)
                 }
-                try Self.expect(alert["title-loc-args"], "aps.alert.title-loc-args", string: false, null: true, array: true)
+                try Self.expect(
+                    alert["title-loc-args"],
+                    "aps.alert.title-loc-args",
+                    string: false,
+                    null: true,
+                    array: true
+                )
                 try Self.expect(alert["loc-args"], "aps.alert.loc-args", string: false, null: false, array: true)
             default:
                 throw PayloadError(.wrongType, "aps.alert must be a string or an object; it is \(alert.kindName)")
             }
         }
-        if let badge = aps["badge"], case .number = badge {} else if let badge = aps["badge"] {
+        if let badge = aps["badge"], case .number = badge {
+        } else if let badge = aps["badge"] {
             throw PayloadError(.wrongType, "aps.badge must be a number; it is \(badge.kindName)")
         }
         if let sound = aps["sound"] {
@@ -137,7 +144,8 @@ public struct Payload: Hashable, Sendable {
             default: throw PayloadError(.wrongType, "aps.sound must be a string; it is \(sound.kindName)")
             }
         }
-        if let flag = aps["content-available"], case .number = flag {} else if let flag = aps["content-available"] {
+        if let flag = aps["content-available"], case .number = flag {
+        } else if let flag = aps["content-available"] {
             throw PayloadError(.wrongType, "aps.content-available must be a number (1); it is \(flag.kindName)")
         }
         try Self.expect(aps["category"], "aps.category", string: true, null: false, array: false)
@@ -163,8 +171,10 @@ public struct Payload: Hashable, Sendable {
             if string { kinds.append("a string") }
             if array { kinds.append("an array of strings") }
             if null { kinds.append("null") }
-            throw PayloadError(.wrongType, "\(path) must be \(kinds.joined(separator: " or ")); it is \(value.kindName)")
+            throw PayloadError(
+                .wrongType,
+                "\(path) must be \(kinds.joined(separator: " or ")); it is \(value.kindName)"
+            )
         }
     }
 }
-

@@ -101,14 +101,18 @@ import Testing
 
     @Test(arguments: [1, 31, 33, 64])
     func wrongTokenSizeIsStatus5(size: Int) {
-        let result = self.malformed(self.framed([(1, [UInt8](repeating: 1, count: size)), (2, Fixtures.hello), (3, self.id)]))
+        let result = self.malformed(
+            self.framed([(1, [UInt8](repeating: 1, count: size)), (2, Fixtures.hello), (3, self.id)])
+        )
         #expect(result == MalformedFrame(status: .invalidTokenSize, identifier: 42, command: .framed))
     }
 
     @Test func missingPayloadIsStatus4() {
         let result = self.malformed(self.framed([(1, Fixtures.token.bytes), (3, self.id)]))
         #expect(result == MalformedFrame(status: .missingPayload, identifier: 42, command: .framed))
-        #expect(self.malformed(self.framed([(1, Fixtures.token.bytes), (2, []), (3, self.id)]))?.status == .missingPayload)
+        #expect(
+            self.malformed(self.framed([(1, Fixtures.token.bytes), (2, []), (3, self.id)]))?.status == .missingPayload
+        )
     }
 
     @Test func payloadLimitsAreExactPerCommand() {
@@ -119,7 +123,10 @@ import Testing
             return
         }
         let over = self.frame(.framed, payload: [UInt8](repeating: 0x20, count: 2049)).readableArray
-        #expect(self.malformed(over) == MalformedFrame(status: .invalidPayloadSize, identifier: Fixtures.identifier, command: .framed))
+        #expect(
+            self.malformed(over)
+                == MalformedFrame(status: .invalidPayloadSize, identifier: Fixtures.identifier, command: .framed)
+        )
 
         // Commands 0 and 1: 256 passes, 257 is status 7.
         for command in [FrameCommand.simple, .enhanced] {
@@ -148,13 +155,19 @@ import Testing
             #expect(self.malformed(bytes)?.status == .processingError, "\(bytes.prefix(12))")
         }
         let badPriority = self.frame(.framed, priority: 7).readableArray
-        #expect(self.malformed(badPriority) == MalformedFrame(status: .processingError, identifier: Fixtures.identifier, command: .framed))
+        #expect(
+            self.malformed(badPriority)
+                == MalformedFrame(status: .processingError, identifier: Fixtures.identifier, command: .framed)
+        )
     }
 
     @Test func legacyMalformationsKeepTheirIdentifier() {
         // command 1 | id 7 | expiry 0 | token length 0 | payload length 2 | "{}"
         let missingToken: [UInt8] = [1, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 2] + Array("{}".utf8)
-        #expect(self.malformed(missingToken) == MalformedFrame(status: .missingDeviceToken, identifier: 7, command: .enhanced))
+        #expect(
+            self.malformed(missingToken)
+                == MalformedFrame(status: .missingDeviceToken, identifier: 7, command: .enhanced)
+        )
         let shortToken: [UInt8] = [1, 0, 0, 0, 7, 0, 0, 0, 0, 0, 2, 0xAB, 0xCD, 0, 2] + Array("{}".utf8)
         #expect(self.malformed(shortToken)?.status == .invalidTokenSize)
         let noPayload: [UInt8] = [0, 0, 32] + Fixtures.token.bytes + [0, 0]

@@ -96,7 +96,9 @@ import Testing
         #expect(throws: Never.self) { try FrameTemplate(command: .framed, payload: big) }
 
         let silent = Payload(aps: APS(contentAvailable: true))
-        #expect(throws: PayloadError.self) { try FrameTemplate(command: .framed, payload: silent, priority: .immediate) }
+        #expect(throws: PayloadError.self) {
+            try FrameTemplate(command: .framed, payload: silent, priority: .immediate)
+        }
         #expect(throws: Never.self) {
             try FrameTemplate(command: .framed, payload: silent, priority: .powerConsiderate)
         }

@@ -12,13 +12,17 @@ import Testing
             collapseID: "c1"
         )
         let fields = headers.fields(authorization: "bearer abc")
-        #expect(fields.map(\.name) == [
-            "authorization", "apns-push-type", "apns-id", "apns-expiration", "apns-priority", "apns-topic",
-            "apns-collapse-id",
-        ])
-        #expect(fields.map(\.value) == [
-            "bearer abc", "alert", "123e4567-e89b-12d3-a456-426614174000", "0", "5", "com.example.app", "c1",
-        ])
+        #expect(
+            fields.map(\.name) == [
+                "authorization", "apns-push-type", "apns-id", "apns-expiration", "apns-priority", "apns-topic",
+                "apns-collapse-id",
+            ]
+        )
+        #expect(
+            fields.map(\.value) == [
+                "bearer abc", "alert", "123e4567-e89b-12d3-a456-426614174000", "0", "5", "com.example.app", "c1",
+            ]
+        )
         // The server side reads back what the client wrote.
         #expect(try APNSRequestHeaders(fields: fields) == headers)
     }
@@ -69,7 +73,9 @@ import Testing
 
     @Test func errorBodiesRoundTrip() throws {
         let gone = APNSErrorBody(reason: .unregistered, timestamp: 1_700_000_000_123)
-        #expect(String(decoding: gone.jsonBytes, as: UTF8.self) == #"{"reason":"Unregistered","timestamp":1700000000123}"#)
+        #expect(
+            String(decoding: gone.jsonBytes, as: UTF8.self) == #"{"reason":"Unregistered","timestamp":1700000000123}"#
+        )
         #expect(APNSErrorBody(jsonBytes: gone.jsonBytes) == gone)
         #expect(APNSErrorBody(jsonBytes: Array(#"{"reason":"Novel"}"#.utf8))?.reason.rawValue == "Novel")
         #expect(APNSErrorBody(jsonBytes: Array("nope".utf8)) == nil)

@@ -68,7 +68,10 @@ import Testing
     @Test func decodesEscapesIntoValues() throws {
         let payload = try Payload(json: #"{"aps":{"alert":"caf\u00e9 \ud83d\ude00 \"q\" \n"}}"#)
         #expect(payload.value["aps"]?["alert"] == .string("café 😀 \"q\" \n"))
-        #expect(payload.text == #"{"aps":{"alert":"caf\u00e9 \ud83d\ude00 \"q\" \n"}}"#, "the sender's escapes are kept")
+        #expect(
+            payload.text == #"{"aps":{"alert":"caf\u00e9 \ud83d\ude00 \"q\" \n"}}"#,
+            "the sender's escapes are kept"
+        )
     }
 
     @Test func builderWritesEveryKeyOfTheTables() throws {

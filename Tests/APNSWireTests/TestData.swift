@@ -45,4 +45,3 @@ enum Fixtures {
     static let identifier: UInt32 = 0x0102_0304
     static let expiry: UInt32 = 1_700_000_000
 }
-

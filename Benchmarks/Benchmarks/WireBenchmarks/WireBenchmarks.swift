@@ -1,0 +1,119 @@
+import APNSWire
+import Benchmark
+import NIOCore
+
+/// Wire-format benchmarks. Each iteration of a `scaledIterations` loop is one frame (or token, or payload),
+/// so `throughput` reads as frames per second and `mallocCountTotal` is the allocations of a whole run:
+/// zero for frame encoding means zero per frame.
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(
+        metrics: [.wallClock, .throughput, .mallocCountTotal, .instructions],
+        scalingFactor: .mega,
+        maxDuration: .seconds(10),
+        maxIterations: 5,
+        thresholds: [.mallocCountTotal: .init(absolute: [.p90: 0])]
+    )
+
+    // A 100-byte payload makes a 161-byte command 2 frame.
+    let payload = try! Payload(
+        json: #"{"aps":{"alert":"Benchmark notification","badge":1,"sound":"default"},"campaign":"c-0001","p":"xxx"}"#
+    )
+    let template = try! FrameTemplate(command: .framed, payload: payload)
+    let tokens = (0..<1024).map { index in
+        try! DeviceToken(bytes: (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index &* 7) })
+    }
+    // Room for 4096 frames (644 KiB): the batch a shard fills between flushes, reused without reallocation.
+    let batchFrames = 4096
+
+    Benchmark("FrameTemplate.write command 2, 100-byte payload") { benchmark in
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(batchFrames * template.frameByteCount)
+        benchmark.startMeasurement()
+        for index in benchmark.scaledIterations {
+            if index % batchFrames == 0 { buffer.clear() }
+            template.write(token: tokens[index & 1023], identifier: UInt32(truncatingIfNeeded: index), to: &buffer)
+        }
+        blackHole(buffer.readableBytes)
+    }
+
+    Benchmark("FrameTemplate.encode command 2, batch of 4096 in one write") { benchmark in
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(batchFrames * template.frameByteCount)
+        let frameBytes = template.frameByteCount
+        benchmark.startMeasurement()
+        var index = 0
+        let total = benchmark.scaledIterations.count
+        while index < total {
+            buffer.clear()
+            let count = min(batchFrames, total - index)
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count * frameBytes) { out in
+                for slot in 0..<count {
+                    template.encode(
+                        token: tokens[(index + slot) & 1023],
+                        identifier: UInt32(truncatingIfNeeded: index + slot),
+                        into: UnsafeMutableRawBufferPointer(rebasing: out[(slot * frameBytes)...])
+                    )
+                }
+                return count * frameBytes
+            }
+            index += count
+        }
+        blackHole(buffer.readableBytes)
+    }
+
+    let hexTokens: [[UInt8]] = tokens.map { Array($0.hexString.utf8) }
+    Benchmark("DeviceToken hex decode") { benchmark in
+        var sum: UInt64 = 0
+        for index in benchmark.scaledIterations {
+            let token = hexTokens[index & 1023].withUnsafeBytes { try! DeviceToken(hexUTF8: $0) }
+            sum &+= UInt64(token.hashValue & 1)
+        }
+        blackHole(sum)
+    }
+
+    Benchmark(
+        "Payload build (builder, compact JSON)",
+        configuration: .init(scalingFactor: .kilo, thresholds: [:])
+    ) { benchmark in
+        for index in benchmark.scaledIterations {
+            let built = Payload(
+                aps: APS(alert: .text("Benchmark notification \(index & 7)"), badge: 1, sound: "default"),
+                custom: [JSONMember("campaign", .string("c-0001"))]
+            )
+            blackHole(built.byteCount)
+        }
+    }
+
+    Benchmark(
+        "Payload parse and validate (guide example 2)",
+        configuration: .init(scalingFactor: .kilo, thresholds: [:])
+    ) { benchmark in
+        let text = Array(
+            #"{"aps":{"alert":{"title":"Game Request","body":"Bob wants to play poker","action-loc-key":"PLAY"},"badge":5},"acme1":"bar","acme2":["bang","whiz"]}"#
+                .utf8
+        )
+        for _ in benchmark.scaledIterations {
+            blackHole(try! Payload(jsonBytes: text).byteCount)
+        }
+    }
+
+    Benchmark("FrameDecoder command 2, 100-byte payload") { benchmark in
+        var encoded = ByteBuffer()
+        encoded.reserveCapacity(batchFrames * template.frameByteCount)
+        for index in 0..<batchFrames {
+            template.write(token: tokens[index & 1023], identifier: UInt32(index), to: &encoded)
+        }
+        let decoder = FrameDecoder()
+        benchmark.startMeasurement()
+        var remaining = benchmark.scaledIterations.count
+        var sum: UInt32 = 0
+        while remaining > 0 {
+            var input = encoded
+            while remaining > 0, let result = decoder.decode(&input) {
+                if case .notification(let notification) = result { sum &+= notification.identifier }
+                remaining -= 1
+            }
+        }
+        blackHole(sum)
+    }
+}
