@@ -64,6 +64,7 @@ let package = Package(
             name: "salvo",
             dependencies: [
                 "APNSWire",
+                "SalvoSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],

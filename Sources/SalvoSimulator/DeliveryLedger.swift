@@ -48,17 +48,23 @@ public final class DeliveryLedger: @unchecked Sendable {
     /// Folds `batch` into the table and the device model; call with the lock held.
     private func fold(_ batch: LedgerBatch) -> Int {
         let accepted = batch.count
-        let now = self.devices.isActive ? self.clock.now() : 0
-        batch.drain { entry in
-            let count = self.table.record(entry)
-            if count == 0 {
-                self.counters.refusedForCapacity += 1
-            } else if count == 2 {
-                self.counters.tokensAcceptedMoreThanOnce += 1
+        let devices = self.devices.isActive ? self.devices : nil
+        let now = devices == nil ? 0 : self.clock.now()
+        var refused = 0
+        var repeated = 0
+        batch.drainAll { entries, entryCount in
+            self.table.record(batch: entries, count: entryCount) { entry, count in
+                if count == 0 {
+                    refused += 1
+                } else if count == 2 {
+                    repeated += 1
+                }
+                devices?.accept(entry, now: now)
             }
-            if self.devices.isActive { self.devices.accept(entry, now: now) }
         }
         self.counters.accepted += accepted
+        self.counters.refusedForCapacity += refused
+        self.counters.tokensAcceptedMoreThanOnce += repeated
         return accepted
     }
 

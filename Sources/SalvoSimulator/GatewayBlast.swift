@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
+import NIOTLS
 
 /// A load generator for measuring the gateway: one TLS connection that writes `count` command-2
 /// frames as fast as the socket takes them, then a barrier frame (no token) whose error response
@@ -94,14 +95,18 @@ public enum GatewayBlast {
             self.done = done
         }
 
-        func channelActive(context: ChannelHandlerContext) {
-            self.started = .now()
-            self.pump(context)
-            context.fireChannelActive()
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            // Until the handshake is done the TLS handler buffers every write without making the
+            // channel unwritable, so pumping earlier would encode the whole blast into memory first.
+            if case .handshakeCompleted = event as? TLSUserEvent, self.started == nil {
+                self.started = .now()
+                self.pump(context)
+            }
+            context.fireUserInboundEventTriggered(event)
         }
 
         func channelWritabilityChanged(context: ChannelHandlerContext) {
-            self.pump(context)
+            if self.started != nil { self.pump(context) }
             context.fireChannelWritabilityChanged()
         }
 

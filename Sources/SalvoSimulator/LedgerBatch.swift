@@ -58,4 +58,11 @@ final class LedgerBatch {
         }
         self.count = 0
     }
+
+    /// Calls `body` once with all entries (consecutive, `LedgerRecordLayout.size` apart) and their
+    /// count, then empties the batch.
+    func drainAll(_ body: (UnsafeRawPointer, Int) -> Void) {
+        body(UnsafeRawPointer(self.storage), self.count)
+        self.count = 0
+    }
 }
