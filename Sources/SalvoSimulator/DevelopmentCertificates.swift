@@ -74,7 +74,12 @@ public struct DevelopmentCertificates: Sendable {
             throw SimulatorError(.certificates, "cannot make the development CA: \(error)")
         }
         self.server = try DevelopmentCertificates.issue(
-            subject: { try DistinguishedName { OrganizationName("Salvo"); CommonName("localhost") } },
+            subject: {
+                try DistinguishedName {
+                    OrganizationName("Salvo")
+                    CommonName("localhost")
+                }
+            },
             extensions: try DevelopmentCertificates.serverExtensions(),
             caKey: self.caKey,
             caName: self.caName

@@ -84,7 +84,8 @@ public struct ExpectedTokens: Sendable {
     private static func headerColumn(_ line: UnsafeRawBufferPointer) -> Int? {
         let fields = String(decoding: line, as: UTF8.self).split(separator: ",", omittingEmptySubsequences: false)
         let names = fields.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " \t\"")).lowercased() }
-        return names.firstIndex(of: "token") ?? names.firstIndex(of: "device_token") ?? names.firstIndex(of: "devicetoken")
+        return names.firstIndex(of: "token") ?? names.firstIndex(of: "device_token")
+            ?? names.firstIndex(of: "devicetoken")
     }
 
     /// The bytes of field `column` (0-based), without surrounding quotes.
@@ -96,7 +97,9 @@ public struct ExpectedTokens: Sendable {
                 var from = start
                 var to = position
                 while from < to && (line[from] == UInt8(ascii: "\"") || line[from] == UInt8(ascii: "\t")) { from += 1 }
-                while to > from && (line[to - 1] == UInt8(ascii: "\"") || line[to - 1] == UInt8(ascii: "\t")) { to -= 1 }
+                while to > from && (line[to - 1] == UInt8(ascii: "\"") || line[to - 1] == UInt8(ascii: "\t")) {
+                    to -= 1
+                }
                 return UnsafeRawBufferPointer(rebasing: line[from..<to])
             }
             index += 1

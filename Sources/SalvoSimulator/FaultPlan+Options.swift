@@ -30,7 +30,10 @@ extension FaultPlan {
         case "seed": self.seed = try Self.number(name, value)
         case "environment":
             guard let environment = Environment(rawValue: value) else {
-                throw SimulatorError(.invalidFaultPlan, "environment must be any, sandbox or production, not '\(value)'")
+                throw SimulatorError(
+                    .invalidFaultPlan,
+                    "environment must be any, sandbox or production, not '\(value)'"
+                )
             }
             self.environment = environment
         case "invalid-token": self.invalidTokens.append(value)
@@ -40,7 +43,10 @@ extension FaultPlan {
         case "reset-probability": self.reset.probability = try Self.fraction(name, value)
         case "reset-scope":
             guard let scope = Reset.Scope(rawValue: value) else {
-                throw SimulatorError(.invalidFaultPlan, "reset-scope must be notification or connection, not '\(value)'")
+                throw SimulatorError(
+                    .invalidFaultPlan,
+                    "reset-scope must be notification or connection, not '\(value)'"
+                )
             }
             self.reset.scope = scope
         case "reset-within": self.reset.withinNotifications = max(1, try Self.number(name, value))
@@ -57,7 +63,8 @@ extension FaultPlan {
             slow.probability = try Self.fraction(name, value)
             self.slowReader = slow
         case "max-open": self.connectionLimits.maxOpen = try Self.number(name, value)
-        case "min-connect-interval-ms": self.connectionLimits.minIntervalPerClientMilliseconds = try Self.number(name, value)
+        case "min-connect-interval-ms":
+            self.connectionLimits.minIntervalPerClientMilliseconds = try Self.number(name, value)
         case "max-connects-per-second": self.connectionLimits.maxConnectsPerSecond = try Self.number(name, value)
         case "error-delay-ms": self.errorDelayMilliseconds = try Self.number(name, value)
         case "offline-token": self.devices.offlineTokens.append(value)

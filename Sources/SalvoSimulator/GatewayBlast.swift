@@ -41,7 +41,9 @@ public enum GatewayBlast {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.trustRoots = .certificates([try NIOSSLCertificate(bytes: Array(caPEM.utf8), format: .pem)])
         tls.certificateVerification = .noHostnameVerification
-        tls.certificateChain = [.certificate(try NIOSSLCertificate(bytes: Array(identity.certificatePEM.utf8), format: .pem))]
+        tls.certificateChain = [
+            .certificate(try NIOSSLCertificate(bytes: Array(identity.certificatePEM.utf8), format: .pem))
+        ]
         tls.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(identity.privateKeyPEM.utf8), format: .pem))
         let context = try NIOSSLContext(configuration: tls)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -52,7 +54,9 @@ public enum GatewayBlast {
             .channelOption(.writeBufferWaterMark, value: .init(low: 1 << 20, high: 4 << 20))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: nil))
+                    try channel.pipeline.syncOperations.addHandler(
+                        NIOSSLClientHandler(context: context, serverHostname: nil)
+                    )
                     try channel.pipeline.syncOperations.addHandler(
                         Pump(
                             template: template,
@@ -87,7 +91,8 @@ public enum GatewayBlast {
         private var response: [UInt8] = []
         private var finished = false
 
-        init(template: FrameTemplate, count: Int, distinctTokens: Int, batchFrames: Int, done: EventLoopPromise<Result>) {
+        init(template: FrameTemplate, count: Int, distinctTokens: Int, batchFrames: Int, done: EventLoopPromise<Result>)
+        {
             self.template = template
             self.count = count
             self.distinctTokens = distinctTokens
@@ -133,7 +138,9 @@ public enum GatewayBlast {
             guard !self.finished else { return }
             self.finished = true
             let seconds = Double((NIODeadline.now() - (self.started ?? .now())).nanoseconds) / 1e9
-            self.done.succeed(Result(notifications: self.sent, bytes: self.bytes, seconds: seconds, response: self.response))
+            self.done.succeed(
+                Result(notifications: self.sent, bytes: self.bytes, seconds: seconds, response: self.response)
+            )
         }
 
         private func pump(_ context: ChannelHandlerContext) {

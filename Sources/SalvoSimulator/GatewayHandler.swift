@@ -133,7 +133,12 @@ final class GatewayHandler: ChannelInboundHandler {
         }
         let invalid = notification.token.withUnsafeBytes { self.plan.isInvalid($0.baseAddress!) }
         if invalid {
-            self.fail(context, status: .invalidToken, identifier: notification.identifier, command: notification.command)
+            self.fail(
+                context,
+                status: .invalidToken,
+                identifier: notification.identifier,
+                command: notification.command
+            )
             return
         }
         if notification.priority == NotificationPriority.immediate.rawValue
@@ -153,7 +158,12 @@ final class GatewayHandler: ChannelInboundHandler {
             || self.random.chance(shutdown.probability)
         {
             // Status 10 names the last notification that was accepted: this one.
-            self.fail(context, status: .shutdown, identifier: self.lastAcceptedIdentifier, command: notification.command)
+            self.fail(
+                context,
+                status: .shutdown,
+                identifier: self.lastAcceptedIdentifier,
+                command: notification.command
+            )
         }
     }
 
@@ -179,7 +189,8 @@ final class GatewayHandler: ChannelInboundHandler {
 
     /// Answers `status` for `identifier` (command 0: no answer, just a close), after the plan's
     /// error delay, and closes. Notifications read meanwhile are discarded.
-    private func fail(_ context: ChannelHandlerContext, status: ErrorStatus, identifier: UInt32, command: FrameCommand?) {
+    private func fail(_ context: ChannelHandlerContext, status: ErrorStatus, identifier: UInt32, command: FrameCommand?)
+    {
         self.state = .failed
         // Accepted notifications reach the ledger before the sender can see the error.
         self.ledger.mergeFullBatch(self.batch)

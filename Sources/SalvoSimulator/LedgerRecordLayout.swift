@@ -41,7 +41,8 @@ public struct LedgerRecord: Sendable, Hashable, Codable {
     public var payloadDigest: UInt64
 
     init(record: UnsafeRawPointer) {
-        self.token = DeviceToken(unsafeBytes: UnsafeRawBufferPointer(start: record, count: DeviceToken.byteCount)).hexString
+        self.token =
+            DeviceToken(unsafeBytes: UnsafeRawBufferPointer(start: record, count: DeviceToken.byteCount)).hexString
         self.count = record.loadUnaligned(fromByteOffset: LedgerRecordLayout.count, as: UInt32.self)
         self.lastIdentifier = record.loadUnaligned(fromByteOffset: LedgerRecordLayout.lastIdentifier, as: UInt32.self)
         self.firstConnection = record.loadUnaligned(

@@ -20,7 +20,8 @@ public final class SimulationRun: Sendable {
             throw SimulatorError(.expectedTokens, "a verdict needs the expected tokens (--expected tokens.csv)")
         }
         let paths = try DevelopmentCertificates.ensure(in: options.certificateFolder, topic: options.topic)
-        var plan = try options.faultPlanPath.map { path throws(SimulatorError) in try FaultPlan.load(contentsOf: path) }
+        var plan =
+            try options.faultPlanPath.map { path throws(SimulatorError) in try FaultPlan.load(contentsOf: path) }
             ?? FaultPlan()
         try plan.apply(options: options.faultOptions)
         var configuration = SimulatorConfiguration(tls: try SimulatorConfiguration.TLS(paths: paths))

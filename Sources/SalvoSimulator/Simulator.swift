@@ -70,11 +70,20 @@ public final class Simulator: Sendable {
         let ledger = DeliveryLedger(maximumTokens: configuration.maximumTokens, devices: devices, clock: clock)
         let feedback = FeedbackStore()
         for entry in plan.uninstalled {
-            feedback.add(topic: entry.topic, tuple: FeedbackTuple(timestamp: entry.timestamp ?? startTime, token: entry.token))
+            feedback.add(
+                topic: entry.topic,
+                tuple: FeedbackTuple(timestamp: entry.timestamp ?? startTime, token: entry.token)
+            )
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.threads))
         do {
-            let gateway = try await self.bindGateway(configuration, plan: plan, ssl: sslContext, ledger: ledger, group: group)
+            let gateway = try await self.bindGateway(
+                configuration,
+                plan: plan,
+                ssl: sslContext,
+                ledger: ledger,
+                group: group
+            )
             let feedbackChannel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelInitializer { channel in
@@ -161,7 +170,9 @@ public final class Simulator: Sendable {
                     let resetter = ConnectionResetHandler()
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(resetter)
-                    if let slowReader { try sync.addHandler(SlowReadHandler(delayMilliseconds: slowReader.delayMilliseconds)) }
+                    if let slowReader {
+                        try sync.addHandler(SlowReadHandler(delayMilliseconds: slowReader.delayMilliseconds))
+                    }
                     try sync.addHandler(NIOSSLServerHandler(context: ssl))
                     try sync.addHandler(
                         GatewayHandler(

@@ -1,9 +1,10 @@
+import NIOConcurrencyHelpers
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import NIOConcurrencyHelpers
 
 /// Wall-clock time in UNIX seconds, as the binary interface counts it (expiry, feedback timestamps).
 ///

@@ -27,8 +27,10 @@ public enum TokenHash {
     public static func equal(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer) -> Bool {
         (a.loadUnaligned(fromByteOffset: 0, as: UInt64.self) ^ b.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
             | (a.loadUnaligned(fromByteOffset: 8, as: UInt64.self) ^ b.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
-            | (a.loadUnaligned(fromByteOffset: 16, as: UInt64.self) ^ b.loadUnaligned(fromByteOffset: 16, as: UInt64.self))
-            | (a.loadUnaligned(fromByteOffset: 24, as: UInt64.self) ^ b.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
+            | (a.loadUnaligned(fromByteOffset: 16, as: UInt64.self)
+                ^ b.loadUnaligned(fromByteOffset: 16, as: UInt64.self))
+            | (a.loadUnaligned(fromByteOffset: 24, as: UInt64.self)
+                ^ b.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
             == 0
     }
 

@@ -58,7 +58,7 @@ public struct TokenSet: Sendable {
     }
 
     /// Calls `body` with each member's 32 bytes, in table order.
-    public func forEach(_ body: (UnsafeRawBufferPointer) throws -> Void) rethrows {
+    public func forEachMember(_ body: (UnsafeRawBufferPointer) throws -> Void) rethrows {
         try self.keys.withUnsafeBytes { keys in
             for slot in 0..<self.used.count where self.used[slot] {
                 try body(UnsafeRawBufferPointer(rebasing: keys[(slot * 32)..<(slot * 32 + 32)]))
@@ -92,6 +92,6 @@ public struct TokenSet: Sendable {
     private mutating func grow() {
         let old = self
         self = TokenSet(expectedCount: self.used.count)
-        old.forEach { _ = self.insertWithoutGrowing($0.baseAddress!) }
+        old.forEachMember { _ = self.insertWithoutGrowing($0.baseAddress!) }
     }
 }

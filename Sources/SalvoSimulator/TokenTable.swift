@@ -107,7 +107,7 @@ final class TokenTable {
     }
 
     /// Calls `body` with every occupied record.
-    func forEach(_ body: (UnsafeRawPointer) throws -> Void) rethrows {
+    func forEachRecord(_ body: (UnsafeRawPointer) throws -> Void) rethrows {
         for slot in 0..<self.capacity {
             let record = self.storage + slot * LedgerRecordLayout.size
             if record.load(fromByteOffset: LedgerRecordLayout.count, as: UInt32.self) != 0 {

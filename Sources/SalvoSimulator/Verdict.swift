@@ -70,7 +70,9 @@ public struct Verdict: Codable, Sendable, Equatable {
                 + "resets \(self.ledger.resets), connections \(self.ledger.connectionsAccepted) "
                 + "(refused \(self.ledger.connectionsRefused.values.reduce(0, +)))",
         ]
-        if self.invalidButDelivered > 0 { lines.append("  invalid but delivered:               \(self.invalidButDelivered)") }
+        if self.invalidButDelivered > 0 {
+            lines.append("  invalid but delivered:               \(self.invalidButDelivered)")
+        }
         for (name, tokens) in [("never delivered", self.neverDeliveredTokens), ("unexpected", self.unexpectedTokens)]
         where !tokens.isEmpty {
             lines.append("  first \(name): \(tokens.prefix(3).joined(separator: ", "))")
@@ -106,7 +108,7 @@ public struct Verdict: Codable, Sendable, Equatable {
             ledger: snapshot
         )
         ledger.withTable { table, devices in
-            table.forEach { record in
+            table.forEachRecord { record in
                 let count = Int(record.load(fromByteOffset: LedgerRecordLayout.count, as: UInt32.self))
                 if count > 1 {
                     verdict.deliveredMoreThanOnce += 1
@@ -119,7 +121,7 @@ public struct Verdict: Codable, Sendable, Equatable {
                     if verdict.unexpectedTokens.count < listLimit { verdict.unexpectedTokens.append(Self.hex(record)) }
                 }
             }
-            expected.tokens.forEach { token in
+            expected.tokens.forEachMember { token in
                 let base = token.baseAddress!
                 let record = table.lookup(base)
                 let count = record.map { Int($0.load(fromByteOffset: LedgerRecordLayout.count, as: UInt32.self)) } ?? 0
@@ -132,7 +134,9 @@ public struct Verdict: Codable, Sendable, Equatable {
                     }
                 case (0, false):
                     verdict.neverDelivered += 1
-                    if verdict.neverDeliveredTokens.count < listLimit { verdict.neverDeliveredTokens.append(Self.hex(base)) }
+                    if verdict.neverDeliveredTokens.count < listLimit {
+                        verdict.neverDeliveredTokens.append(Self.hex(base))
+                    }
                 case (_, true):
                     verdict.invalidButDelivered += 1
                 case (1, false):

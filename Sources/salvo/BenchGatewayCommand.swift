@@ -7,7 +7,8 @@ extension BenchCommand {
     /// loopback by `GatewayBlast` from a second thread; reports notifications validated per second.
     struct Gateway: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "The simulator's gateway: command 2 frames with a 100-byte payload over TLS, validated on one core."
+            abstract:
+                "The simulator's gateway: command 2 frames with a 100-byte payload over TLS, validated on one core."
         )
 
         @Option(help: "Notifications per measurement.")
@@ -58,7 +59,8 @@ extension BenchCommand {
                 }
                 let snapshot = simulator.ledger.snapshot()
                 try await simulator.shutdown()
-                guard snapshot.accepted == self.notifications, result.response.count == 6, result.response[1] == 2 else {
+                guard snapshot.accepted == self.notifications, result.response.count == 6, result.response[1] == 2
+                else {
                     throw UserError(
                         "round \(round): the gateway accepted \(snapshot.accepted) of \(self.notifications) "
                             + "(response \(result.response))"

@@ -12,7 +12,8 @@ import Testing
         let count = ProcessInfo.processInfo.environment["SALVO_BLAST_COUNT"].flatMap(Int.init) ?? 20_000
         let distinct = ProcessInfo.processInfo.environment["SALVO_BLAST_DISTINCT"].flatMap(Int.init) ?? count
         let payload = try Payload(
-            json: #"{"aps":{"alert":"Benchmark notification","badge":1,"sound":"default"},"campaign":"c-0001","p":"xxx"}"#
+            json:
+                #"{"aps":{"alert":"Benchmark notification","badge":1,"sound":"default"},"campaign":"c-0001","p":"xxx"}"#
         )
         #expect(payload.byteCount == 100)
         let certificates = try DevelopmentCertificates()

@@ -7,7 +7,13 @@ import Testing
         let batch = LedgerBatch(capacity: 1)
         token.withUnsafeBytes {
             batch.append(
-                token: $0, identifier: 1, connection: 1, expiry: expiry, priority: 10, command: 2, digest: digest
+                token: $0,
+                identifier: 1,
+                connection: 1,
+                expiry: expiry,
+                priority: 10,
+                command: 2,
+                digest: digest
             )
         }
         batch.drain { model.accept($0, now: now) }

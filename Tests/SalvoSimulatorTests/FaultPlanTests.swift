@@ -45,6 +45,13 @@ import Testing
             let plan = try FaultPlan.load(contentsOf: "\(folder)/\(name).json")
             #expect(plan.name == name)
         }
-        #expect(try FaultPlan.load(contentsOf: "\(folder)/clean.json") == { var p = FaultPlan(); p.name = "clean"; return p }())
+        #expect(
+            try FaultPlan.load(contentsOf: "\(folder)/clean.json")
+                == {
+                    var p = FaultPlan()
+                    p.name = "clean"
+                    return p
+                }()
+        )
     }
 }

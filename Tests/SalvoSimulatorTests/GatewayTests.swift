@@ -52,7 +52,9 @@ import Testing
         ),
         StatusCase(
             name: "token of 31 bytes",
-            frame: { Frames.framed(token: Array(TestTokens.token(5).prefix(31)), payload: Frames.payload, identifier: 77) },
+            frame: {
+                Frames.framed(token: Array(TestTokens.token(5).prefix(31)), payload: Frames.payload, identifier: 77)
+            },
             status: 5,
             identifier: 77
         ),
@@ -72,7 +74,13 @@ import Testing
         ),
         StatusCase(
             name: "command 1 payload over 256",
-            frame: { Frames.enhanced(token: TestTokens.token(5), payload: [UInt8](repeating: 0x20, count: 257), identifier: 6) },
+            frame: {
+                Frames.enhanced(
+                    token: TestTokens.token(5),
+                    payload: [UInt8](repeating: 0x20, count: 257),
+                    identifier: 6
+                )
+            },
             status: 7,
             identifier: 6
         ),
@@ -222,7 +230,9 @@ import Testing
             let frames = (1...200).map { Frames.valid(TestTokens.token(UInt32($0)), identifier: UInt32($0)) }
             let clock = ContinuousClock()
             let start = clock.now
-            let outcome = try await h.send(frames + [Frames.framed(token: nil, payload: Frames.payload, identifier: 201)])
+            let outcome = try await h.send(
+                frames + [Frames.framed(token: nil, payload: Frames.payload, identifier: 201)]
+            )
             let elapsed = clock.now - start
             #expect(outcome.received == Frames.errorResponse(2, 201))
             #expect(h.simulator.ledger.snapshot().accepted == 200)

@@ -7,7 +7,12 @@ import Testing
         let batch = LedgerBatch(capacity: 1)
         token.withUnsafeBytes {
             batch.append(
-                token: $0, identifier: identifier, connection: connection, expiry: 99, priority: 5, command: 2,
+                token: $0,
+                identifier: identifier,
+                connection: connection,
+                expiry: 99,
+                priority: 5,
+                command: 2,
                 digest: digest
             )
         }
@@ -47,7 +52,7 @@ import Testing
         #expect(table.capacity == 1024)
         #expect(table.memoryBytes == 64 * 1024)
         var seen = 0
-        table.forEach { _ in seen += 1 }
+        table.forEachRecord { _ in seen += 1 }
         #expect(seen == 768)
         // Every recorded token is still found after the table grew six times.
         for n in 0..<768 {

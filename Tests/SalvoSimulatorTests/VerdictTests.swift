@@ -1,5 +1,5 @@
-import Foundation
 import APNSWire
+import Foundation
 import NIOCore
 import Testing
 
@@ -41,8 +41,12 @@ import Testing
             #expect(verdict.expected == 6)
             #expect(verdict.deliveredOnce == 3)  // 1, 2, 4
             #expect(verdict.deliveredMoreThanOnce == 1)
-            #expect(verdict.deliveredMoreThanOnceTokens == [.init(token: TestTokens.hex(TestTokens.token(3)), count: 2)])
-            #expect(verdict.neverDelivered == 1 && verdict.neverDeliveredTokens == [TestTokens.hex(TestTokens.token(6))])
+            #expect(
+                verdict.deliveredMoreThanOnceTokens == [.init(token: TestTokens.hex(TestTokens.token(3)), count: 2)]
+            )
+            #expect(
+                verdict.neverDelivered == 1 && verdict.neverDeliveredTokens == [TestTokens.hex(TestTokens.token(6))]
+            )
             #expect(verdict.invalidNeverDelivered == 1)
             #expect(verdict.invalidNeverDeliveredTokens == [TestTokens.hex(TestTokens.token(5))])
             #expect(verdict.unexpected == 1 && verdict.unexpectedTokens == [TestTokens.hex(TestTokens.token(9))])
@@ -50,7 +54,9 @@ import Testing
             #expect(verdict.summary.contains("never delivered:                     1"))
             let digest = Verdict.digestHex(Frames.payload.withUnsafeBytes { TokenHash.digest($0) })
             let shown = verdict.displays.first { $0.token == TestTokens.hex(TestTokens.token(1)) }
-            #expect(shown == .init(token: TestTokens.hex(TestTokens.token(1)), state: .displayed, payloadDigest: digest))
+            #expect(
+                shown == .init(token: TestTokens.hex(TestTokens.token(1)), state: .displayed, payloadDigest: digest)
+            )
             let json = try JSONEncoder().encode(verdict)
             #expect(try JSONDecoder().decode(Verdict.self, from: json) == verdict)
         }
@@ -78,7 +84,11 @@ import Testing
             #expect(waiting == [.init(token: TestTokens.hex(device), state: .stored, payloadDigest: newerDigest)])
             clock.advance(by: 60)
             let verdict = h.simulator.verdict(expected: expected)
-            #expect(verdict.displays == [.init(token: TestTokens.hex(device), state: .displayed, payloadDigest: newerDigest)])
+            #expect(
+                verdict.displays == [
+                    .init(token: TestTokens.hex(device), state: .displayed, payloadDigest: newerDigest)
+                ]
+            )
             #expect(verdict.ledger.coalesced == 1 && verdict.ledger.deliveredLater == 1)
             #expect(verdict.deliveredMoreThanOnce == 1)  // accepted twice by the gateway, displayed once
         }
