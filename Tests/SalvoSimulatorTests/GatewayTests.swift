@@ -241,3 +241,61 @@ import Testing
         }
     }
 }
+
+@Suite struct RepeatableFaultTests {
+    /// A doomed connection resets at a seeded notification index: the same seed, the same place.
+    @Test func perConnectionResetIsRepeatableForASeed() async throws {
+        var plan = FaultPlan()
+        plan.seed = 12
+        plan.reset = FaultPlan.Reset(probability: 1, scope: .connection, withinNotifications: 8)
+        var acceptedCounts: [Int] = []
+        for _ in 0..<2 {
+            let accepted = try await Harness.run(plan: plan) { h in
+                let frames = (1...10).map { Frames.valid(TestTokens.token(UInt32($0)), identifier: UInt32($0)) }
+                let outcome = try await h.send(frames)
+                #expect(outcome.received.isEmpty && outcome.error != nil)
+                #expect(await eventually { h.simulator.ledger.snapshot().resets == 1 })
+                let snapshot = h.simulator.ledger.snapshot()
+                #expect(snapshot.errorResponses.isEmpty)
+                #expect(snapshot.accepted < 8)
+                // Everything accepted is the prefix before the reset, in order.
+                for n in 1...10 {
+                    #expect(
+                        (h.simulator.ledger.record(for: TestTokens.token(UInt32(n))) != nil) == (n <= snapshot.accepted)
+                    )
+                }
+                return snapshot.accepted
+            }
+            acceptedCounts.append(accepted)
+        }
+        #expect(acceptedCounts[0] == acceptedCounts[1])
+    }
+
+    @Test func ledgerRefusesTokensBeyondItsMaximumAndCountsThem() async throws {
+        let ledger = DeliveryLedger(
+            maximumTokens: 12,
+            devices: DeviceModel(offline: TokenSet(), offlineFraction: 0, seed: 0, onlineAt: nil),
+            clock: ManualClock(now: 0)
+        )
+        let batch = LedgerBatch(capacity: 64)
+        for n in 0..<40 {
+            TestTokens.token(UInt32(n)).withUnsafeBytes {
+                batch.append(
+                    token: $0,
+                    identifier: UInt32(n),
+                    connection: 1,
+                    expiry: 0,
+                    priority: 10,
+                    command: 2,
+                    digest: 1
+                )
+            }
+        }
+        ledger.merge(batch, bytes: 4000, accepted: 40, discarded: 0)
+        let snapshot = ledger.snapshot()
+        // 12 tokens need 16 slots at 3/4 load: 12 recorded, 28 refused, 1 KiB of table.
+        #expect(snapshot.distinctTokens == 12 && snapshot.refusedForCapacity == 28)
+        #expect(snapshot.tableBytes == 16 * 64)
+        #expect(snapshot.accepted == 40 && snapshot.reads == 1 && snapshot.maxNotificationsPerRead == 40)
+    }
+}
