@@ -27,19 +27,25 @@ final class GatewayHandler: ChannelInboundHandler {
     private let resetter: ConnectionResetHandler
     private let decoder = FrameDecoder()
     private let batch = LedgerBatch()
-    private var random: SeededGenerator
+    private var progress: Progress
     /// The notification (1-based, on this connection) at which a doomed connection resets; 0 = never.
     private var resetAtNotification = 0
     private var topic: PeerTopic?
     private var state = State.open
     private var cumulation: ByteBuffer?
     private var framingLost = false
-    private var notificationsSeen = 0
-    private var acceptedOnConnection = 0
-    private var lastAcceptedIdentifier: UInt32 = 0
     private var readBytes = 0
-    private var readAccepted = 0
     private var readDiscarded = 0
+
+    /// What the decode loop changes per notification. The loop works on a local copy: every
+    /// access to a class's stored `var` costs a dynamic exclusivity check, a local costs nothing.
+    private struct Progress {
+        var random: SeededGenerator
+        var seen = 0
+        var accepted = 0
+        var acceptedInRead = 0
+        var lastAcceptedIdentifier: UInt32 = 0
+    }
 
     init(
         plan: CompiledFaultPlan,
@@ -51,11 +57,12 @@ final class GatewayHandler: ChannelInboundHandler {
         self.ledger = ledger
         self.connection = connection
         self.resetter = resetter
-        self.random = SeededGenerator(seed: plan.plan.seed, stream: UInt64(connection))
+        var random = SeededGenerator(seed: plan.plan.seed, stream: UInt64(connection))
         let reset = plan.plan.reset
-        if reset.scope == .connection && self.random.chance(reset.probability) {
-            self.resetAtNotification = Int.random(in: 1...max(1, reset.withinNotifications), using: &self.random)
+        if reset.scope == .connection && random.chance(reset.probability) {
+            self.resetAtNotification = Int.random(in: 1...max(1, reset.withinNotifications), using: &random)
         }
+        self.progress = Progress(random: random)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -96,79 +103,81 @@ final class GatewayHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         // A handshake that fails (no client certificate, one from another CA) is a refused
         // connection; errors after a planned reset or an error response are expected noise.
-        if self.topic == nil && self.notificationsSeen == 0 && error is NIOSSLError {
+        if self.topic == nil && self.progress.seen == 0 && error is NIOSSLError {
             self.ledger.recordConnectionRefused(reason: "tls")
         }
         context.close(promise: nil)
     }
 
     private func decodeAndCheck(_ buffer: inout ByteBuffer, context: ChannelHandlerContext) {
-        while self.state == .open, let result = self.decoder.decode(&buffer) {
+        var progress = self.progress
+        defer { self.progress = progress }
+        let topicStatus = self.topic?.errorStatus ?? (self.topic == nil ? .missingTopic : nil)
+        while let result = self.decoder.decode(&buffer) {
             switch result {
             case .notification(let notification):
-                self.check(notification, context: context)
+                guard self.check(notification, topicStatus: topicStatus, progress: &progress, context: context) else {
+                    return
+                }
             case .malformed(let frame):
                 self.fail(context, status: frame.status, identifier: frame.identifier, command: frame.command)
+                return
             }
         }
     }
 
+    /// Checks and accepts one notification; false when the connection failed on it.
     @inline(__always)
-    private func check(_ notification: DecodedNotification, context: ChannelHandlerContext) {
-        self.notificationsSeen += 1
+    private func check(
+        _ notification: DecodedNotification,
+        topicStatus: ErrorStatus?,
+        progress: inout Progress,
+        context: ChannelHandlerContext
+    ) -> Bool {
+        progress.seen += 1
         let reset = self.plan.plan.reset
-        if self.notificationsSeen == self.resetAtNotification
-            || (reset.scope == .notification && self.random.chance(reset.probability))
+        if progress.seen == self.resetAtNotification
+            || (reset.scope == .notification && reset.probability > 0 && progress.random.chance(reset.probability))
         {
             self.state = .failed
             self.readDiscarded += 1
             self.ledger.mergeFullBatch(self.batch)
             self.ledger.recordReset()
             self.resetter.reset()
-            return
+            return false
         }
-        if let status = self.topic?.errorStatus ?? (self.topic == nil ? .missingTopic : nil) {
-            self.fail(context, status: status, identifier: notification.identifier, command: notification.command)
-            return
+        var status = topicStatus
+        if status == nil && notification.token.withUnsafeBytes({ self.plan.isInvalid($0.baseAddress!) }) {
+            status = .invalidToken
         }
-        let invalid = notification.token.withUnsafeBytes { self.plan.isInvalid($0.baseAddress!) }
-        if invalid {
-            self.fail(
-                context,
-                status: .invalidToken,
-                identifier: notification.identifier,
-                command: notification.command
-            )
-            return
-        }
-        if notification.priority == NotificationPriority.immediate.rawValue
+        if status == nil && notification.priority == NotificationPriority.immediate.rawValue
             && notification.payload.withUnsafeReadableBytes({ Payload.isContentAvailableOnly($0) })
         {
-            self.fail(
-                context,
-                status: .processingError,
-                identifier: notification.identifier,
-                command: notification.command
-            )
-            return
+            status = .processingError
         }
-        self.accept(notification)
+        if let status {
+            self.fail(context, status: status, identifier: notification.identifier, command: notification.command)
+            return false
+        }
+        self.accept(notification, progress: &progress)
         let shutdown = self.plan.plan.shutdown
-        if (shutdown.everyAccepted > 0 && self.acceptedOnConnection % shutdown.everyAccepted == 0)
-            || self.random.chance(shutdown.probability)
+        if (shutdown.everyAccepted > 0 && progress.accepted % shutdown.everyAccepted == 0)
+            || (shutdown.probability > 0 && progress.random.chance(shutdown.probability))
         {
             // Status 10 names the last notification that was accepted: this one.
             self.fail(
                 context,
                 status: .shutdown,
-                identifier: self.lastAcceptedIdentifier,
+                identifier: progress.lastAcceptedIdentifier,
                 command: notification.command
             )
+            return false
         }
+        return true
     }
 
     @inline(__always)
-    private func accept(_ notification: DecodedNotification) {
+    private func accept(_ notification: DecodedNotification, progress: inout Progress) {
         if self.batch.isFull { self.ledger.mergeFullBatch(self.batch) }
         let digest = notification.payload.withUnsafeReadableBytes { TokenHash.digest($0) }
         notification.token.withUnsafeBytes { token in
@@ -182,9 +191,9 @@ final class GatewayHandler: ChannelInboundHandler {
                 digest: digest
             )
         }
-        self.acceptedOnConnection += 1
-        self.readAccepted += 1
-        self.lastAcceptedIdentifier = notification.identifier
+        progress.accepted += 1
+        progress.acceptedInRead += 1
+        progress.lastAcceptedIdentifier = notification.identifier
     }
 
     /// Answers `status` for `identifier` (command 0: no answer, just a close), after the plan's
@@ -231,9 +240,14 @@ final class GatewayHandler: ChannelInboundHandler {
 
     private func flushRead() {
         guard self.readBytes > 0 || self.batch.count > 0 || self.readDiscarded > 0 else { return }
-        self.ledger.merge(self.batch, bytes: self.readBytes, accepted: self.readAccepted, discarded: self.readDiscarded)
+        self.ledger.merge(
+            self.batch,
+            bytes: self.readBytes,
+            accepted: self.progress.acceptedInRead,
+            discarded: self.readDiscarded
+        )
         self.readBytes = 0
-        self.readAccepted = 0
+        self.progress.acceptedInRead = 0
         self.readDiscarded = 0
     }
 
