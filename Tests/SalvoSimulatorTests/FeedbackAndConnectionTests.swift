@@ -91,3 +91,36 @@ import Testing
         }
     }
 }
+
+@Suite struct OpenConnectionLimitTests {
+    @Test func connectionsOverTheOpenLimitAreRefused() async throws {
+        var plan = FaultPlan()
+        plan.connectionLimits = FaultPlan.ConnectionLimits(maxOpen: 1)
+        try await Harness.run(plan: plan) { h in
+            // The first connection sends nothing and stays open until its client gives up.
+            async let idle = TestClient.exchange(
+                port: h.simulator.gatewayPort,
+                identity: h.client,
+                trusting: h.certificates.ca.certificatePEM,
+                send: ByteBuffer(),
+                timeout: .milliseconds(800)
+            )
+            #expect(await eventually { h.simulator.ledger.snapshot().connectionsAccepted == 1 })
+            let second = try await h.send([Frames.framed(token: nil, payload: Frames.payload, identifier: 1)])
+            #expect(second.received.isEmpty && second.error != nil)
+            #expect(h.simulator.ledger.snapshot().connectionsRefused["maxOpen"] == 1)
+            let first = try await idle
+            #expect(first.timedOut)
+            // Once the server has seen it close, a new connection is admitted again.
+            let probe = Frames.framed(token: nil, payload: Frames.payload, identifier: 3)
+            var third = try await h.send([probe])
+            var attempts = 1
+            while third.received.isEmpty && attempts < 20 {
+                try await Task.sleep(for: .milliseconds(20))
+                third = try await h.send([probe])
+                attempts += 1
+            }
+            #expect(third.received == Frames.errorResponse(2, 3))
+        }
+    }
+}
