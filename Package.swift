@@ -17,6 +17,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
@@ -42,6 +43,31 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // Sockets, the io_uring ring, TLS sessions over buffers, and the plain-socket fallback.
+        .target(
+            name: "SalvoIO",
+            dependencies: [
+                "CLiburing",
+                "COpenSSL",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: strictness
+        ),
+
+        // Bulk sending: token files, shards, batching, the sent window and rewind, reports.
+        .target(
+            name: "SalvoEngine",
+            dependencies: [
+                "APNSWire",
+                "SalvoIO",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strictness
+        ),
+
         // The APNs gateway, feedback service, fault plans, ledger and dev certificates. Never imports the
         // sender's modules, so two independent stacks meet in every test.
         .target(
@@ -60,6 +86,13 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // Bulk TLS throughput of both transports against a local sink (release builds only).
+        .executableTarget(
+            name: "salvo-iobench",
+            dependencies: ["SalvoIO"],
+            swiftSettings: strictness
+        ),
+
         .executableTarget(
             name: "salvo",
             dependencies: [
@@ -74,6 +107,16 @@ let package = Package(
         .testTarget(
             name: "APNSWireTests",
             dependencies: ["APNSWire", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoEngineTests",
+            dependencies: ["SalvoEngine", "APNSWire"],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoIOTests",
+            dependencies: ["SalvoIO", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strictness
         ),
         .testTarget(

@@ -1,0 +1,242 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A streaming RFC 4180 reader: records of fields from a file of any size, in bounded memory.
+///
+/// Reads the file in chunks (1 MiB by default) with `read(2)` rather than mapping it: a mapped file's pages
+/// count toward the process's resident memory as they are touched, and a bulk send must stay small while
+/// it reads a file of tens of millions of rows. Handles a UTF-8 byte-order mark, quoted fields (with `""`
+/// escapes, commas and line breaks inside), CRLF and LF line ends and blank lines (skipped).
+///
+/// Written by hand because it is on the per-row path: a record is parsed into field ranges over the
+/// chunk, with no allocation per row (the field array is reused), which no CSV library here offers.
+/// Not thread-safe: one reader, one owner.
+final class CSVReader {
+    /// One field's place within the current chunk.
+    struct Field {
+        var start: Int
+        var end: Int
+        /// Quoted in the file: the bytes exclude the quotes but may still hold `""` pairs.
+        var quoted: Bool
+        var hasEscapedQuotes: Bool
+    }
+
+    let path: String
+    private let descriptor: Int32
+    private var buffer: [UInt8]
+    private var position = 0
+    private var filled = 0
+    private var atEndOfFile = false
+    private var line = 1
+    private var startedFile = false
+    private let maximumRecordBytes: Int
+
+    /// The fields of the record `next()` last returned; valid until the next call.
+    private(set) var fields: [Field] = []
+
+    /// Opens `path` for reading.
+    ///
+    /// - Throws: `InputError` naming the file when it cannot be opened.
+    init(path: String, chunkSize: Int = 1 << 20, maximumRecordBytes: Int = 1 << 20) throws(InputError) {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw InputError(
+                file: path,
+                line: nil,
+                message: "cannot open the file: \(String(cString: strerror(errno)))"
+            )
+        }
+        self.path = path
+        self.descriptor = descriptor
+        self.buffer = [UInt8](repeating: 0, count: max(chunkSize, 4096))
+        self.maximumRecordBytes = maximumRecordBytes
+        self.fields.reserveCapacity(16)
+    }
+
+    deinit {
+        close(self.descriptor)
+    }
+
+    /// Reads the next non-blank record.
+    ///
+    /// - Returns: the line the record starts on, or nil at the end of the file. The record's fields are in
+    ///   `fields`, their bytes readable through `withField`.
+    /// - Throws: `InputError` for a read error, a quote that is never closed, or text after a closing quote.
+    func next() throws(InputError) -> Int? {
+        while true {
+            if let line = try self.parseRecord() {
+                if self.fields.count == 1 && self.fields[0].start == self.fields[0].end && !self.fields[0].quoted {
+                    continue  // a blank line
+                }
+                return line
+            }
+            if self.atEndOfFile { return nil }
+            try self.refill()
+        }
+    }
+
+    /// Calls `body` with the bytes of field `index` of the current record, quotes removed and `""` pairs
+    /// undone (into a temporary copy only when the field has such pairs).
+    func withField<Result>(_ index: Int, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        let field = self.fields[index]
+        if field.hasEscapedQuotes {
+            var unescaped: [UInt8] = []
+            var cursor = field.start
+            while cursor < field.end {
+                unescaped.append(self.buffer[cursor])
+                cursor += self.buffer[cursor] == UInt8(ascii: "\"") ? 2 : 1
+            }
+            return try unescaped.withUnsafeBytes(body)
+        }
+        return try self.buffer.withUnsafeBytes { all in
+            try body(UnsafeRawBufferPointer(rebasing: all[field.start..<field.end]))
+        }
+    }
+
+    /// The text of field `index` of the current record.
+    func string(_ index: Int) -> String {
+        self.withField(index) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Moves unread bytes to the front of the buffer and reads more after them.
+    private func refill() throws(InputError) {
+        let unread = self.filled - self.position
+        if self.position > 0 {
+            self.buffer.withUnsafeMutableBytes { raw in
+                if unread > 0 {
+                    raw.baseAddress!.copyMemory(from: raw.baseAddress! + self.position, byteCount: unread)
+                }
+            }
+            self.position = 0
+            self.filled = unread
+        }
+        if self.filled == self.buffer.count {
+            // One record fills the whole buffer: grow, up to the record limit.
+            guard self.buffer.count < self.maximumRecordBytes else {
+                throw InputError(
+                    file: self.path,
+                    line: self.line,
+                    message: "a record longer than \(self.maximumRecordBytes) bytes (is a quote never closed?)"
+                )
+            }
+            self.buffer.append(contentsOf: [UInt8](repeating: 0, count: self.buffer.count))
+        }
+        let count = self.buffer.withUnsafeMutableBytes { raw -> Int in
+            while true {
+                let count = read(self.descriptor, raw.baseAddress! + self.filled, raw.count - self.filled)
+                if count < 0 && errno == EINTR { continue }
+                return count
+            }
+        }
+        guard count >= 0 else {
+            throw InputError(
+                file: self.path,
+                line: self.line,
+                message: "read failed: \(String(cString: strerror(errno)))"
+            )
+        }
+        if count == 0 { self.atEndOfFile = true }
+        self.filled += count
+        if !self.startedFile && (self.filled >= 3 || self.atEndOfFile) {
+            self.startedFile = true
+            if self.filled >= 3 && self.buffer[0] == 0xEF && self.buffer[1] == 0xBB && self.buffer[2] == 0xBF {
+                self.position = 3
+            }
+        }
+    }
+
+    /// Parses one record from `position`; nil when the buffer ends first (and the file has more).
+    private func parseRecord() throws(InputError) -> Int? {
+        guard self.startedFile else { return nil }
+        if self.position >= self.filled && self.atEndOfFile { return nil }
+        self.fields.removeAll(keepingCapacity: true)
+        var cursor = self.position
+        var lines = 0
+        let end = self.filled
+        let quote = UInt8(ascii: "\"")
+
+        while true {
+            // One field starting at `cursor`.
+            if cursor < end && self.buffer[cursor] == quote {
+                let start = cursor + 1
+                var scan = start
+                var escaped = false
+                var closed = false
+                while scan < end {
+                    let byte = self.buffer[scan]
+                    if byte == quote {
+                        if scan + 1 < end && self.buffer[scan + 1] == quote {
+                            escaped = true
+                            scan += 2
+                            continue
+                        }
+                        if scan + 1 == end && !self.atEndOfFile { break }  // cannot tell yet
+                        closed = true
+                        break
+                    }
+                    if byte == UInt8(ascii: "\n") { lines += 1 }
+                    scan += 1
+                }
+                guard closed else {
+                    if self.atEndOfFile {
+                        throw InputError(file: self.path, line: self.line, message: "a quoted field is not closed")
+                    }
+                    return nil
+                }
+                self.fields.append(Field(start: start, end: scan, quoted: true, hasEscapedQuotes: escaped))
+                cursor = scan + 1
+                if cursor < end, self.buffer[cursor] != UInt8(ascii: ","), self.buffer[cursor] != UInt8(ascii: "\n"),
+                    self.buffer[cursor] != UInt8(ascii: "\r")
+                {
+                    throw InputError(
+                        file: self.path,
+                        line: self.line + lines,
+                        message: "text after a closing quote (a quote inside a quoted field is written \"\")"
+                    )
+                }
+            } else {
+                let start = cursor
+                while cursor < end {
+                    let byte = self.buffer[cursor]
+                    if byte == UInt8(ascii: ",") || byte == UInt8(ascii: "\n") { break }
+                    cursor += 1
+                }
+                var fieldEnd = cursor
+                if cursor == end && !self.atEndOfFile { return nil }
+                if fieldEnd > start && self.buffer[fieldEnd - 1] == UInt8(ascii: "\r")
+                    && (cursor == end || self.buffer[cursor] == UInt8(ascii: "\n"))
+                {
+                    fieldEnd -= 1
+                }
+                self.fields.append(Field(start: start, end: fieldEnd, quoted: false, hasEscapedQuotes: false))
+            }
+
+            // After a field: a comma, a line end, or the end of the file.
+            if cursor >= end {
+                if !self.atEndOfFile { return nil }
+                break
+            }
+            let separator = self.buffer[cursor]
+            if separator == UInt8(ascii: ",") {
+                cursor += 1
+                continue
+            }
+            if separator == UInt8(ascii: "\r") {
+                guard cursor + 1 < end || self.atEndOfFile else { return nil }
+                cursor += 1
+            }
+            if cursor < end && self.buffer[cursor] == UInt8(ascii: "\n") {
+                cursor += 1
+                lines += 1
+            }
+            break
+        }
+        let recordLine = self.line
+        self.line += lines
+        self.position = cursor
+        return recordLine
+    }
+}

@@ -1,0 +1,136 @@
+import APNSWire
+
+/// What a job did with every row: the totals a person reads and the JSON a program reads.
+///
+/// Every valid row ends in exactly one of: confirmed, presumed, rejected, expired, uncertain (only with
+/// `OnUncertain.report`; with `.resend` an uncertain row is sent again and ends elsewhere). So
+/// `confirmed + presumed + rejected + expired + uncertain == validRows` for a finished job.
+public struct JobReport: Codable, Hashable, Sendable {
+    /// The protocol and format used ("binary command 2", "HTTP/2").
+    public var mode: String = ""
+    public var gateway: String = ""
+    public var connections = 0
+
+    /// Rows read from the input (valid and invalid).
+    public var inputRows = 0
+    /// Rows refused before sending (bad hex, wrong length, duplicates): see `rejects` of the token source.
+    public var invalidInput = 0
+    /// Rows that passed input validation.
+    public var validRows = 0
+
+    /// Accepted for certain: the gateway answered for a later notification on the same connection.
+    public var confirmed = 0
+    /// Presumed accepted: on a live connection longer than the settle time with no error.
+    public var presumed = 0
+    /// Refused by the gateway, by status (binary) or reason (HTTP/2).
+    public var rejected: [String: Int] = [:]
+    /// Not sent, or not sent again, because their expiry had passed.
+    public var expired = 0
+    /// On a connection that ended with no answer, and not resent (policy `report`).
+    public var uncertain = 0
+
+    /// Rows written again after the gateway discarded them (after an error on an earlier row, a shutdown,
+    /// a processing error or a reset).
+    public var resent = 0
+    /// Rows that were on a connection that ended with no answer (resent or not, per the policy).
+    public var uncertainEvents = 0
+    /// What happens to uncertain rows: "resend" (at least once) or "report" (at most once).
+    public var onUncertain = OnUncertain.resend.rawValue
+    public var reconnects = 0
+    /// Error responses whose identifier named no unsettled notification (late or unknown).
+    public var unmatchedErrors = 0
+    public var bytesWritten = 0
+
+    public var seconds = 0.0
+    public var notificationsPerSecond = 0.0
+
+    public init() {}
+
+    /// Rows refused by the gateway, all statuses together.
+    public var rejectedTotal: Int { self.rejected.values.reduce(0, +) }
+    /// Rows delivered (confirmed or presumed).
+    public var delivered: Int { self.confirmed + self.presumed }
+    /// Whether every row of the input was valid and delivered: the job's exit status.
+    public var isComplete: Bool { self.invalidInput == 0 && self.delivered == self.validRows }
+
+    /// Adds another shard's counts to these.
+    public mutating func merge(_ other: JobReport) {
+        self.confirmed += other.confirmed
+        self.presumed += other.presumed
+        for (key, count) in other.rejected { self.rejected[key, default: 0] += count }
+        self.expired += other.expired
+        self.uncertain += other.uncertain
+        self.resent += other.resent
+        self.uncertainEvents += other.uncertainEvents
+        self.reconnects += other.reconnects
+        self.unmatchedErrors += other.unmatchedErrors
+        self.bytesWritten += other.bytesWritten
+    }
+
+    /// A few lines for a person.
+    public var summary: String {
+        var lines: [String] = []
+        lines.append("\(self.mode) to \(self.gateway) over \(self.connections) connection(s)")
+        lines.append(
+            "input      \(self.inputRows) rows: \(self.validRows) valid, \(self.invalidInput) invalid (see the rejects file)"
+        )
+        lines.append("delivered  \(self.delivered) (\(self.confirmed) confirmed, \(self.presumed) presumed)")
+        let statuses = self.rejected.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+        lines.append("rejected   \(self.rejectedTotal)\(statuses.isEmpty ? "" : " (\(statuses.joined(separator: ", ")))")")
+        lines.append("expired    \(self.expired)")
+        lines.append("uncertain  \(self.uncertain) left, \(self.uncertainEvents) seen (policy: \(self.onUncertain))")
+        lines.append("resent     \(self.resent); reconnects \(self.reconnects)")
+        let rate = Int(self.notificationsPerSecond.rounded())
+        lines.append("time       \(Self.seconds(self.seconds)) s, \(rate) notifications/s")
+        lines.append(self.isComplete ? "result     every row delivered" : "result     NOT every row delivered")
+        return lines.joined(separator: "\n")
+    }
+
+    static func seconds(_ value: Double) -> String {
+        String((value * 1000).rounded() / 1000)
+    }
+}
+
+/// What to do with rows whose fate is unknown because their connection ended without an answer.
+public enum OnUncertain: String, Codable, Hashable, Sendable, CaseIterable {
+    /// Send them again: nothing is lost, a few may arrive twice (at least once).
+    case resend
+    /// Report them and do not send them again: nothing arrives twice, a few may be lost (at most once).
+    case report
+}
+
+/// A row the gateway refused, for the rejects file.
+public struct RejectedRow: Hashable, Sendable, Codable {
+    public var line: Int
+    public var token: String
+    /// The status code (binary) or HTTP status (HTTP/2).
+    public var status: Int
+    public var reason: String
+
+    public init(line: Int, token: String, status: Int, reason: String) {
+        self.line = line
+        self.token = token
+        self.status = status
+        self.reason = reason
+    }
+
+    /// The CSV header of the rejects file.
+    public static let csvHeader = "file,line,token,status,reason"
+
+    /// One CSV line (fields quoted where needed).
+    public func csvLine(file: String) -> String {
+        [file, String(self.line), self.token, String(self.status), self.reason].map(csvField).joined(separator: ",")
+    }
+}
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break.
+public func csvField(_ text: String) -> String {
+    guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
+    return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+}
+
+extension String {
+    fileprivate func replacingOccurrences(of target: String, with replacement: String) -> String {
+        self.split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+    }
+}

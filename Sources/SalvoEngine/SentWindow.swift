@@ -1,0 +1,174 @@
+import APNSWire
+import DequeModule
+
+/// The notifications written on one connection and not yet settled, in the order they were written.
+///
+/// The binary gateway never acknowledges a notification; it answers only a failure, with the failed
+/// notification's identifier, and then discards everything written after it on that connection. So each
+/// connection journals what it wrote: identifiers are a per-connection sequence (1, 2, 3, …, skipping 0,
+/// which gateways use when they cannot tell which notification failed), and an identifier finds its entry
+/// by arithmetic, not by search. An entry leaves the window when the gateway's answer settles it, or when
+/// it has been on a live connection longer than the settle time (it is then presumed accepted).
+///
+/// Compact, because at millions of notifications a second a second's worth of rows is in flight: an
+/// entry is the row alone (40 bytes); identifiers follow from positions, and write times are kept per
+/// batch (`markWritten`), not per row. A pure value: the shard that owns the connection applies what the
+/// gateway says and carries out the resulting `Settlement`. Bounded: the owner stops encoding while
+/// `isFull`.
+struct SentWindow {
+    /// A settled entry: the row and the identifier it was written with.
+    struct Entry: Hashable {
+        var row: TokenRow
+        var identifier: UInt32
+        /// The end-of-job barrier, not a row.
+        var isBarrier: Bool { self.row.line < 0 }
+    }
+
+    /// What an answer from the gateway (or its silence) decided.
+    struct Settlement: Equatable {
+        /// Accepted for certain: written before the failed one on the same connection.
+        var confirmed: [Entry] = []
+        /// The failed one (nil for a shutdown, which names the last good one).
+        var failed: Entry?
+        var status: ErrorStatus?
+        /// Discarded by the gateway: to be written again, in this order, before anything new.
+        var resend: [Entry] = []
+        /// Written, then the connection ended with no word on them: accepted or not, nobody knows.
+        var uncertain: [Entry] = []
+        /// The identifier named no entry in the window (it had already been presumed accepted, or the
+        /// gateway named one this connection never wrote).
+        var unknownIdentifier = false
+    }
+
+    /// The row a barrier is journaled as (line -1; its token is not sent).
+    static let barrierRow = TokenRow(token: try! DeviceToken(bytes: [UInt8](repeating: 0, count: 32)), line: -1)
+
+    private var rows: Deque<TokenRow> = []
+    /// (rows written up to this position, counted from the start of the connection; when) per batch.
+    private var batches: Deque<(end: Int, at: UInt64)> = []
+    /// Position (from the start of the connection) of `rows.first`.
+    private var head = 0
+    /// Rows recorded but not yet in a batch start at this position.
+    private var marked = 0
+    /// The identifier of position 0.
+    private let firstIdentifier: UInt32
+    let capacity: Int
+
+    /// - Parameter firstIdentifier: where the sequence starts (tests start near the wrap).
+    init(capacity: Int, firstIdentifier: UInt32 = 1) {
+        precondition(capacity > 0 && capacity < 1 << 30, "a window holds between 1 and 2^30 entries")
+        precondition(firstIdentifier != 0, "identifier 0 means 'unknown' to the gateway")
+        self.capacity = capacity
+        self.firstIdentifier = firstIdentifier
+    }
+
+    var count: Int { self.rows.count }
+    var isEmpty: Bool { self.rows.isEmpty }
+    var isFull: Bool { self.rows.count >= self.capacity }
+    /// When the oldest written, unsettled batch was written.
+    var oldestWrittenAt: UInt64? { self.batches.first?.at }
+
+    // Identifiers run 1...UInt32.max and wrap to 1: a cycle of UInt32.max values.
+    private static let cycle = UInt64(UInt32.max)
+
+    private func identifier(at position: Int) -> UInt32 {
+        UInt32((UInt64(self.firstIdentifier - 1) + UInt64(position)) % Self.cycle + 1)
+    }
+
+    /// The identifier the next recorded row gets.
+    var nextIdentifier: UInt32 { self.identifier(at: self.head + self.rows.count) }
+
+    /// Journals a row about to be encoded and returns its identifier.
+    mutating func record(_ row: TokenRow) -> UInt32 {
+        let identifier = self.nextIdentifier
+        self.rows.append(row)
+        return identifier
+    }
+
+    /// Stamps every row recorded since the last call as written at `now` (call once per batch write).
+    mutating func markWritten(at now: UInt64) {
+        let end = self.head + self.rows.count
+        guard end > self.marked else { return }
+        self.batches.append((end, now))
+        self.marked = end
+    }
+
+    /// Removes the rows of batches written at or before `deadline`: presumed accepted, as no error came
+    /// for them in time. Stops at a barrier, which waits for its answer.
+    ///
+    /// - Returns: how many rows were presumed.
+    mutating func presume(writtenBefore deadline: UInt64) -> Int {
+        var presumed = 0
+        while let batch = self.batches.first, batch.at <= deadline {
+            while self.head < batch.end {
+                if self.rows.first!.line < 0 { return presumed }
+                self.rows.removeFirst()
+                self.head += 1
+                presumed += 1
+            }
+            self.batches.removeFirst()
+        }
+        return presumed
+    }
+
+    /// The position of `identifier` relative to the window's first row, if it is in the window.
+    private func index(of identifier: UInt32) -> Int? {
+        guard identifier != 0, !self.rows.isEmpty else { return nil }
+        let headIdentifier = UInt64(self.identifier(at: self.head))
+        let distance = (UInt64(identifier) + Self.cycle - headIdentifier) % Self.cycle
+        return distance < UInt64(self.rows.count) ? Int(distance) : nil
+    }
+
+    private func entries(_ range: Range<Int>) -> [Entry] {
+        range.map { Entry(row: self.rows[$0], identifier: self.identifier(at: self.head + $0)) }
+    }
+
+    /// Applies an error response. Everything is settled and the window is empty afterwards: the gateway
+    /// closes the connection after answering.
+    ///
+    /// - Status 10 (shutdown): the identifier is the last accepted one; those up to it are confirmed and
+    ///   the rest are resent.
+    /// - Any other status: the named entry failed; those before it are confirmed, those after it resent.
+    /// - Identifier 0 (the gateway cannot tell which): every entry is uncertain.
+    /// - An identifier not in the window: nothing can be confirmed; everything is resent (the failed one,
+    ///   if it existed, was already presumed accepted).
+    mutating func apply(_ response: ErrorResponse) -> Settlement {
+        var settlement = Settlement()
+        settlement.status = response.status
+        let all = 0..<self.rows.count
+        if let index = self.index(of: response.identifier) {
+            if response.status == .shutdown {
+                settlement.confirmed = self.entries(0..<(index + 1))
+                settlement.resend = self.entries((index + 1)..<all.upperBound)
+            } else {
+                settlement.confirmed = self.entries(0..<index)
+                settlement.failed = self.entries(index..<(index + 1)).first
+                settlement.resend = self.entries((index + 1)..<all.upperBound)
+            }
+        } else {
+            settlement.unknownIdentifier = true
+            if response.identifier == 0 {
+                settlement.uncertain = self.entries(all)
+            } else {
+                settlement.resend = self.entries(all)
+            }
+        }
+        self.clear()
+        return settlement
+    }
+
+    /// The connection ended with no error response: every entry is uncertain.
+    mutating func abandon() -> Settlement {
+        var settlement = Settlement()
+        settlement.uncertain = self.entries(0..<self.rows.count)
+        self.clear()
+        return settlement
+    }
+
+    private mutating func clear() {
+        self.head += self.rows.count
+        self.marked = self.head
+        self.rows.removeAll(keepingCapacity: true)
+        self.batches.removeAll(keepingCapacity: true)
+    }
+}

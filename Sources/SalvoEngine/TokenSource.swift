@@ -1,0 +1,275 @@
+import APNSWire
+import NIOConcurrencyHelpers
+
+/// One row of a token file: the token and the line it came from (reports name the line).
+public struct TokenRow: Hashable, Sendable {
+    public var token: DeviceToken
+    public var line: Int
+
+    public init(token: DeviceToken, line: Int) {
+        self.token = token
+        self.line = line
+    }
+}
+
+/// A row of the input that will not be sent, and why.
+public struct InputReject: Hashable, Sendable, Codable {
+    public var file: String
+    public var line: Int
+    /// The token field as written (cut to 80 characters).
+    public var value: String
+    public var reason: String
+}
+
+/// Which column holds the token.
+public enum TokenColumn: Hashable, Sendable, CustomStringConvertible {
+    /// The column with this header (the file must have a header row).
+    case name(String)
+    /// The column at this 1-based position.
+    case number(Int)
+
+    public var description: String {
+        switch self {
+        case .name(let name): "'\(name)'"
+        case .number(let number): "column \(number)"
+        }
+    }
+}
+
+/// How a token file's first row is read.
+public enum HeaderMode: String, Hashable, Sendable, CaseIterable {
+    /// The first row names the columns.
+    case present
+    /// Every row is data.
+    case absent
+    /// A header when the token column of the first row is not a token (the default with `.number`).
+    case auto
+}
+
+/// Reads tokens from CSV files for a job: validates every row first, then hands out the good ones in chunks.
+///
+/// `validate()` reads the whole input once, collecting the rows that will not be sent (bad hex, wrong
+/// length, and with `dedupe` a token already seen) with file, line and reason, and counting the good ones,
+/// so a job can report bad input before it sends anything. `nextChunk` then streams the good rows again,
+/// in order, to the shards. Memory stays bounded by the chunk size and the list of rejected lines; only
+/// `dedupe` keeps a set of every token.
+///
+/// Thread-safe (hence `@unchecked Sendable`): every mutable field lives in `state`, behind its lock, which
+/// shards on different queues take once per chunk, not per row.
+public final class TokenSource: @unchecked Sendable {
+    public struct Options: Hashable, Sendable {
+        public var column: TokenColumn
+        public var header: HeaderMode
+        public var dedupe: Bool
+
+        public init(column: TokenColumn = .name("token"), header: HeaderMode = .auto, dedupe: Bool = false) {
+            self.column = column
+            self.header = header
+            self.dedupe = dedupe
+        }
+    }
+
+    /// What validation found.
+    public struct Summary: Hashable, Sendable {
+        /// Rows that will be sent.
+        public var validRows: Int
+        /// Rows that will not, with reasons, in file and line order.
+        public var rejects: [InputReject]
+    }
+
+    public let files: [String]
+    public let options: Options
+    private let state: NIOLockedValueBox<State>
+
+    private struct State {
+        var summary: Summary?
+        /// Rejected lines per file, to skip on the sending pass.
+        var rejectedLines: [Set<Int>] = []
+        var fileIndex = 0
+        var reader: RowReader?
+        var finished = false
+    }
+
+    public init(files: [String], options: Options = Options()) {
+        self.files = files
+        self.options = options
+        self.state = NIOLockedValueBox(State())
+    }
+
+    /// Reads every file once and returns what will and will not be sent. Call before `nextChunk`.
+    ///
+    /// - Throws: `InputError` when a file cannot be read or parsed at all (not for bad rows).
+    @discardableResult
+    public func validate() throws(InputError) -> Summary {
+        var summary = Summary(validRows: 0, rejects: [])
+        var rejectedLines: [Set<Int>] = []
+        var seen: [DeviceToken: Int]? = self.options.dedupe ? [:] : nil
+        for file in self.files {
+            var rejected = Set<Int>()
+            let reader = try RowReader(path: file, options: self.options)
+            while let row = try reader.next() {
+                switch row {
+                case .token(let row):
+                    if seen != nil {
+                        if let first = seen![row.token] {
+                            rejected.insert(row.line)
+                            summary.rejects.append(
+                                InputReject(
+                                    file: file,
+                                    line: row.line,
+                                    value: row.token.hexString,
+                                    reason:
+                                        "duplicate of the token on line \(first)\(self.files.count > 1 ? " of \(reader.path)" : "")"
+                                )
+                            )
+                            continue
+                        }
+                        seen![row.token] = row.line
+                    }
+                    summary.validRows += 1
+                case .reject(let reject):
+                    rejected.insert(reject.line)
+                    summary.rejects.append(reject)
+                }
+            }
+            rejectedLines.append(rejected)
+        }
+        self.state.withLockedValue {
+            $0.summary = summary
+            $0.rejectedLines = rejectedLines
+        }
+        return summary
+    }
+
+    /// The next rows to send, at most `maximumRows`, in file order; nil when every row has been handed out.
+    ///
+    /// - Precondition: `validate()` has returned.
+    public func nextChunk(maximumRows: Int) throws(InputError) -> [TokenRow]? {
+        let result: Result<[TokenRow]?, InputError> = self.state.withLockedValue { state in
+            precondition(state.summary != nil, "validate() first")
+            var rows: [TokenRow] = []
+            rows.reserveCapacity(maximumRows)
+            do throws(InputError) {
+                while rows.count < maximumRows && !state.finished {
+                    if state.reader == nil {
+                        guard state.fileIndex < self.files.count else {
+                            state.finished = true
+                            break
+                        }
+                        state.reader = try RowReader(path: self.files[state.fileIndex], options: self.options)
+                    }
+                    guard let row = try state.reader!.next() else {
+                        state.reader = nil
+                        state.fileIndex += 1
+                        continue
+                    }
+                    if case .token(let good) = row, !state.rejectedLines[state.fileIndex].contains(good.line) {
+                        rows.append(good)
+                    }
+                }
+            } catch {
+                return .failure(error)
+            }
+            return .success(rows.isEmpty ? nil : rows)
+        }
+        return try result.get()
+    }
+}
+
+/// Reads one file's rows: the token column of each record, parsed, or the reason it cannot be.
+final class RowReader {
+    enum Row {
+        case token(TokenRow)
+        case reject(InputReject)
+    }
+
+    let path: String
+    private let csv: CSVReader
+    private var column: Int?
+    private let options: TokenSource.Options
+    private var pending: Row?
+
+    init(path: String, options: TokenSource.Options) throws(InputError) {
+        self.path = path
+        self.options = options
+        self.csv = try CSVReader(path: path)
+        try self.readHeader()
+    }
+
+    private func readHeader() throws(InputError) {
+        guard let line = try self.csv.next() else { return }
+        switch self.options.column {
+        case .name(let name):
+            guard self.options.header != .absent else {
+                throw InputError(file: self.path, line: nil, message: "a column chosen by name needs a header row")
+            }
+            let names = (0..<self.csv.fields.count).map { self.csv.string($0).trimmingSpaces }
+            guard let index = names.firstIndex(of: name) else {
+                throw InputError(
+                    file: self.path,
+                    line: line,
+                    message: "no column named '\(name)' in the header (it has: \(names.joined(separator: ", ")))"
+                )
+            }
+            self.column = index
+        case .number(let number):
+            guard number >= 1 else {
+                throw InputError(file: self.path, line: nil, message: "column numbers start at 1 (got \(number))")
+            }
+            self.column = number - 1
+            switch self.options.header {
+            case .present:
+                break
+            case .absent:
+                self.pending = self.row(line: line)
+            case .auto:
+                // The first row is data when its token column holds a token.
+                let first = self.row(line: line)
+                if case .token = first { self.pending = first }
+            }
+        }
+    }
+
+    func next() throws(InputError) -> Row? {
+        if let pending = self.pending {
+            self.pending = nil
+            return pending
+        }
+        guard let line = try self.csv.next() else { return nil }
+        return self.row(line: line)
+    }
+
+    private func row(line: Int) -> Row {
+        let column = self.column!
+        guard column < self.csv.fields.count else {
+            return .reject(
+                InputReject(
+                    file: self.path,
+                    line: line,
+                    value: "",
+                    reason: "the row has \(self.csv.fields.count) column(s); the token is in column \(column + 1)"
+                )
+            )
+        }
+        let parsed: Result<DeviceToken, DeviceTokenError> = self.csv.withField(column) { bytes in
+            Result { () throws(DeviceTokenError) in try DeviceToken(hexUTF8: bytes) }
+        }
+        switch parsed {
+        case .success(let token):
+            return .token(TokenRow(token: token, line: line))
+        case .failure(let error):
+            var value = self.csv.string(column)
+            if value.count > 80 { value = String(value.prefix(77)) + "..." }
+            return .reject(InputReject(file: self.path, line: line, value: value, reason: error.description))
+        }
+    }
+}
+
+extension String {
+    var trimmingSpaces: String {
+        var text = Substring(self)
+        while text.first == " " { text = text.dropFirst() }
+        while text.last == " " { text = text.dropLast() }
+        return String(text)
+    }
+}

@@ -1,0 +1,23 @@
+import Dispatch
+
+/// Tunables of a `TLSConnection`. The defaults suit bulk sending of 64 KiB batches.
+public struct ConnectionOptions: Sendable {
+    /// Initial capacity of each of the two ciphertext buffers (one in flight, one filling). They grow
+    /// only if a single write needs more, and are reused afterwards.
+    public var ciphertextBufferCapacity: Int = 256 * 1024
+    /// Size of the receive buffer lent to the kernel.
+    public var receiveBufferSize: Int = 256 * 1024
+    /// Plaintext is delivered to `onPlaintext` in chunks of at most this many bytes.
+    public var plaintextChunkSize: Int = 64 * 1024
+    /// `SO_SNDBUF` for client sockets, nil for the kernel's default.
+    public var sendBufferSize: Int?
+    /// How long the TCP connect may take.
+    public var connectTimeout: Duration = .seconds(10)
+    /// How long the TLS handshake may take.
+    public var handshakeTimeout: Duration = .seconds(10)
+    /// How long `close` waits for the peer's close_notify or EOF before closing anyway.
+    public var closeTimeout: Duration = .seconds(2)
+
+    /// The defaults.
+    public init() {}
+}

@@ -1,0 +1,149 @@
+import APNSWire
+import Testing
+
+@testable import SalvoEngine
+
+@Suite struct SentWindowTests {
+    /// A window with `rows` rows (lines 2, 3, …), written one batch per row at times 10, 11, ….
+    private func window(rows: Int, capacity: Int = 100, startingAt first: UInt32 = 1) -> SentWindow {
+        var window = SentWindow(capacity: capacity, firstIdentifier: first)
+        for index in 0..<rows {
+            _ = window.record(TokenRow(token: token(UInt8(index)), line: index + 2))
+            window.markWritten(at: UInt64(10 + index))
+        }
+        return window
+    }
+
+    @Test func identifiersCountFromOne() {
+        var window = SentWindow(capacity: 4)
+        #expect(window.record(TokenRow(token: token(1), line: 2)) == 1)
+        #expect(window.record(TokenRow(token: token(2), line: 3)) == 2)
+        #expect(window.count == 2)
+    }
+
+    @Test func anErrorConfirmsBeforeFailsAtAndResendsAfter() {
+        var window = self.window(rows: 10)
+        let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 4))
+        #expect(settlement.confirmed.map(\.identifier) == [1, 2, 3])
+        #expect(settlement.failed?.identifier == 4)
+        #expect(settlement.failed?.row.line == 5)
+        #expect(settlement.status == .invalidToken)
+        #expect(settlement.resend.map(\.identifier) == [5, 6, 7, 8, 9, 10])
+        #expect(settlement.resend.map(\.row.line) == [6, 7, 8, 9, 10, 11], "resent in their original order")
+        #expect(window.isEmpty)
+    }
+
+    @Test func shutdownNamesTheLastGoodOne() {
+        var window = self.window(rows: 5)
+        let settlement = window.apply(ErrorResponse(status: .shutdown, identifier: 3))
+        #expect(settlement.confirmed.map(\.identifier) == [1, 2, 3])
+        #expect(settlement.failed == nil)
+        #expect(settlement.resend.map(\.identifier) == [4, 5])
+    }
+
+    @Test func errorOnTheFirstAndLastEntries() {
+        var first = self.window(rows: 3)
+        let atFirst = first.apply(ErrorResponse(status: .invalidToken, identifier: 1))
+        #expect(atFirst.confirmed.isEmpty && atFirst.failed?.identifier == 1 && atFirst.resend.count == 2)
+        var last = self.window(rows: 3)
+        let atLast = last.apply(ErrorResponse(status: .invalidToken, identifier: 3))
+        #expect(atLast.confirmed.count == 2 && atLast.failed?.identifier == 3 && atLast.resend.isEmpty)
+    }
+
+    @Test func identifierZeroLeavesEverythingUncertain() {
+        var window = self.window(rows: 4)
+        let settlement = window.apply(ErrorResponse(status: .unknown, identifier: 0))
+        #expect(settlement.unknownIdentifier)
+        #expect(settlement.uncertain.count == 4)
+        #expect(settlement.confirmed.isEmpty && settlement.resend.isEmpty)
+    }
+
+    @Test func anIdentifierOutsideTheWindowResendsEverything() {
+        var window = self.window(rows: 4)
+        #expect(window.presume(writtenBefore: 11) == 2)  // identifiers 1 and 2 leave the window
+        let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 2))
+        #expect(settlement.unknownIdentifier)
+        #expect(settlement.resend.map(\.identifier) == [3, 4])
+        var other = self.window(rows: 4)
+        #expect(other.apply(ErrorResponse(status: .invalidToken, identifier: 99)).resend.count == 4)
+    }
+
+    @Test func identifiersContinueAfterPresumptionAndSettlement() {
+        var window = self.window(rows: 3)
+        #expect(window.presume(writtenBefore: 100) == 3)
+        #expect(window.record(TokenRow(token: token(7), line: 9)) == 4)
+        window.markWritten(at: 200)
+        let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 4))
+        #expect(settlement.failed?.row.line == 9)
+    }
+
+    @Test func presumesWholeBatchesOnlyWhenOldEnoughAndNeverABarrier() {
+        var window = SentWindow(capacity: 100)
+        for line in 2...4 { _ = window.record(TokenRow(token: token(UInt8(line)), line: line)) }
+        window.markWritten(at: 10)
+        for line in 5...6 { _ = window.record(TokenRow(token: token(UInt8(line)), line: line)) }
+        #expect(window.presume(writtenBefore: 1000) == 3, "rows not yet written are never presumed")
+        window.markWritten(at: 20)
+        #expect(window.presume(writtenBefore: 19) == 0)
+        #expect(window.oldestWrittenAt == 20)
+        _ = window.record(SentWindow.barrierRow)
+        _ = window.record(TokenRow(token: token(9), line: 9))
+        window.markWritten(at: 30)
+        #expect(window.presume(writtenBefore: 100) == 2)
+        #expect(window.count == 2, "the barrier waits for its answer, and so does what follows it")
+        let settlement = window.apply(ErrorResponse(status: .missingDeviceToken, identifier: 6))
+        #expect(settlement.failed?.isBarrier == true)
+    }
+
+    @Test func identifiersWrapAroundSkippingZero() {
+        var window = SentWindow(capacity: 10, firstIdentifier: UInt32.max - 1)
+        var identifiers: [UInt32] = []
+        for index in 0..<4 {
+            identifiers.append(window.record(TokenRow(token: token(UInt8(index)), line: index)))
+        }
+        #expect(identifiers == [UInt32.max - 1, UInt32.max, 1, 2])
+        // An error naming the entry after the wrap finds it by arithmetic.
+        let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 1))
+        #expect(settlement.confirmed.map(\.identifier) == [UInt32.max - 1, UInt32.max])
+        #expect(settlement.failed?.row.line == 2)
+        #expect(settlement.resend.map(\.identifier) == [2])
+    }
+
+    @Test func abandonLeavesEverythingUncertain() {
+        var window = self.window(rows: 3)
+        #expect(window.abandon().uncertain.map(\.identifier) == [1, 2, 3])
+        #expect(window.isEmpty)
+    }
+
+    @Test func reportsWhenFull() {
+        let window = self.window(rows: 3, capacity: 3)
+        #expect(window.isFull)
+    }
+}
+
+@Suite struct PolicyTests {
+    @Test func flushesOnSizeOrAge() {
+        let policy = FlushPolicy(bytes: 1000, delayNanoseconds: 500)
+        #expect(!policy.shouldFlush(pendingBytes: 0, oldestPendingAt: nil, now: 10_000))
+        #expect(!policy.shouldFlush(pendingBytes: 999, oldestPendingAt: 100, now: 599))
+        #expect(policy.shouldFlush(pendingBytes: 1000, oldestPendingAt: 100, now: 100))
+        #expect(policy.shouldFlush(pendingBytes: 1, oldestPendingAt: 100, now: 600))
+        #expect(policy.delayUntilDue(oldestPendingAt: 100, now: 350) == 250)
+        #expect(policy.delayUntilDue(oldestPendingAt: 100, now: 700) == 0)
+        #expect(policy.delayUntilDue(oldestPendingAt: nil, now: 700) == nil)
+    }
+
+    @Test func backoffGrowsIsCappedAndKeepsTheFloor() {
+        let policy = ReconnectPolicy(initialDelay: 100, maximumDelay: 1000, minimumInterval: 50, maximumAttempts: 5)
+        // With the jitter at its top, the ceiling shows: 100, 200, 400, 800, 1000, 1000.
+        let ceilings = (1...6).map { policy.delay(failures: $0, sinceLastConnect: 1_000_000, random: 0.999_999_9) }
+        #expect(ceilings.map { ($0 + 1) / 10 * 10 } == [100, 200, 400, 800, 1000, 1000])
+        // Full jitter: anywhere from 0 up to the ceiling, but never under the floor.
+        #expect(policy.delay(failures: 3, sinceLastConnect: 1_000_000, random: 0.5) == 200)
+        #expect(policy.delay(failures: 3, sinceLastConnect: 10, random: 0) == 40)
+        #expect(policy.delay(failures: 0, sinceLastConnect: 10, random: 0.9) == 40)
+        #expect(policy.delay(failures: 0, sinceLastConnect: 60, random: 0.9) == 0)
+        #expect(policy.givesUp(after: 5) && !policy.givesUp(after: 4))
+        #expect(policy.delay(failures: 200, sinceLastConnect: 1_000_000, random: 0.999_999_9) <= 1000)
+    }
+}

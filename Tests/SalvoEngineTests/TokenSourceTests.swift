@@ -1,0 +1,150 @@
+import APNSWire
+import Foundation
+import Testing
+
+@testable import SalvoEngine
+
+/// Writes `text` to a fresh temporary file and returns its path.
+func temporaryFile(_ text: String, name: String = "tokens.csv") throws -> String {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    let path = folder.appendingPathComponent(name).path
+    try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+    return path
+}
+
+/// A token whose bytes are all `byte`.
+func token(_ byte: UInt8) -> DeviceToken {
+    try! DeviceToken(bytes: [UInt8](repeating: byte, count: 32))
+}
+
+func hex(_ byte: UInt8) -> String { token(byte).hexString }
+
+/// Every row the source hands out, in chunks of `chunk`.
+func drain(_ source: TokenSource, chunk: Int = 3) throws -> [TokenRow] {
+    var rows: [TokenRow] = []
+    while let next = try source.nextChunk(maximumRows: chunk) {
+        #expect(next.count <= chunk)
+        rows += next
+    }
+    return rows
+}
+
+@Suite struct TokenSourceTests {
+    @Test func readsAHeaderedFileAndNamesBadRows() throws {
+        let text = """
+            name,token,locale
+            a,\(hex(1)),en
+            b,\(hex(2).uppercased()),fr
+            c,zz\(hex(3).dropFirst(2)),de
+            d,\(hex(4).dropLast(2)),en
+
+            e,"\(hex(5))",en
+            """
+        let path = try temporaryFile(text)
+        let source = TokenSource(files: [path])
+        let summary = try source.validate()
+        #expect(summary.validRows == 3)
+        #expect(summary.rejects.map(\.line) == [4, 5])
+        #expect(summary.rejects[0].reason == "invalid character 'z' at column 1: a token is 64 hex digits (0-9, a-f)")
+        #expect(summary.rejects[1].reason == "a token has 64 hex digits; this one has 62")
+        #expect(summary.rejects.allSatisfy { $0.file == path })
+        let rows = try drain(source)
+        #expect(rows.map(\.token) == [token(1), token(2), token(5)])
+        #expect(rows.map(\.line) == [2, 3, 7])
+    }
+
+    @Test func handlesBOMCRLFQuotesAndLineBreaksInsideQuotes() throws {
+        let text = "\u{FEFF}token,note\r\n\(hex(1)),\"a, \"\"quoted\"\"\r\nnote\"\r\n\(hex(2)),plain\r\n"
+        let source = TokenSource(files: [try temporaryFile(text)])
+        #expect(try source.validate().validRows == 2)
+        let rows = try drain(source)
+        #expect(rows == [TokenRow(token: token(1), line: 2), TokenRow(token: token(2), line: 4)])
+    }
+
+    @Test func columnByNumberWithAndWithoutHeader() throws {
+        let headerless = try temporaryFile("\(hex(1))\n\(hex(2))\n")
+        let auto = TokenSource(files: [headerless], options: .init(column: .number(1)))
+        #expect(try auto.validate().validRows == 2)
+
+        let headered = try temporaryFile("device\n\(hex(1))\n")
+        let detected = TokenSource(files: [headered], options: .init(column: .number(1)))
+        let summary = try detected.validate()
+        #expect(summary.validRows == 1 && summary.rejects.isEmpty, "the header is recognised as one")
+
+        let forced = TokenSource(files: [headered], options: .init(column: .number(1), header: .absent))
+        #expect(try forced.validate().rejects.map(\.line) == [1], "a header read as data is a bad row")
+    }
+
+    @Test func missingColumnIsAnErrorThatListsTheColumns() throws {
+        let path = try temporaryFile("device,locale\n\(hex(1)),en\n")
+        #expect {
+            try TokenSource(files: [path]).validate()
+        } throws: { error in
+            (error as? InputError)?.description
+                == "\(path): line 1: no column named 'token' in the header (it has: device, locale)"
+        }
+    }
+
+    @Test func shortRowsAreRejectedNotFatal() throws {
+        let path = try temporaryFile("name,token\nonly-a-name\nb,\(hex(2))\n")
+        let summary = try TokenSource(files: [path]).validate()
+        #expect(summary.validRows == 1)
+        #expect(summary.rejects.first?.reason == "the row has 1 column(s); the token is in column 2")
+    }
+
+    @Test func dedupeRejectsRepeatsAndNamesTheFirstLine() throws {
+        let path = try temporaryFile("token\n\(hex(1))\n\(hex(2))\n\(hex(1).uppercased())\n")
+        let plain = TokenSource(files: [path])
+        #expect(try plain.validate().validRows == 3)
+        let deduped = TokenSource(files: [path], options: .init(dedupe: true))
+        let summary = try deduped.validate()
+        #expect(summary.validRows == 2)
+        #expect(summary.rejects.map(\.reason) == ["duplicate of the token on line 2"])
+        #expect(try drain(deduped).map(\.line) == [2, 3])
+    }
+
+    @Test func unclosedQuoteIsAnErrorWithItsLine() throws {
+        let path = try temporaryFile("token\n\(hex(1))\n\"\(hex(2))\n")
+        #expect {
+            try TokenSource(files: [path]).validate()
+        } throws: { error in
+            (error as? InputError)?.line == 3
+        }
+    }
+
+    @Test func missingFileIsAnErrorThatNamesIt() {
+        #expect {
+            try TokenSource(files: ["/nonexistent/tokens.csv"]).validate()
+        } throws: { error in
+            (error as? InputError)?.description.hasPrefix("/nonexistent/tokens.csv: cannot open the file") == true
+        }
+    }
+
+    @Test func recordsSpanningChunkBoundariesAreRead() throws {
+        // 64 KiB of rows, read through a 4 KiB buffer, so many records straddle a refill.
+        var text = "token\n"
+        for index in 0..<1000 { text += "\(hex(UInt8(index % 251)))\n" }
+        let path = try temporaryFile(text)
+        let reader = try CSVReader(path: path, chunkSize: 4096)
+        var lines: [Int] = []
+        while let line = try reader.next() {
+            if line > 1 {
+                let parsed = try reader.withField(0) { try DeviceToken(hexUTF8: $0) }
+                #expect(parsed == token(UInt8((line - 2) % 251)))
+            }
+            lines.append(line)
+        }
+        #expect(lines == Array(1...1001))
+    }
+
+    @Test func severalFilesAreReadInOrder() throws {
+        let first = try temporaryFile("token\n\(hex(1))\n")
+        let second = try temporaryFile("token\n\(hex(2))\nbad\n")
+        let source = TokenSource(files: [first, second])
+        let summary = try source.validate()
+        #expect(summary.validRows == 2)
+        #expect(summary.rejects.map(\.file) == [second])
+        #expect(try drain(source, chunk: 10).map(\.token) == [token(1), token(2)])
+    }
+}
