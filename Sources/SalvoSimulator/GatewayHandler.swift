@@ -213,6 +213,8 @@ final class GatewayHandler: ChannelInboundHandler {
             response = out
         }
         let answer = {
+            // A delayed answer may find the connection already closed by the peer.
+            guard context.channel.isActive else { return }
             if let response {
                 context.writeAndFlush(self.wrapOutboundOut(response)).assumeIsolated().whenComplete { _ in
                     context.close(promise: nil)

@@ -12,9 +12,14 @@ final class SlowReadHandler: ChannelOutboundHandler {
 
     private let delay: TimeAmount
     private var readScheduled = false
+    private var removed = false
 
     init(delayMilliseconds: Int) {
         self.delay = .milliseconds(Int64(max(0, delayMilliseconds)))
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.removed = true
     }
 
     func read(context: ChannelHandlerContext) {
@@ -23,7 +28,7 @@ final class SlowReadHandler: ChannelOutboundHandler {
         self.readScheduled = true
         context.eventLoop.assumeIsolated().scheduleTask(in: self.delay) {
             self.readScheduled = false
-            context.read()
+            if !self.removed { context.read() }
         }
     }
 }

@@ -1,8 +1,8 @@
 /// A set of raw 32-byte device tokens in one flat open-addressing table.
 ///
 /// Used for the fault plan's invalid tokens, offline devices and a verdict's expected tokens:
-/// millions of members cost 33 bytes each (a key and an occupancy byte) at most twice over, with
-/// no object per token. Lookups are lock-free reads once built; a `TokenSet` is built first and
+/// each slot costs 33 bytes (a key and an occupancy byte), at most 3/4 of the slots are used, and
+/// there is no object per token (10 M tokens: 16 M slots, 528 MB). Lookups are lock-free reads once built; a `TokenSet` is built first and
 /// then only read, so sharing one between event loops is safe.
 public struct TokenSet: Sendable {
     private var keys: [UInt8]
@@ -14,7 +14,7 @@ public struct TokenSet: Sendable {
     /// Creates an empty set sized for about `expectedCount` tokens without growing.
     public init(expectedCount: Int = 16) {
         var capacity = 16
-        while capacity < expectedCount * 2 { capacity <<= 1 }
+        while capacity * 3 < expectedCount * 4 { capacity <<= 1 }
         self.keys = [UInt8](repeating: 0, count: capacity * TokenHash.tokenByteCount)
         self.used = [Bool](repeating: false, count: capacity)
         self.mask = capacity - 1
@@ -25,7 +25,7 @@ public struct TokenSet: Sendable {
     @discardableResult
     public mutating func insert(_ token: UnsafeRawBufferPointer) -> Bool {
         precondition(token.count == TokenHash.tokenByteCount, "a device token has 32 bytes")
-        if (self.count + 1) * 2 > self.used.count { self.grow() }
+        if (self.count + 1) * 4 > self.used.count * 3 { self.grow() }
         return self.insertWithoutGrowing(token.baseAddress!)
     }
 
