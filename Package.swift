@@ -12,11 +12,16 @@ let package = Package(
     products: [
         .executable(name: "salvo", targets: ["salvo"]),
         .library(name: "APNSWire", targets: ["APNSWire"]),
+        .library(name: "SalvoSimulator", targets: ["SalvoSimulator"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
     ],
     targets: [
         // C libraries, each reachable from exactly one Swift module (see README, "Module map").
@@ -63,6 +68,24 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // The APNs gateway, feedback service, fault plans, ledger and dev certificates. Never imports the
+        // sender's modules, so two independent stacks meet in every test.
+        .target(
+            name: "SalvoSimulator",
+            dependencies: [
+                "APNSWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: strictness
+        ),
+
         // Bulk TLS throughput of both transports against a local sink (release builds only).
         .executableTarget(
             name: "salvo-iobench",
@@ -76,6 +99,7 @@ let package = Package(
                 "APNSWire",
                 "SalvoEngine",
                 "SalvoIO",
+                "SalvoSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
@@ -95,6 +119,19 @@ let package = Package(
         .testTarget(
             name: "SalvoIOTests",
             dependencies: ["SalvoIO", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoSimulatorTests",
+            dependencies: [
+                "SalvoSimulator",
+                "APNSWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: strictness
         ),
     ]

@@ -6,6 +6,8 @@ struct Salvo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "salvo",
         abstract: "Send Apple push notifications in bulk: fast, and with nothing lost or duplicated.",
-        subcommands: [SendCommand.self, PayloadCommand.self, TokensCommand.self, BenchCommand.self]
+        subcommands: [
+            SendCommand.self, SimulateCommand.self, PayloadCommand.self, TokensCommand.self, BenchCommand.self,
+        ]
     )
 }
