@@ -86,13 +86,6 @@ let package = Package(
             swiftSettings: strictness
         ),
 
-        // Bulk TLS throughput of both transports against a local sink (release builds only).
-        .executableTarget(
-            name: "salvo-iobench",
-            dependencies: ["SalvoIO"],
-            swiftSettings: strictness
-        ),
-
         .executableTarget(
             name: "salvo",
             dependencies: [
