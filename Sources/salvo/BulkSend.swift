@@ -54,7 +54,10 @@ enum BulkSend {
         }
         if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
 
-        if printSummary { log(result.report.summary) }
+        if printSummary {
+            log(result.report.summary)
+            log("memory     \(peakResidentBytes() >> 20) MiB peak resident")
+        }
         if let path = output.report {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]

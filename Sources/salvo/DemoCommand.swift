@@ -42,6 +42,10 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        try await exitingOnUserError { try await self.demo() }
+    }
+
+    private func demo() async throws {
         let sample = self.data + "/tokens/sample.csv"
         guard FileManager.default.fileExists(atPath: sample) else {
             throw UserError("\(sample): not found (run from the repository's top folder, or pass --data)")

@@ -10,7 +10,7 @@ struct SendCommand: AsyncParsableCommand {
         abstract: "Send one payload to every token of CSV files over the binary provider interface.",
         discussion: """
             Exit status: 0 when every row was valid and delivered; 1 when some row was refused (bad input, \
-            rejected by the gateway, expired or uncertain); 2 for wrong arguments; 3 when the job could not \
+            rejected by the gateway, expired or uncertain); 64 for wrong arguments; 3 when the job could not \
             run (files, credentials, gateway unreachable).
             """
     )
@@ -55,6 +55,10 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        try await exitingOnUserError { try await self.send() }
+    }
+
+    private func send() async throws {
         let gateway = try Gateway(self.gateway)
         let template = try self.delivery.template(payloadFile: self.payload)
         let credentials: TLSCredentials =
