@@ -51,14 +51,6 @@ final class LedgerBatch {
         self.count += 1
     }
 
-    /// Calls `body` with each entry in arrival order, then empties the batch.
-    func drain(_ body: (UnsafeRawPointer) -> Void) {
-        for index in 0..<self.count {
-            body(UnsafeRawPointer(self.storage + index * LedgerRecordLayout.size))
-        }
-        self.count = 0
-    }
-
     /// Calls `body` once with all entries (consecutive, `LedgerRecordLayout.size` apart) and their
     /// count, then empties the batch.
     func drainAll(_ body: (UnsafeRawPointer, Int) -> Void) {
