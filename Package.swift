@@ -113,7 +113,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SalvoEngineTests",
-            dependencies: ["SalvoEngine", "APNSWire"],
+            dependencies: ["SalvoEngine", "APNSWire", "SalvoIO", "SalvoSimulator"],
             swiftSettings: strictness
         ),
         .testTarget(

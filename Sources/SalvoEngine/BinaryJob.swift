@@ -45,7 +45,10 @@ public enum BinaryJob {
 
         let ticker = progress.map { callback in
             let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "salvo.progress"))
-            let interval = Int(progressInterval.components.seconds * 1000 + progressInterval.components.attoseconds / 1_000_000_000_000_000)
+            let interval = Int(
+                progressInterval.components.seconds * 1000 + progressInterval.components.attoseconds
+                    / 1_000_000_000_000_000
+            )
             timer.schedule(deadline: .now() + .milliseconds(interval), repeating: .milliseconds(interval))
             timer.setEventHandler {
                 var snapshot = Progress(settled: 0, rejected: 0, validRows: summary.validRows, seconds: seconds())

@@ -43,6 +43,8 @@ final class Shard: @unchecked Sendable {
     private var inbound = ByteBuffer()
     private var barrierWritten = false
     private var answered = false
+    /// Whether anything written on the current connection was settled (confirmed or presumed).
+    private var settledOnConnection = false
 
     private var failures = 0
     private var lastConnectAt: UInt64 = 0
@@ -139,6 +141,7 @@ final class Shard: @unchecked Sendable {
         self.inbound.clear()
         self.barrierWritten = false
         self.answered = false
+        self.settledOnConnection = false
         connection.onPlaintext = { [weak self] bytes in self?.received(bytes) }
         connection.onWritable = { [weak self] in self?.pump() }
         connection.onClose = { [weak self] end in self?.closed(end) }
@@ -378,6 +381,7 @@ final class Shard: @unchecked Sendable {
         let wasFull = self.window.isFull
         let presumed = self.window.presume(writtenBefore: now - self.configuration.settleNanoseconds)
         self.report.presumed += presumed
+        if presumed > 0 { self.settledOnConnection = true }
         if presumed > 0 && (wasFull || self.isDone || self.configuration.template.command == .simple) {
             if self.isDone {
                 self.finish()
@@ -395,7 +399,9 @@ final class Shard: @unchecked Sendable {
         self.outboundSince = nil
         if !self.answered {
             self.settle(self.window.abandon())
-            if end.reason != .closedLocally { self.failures += 1 }
+            // A connection that settled something starts a new streak; one that settled nothing (the
+            // gateway keeps dropping us) lengthens it, backing off further and eventually giving up.
+            if end.reason != .closedLocally { self.failures = self.settledOnConnection ? 1 : self.failures + 1 }
             if end.error?.code == .handshakeRefused {
                 self.fail(JobError("the gateway refused the client certificate: \(end)"), notify: true)
                 return

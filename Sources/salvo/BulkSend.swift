@@ -26,10 +26,14 @@ enum BulkSend {
                 log("\(reject.file): line \(reject.line): \(reject.reason) (value: \(reject.value))")
             }
             if summary.rejects.count > 10 {
-                log("… and \(summary.rejects.count - 10) more bad rows\(output.rejects.map { " (all in \($0))" } ?? "")")
+                log(
+                    "… and \(summary.rejects.count - 10) more bad rows\(output.rejects.map { " (all in \($0))" } ?? "")"
+                )
             }
         }
-        log("sending \(summary.validRows) notifications of \(configuration.template.frameByteCount) bytes to \(configuration.host):\(configuration.port) over \(configuration.connections) connection(s)")
+        log(
+            "sending \(summary.validRows) notifications of \(configuration.template.frameByteCount) bytes to \(configuration.host):\(configuration.port) over \(configuration.connections) connection(s)"
+        )
 
         let terminal = !output.quiet && isatty(STDERR_FILENO) == 1
         var callback: (@Sendable (BinaryJob.Progress) -> Void)?
@@ -58,7 +62,8 @@ enum BulkSend {
         if let path = output.rejects {
             var csv = RejectedRow.csvHeader + "\n"
             for reject in summary.rejects {
-                csv += [reject.file, String(reject.line), reject.value, "", reject.reason].map(csvField)
+                csv +=
+                    [reject.file, String(reject.line), reject.value, "", reject.reason].map(csvField)
                     .joined(separator: ",") + "\n"
             }
             for row in result.rejectedRows {

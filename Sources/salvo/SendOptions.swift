@@ -70,7 +70,9 @@ struct DeliveryOptions: ParsableArguments {
     var transport: String?
 
     func validate() throws {
-        guard [0, 1, 2].contains(self.format) else { throw ValidationError("--format is 0, 1 or 2 (got \(self.format))") }
+        guard [0, 1, 2].contains(self.format) else {
+            throw ValidationError("--format is 0, 1 or 2 (got \(self.format))")
+        }
         guard self.priority == 10 || self.priority == 5 else {
             throw ValidationError("--priority is 10 or 5 (got \(self.priority))")
         }
@@ -114,7 +116,13 @@ struct DeliveryOptions: ParsableArguments {
         }
     }
 
-    func configuration(host: String, port: Int, serverName: String?, tls: TLSContext, template: FrameTemplate)
+    func configuration(
+        host: String,
+        port: Int,
+        serverName: String?,
+        tls: TLSContext,
+        template: FrameTemplate
+    )
         -> BinaryJobConfiguration
     {
         var reconnect = ReconnectPolicy.default
