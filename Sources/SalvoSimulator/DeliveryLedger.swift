@@ -1,3 +1,4 @@
+import APNSWire
 import NIOConcurrencyHelpers
 
 /// Every notification the gateway accepted, compactly: one 64-byte record per device token in a
@@ -121,7 +122,7 @@ public final class DeliveryLedger: @unchecked Sendable {
 
     /// The record of the 32-byte token `token`, or nil when nothing was accepted for it.
     public func record(for token: [UInt8]) -> LedgerRecord? {
-        guard token.count == TokenHash.tokenByteCount else { return nil }
+        guard token.count == DeviceToken.byteCount else { return nil }
         return self.lock.withLock {
             token.withUnsafeBytes { bytes in self.table.lookup(bytes.baseAddress!).map(LedgerRecord.init(record:)) }
         }
