@@ -8,12 +8,13 @@ import SalvoIO
 enum BulkSend {
     static func run(
         files: [String],
-        input: InputOptions,
+        input: TokenSource.Options,
         configuration: BinaryJobConfiguration,
         output: OutputOptions,
+        printSummary: Bool = true,
         log: (String) -> Void = { print($0) }
     ) async throws -> JobResult {
-        let source = TokenSource(files: files, options: input.tokenSourceOptions)
+        let source = TokenSource(files: files, options: input)
         let summary: TokenSource.Summary
         do {
             summary = try source.validate()
@@ -53,7 +54,7 @@ enum BulkSend {
         }
         if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
 
-        log(result.report.summary)
+        if printSummary { log(result.report.summary) }
         if let path = output.report {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]

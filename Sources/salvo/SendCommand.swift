@@ -76,7 +76,7 @@ struct SendCommand: AsyncParsableCommand {
         )
         let result = try await BulkSend.run(
             files: self.tokens,
-            input: self.input,
+            input: self.input.tokenSourceOptions,
             configuration: configuration,
             output: self.output
         )
