@@ -1,3 +1,4 @@
+import APNSWire
 import NIOConcurrencyHelpers
 
 /// Every notification the gateway accepted, compactly: one 64-byte record per device token in a
@@ -16,11 +17,17 @@ public final class DeliveryLedger: @unchecked Sendable {
     private var histogram = [Int](repeating: 0, count: 16)
 
     /// Creates an empty ledger holding at most `maximumTokens` distinct tokens (rounded to a power
-    /// of two of table slots at 3/4 load).
-    init(maximumTokens: Int, devices: DeviceModel, clock: any SimulatorClock) {
-        var slots = 16
-        while slots * 3 / 4 < maximumTokens { slots <<= 1 }
-        self.table = TokenTable(initialCapacity: 1024, maximumCapacity: slots)
+    /// of two of table slots at 3/4 load), with room for `expectedTokens` from the start.
+    init(maximumTokens: Int, expectedTokens: Int = 0, devices: DeviceModel, clock: any SimulatorClock) {
+        func slots(_ tokens: Int) -> Int {
+            var slots = 16
+            while slots * 3 / 4 < tokens { slots <<= 1 }
+            return slots
+        }
+        self.table = TokenTable(
+            initialCapacity: max(1024, slots(min(expectedTokens, maximumTokens))),
+            maximumCapacity: slots(maximumTokens)
+        )
         self.devices = devices
         self.clock = clock
     }
@@ -115,7 +122,7 @@ public final class DeliveryLedger: @unchecked Sendable {
 
     /// The record of the 32-byte token `token`, or nil when nothing was accepted for it.
     public func record(for token: [UInt8]) -> LedgerRecord? {
-        guard token.count == TokenHash.tokenByteCount else { return nil }
+        guard token.count == DeviceToken.byteCount else { return nil }
         return self.lock.withLock {
             token.withUnsafeBytes { bytes in self.table.lookup(bytes.baseAddress!).map(LedgerRecord.init(record:)) }
         }

@@ -80,7 +80,12 @@ public struct DevelopmentCertificates: Sendable {
                     CommonName("localhost")
                 }
             },
-            extensions: try DevelopmentCertificates.serverExtensions(),
+            usage: .serverAuth,
+            names: [
+                .dnsName("localhost"),
+                .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])),
+                .ipAddress(ASN1OctetString(contentBytes: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1])),
+            ],
             caKey: self.caKey,
             caName: self.caName
         )
@@ -96,7 +101,8 @@ public struct DevelopmentCertificates: Sendable {
                     if let topic { UserID(topic) }
                 }
             },
-            extensions: try DevelopmentCertificates.clientExtensions(),
+            usage: .clientAuth,
+            names: [],
             caKey: self.caKey,
             caName: self.caName
         )
@@ -137,7 +143,8 @@ public struct DevelopmentCertificates: Sendable {
 
     private static func issue(
         subject: () throws -> DistinguishedName,
-        extensions: Certificate.Extensions,
+        usage: ExtendedKeyUsage.Usage,
+        names: [GeneralName],
         caKey: Certificate.PrivateKey,
         caName: DistinguishedName
     ) throws(SimulatorError) -> Identity {
@@ -152,7 +159,12 @@ public struct DevelopmentCertificates: Sendable {
                 issuer: caName,
                 subject: try subject(),
                 signatureAlgorithm: .ecdsaWithSHA256,
-                extensions: extensions,
+                extensions: try Certificate.Extensions {
+                    Critical(BasicConstraints.notCertificateAuthority)
+                    Critical(KeyUsage(digitalSignature: true))
+                    try ExtendedKeyUsage([usage])
+                    if !names.isEmpty { SubjectAlternativeNames(names) }
+                },
                 issuerPrivateKey: caKey
             )
             return Identity(
@@ -161,35 +173,6 @@ public struct DevelopmentCertificates: Sendable {
             )
         } catch {
             throw SimulatorError(.certificates, "cannot issue a certificate: \(error)")
-        }
-    }
-
-    private static func serverExtensions() throws(SimulatorError) -> Certificate.Extensions {
-        do {
-            return try Certificate.Extensions {
-                Critical(BasicConstraints.notCertificateAuthority)
-                Critical(KeyUsage(digitalSignature: true))
-                try ExtendedKeyUsage([.serverAuth])
-                SubjectAlternativeNames([
-                    .dnsName("localhost"),
-                    .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])),
-                    .ipAddress(ASN1OctetString(contentBytes: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1])),
-                ])
-            }
-        } catch {
-            throw SimulatorError(.certificates, "cannot build server extensions: \(error)")
-        }
-    }
-
-    private static func clientExtensions() throws(SimulatorError) -> Certificate.Extensions {
-        do {
-            return try Certificate.Extensions {
-                Critical(BasicConstraints.notCertificateAuthority)
-                Critical(KeyUsage(digitalSignature: true))
-                try ExtendedKeyUsage([.clientAuth])
-            }
-        } catch {
-            throw SimulatorError(.certificates, "cannot build client extensions: \(error)")
         }
     }
 }

@@ -1,3 +1,5 @@
+import APNSWire
+
 /// The quality-of-service model: store-and-forward for offline virtual devices.
 ///
 /// A device is offline when the plan lists it (or its token falls in the plan's offline fraction)
@@ -21,8 +23,8 @@ final class DeviceModel {
     private let offlineFraction: Double
     private let seed: UInt64
     let onlineAt: UInt32?
-    private var stored: [TokenKey: (digest: UInt64, expiry: UInt32)] = [:]
-    private var displayed: [TokenKey: UInt64] = [:]
+    private var stored: [DeviceToken: (digest: UInt64, expiry: UInt32)] = [:]
+    private var displayed: [DeviceToken: UInt64] = [:]
 
     /// Notifications kept for an offline device.
     private(set) var storedCount = 0
@@ -55,7 +57,7 @@ final class DeviceModel {
     /// Takes one accepted notification (a `LedgerRecordLayout` entry) at time `now`.
     func accept(_ entry: UnsafeRawPointer, now: UInt32) {
         guard self.isOfflineDevice(entry) else { return }
-        let key = TokenKey(entry)
+        let key = DeviceToken(unsafeBytes: UnsafeRawBufferPointer(start: entry, count: DeviceToken.byteCount))
         let digest = entry.loadUnaligned(fromByteOffset: LedgerRecordLayout.digest, as: UInt64.self)
         let expiry = entry.loadUnaligned(fromByteOffset: LedgerRecordLayout.expiry, as: UInt32.self)
         if let onlineAt = self.onlineAt, now >= onlineAt {
@@ -83,11 +85,11 @@ final class DeviceModel {
     /// What the offline device `token` shows now; nil for a device the plan never took offline.
     func outcome(_ token: UnsafeRawPointer) -> Outcome? {
         guard self.isOfflineDevice(token) else { return nil }
-        let key = TokenKey(token)
+        let key = DeviceToken(unsafeBytes: UnsafeRawBufferPointer(start: token, count: DeviceToken.byteCount))
         return Outcome(displayed: self.displayed[key], stored: self.stored[key]?.digest)
     }
 
-    private func deliverStored(_ key: TokenKey) {
+    private func deliverStored(_ key: DeviceToken) {
         guard let onlineAt = self.onlineAt, let entry = self.stored.removeValue(forKey: key) else { return }
         // The expiry is the last second the notification is valid: it "passes" after that second.
         if entry.expiry >= onlineAt {

@@ -18,7 +18,8 @@ public struct FaultPlan: Codable, Sendable, Equatable {
         case production
     }
 
-    /// Status 10 shutdowns: the error names the last accepted notification.
+    /// Status 10 shutdowns: the error names the last accepted notification (on a command-0
+    /// connection, which has no identifiers, the gateway just closes).
     public struct Shutdown: Codable, Sendable, Equatable {
         /// Shut a connection down right after its N-th accepted notification (0 = never).
         public var everyAccepted: Int

@@ -1,3 +1,5 @@
+import APNSWire
+
 /// One connection's accepted notifications since its ledger last merged them: fixed-size
 /// `LedgerRecordLayout` entries in one preallocated block.
 ///
@@ -37,9 +39,9 @@ final class LedgerBatch {
         command: UInt8,
         digest: UInt64
     ) {
-        precondition(self.count < self.capacity && token.count == TokenHash.tokenByteCount)
+        precondition(self.count < self.capacity && token.count == DeviceToken.byteCount)
         let entry = self.storage + self.count * LedgerRecordLayout.size
-        entry.copyMemory(from: token.baseAddress!, byteCount: TokenHash.tokenByteCount)
+        entry.copyMemory(from: token.baseAddress!, byteCount: DeviceToken.byteCount)
         entry.storeBytes(of: 1, toByteOffset: LedgerRecordLayout.count, as: UInt32.self)
         entry.storeBytes(of: identifier, toByteOffset: LedgerRecordLayout.lastIdentifier, as: UInt32.self)
         entry.storeBytes(of: connection, toByteOffset: LedgerRecordLayout.lastConnection, as: UInt32.self)
@@ -49,14 +51,6 @@ final class LedgerBatch {
         entry.storeBytes(of: command, toByteOffset: LedgerRecordLayout.command, as: UInt8.self)
         entry.storeBytes(of: connection, toByteOffset: LedgerRecordLayout.firstConnection, as: UInt32.self)
         self.count += 1
-    }
-
-    /// Calls `body` with each entry in arrival order, then empties the batch.
-    func drain(_ body: (UnsafeRawPointer) -> Void) {
-        for index in 0..<self.count {
-            body(UnsafeRawPointer(self.storage + index * LedgerRecordLayout.size))
-        }
-        self.count = 0
     }
 
     /// Calls `body` once with all entries (consecutive, `LedgerRecordLayout.size` apart) and their

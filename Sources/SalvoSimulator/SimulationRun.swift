@@ -31,6 +31,12 @@ public final class SimulationRun: Sendable {
         configuration.plan = plan
         configuration.threads = options.threads
         configuration.maximumTokens = options.maximumTokens
+        // About one 65-byte line per expected token: size the ledger for them up front.
+        if let expectedPath = options.expectedPath,
+            let size = try? FileManager.default.attributesOfItem(atPath: expectedPath)[.size] as? Int
+        {
+            configuration.expectedTokens = size / 65
+        }
         let simulator = try await Simulator.start(configuration)
         return SimulationRun(options: options, simulator: simulator, certificates: paths)
     }

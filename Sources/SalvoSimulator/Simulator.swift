@@ -67,7 +67,12 @@ public final class Simulator: Sendable {
             seed: plan.plan.seed,
             onlineAt: plan.plan.devices.onlineAfterSeconds.map { startTime &+ $0 }
         )
-        let ledger = DeliveryLedger(maximumTokens: configuration.maximumTokens, devices: devices, clock: clock)
+        let ledger = DeliveryLedger(
+            maximumTokens: configuration.maximumTokens,
+            expectedTokens: configuration.expectedTokens,
+            devices: devices,
+            clock: clock
+        )
         let feedback = FeedbackStore()
         for entry in plan.uninstalled {
             feedback.add(

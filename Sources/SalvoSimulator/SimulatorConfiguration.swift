@@ -50,6 +50,9 @@ public struct SimulatorConfiguration: Sendable {
     public var clock: any SimulatorClock = SystemClock()
     /// The most distinct tokens the ledger records (memory: 64 bytes × the next power of two ≥ 4/3 of it).
     public var maximumTokens: Int = 12_000_000
+    /// A sizing hint: the ledger's table starts with room for this many distinct tokens, so a large
+    /// run never pauses to rehash it (memory: 64 bytes × the next power of two ≥ 4/3 of it, at once).
+    public var expectedTokens: Int = 0
     /// Event loop threads serving connections.
     public var threads: Int = 1
 

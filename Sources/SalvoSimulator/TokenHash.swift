@@ -4,9 +4,6 @@
 /// mixes all four 64-bit words instead of trusting any one of them. Payload digests only have to
 /// tell payloads apart in a verdict, not resist an attacker: a fast 8-bytes-at-a-time mix.
 public enum TokenHash {
-    /// The byte count of a device token on the binary interface.
-    public static let tokenByteCount = 32
-
     /// A 64-bit hash of the 32 bytes at `token`, keyed by `seed`.
     @inline(__always)
     public static func hash(_ token: UnsafeRawPointer, seed: UInt64 = 0) -> UInt64 {

@@ -1,3 +1,5 @@
+import APNSWire
+
 /// A set of raw 32-byte device tokens in one flat open-addressing table.
 ///
 /// Used for the fault plan's invalid tokens, offline devices and a verdict's expected tokens:
@@ -15,7 +17,7 @@ public struct TokenSet: Sendable {
     public init(expectedCount: Int = 16) {
         var capacity = 16
         while capacity * 3 < expectedCount * 4 { capacity <<= 1 }
-        self.keys = [UInt8](repeating: 0, count: capacity * TokenHash.tokenByteCount)
+        self.keys = [UInt8](repeating: 0, count: capacity * DeviceToken.byteCount)
         self.used = [Bool](repeating: false, count: capacity)
         self.mask = capacity - 1
         self.count = 0
@@ -24,7 +26,7 @@ public struct TokenSet: Sendable {
     /// Adds the 32 bytes in `token`; returns false when it was already present.
     @discardableResult
     public mutating func insert(_ token: UnsafeRawBufferPointer) -> Bool {
-        precondition(token.count == TokenHash.tokenByteCount, "a device token has 32 bytes")
+        precondition(token.count == DeviceToken.byteCount, "a device token has 32 bytes")
         if (self.count + 1) * 4 > self.used.count * 3 { self.grow() }
         return self.insertWithoutGrowing(token.baseAddress!)
     }
@@ -42,7 +44,7 @@ public struct TokenSet: Sendable {
         return self.keys.withUnsafeBytes { keys in
             self.used.withUnsafeBufferPointer { used in
                 while used[slot] {
-                    if TokenHash.equal(keys.baseAddress! + slot * TokenHash.tokenByteCount, token) {
+                    if TokenHash.equal(keys.baseAddress! + slot * DeviceToken.byteCount, token) {
                         return true
                     }
                     slot = (slot + 1) & self.mask
@@ -54,7 +56,7 @@ public struct TokenSet: Sendable {
 
     /// True when `token` (32 bytes) is in the set.
     public func contains(_ token: [UInt8]) -> Bool {
-        token.count == TokenHash.tokenByteCount && token.withUnsafeBytes { self.contains($0.baseAddress!) }
+        token.count == DeviceToken.byteCount && token.withUnsafeBytes { self.contains($0.baseAddress!) }
     }
 
     /// Calls `body` with each member's 32 bytes, in table order.
@@ -72,15 +74,15 @@ public struct TokenSet: Sendable {
         let inserted: Bool = self.keys.withUnsafeMutableBytes { keys in
             self.used.withUnsafeMutableBufferPointer { used in
                 while used[slot] {
-                    if TokenHash.equal(keys.baseAddress! + slot * TokenHash.tokenByteCount, token) {
+                    if TokenHash.equal(keys.baseAddress! + slot * DeviceToken.byteCount, token) {
                         return false
                     }
                     slot = (slot + 1) & mask
                 }
                 used[slot] = true
-                (keys.baseAddress! + slot * TokenHash.tokenByteCount).copyMemory(
+                (keys.baseAddress! + slot * DeviceToken.byteCount).copyMemory(
                     from: token,
-                    byteCount: TokenHash.tokenByteCount
+                    byteCount: DeviceToken.byteCount
                 )
                 return true
             }

@@ -34,19 +34,9 @@ final class TokenTable {
     /// Bytes held by the table.
     var memoryBytes: Int { self.capacity * LedgerRecordLayout.size }
 
-    /// Folds one accepted notification (a 64-byte entry in `LedgerRecordLayout`) into its token's
-    /// record. Returns the token's new count, or 0 when the token is new and the table is full at
-    /// its maximum.
-    @inline(__always)
-    func record(_ entry: UnsafeRawPointer) -> UInt32 {
-        if (self.count + 1) * 4 > self.capacity * 3 && self.capacity < self.maximumCapacity {
-            self.grow()
-        }
-        return self.record(entry, home: self.home(entry))
-    }
-
-    /// Folds `count` consecutive entries at `entries` (as `record(_:)`), calling `body` with each
-    /// entry and its token's new count.
+    /// Folds `count` accepted notifications (consecutive 64-byte entries in `LedgerRecordLayout`
+    /// at `entries`) into their tokens' records, calling `body` with each entry and its token's new
+    /// count (0 when the token is new and the table is full at its maximum).
     ///
     /// The table is far larger than the caches, so each entry's first probe is a cache miss. The
     /// batch first touches every entry's home slot in a loop of independent loads, which the CPU

@@ -42,6 +42,7 @@ extension BenchCommand {
                 var configuration = SimulatorConfiguration(tls: .init(certificates))
                 configuration.threads = 1
                 configuration.maximumTokens = self.tokens
+                configuration.expectedTokens = self.tokens
                 let simulator = try await Simulator.start(configuration)
                 let result: GatewayBlast.Result
                 do {

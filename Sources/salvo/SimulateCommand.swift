@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import SalvoSimulator
 
 /// `salvo simulate`: the APNs simulator (binary gateway + feedback service) until SIGINT/SIGTERM.
@@ -65,7 +66,9 @@ struct SimulateCommand: AsyncParsableCommand {
         } catch let error as SimulatorError {
             throw UserError(error.reason)
         }
-        print(run.banner)
+        // Written straight to the file descriptor: scripts read the ports from a pipe or a file, where
+        // print's buffer would hold them until exit.
+        FileHandle.standardOutput.write(Data((run.banner + "\n").utf8))
         await run.waitForTermination()
         print(try await run.finish())
     }

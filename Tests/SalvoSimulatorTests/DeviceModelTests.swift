@@ -16,7 +16,7 @@ import Testing
                 digest: digest
             )
         }
-        batch.drain { model.accept($0, now: now) }
+        batch.drainAll { entry, _ in model.accept(entry, now: now) }
     }
 
     @Test func offlineDeviceKeepsOnlyTheNewestAndShowsItWhenBack() throws {

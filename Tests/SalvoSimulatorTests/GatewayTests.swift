@@ -298,4 +298,18 @@ import Testing
         #expect(snapshot.tableBytes == 16 * 64)
         #expect(snapshot.accepted == 40 && snapshot.reads == 1 && snapshot.maxNotificationsPerRead == 40)
     }
+
+    @Test func ledgerStartsWithRoomForTheExpectedTokens() {
+        let devices = DeviceModel(offline: TokenSet(), offlineFraction: 0, seed: 0, onlineAt: nil)
+        let sized = DeliveryLedger(
+            maximumTokens: 10_000,
+            expectedTokens: 3_000,
+            devices: devices,
+            clock: ManualClock(now: 0)
+        )
+        // 3000 tokens need 4096 slots at 3/4 load; the maximum (16384 slots) is not taken up front.
+        #expect(sized.snapshot().tableBytes == 4096 * 64)
+        let unsized = DeliveryLedger(maximumTokens: 10_000, devices: devices, clock: ManualClock(now: 0))
+        #expect(unsized.snapshot().tableBytes == 1024 * 64)
+    }
 }

@@ -19,12 +19,20 @@ import Testing
         return batch
     }
 
+    /// Records the batch's entries and returns the last token's new count.
+    private func record(_ batch: LedgerBatch, in table: TokenTable) -> UInt32 {
+        var result: UInt32 = 0
+        batch.drainAll { entries, count in
+            table.record(batch: entries, count: count) { _, newCount in result = newCount }
+        }
+        return result
+    }
+
     @Test func countsRepeatsAndKeepsFirstAndLast() throws {
         let table = TokenTable(initialCapacity: 16, maximumCapacity: 1 << 10)
         let token = TestTokens.token(1)
         for (identifier, connection) in [(UInt32(11), UInt32(1)), (12, 2), (13, 3)] {
-            var result: UInt32 = 0
-            self.entry(token, identifier: identifier, connection: connection).drain { result = table.record($0) }
+            let result = self.record(self.entry(token, identifier: identifier, connection: connection), in: table)
             #expect(result == identifier - 10)
         }
         let record = try #require(token.withUnsafeBytes { table.lookup($0.baseAddress!) })
@@ -42,9 +50,8 @@ import Testing
         let table = TokenTable(initialCapacity: 16, maximumCapacity: 1024)
         var refused = 0
         for n in 0..<1000 {
-            self.entry(TestTokens.token(UInt32(n)), identifier: UInt32(n), connection: 1).drain {
-                if table.record($0) == 0 { refused += 1 }
-            }
+            let entry = self.entry(TestTokens.token(UInt32(n)), identifier: UInt32(n), connection: 1)
+            if self.record(entry, in: table) == 0 { refused += 1 }
         }
         // 3/4 of 1024 slots may be used; the rest is refused, and memory stays 64 bytes × 1024.
         #expect(table.count == 768)
@@ -58,6 +65,35 @@ import Testing
         for n in 0..<768 {
             #expect(TestTokens.token(UInt32(n)).withUnsafeBytes { table.lookup($0.baseAddress!) } != nil)
         }
+    }
+
+    @Test func oneBatchWithRepeatsGrowsTheTableFirst() {
+        let table = TokenTable(initialCapacity: 16, maximumCapacity: 1 << 12)
+        let batch = LedgerBatch(capacity: 600)
+        for n in 0..<600 {
+            // 300 tokens, each twice in the same batch.
+            TestTokens.token(UInt32(n % 300)).withUnsafeBytes {
+                batch.append(
+                    token: $0,
+                    identifier: UInt32(n),
+                    connection: 1,
+                    expiry: 0,
+                    priority: 10,
+                    command: 2,
+                    digest: 1
+                )
+            }
+        }
+        var counts: [UInt32] = []
+        batch.drainAll { entries, count in
+            table.record(batch: entries, count: count) { _, newCount in counts.append(newCount) }
+        }
+        #expect(counts == [UInt32](repeating: 1, count: 300) + [UInt32](repeating: 2, count: 300))
+        #expect(table.count == 300 && table.capacity == 1024)
+        let last = TestTokens.token(299).withUnsafeBytes { table.lookup($0.baseAddress!) }.map(
+            LedgerRecord.init(record:)
+        )
+        #expect(last?.lastIdentifier == 599 && last?.count == 2)
     }
 
     @Test func tokenSetFindsMembersOnly() {
