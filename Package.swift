@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .executable(name: "salvo", targets: ["salvo"]),
         .library(name: "APNSWire", targets: ["APNSWire"]),
+        .library(name: "SalvoSimulator", targets: ["SalvoSimulator"]),
         .library(name: "SalvoHTTP2", targets: ["SalvoHTTP2"]),
     ],
     dependencies: [
@@ -19,9 +20,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
-        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
     ],
     targets: [
         // C libraries, each reachable from exactly one Swift module (see README, "Module map").
@@ -68,6 +70,24 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // The APNs gateway, feedback service, fault plans, ledger and dev certificates. Never imports the
+        // sender's modules, so two independent stacks meet in every test.
+        .target(
+            name: "SalvoSimulator",
+            dependencies: [
+                "APNSWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: strictness
+        ),
+
         // The HTTP/2 provider API client: connection pool, JWT signer and refresh, responses into a job report.
         .target(
             name: "SalvoHTTP2",
@@ -88,19 +108,17 @@ let package = Package(
             swiftSettings: strictness
         ),
 
-        // Bulk TLS throughput of both transports against a local sink (release builds only).
-        .executableTarget(
-            name: "salvo-iobench",
-            dependencies: ["SalvoIO"],
-            swiftSettings: strictness
-        ),
-
         .executableTarget(
             name: "salvo",
             dependencies: [
                 "APNSWire",
+                "SalvoEngine",
+                "SalvoIO",
+                "SalvoSimulator",
+                "SalvoHTTP2",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: strictness
         ),
@@ -112,7 +130,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SalvoEngineTests",
-            dependencies: ["SalvoEngine", "APNSWire"],
+            dependencies: ["SalvoEngine", "APNSWire", "SalvoIO", "SalvoSimulator"],
             swiftSettings: strictness
         ),
         .testTarget(
@@ -135,6 +153,19 @@ let package = Package(
         .testTarget(
             name: "SalvoIOTests",
             dependencies: ["SalvoIO", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoSimulatorTests",
+            dependencies: [
+                "SalvoSimulator",
+                "APNSWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: strictness
         ),
     ]

@@ -76,7 +76,9 @@ public struct JobReport: Codable, Hashable, Sendable {
         )
         lines.append("delivered  \(self.delivered) (\(self.confirmed) confirmed, \(self.presumed) presumed)")
         let statuses = self.rejected.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
-        lines.append("rejected   \(self.rejectedTotal)\(statuses.isEmpty ? "" : " (\(statuses.joined(separator: ", ")))")")
+        lines.append(
+            "rejected   \(self.rejectedTotal)\(statuses.isEmpty ? "" : " (\(statuses.joined(separator: ", ")))")"
+        )
         lines.append("expired    \(self.expired)")
         lines.append("uncertain  \(self.uncertain) left, \(self.uncertainEvents) seen (policy: \(self.onUncertain))")
         lines.append("resent     \(self.resent); reconnects \(self.reconnects)")

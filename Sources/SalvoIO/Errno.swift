@@ -77,7 +77,10 @@ enum Errno {
             return SalvoIOError(.connectionReset, "\(name): the peer reset the connection (\(text))", errno: code)
         case ECONNREFUSED:
             return SalvoIOError(
-                .connectionRefused, "\(name): connection refused (\(text)); is the server listening?", errno: code)
+                .connectionRefused,
+                "\(name): connection refused (\(text)); is the server listening?",
+                errno: code
+            )
         case ETIMEDOUT:
             return SalvoIOError(.timedOut, "\(name): \(text)", errno: code)
         default:

@@ -52,7 +52,8 @@ final class IORing: @unchecked Sendable {
                 .ioUringUnavailable,
                 "io_uring_queue_init refused: \(String(cString: strerror(-rc))) (errno \(-rc)); "
                     + "use SALVO_TRANSPORT=socket or allow io_uring (kernel.io_uring_disabled, seccomp)",
-                errno: -rc)
+                errno: -rc
+            )
         }
         let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         if fd < 0 {
@@ -67,8 +68,10 @@ final class IORing: @unchecked Sendable {
             io_uring_queue_exit(ring)
             ring.deallocate()
             throw SalvoIOError(
-                .ioUringUnavailable, "io_uring_register_eventfd failed: \(String(cString: strerror(-registered)))",
-                errno: -registered)
+                .ioUringUnavailable,
+                "io_uring_register_eventfd failed: \(String(cString: strerror(-registered)))",
+                errno: -registered
+            )
         }
         eventFD = fd
         batch = .allocate(capacity: batchCapacity)

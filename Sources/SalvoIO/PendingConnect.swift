@@ -44,8 +44,10 @@ final class PendingConnect: @unchecked Sendable {
     }
 
     private func timedOut() {
-        finish(.failure(SalvoIOError(.timedOut, "connect did not finish in time; is the host reachable?")),
-               closeSocket: true)
+        finish(
+            .failure(SalvoIOError(.timedOut, "connect did not finish in time; is the host reachable?")),
+            closeSocket: true
+        )
     }
 
     private func finish(_ result: Result<Int32, SalvoIOError>, closeSocket: Bool) {

@@ -63,7 +63,11 @@ public struct SalvoIOError: Error, CustomStringConvertible, Sendable {
 
     /// An error with `code` and a `message` that says what to fix; `file`/`line` record where it arose.
     public init(
-        _ code: Code, _ message: String, errno: Int32? = nil, file: StaticString = #fileID, line: UInt = #line
+        _ code: Code,
+        _ message: String,
+        errno: Int32? = nil,
+        file: StaticString = #fileID,
+        line: UInt = #line
     ) {
         self.code = code
         self.message = message

@@ -21,8 +21,13 @@ struct SelfSignedCertificate {
         directory = String(cString: made)
         OpenSSLErrors.clear()
         guard let key = Self.generateKey() else {
-            throw SalvoIOError(.invalidConfiguration, OpenSSLErrors.message("cannot generate a P-256 key",
-                                                                            details: OpenSSLErrors.drain()))
+            throw SalvoIOError(
+                .invalidConfiguration,
+                OpenSSLErrors.message(
+                    "cannot generate a P-256 key",
+                    details: OpenSSLErrors.drain()
+                )
+            )
         }
         defer { EVP_PKEY_free(key) }
         guard let certificate = X509_new() else {
@@ -38,8 +43,13 @@ struct SelfSignedCertificate {
         _ = X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, commonName, -1, -1, 0)
         X509_set_issuer_name(certificate, name)
         guard X509_sign(certificate, key, EVP_sha256()) > 0 else {
-            throw SalvoIOError(.invalidConfiguration, OpenSSLErrors.message("cannot sign the certificate",
-                                                                            details: OpenSSLErrors.drain()))
+            throw SalvoIOError(
+                .invalidConfiguration,
+                OpenSSLErrors.message(
+                    "cannot sign the certificate",
+                    details: OpenSSLErrors.drain()
+                )
+            )
         }
         try Self.write(to: certificateFile) { PEM_write_bio_X509($0, certificate) }
         try Self.write(to: keyFile) { PEM_write_bio_PrivateKey($0, key, nil, nil, 0, nil, nil) }
@@ -69,8 +79,13 @@ struct SelfSignedCertificate {
         }
         defer { BIO_free(bio) }
         guard body(bio) == 1 else {
-            throw SalvoIOError(.invalidConfiguration, OpenSSLErrors.message("cannot write PEM to \(path)",
-                                                                            details: OpenSSLErrors.drain()))
+            throw SalvoIOError(
+                .invalidConfiguration,
+                OpenSSLErrors.message(
+                    "cannot write PEM to \(path)",
+                    details: OpenSSLErrors.drain()
+                )
+            )
         }
     }
 }

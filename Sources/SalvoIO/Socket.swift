@@ -51,7 +51,9 @@ enum Socket {
             let rc = getaddrinfo(host, String(port), &hints, &list)
             guard rc == 0, let first = list else {
                 throw SalvoIOError(
-                    .invalidConfiguration, "cannot resolve host \(host): \(String(cString: gai_strerror(rc)))")
+                    .invalidConfiguration,
+                    "cannot resolve host \(host): \(String(cString: gai_strerror(rc)))"
+                )
             }
             defer { freeaddrinfo(list) }
             var address = Address(numericHost: "0.0.0.0", port: port)!
@@ -73,8 +75,14 @@ enum Socket {
     /// A new non-blocking, close-on-exec TCP socket with `TCP_NODELAY` (batches are already large).
     static func makeTCP(family: Int32) throws -> Int32 {
         let fd = try Errno.callOrThrow("socket") {
-            Int(Glibc.socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
-                | Int32(SOCK_CLOEXEC.rawValue), 0))
+            Int(
+                Glibc.socket(
+                    family,
+                    Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+                        | Int32(SOCK_CLOEXEC.rawValue),
+                    0
+                )
+            )
         }
         setOption(Int32(fd), Int32(IPPROTO_TCP), TCP_NODELAY, 1)
         return Int32(fd)
@@ -95,7 +103,10 @@ enum Socket {
     /// an error (refused, unreachable, `.timedOut` after `timeout`). No thread waits: a write source
     /// reports the end of the connect and a timer the timeout.
     static func connect(
-        to address: Address, timeout: Duration, sendBufferSize: Int?, queue: DispatchQueue,
+        to address: Address,
+        timeout: Duration,
+        sendBufferSize: Int?,
+        queue: DispatchQueue,
         completion: @escaping @Sendable (Result<Int32, SalvoIOError>) -> Void
     ) {
         dispatchPrecondition(condition: .onQueue(queue))

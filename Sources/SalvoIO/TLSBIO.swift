@@ -26,7 +26,9 @@ enum TLSBIO {
                 return -1
             }
             UnsafeMutableRawPointer(data).copyMemory(
-                from: buffers.inbound.baseAddress! + buffers.inboundOffset, byteCount: count)
+                from: buffers.inbound.baseAddress! + buffers.inboundOffset,
+                byteCount: count
+            )
             buffers.inboundOffset += count
             return Int32(count)
         }

@@ -30,8 +30,13 @@ public struct TLSConfiguration: Sendable {
 
     /// Every setting spelled out; prefer `client(…)` and `server(…)`.
     public init(
-        role: TLSRole, credentials: TLSCredentials?, trustedCAFile: String?, verifyPeer: Bool,
-        cipherSuites: String? = nil, cipherList: String? = nil, maximumVersion: String? = nil
+        role: TLSRole,
+        credentials: TLSCredentials?,
+        trustedCAFile: String?,
+        verifyPeer: Bool,
+        cipherSuites: String? = nil,
+        cipherList: String? = nil,
+        maximumVersion: String? = nil
     ) {
         self.role = role
         self.credentials = credentials

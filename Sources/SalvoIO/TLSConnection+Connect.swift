@@ -17,7 +17,11 @@ extension TLSConnection {
     /// a refused certificate may show up as `onClose` with an error coded `.handshakeRefused` just after
     /// a successful `completion` (with TLS 1.2 it fails `completion` itself).
     public static func connect(
-        host: String, port: Int, serverName: String? = nil, tls: TLSContext, context: IOContext,
+        host: String,
+        port: Int,
+        serverName: String? = nil,
+        tls: TLSContext,
+        context: IOContext,
         options: ConnectionOptions = ConnectionOptions(),
         completion: @escaping (Result<TLSConnection, SalvoIOError>) -> Void
     ) {
@@ -25,8 +29,16 @@ extension TLSConnection {
         // Runs on context.queue only (every path below calls back there).
         let box = UncheckedSendable(completion)
         if let address = Socket.Address(numericHost: host, port: port) {
-            connect(address: address, host: host, port: port, serverName: serverName, tls: tls, context: context,
-                    options: options, completion: box)
+            connect(
+                address: address,
+                host: host,
+                port: port,
+                serverName: serverName,
+                tls: tls,
+                context: context,
+                options: options,
+                completion: box
+            )
             return
         }
         // A host name: getaddrinfo blocks, so it runs off the owner's queue and hops back with the answer.
@@ -35,8 +47,16 @@ extension TLSConnection {
             context.queue.async {
                 switch resolved {
                 case .success(let address):
-                    connect(address: address, host: host, port: port, serverName: serverName, tls: tls,
-                            context: context, options: options, completion: box)
+                    connect(
+                        address: address,
+                        host: host,
+                        port: port,
+                        serverName: serverName,
+                        tls: tls,
+                        context: context,
+                        options: options,
+                        completion: box
+                    )
                 case .failure(let error):
                     box.value(.failure(error as! SalvoIOError))
                 }
@@ -45,11 +65,21 @@ extension TLSConnection {
     }
 
     private static func connect(
-        address: Socket.Address, host: String, port: Int, serverName: String?, tls: TLSContext, context: IOContext,
-        options: ConnectionOptions, completion box: UncheckedSendable<(Result<TLSConnection, SalvoIOError>) -> Void>
+        address: Socket.Address,
+        host: String,
+        port: Int,
+        serverName: String?,
+        tls: TLSContext,
+        context: IOContext,
+        options: ConnectionOptions,
+        completion box: UncheckedSendable<(Result<TLSConnection, SalvoIOError>) -> Void>
     ) {
-        Socket.connect(to: address, timeout: options.connectTimeout, sendBufferSize: options.sendBufferSize,
-                       queue: context.queue) { result in
+        Socket.connect(
+            to: address,
+            timeout: options.connectTimeout,
+            sendBufferSize: options.sendBufferSize,
+            queue: context.queue
+        ) { result in
             switch result {
             case .failure(let error):
                 box.value(.failure(error))
@@ -57,8 +87,13 @@ extension TLSConnection {
                 let connection: TLSConnection
                 do {
                     connection = try TLSConnection(
-                        fd: fd, context: context, tls: tls, serverName: serverName ?? host,
-                        peerKey: "\(host):\(port)", options: options)
+                        fd: fd,
+                        context: context,
+                        tls: tls,
+                        serverName: serverName ?? host,
+                        peerKey: "\(host):\(port)",
+                        options: options
+                    )
                 } catch {
                     _ = Glibc.close(fd)
                     box.value(.failure(error as! SalvoIOError))

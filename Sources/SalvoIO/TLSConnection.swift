@@ -58,13 +58,23 @@ public final class TLSConnection: @unchecked Sendable {
     private var resetOnTeardown = false
     private var timer: DispatchSourceTimer?
 
-    init(fd: Int32, context: IOContext, tls: TLSContext, serverName: String?, peerKey: String?,
-         options: ConnectionOptions) throws {
+    init(
+        fd: Int32,
+        context: IOContext,
+        tls: TLSContext,
+        serverName: String?,
+        peerKey: String?,
+        options: ConnectionOptions
+    ) throws {
         queue = context.queue
         transportKind = context.transport
         self.options = options
-        session = try TLSSession(context: tls, serverName: serverName, peerKey: peerKey,
-                                 outboundCapacity: options.ciphertextBufferCapacity)
+        session = try TLSSession(
+            context: tls,
+            serverName: serverName,
+            peerKey: peerKey,
+            outboundCapacity: options.ciphertextBufferCapacity
+        )
         inFlight = ByteBufferAllocator().buffer(capacity: options.ciphertextBufferCapacity)
         plaintext = ByteBufferAllocator().buffer(capacity: options.plaintextChunkSize)
         if let ring = context.ring {
@@ -168,7 +178,9 @@ public final class TLSConnection: @unchecked Sendable {
         transport.delegate = self
         armTimer(options.handshakeTimeout) { connection in
             connection.handshakeError = SalvoIOError(
-                .timedOut, "the TLS handshake did not finish in time; is the peer a TLS server on this port?")
+                .timedOut,
+                "the TLS handshake did not finish in time; is the peer a TLS server on this port?"
+            )
             connection.teardown(ConnectionEnd(reason: .failed, error: connection.handshakeError))
         }
         transport.startReceiving()
@@ -360,10 +372,13 @@ extension TLSConnection: TransportDelegate {
     func transportDidReachEOF() {
         switch state {
         case .handshaking:
-            fail(SalvoIOError(
-                .handshakeFailed,
-                "the peer closed the connection during the TLS handshake; it may require a client certificate "
-                    + "or refuse our protocol versions"))
+            fail(
+                SalvoIOError(
+                    .handshakeFailed,
+                    "the peer closed the connection during the TLS handshake; it may require a client certificate "
+                        + "or refuse our protocol versions"
+                )
+            )
         case .open:
             peerFinished = true
             teardown(ConnectionEnd(reason: .peerClosed, peerSentCloseNotify: peerSentCloseNotify))
@@ -382,8 +397,12 @@ extension TLSConnection: TransportDelegate {
     func transportDidClose() {
         if let completion = handshakeCompletion {
             handshakeCompletion = nil
-            completion(.failure(handshakeError ?? end?.error
-                ?? SalvoIOError(.handshakeFailed, "the connection closed during the TLS handshake")))
+            completion(
+                .failure(
+                    handshakeError ?? end?.error
+                        ?? SalvoIOError(.handshakeFailed, "the connection closed during the TLS handshake")
+                )
+            )
         } else {
             onClose?(end ?? ConnectionEnd(reason: .closedLocally))
         }

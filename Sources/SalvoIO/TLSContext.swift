@@ -26,8 +26,13 @@ public final class TLSContext: @unchecked Sendable {
         guard let method = configuration.role == .client ? TLS_client_method() : TLS_server_method(),
             let context = SSL_CTX_new(method)
         else {
-            throw SalvoIOError(.invalidConfiguration, OpenSSLErrors.message("SSL_CTX_new failed",
-                                                                            details: OpenSSLErrors.drain()))
+            throw SalvoIOError(
+                .invalidConfiguration,
+                OpenSSLErrors.message(
+                    "SSL_CTX_new failed",
+                    details: OpenSSLErrors.drain()
+                )
+            )
         }
         self.context = context
         // On failure the object is released and `deinit` frees the SSL_CTX.
@@ -66,8 +71,11 @@ public final class TLSContext: @unchecked Sendable {
                 guard SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else {
                     throw SalvoIOError(
                         .unreadableCredential,
-                        OpenSSLErrors.message("cannot load trusted CAs from \(caFile); is it a PEM file?",
-                                              details: OpenSSLErrors.drain()))
+                        OpenSSLErrors.message(
+                            "cannot load trusted CAs from \(caFile); is it a PEM file?",
+                            details: OpenSSLErrors.drain()
+                        )
+                    )
                 }
                 if configuration.role == .server, let names = SSL_load_client_CA_file(caFile) {
                     SSL_CTX_set_client_CA_list(context, names)
@@ -90,7 +98,9 @@ public final class TLSContext: @unchecked Sendable {
         } else {
             // Keep sessions ourselves (one per peer) and resume with them on reconnect.
             _ = CSalvoSSL_SSL_CTX_set_session_cache_mode(
-                context, Int(SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE))
+                context,
+                Int(SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE)
+            )
             SSL_CTX_sess_set_new_cb(context) { ssl, session in
                 guard let ssl, let session, let owner = CSalvoSSL_SSL_get_app_data(ssl) else { return 0 }
                 let tlsSession = Unmanaged<TLSSession>.fromOpaque(owner).takeUnretainedValue()

@@ -25,38 +25,51 @@ enum TLSCredentialLoader {
                 .keyMismatch,
                 OpenSSLErrors.message(
                     "the private key does not belong to the certificate; pair each certificate with its own key",
-                    details: OpenSSLErrors.drain()))
+                    details: OpenSSLErrors.drain()
+                )
+            )
         }
     }
 
-    private static func loadPEM(chainFile: String, keyFile: String, passphrase: String?, into context: OpaquePointer)
+    private static func loadPEM(
+        chainFile: String,
+        keyFile: String,
+        passphrase: String?,
+        into context: OpaquePointer
+    )
         throws
     {
         OpenSSLErrors.clear()
         guard SSL_CTX_use_certificate_chain_file(context, chainFile) == 1 else {
             throw SalvoIOError(
                 .unreadableCredential,
-                OpenSSLErrors.message("cannot read a PEM certificate chain from \(chainFile)",
-                                      details: OpenSSLErrors.drain()))
+                OpenSSLErrors.message(
+                    "cannot read a PEM certificate chain from \(chainFile)",
+                    details: OpenSSLErrors.drain()
+                )
+            )
         }
         guard let bio = BIO_new_file(keyFile, "r") else {
             throw SalvoIOError(
                 .unreadableCredential,
-                OpenSSLErrors.message("cannot open the private key file \(keyFile)", details: OpenSSLErrors.drain()))
+                OpenSSLErrors.message("cannot open the private key file \(keyFile)", details: OpenSSLErrors.drain())
+            )
         }
         defer { BIO_free(bio) }
         let key = readPrivateKey(bio, passphrase: passphrase)
         guard let key else {
             let details = OpenSSLErrors.drain()
             if isEncryptedPEM(keyFile) {
-                let what = passphrase == nil
+                let what =
+                    passphrase == nil
                     ? "the private key in \(keyFile) is encrypted; give its passphrase"
                     : "the passphrase for the private key in \(keyFile) is wrong"
                 throw SalvoIOError(.wrongPassphrase, OpenSSLErrors.message(what, details: details))
             }
             throw SalvoIOError(
                 .unreadableCredential,
-                OpenSSLErrors.message("cannot read a PEM private key from \(keyFile)", details: details))
+                OpenSSLErrors.message("cannot read a PEM private key from \(keyFile)", details: details)
+            )
         }
         defer { EVP_PKEY_free(key) }
         guard SSL_CTX_use_PrivateKey(context, key) == 1 else {
@@ -64,7 +77,9 @@ enum TLSCredentialLoader {
                 .keyMismatch,
                 OpenSSLErrors.message(
                     "the private key in \(keyFile) does not belong to the certificate in \(chainFile)",
-                    details: OpenSSLErrors.drain()))
+                    details: OpenSSLErrors.drain()
+                )
+            )
         }
     }
 
@@ -72,7 +87,10 @@ enum TLSCredentialLoader {
         // The callback copies the passphrase handed through `u`; without one it answers "no passphrase"
         // rather than letting OpenSSL prompt on the terminal.
         let callback: @convention(c) (UnsafeMutablePointer<CChar>?, Int32, Int32, UnsafeMutableRawPointer?) -> Int32 = {
-            buffer, size, _, user in
+            buffer,
+            size,
+            _,
+            user in
             guard let buffer, let user else { return 0 }
             let length = min(Int(size), strlen(user.assumingMemoryBound(to: CChar.self)))
             memcpy(buffer, user, length)
@@ -99,13 +117,15 @@ enum TLSCredentialLoader {
         guard let bio = BIO_new_file(file, "rb") else {
             throw SalvoIOError(
                 .unreadableCredential,
-                OpenSSLErrors.message("cannot open the PKCS#12 file \(file)", details: OpenSSLErrors.drain()))
+                OpenSSLErrors.message("cannot open the PKCS#12 file \(file)", details: OpenSSLErrors.drain())
+            )
         }
         defer { BIO_free(bio) }
         guard let bundle = d2i_PKCS12_bio(bio, nil) else {
             throw SalvoIOError(
                 .unreadableCredential,
-                OpenSSLErrors.message("\(file) is not a PKCS#12 (.p12) file", details: OpenSSLErrors.drain()))
+                OpenSSLErrors.message("\(file) is not a PKCS#12 (.p12) file", details: OpenSSLErrors.drain())
+            )
         }
         defer { PKCS12_free(bundle) }
         guard PKCS12_verify_mac(bundle, passphrase, -1) == 1 else {
@@ -115,7 +135,9 @@ enum TLSCredentialLoader {
                     passphrase == nil
                         ? "the PKCS#12 file \(file) is protected; give its passphrase"
                         : "the passphrase for the PKCS#12 file \(file) is wrong",
-                    details: OpenSSLErrors.drain()))
+                    details: OpenSSLErrors.drain()
+                )
+            )
         }
         var key: OpaquePointer?
         var certificate: OpaquePointer?
@@ -123,8 +145,11 @@ enum TLSCredentialLoader {
         guard PKCS12_parse(bundle, passphrase, &key, &certificate, &chain) == 1, let key, let certificate else {
             throw SalvoIOError(
                 .unreadableCredential,
-                OpenSSLErrors.message("cannot decode the PKCS#12 file \(file) (unsupported legacy algorithm?)",
-                                      details: OpenSSLErrors.drain()))
+                OpenSSLErrors.message(
+                    "cannot decode the PKCS#12 file \(file) (unsupported legacy algorithm?)",
+                    details: OpenSSLErrors.drain()
+                )
+            )
         }
         defer {
             EVP_PKEY_free(key)
@@ -136,13 +161,17 @@ enum TLSCredentialLoader {
         guard SSL_CTX_use_certificate(context, certificate) == 1 else {
             throw SalvoIOError(
                 .unreadableCredential,
-                OpenSSLErrors.message("cannot use the certificate from \(file)", details: OpenSSLErrors.drain()))
+                OpenSSLErrors.message("cannot use the certificate from \(file)", details: OpenSSLErrors.drain())
+            )
         }
         guard SSL_CTX_use_PrivateKey(context, key) == 1 else {
             throw SalvoIOError(
                 .keyMismatch,
-                OpenSSLErrors.message("the key in \(file) does not belong to its certificate",
-                                      details: OpenSSLErrors.drain()))
+                OpenSSLErrors.message(
+                    "the key in \(file) does not belong to its certificate",
+                    details: OpenSSLErrors.drain()
+                )
+            )
         }
         if let chain {
             let count = OPENSSL_sk_num(chain)
@@ -159,12 +188,14 @@ enum TLSCredentialLoader {
         if X509_cmp_current_time(X509_get0_notAfter(certificate)) < 0 {
             throw SalvoIOError(
                 .certificateExpired,
-                "our certificate (\(subject(of: certificate))) expired on \(notAfter(of: certificate)); renew it")
+                "our certificate (\(subject(of: certificate))) expired on \(notAfter(of: certificate)); renew it"
+            )
         }
         if X509_cmp_current_time(X509_get0_notBefore(certificate)) > 0 {
             throw SalvoIOError(
                 .certificateExpired,
-                "our certificate (\(subject(of: certificate))) is not valid yet; check the clock or the certificate")
+                "our certificate (\(subject(of: certificate))) is not valid yet; check the clock or the certificate"
+            )
         }
     }
 

@@ -9,8 +9,13 @@ public struct TLSCredentials: Sendable {
 
     /// A PEM certificate chain (leaf first) and a PEM private key, encrypted if `passphrase` is given.
     public static func pem(certificateChainFile: String, privateKeyFile: String, passphrase: String? = nil) -> Self {
-        Self(source: .pem(certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile,
-                          passphrase: passphrase))
+        Self(
+            source: .pem(
+                certificateChainFile: certificateChainFile,
+                privateKeyFile: privateKeyFile,
+                passphrase: passphrase
+            )
+        )
     }
 
     /// A PKCS#12 (`.p12`) bundle holding the certificate, its key and optionally the chain.

@@ -23,7 +23,10 @@ public final class TLSListener: @unchecked Sendable {
 
     /// Listens on `host:port` (numeric address; port 0 picks a free port) and starts accepting.
     public init(
-        host: String = "127.0.0.1", port: Int = 0, tls: TLSContext, context: IOContext,
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        tls: TLSContext,
+        context: IOContext,
         options: ConnectionOptions = ConnectionOptions(),
         onConnection: @escaping (Result<TLSConnection, SalvoIOError>) -> Void
     ) throws {
@@ -71,7 +74,13 @@ public final class TLSListener: @unchecked Sendable {
                 Socket.setOption(client, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
                 do {
                     let connection = try TLSConnection(
-                        fd: client, context: context, tls: tls, serverName: nil, peerKey: nil, options: options)
+                        fd: client,
+                        context: context,
+                        tls: tls,
+                        serverName: nil,
+                        peerKey: nil,
+                        options: options
+                    )
                     connection.start(completion: onConnection)
                 } catch {
                     _ = Glibc.close(client)

@@ -36,8 +36,13 @@ final class TLSSession {
         buffers = TLSBIOBuffers(outboundCapacity: outboundCapacity)
         OpenSSLErrors.clear()
         guard let ssl = SSL_new(context.context) else {
-            throw SalvoIOError(.invalidConfiguration, OpenSSLErrors.message("SSL_new failed",
-                                                                            details: OpenSSLErrors.drain()))
+            throw SalvoIOError(
+                .invalidConfiguration,
+                OpenSSLErrors.message(
+                    "SSL_new failed",
+                    details: OpenSSLErrors.drain()
+                )
+            )
         }
         self.ssl = ssl
         guard let bio = TLSBIO.make(buffers) else {
@@ -224,7 +229,8 @@ final class TLSSession {
         if reasons.contains(SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) {
             return SalvoIOError(
                 .peerCertificateMissing,
-                OpenSSLErrors.message("the client sent no certificate, and one is required", details: details))
+                OpenSSLErrors.message("the client sent no certificate, and one is required", details: details)
+            )
         }
         // Reasons from 1000 up are alerts the peer sent (SSL_AD_REASON_OFFSET + alert number).
         if let alert = reasons.first(where: { $0 >= SSL_AD_REASON_OFFSET && $0 < SSL_AD_REASON_OFFSET + 256 }) {
@@ -232,24 +238,36 @@ final class TLSSession {
             switch alert - SSL_AD_REASON_OFFSET {
             case SSL3_AD_BAD_CERTIFICATE, TLS1_AD_UNKNOWN_CA, SSL_AD_CERTIFICATE_REQUIRED,
                 SSL3_AD_CERTIFICATE_UNKNOWN, SSL3_AD_CERTIFICATE_EXPIRED:
-                hint = "the peer did not accept our certificate: check that the client certificate is configured, "
+                hint =
+                    "the peer did not accept our certificate: check that the client certificate is configured, "
                     + "valid, and issued by a CA the peer trusts"
             case SSL3_AD_HANDSHAKE_FAILURE, TLS1_AD_PROTOCOL_VERSION, TLS1_AD_INSUFFICIENT_SECURITY:
                 hint = "no common protocol version or cipher, or the peer requires a client certificate"
             default:
                 hint = "the peer ended the handshake"
             }
-            return SalvoIOError(.handshakeRefused, OpenSSLErrors.message("handshake refused: \(hint)",
-                                                                         details: details))
+            return SalvoIOError(
+                .handshakeRefused,
+                OpenSSLErrors.message(
+                    "handshake refused: \(hint)",
+                    details: details
+                )
+            )
         }
         if code == SSL_ERROR_SYSCALL || code == SSL_ERROR_ZERO_RETURN {
-            let what = inHandshake ? "the peer closed the connection during the TLS handshake"
+            let what =
+                inHandshake
+                ? "the peer closed the connection during the TLS handshake"
                 : "the peer closed the connection without close_notify"
-            return SalvoIOError(inHandshake ? .handshakeFailed : .tlsProtocol,
-                                OpenSSLErrors.message(what, details: details))
+            return SalvoIOError(
+                inHandshake ? .handshakeFailed : .tlsProtocol,
+                OpenSSLErrors.message(what, details: details)
+            )
         }
         let what = inHandshake ? "TLS handshake failed" : "TLS error"
-        return SalvoIOError(inHandshake ? .handshakeFailed : .tlsProtocol,
-                            OpenSSLErrors.message(what, details: details))
+        return SalvoIOError(
+            inHandshake ? .handshakeFailed : .tlsProtocol,
+            OpenSSLErrors.message(what, details: details)
+        )
     }
 }

@@ -1,6 +1,6 @@
 import Dispatch
-import NIOCore
 import NIOConcurrencyHelpers
+import NIOCore
 
 /// Bulk TLS throughput of one connection to a local sink on 127.0.0.1: the client writes batches of
 /// 160-byte frames (the size of a typical binary-interface notification) with AES-GCM, the sink (same
@@ -39,16 +39,24 @@ public enum TransportBenchmark {
     /// Runs one measurement over `transport`: `bytes` in batches of `batchSize` (bounded by `timeLimit`).
     /// Blocks the calling thread until done; call it from a plain thread, not from a connection's queue.
     public static func run(
-        transport: TransportKind, bytes: Int = 2 << 30, batchSize: Int = 64 * 1024, frameSize: Int = 160,
+        transport: TransportKind,
+        bytes: Int = 2 << 30,
+        batchSize: Int = 64 * 1024,
+        frameSize: Int = 160,
         timeLimit: Duration = .seconds(30)
     ) throws -> Result {
         let certificate = try SelfSignedCertificate(commonName: "salvo-iobench")
         defer { certificate.remove() }
         var serverConfiguration = TLSConfiguration.server(
-            credentials: .pem(certificateChainFile: certificate.certificateFile, privateKeyFile: certificate.keyFile))
+            credentials: .pem(certificateChainFile: certificate.certificateFile, privateKeyFile: certificate.keyFile)
+        )
         serverConfiguration.cipherSuites = "TLS_AES_128_GCM_SHA256"
-        var clientConfiguration = TLSConfiguration(role: .client, credentials: nil, trustedCAFile: nil,
-                                                   verifyPeer: false)
+        var clientConfiguration = TLSConfiguration(
+            role: .client,
+            credentials: nil,
+            trustedCAFile: nil,
+            verifyPeer: false
+        )
         clientConfiguration.cipherSuites = "TLS_AES_128_GCM_SHA256"
         let serverTLS = try TLSContext(configuration: serverConfiguration)
         let clientTLS = try TLSContext(configuration: clientConfiguration)
@@ -79,8 +87,12 @@ public enum TransportBenchmark {
                     failure.withLockedValue { $0 = error }
                     done.signal()
                 case .success(let connection):
-                    let producer = BenchmarkProducer(connection: connection, total: total, batchSize: batchSize,
-                                                     frameSize: frameSize)
+                    let producer = BenchmarkProducer(
+                        connection: connection,
+                        total: total,
+                        batchSize: batchSize,
+                        frameSize: frameSize
+                    )
                     state.client = connection
                     state.start = .now
                     connection.onWritable = { producer.pump() }
@@ -106,9 +118,14 @@ public enum TransportBenchmark {
             let elapsed = start.duration(to: end)
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             let client = state.client
-            let measured = Result(transport: transport, cipher: client?.cipherName ?? "?", bytes: received,
-                                  seconds: seconds, frameSize: frameSize,
-                                  statistics: client?.statistics ?? TransportStatistics())
+            let measured = Result(
+                transport: transport,
+                cipher: client?.cipherName ?? "?",
+                bytes: received,
+                seconds: seconds,
+                frameSize: frameSize,
+                statistics: client?.statistics ?? TransportStatistics()
+            )
             client?.close()
             return measured
         }

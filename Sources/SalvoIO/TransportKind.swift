@@ -41,12 +41,15 @@ public struct TransportKind: Hashable, Sendable, CustomStringConvertible {
                 throw SalvoIOError(
                     .ioUringUnavailable,
                     "SALVO_TRANSPORT=uring requires io_uring, which is refused here: \(refusal); "
-                        + "unset it or use SALVO_TRANSPORT=socket")
+                        + "unset it or use SALVO_TRANSPORT=socket"
+                )
             }
             return .uring
         case let other?:
             throw SalvoIOError(
-                .invalidConfiguration, "SALVO_TRANSPORT=\(other) is not understood; use socket, uring or auto")
+                .invalidConfiguration,
+                "SALVO_TRANSPORT=\(other) is not understood; use socket, uring or auto"
+            )
         }
     }
 }

@@ -8,7 +8,7 @@ struct BenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure throughput (build with -c release).",
-        subcommands: [Wire.self]
+        subcommands: [Wire.self, Transport.self, Gateway.self, Send.self, H2.self]
     )
 
     struct Wire: ParsableCommand {

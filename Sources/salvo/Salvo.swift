@@ -2,10 +2,13 @@ import ArgumentParser
 
 /// `salvo`: bulk Apple push notifications over the binary provider interface and HTTP/2.
 @main
-struct Salvo: ParsableCommand {
+struct Salvo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "salvo",
         abstract: "Send Apple push notifications in bulk: fast, and with nothing lost or duplicated.",
-        subcommands: [PayloadCommand.self, TokensCommand.self, BenchCommand.self]
+        subcommands: [
+            SendCommand.self, DemoCommand.self, SimulateCommand.self, PayloadCommand.self, TokensCommand.self,
+            BenchCommand.self,
+        ]
     )
 }

@@ -1,3 +1,10 @@
+import ArgumentParser
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A problem with the user's input found while running (a file, a line, a value): printed as
 /// `Error: <message>` with exit code 1, without the usage text that argument errors get.
 struct UserError: Error, CustomStringConvertible {
@@ -6,4 +13,22 @@ struct UserError: Error, CustomStringConvertible {
     init(_ description: String) {
         self.description = description
     }
+}
+
+/// Runs a command's body; a `UserError` is printed as `Error: …` and ends the process with status 3 (the
+/// job could not run), so scripts can tell it from refused rows (status 1) and bad arguments (status 2).
+func exitingOnUserError(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as UserError {
+        FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+        throw ExitCode(3)
+    }
+}
+
+/// The most memory the process has held resident so far, in bytes.
+func peakResidentBytes() -> Int {
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    return usage.ru_maxrss * 1024
 }

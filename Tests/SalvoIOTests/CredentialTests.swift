@@ -20,22 +20,36 @@ struct CredentialTests {
 
     @Test("an encrypted key loads with its passphrase")
     func encryptedKeyWithPassphrase() throws {
-        _ = try clientContext(.pem(certificateChainFile: c.clientCertificate, privateKeyFile: c.encryptedClientKey,
-                                   passphrase: TestCertificates.keyPassphrase))
+        _ = try clientContext(
+            .pem(
+                certificateChainFile: c.clientCertificate,
+                privateKeyFile: c.encryptedClientKey,
+                passphrase: TestCertificates.keyPassphrase
+            )
+        )
     }
 
     @Test("a wrong or missing key passphrase gives a clear error")
     func wrongPassphrase() throws {
         let wrong = error {
-            _ = try clientContext(.pem(certificateChainFile: c.clientCertificate,
-                                       privateKeyFile: c.encryptedClientKey, passphrase: "wrong"))
+            _ = try clientContext(
+                .pem(
+                    certificateChainFile: c.clientCertificate,
+                    privateKeyFile: c.encryptedClientKey,
+                    passphrase: "wrong"
+                )
+            )
         }
         #expect(wrong?.code == .wrongPassphrase)
         #expect(wrong?.message.contains("passphrase") == true)
         #expect(wrong?.message.contains(c.encryptedClientKey) == true)
         let missing = error {
-            _ = try clientContext(.pem(certificateChainFile: c.clientCertificate,
-                                       privateKeyFile: c.encryptedClientKey))
+            _ = try clientContext(
+                .pem(
+                    certificateChainFile: c.clientCertificate,
+                    privateKeyFile: c.encryptedClientKey
+                )
+            )
         }
         #expect(missing?.code == .wrongPassphrase)
         #expect(missing?.message.contains("encrypted") == true)
@@ -59,8 +73,12 @@ struct CredentialTests {
     @Test("an expired client certificate is refused with its date")
     func expiredCertificate() throws {
         let expired = error {
-            _ = try clientContext(.pem(certificateChainFile: c.expiredClientCertificate,
-                                       privateKeyFile: c.path("expired.key")))
+            _ = try clientContext(
+                .pem(
+                    certificateChainFile: c.expiredClientCertificate,
+                    privateKeyFile: c.path("expired.key")
+                )
+            )
         }
         #expect(expired?.code == .certificateExpired)
         #expect(expired?.message.contains("expired on") == true)

@@ -6,8 +6,10 @@ import Testing
 
 @Suite("TLS handshakes over both transports")
 struct HandshakeTests {
-    @Test("mutual TLS handshake succeeds, data flows both ways, close is orderly",
-          arguments: [TransportKind.uring, .socket])
+    @Test(
+        "mutual TLS handshake succeeds, data flows both ways, close is orderly",
+        arguments: [TransportKind.uring, .socket]
+    )
     func mutualHandshake(transport: TransportKind) throws {
         guard Transports.available(transport) else { return }
         let serverSide = Waiter<(String?, String, String)>()
@@ -55,18 +57,22 @@ struct HandshakeTests {
     @Test("a client without a certificate is refused on both sides", arguments: [TransportKind.uring, .socket])
     func missingClientCertificate(transport: TransportKind) throws {
         guard Transports.available(transport) else { return }
-        try expectRefused(transport: transport,
-                          client: try TLSFixtures.client(certificate: nil, key: nil),
-                          serverCode: .peerCertificateMissing)
+        try expectRefused(
+            transport: transport,
+            client: try TLSFixtures.client(certificate: nil, key: nil),
+            serverCode: .peerCertificateMissing
+        )
     }
 
     @Test("a client certificate from another CA is refused on both sides", arguments: [TransportKind.uring, .socket])
     func foreignClientCertificate(transport: TransportKind) throws {
         guard Transports.available(transport) else { return }
         let c = TLSFixtures.certificates
-        try expectRefused(transport: transport,
-                          client: try TLSFixtures.client(certificate: c.rogueClientCertificate, key: c.rogueClientKey),
-                          serverCode: .unknownCA)
+        try expectRefused(
+            transport: transport,
+            client: try TLSFixtures.client(certificate: c.rogueClientCertificate, key: c.rogueClientKey),
+            serverCode: .unknownCA
+        )
     }
 
     @Test("over TLS 1.2 a refused client certificate fails connect itself", arguments: [TransportKind.uring, .socket])
@@ -75,12 +81,16 @@ struct HandshakeTests {
         let c = TLSFixtures.certificates
         var configuration = TLSConfiguration.client(
             credentials: .pem(certificateChainFile: c.rogueClientCertificate, privateKeyFile: c.rogueClientKey),
-            trustedCAFile: c.caFile)
+            trustedCAFile: c.caFile
+        )
         configuration.maximumVersion = "TLS1.2"
         let server = try TestServer(transport: transport, tls: try TLSFixtures.server()) { _ in }
         defer { server.stop() }
-        let (_, result) = try connectClient(transport: transport, port: server.port,
-                                            tls: try TLSContext(configuration: configuration))
+        let (_, result) = try connectClient(
+            transport: transport,
+            port: server.port,
+            tls: try TLSContext(configuration: configuration)
+        )
         guard case .failure(let error) = try #require(result) else {
             Issue.record("a TLS 1.2 handshake with an untrusted client certificate succeeded")
             return
@@ -130,8 +140,11 @@ struct HandshakeTests {
         let c = TLSFixtures.certificates
         let forms: [TLSCredentials] = [
             .pkcs12(file: c.clientPKCS12, passphrase: TestCertificates.pkcs12Passphrase),
-            .pem(certificateChainFile: c.clientCertificate, privateKeyFile: c.encryptedClientKey,
-                 passphrase: TestCertificates.keyPassphrase),
+            .pem(
+                certificateChainFile: c.clientCertificate,
+                privateKeyFile: c.encryptedClientKey,
+                passphrase: TestCertificates.keyPassphrase
+            ),
         ]
         for credentials in forms {
             let tls = try TLSContext(configuration: .client(credentials: credentials, trustedCAFile: c.caFile))
@@ -158,8 +171,12 @@ struct HandshakeTests {
         }
         defer { server.stop() }
         let echoed = Waiter<String>()
-        let (_, result) = try connectClient(transport: transport, host: "::1", port: server.port,
-                                            tls: try TLSFixtures.client()) { connection in
+        let (_, result) = try connectClient(
+            transport: transport,
+            host: "::1",
+            port: server.port,
+            tls: try TLSFixtures.client()
+        ) { connection in
             connection.onPlaintext = { echoed.fulfill(String(buffer: $0)) }
             try? connection.write(ByteBuffer(string: "over ::1"))
         }
@@ -172,8 +189,13 @@ struct HandshakeTests {
     func hostName() throws {
         let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { _ in }
         defer { server.stop() }
-        let (_, result) = try connectClient(transport: .socket, host: "localhost", port: server.port,
-                                            tls: try TLSFixtures.client(), serverName: "127.0.0.1")
+        let (_, result) = try connectClient(
+            transport: .socket,
+            host: "localhost",
+            port: server.port,
+            tls: try TLSFixtures.client(),
+            serverName: "127.0.0.1"
+        )
         let connection = try #require(try result?.get())
         connection.queue.async { connection.close() }
     }
@@ -196,8 +218,12 @@ struct HandshakeTests {
     func hostnameMismatch() throws {
         let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { _ in }
         defer { server.stop() }
-        let (_, result) = try connectClient(transport: .socket, port: server.port, tls: try TLSFixtures.client(),
-                                            serverName: "gateway.push.apple.com")
+        let (_, result) = try connectClient(
+            transport: .socket,
+            port: server.port,
+            tls: try TLSFixtures.client(),
+            serverName: "gateway.push.apple.com"
+        )
         guard case .failure(let error) = try #require(result) else {
             Issue.record("a certificate for another host was accepted")
             return
@@ -280,8 +306,12 @@ struct HandshakeTests {
         var options = ConnectionOptions()
         options.handshakeTimeout = .milliseconds(300)
         let started = ContinuousClock.now
-        let (_, result) = try connectClient(transport: transport, port: Int(UInt16(bigEndian: address.sin_port)),
-                                            tls: try TLSFixtures.client(), options: options)
+        let (_, result) = try connectClient(
+            transport: transport,
+            port: Int(UInt16(bigEndian: address.sin_port)),
+            tls: try TLSFixtures.client(),
+            options: options
+        )
         guard case .failure(let error) = try #require(result) else {
             Issue.record("a handshake with a silent peer succeeded")
             return

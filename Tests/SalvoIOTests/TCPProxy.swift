@@ -79,8 +79,10 @@ final class TCPProxy: @unchecked Sendable {
                 clientCut = true
                 shutdown(client, Int32(SHUT_WR))
             }
-            var fds = [pollfd(fd: client, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: server, events: Int16(POLLIN), revents: 0)]
+            var fds = [
+                pollfd(fd: client, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: server, events: Int16(POLLIN), revents: 0),
+            ]
             guard poll(&fds, 2, 20) >= 0 else { return }
             if fds[0].revents != 0 {
                 let count = read(client, &buffer, buffer.count)

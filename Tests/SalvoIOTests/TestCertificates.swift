@@ -46,29 +46,57 @@ struct TestCertificates: Sendable {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let certificates = TestCertificates(directory: directory)
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        try "subjectAltName=IP:127.0.0.1,IP:::1\n".write(toFile: certificates.path("server.ext"), atomically: true,
-                                                    encoding: .utf8)
-        try "extendedKeyUsage=clientAuth\n".write(toFile: certificates.path("client.ext"), atomically: true,
-                                                   encoding: .utf8)
+        try "subjectAltName=IP:127.0.0.1,IP:::1\n".write(
+            toFile: certificates.path("server.ext"),
+            atomically: true,
+            encoding: .utf8
+        )
+        try "extendedKeyUsage=clientAuth\n".write(
+            toFile: certificates.path("client.ext"),
+            atomically: true,
+            encoding: .utf8
+        )
         for ca in ["ca", "rogue-ca"] {
-            try run(["req", "-x509", "-new"] + ec + ["-keyout", "\(ca).key", "-out", "\(ca).pem", "-days", "2",
-                                                     "-subj", "/CN=Salvo Test \(ca)"], in: directory)
+            try run(
+                ["req", "-x509", "-new"] + ec + [
+                    "-keyout", "\(ca).key", "-out", "\(ca).pem", "-days", "2",
+                    "-subj", "/CN=Salvo Test \(ca)",
+                ],
+                in: directory
+            )
         }
         func leaf(_ name: String, subject: String, ca: String, ext: String, days: String = "2") throws {
-            try run(["req", "-new"] + ec + ["-keyout", "\(name).key", "-out", "\(name).csr", "-subj", subject],
-                    in: directory)
-            try run(["x509", "-req", "-in", "\(name).csr", "-CA", "\(ca).pem", "-CAkey", "\(ca).key",
-                     "-CAcreateserial", "-out", "\(name).pem", "-days", days, "-extfile", ext], in: directory)
+            try run(
+                ["req", "-new"] + ec + ["-keyout", "\(name).key", "-out", "\(name).csr", "-subj", subject],
+                in: directory
+            )
+            try run(
+                [
+                    "x509", "-req", "-in", "\(name).csr", "-CA", "\(ca).pem", "-CAkey", "\(ca).key",
+                    "-CAcreateserial", "-out", "\(name).pem", "-days", days, "-extfile", ext,
+                ],
+                in: directory
+            )
         }
         let clientSubject = "/UID=\(topic)/CN=Apple Push Services: \(topic)"
         try leaf("server", subject: "/CN=127.0.0.1", ca: "ca", ext: "server.ext")
         try leaf("client", subject: clientSubject, ca: "ca", ext: "client.ext")
         try leaf("expired", subject: clientSubject, ca: "ca", ext: "client.ext", days: "-1")
         try leaf("rogue-client", subject: clientSubject, ca: "rogue-ca", ext: "client.ext")
-        try run(["pkey", "-in", "client.key", "-out", "client-encrypted.key", "-aes256",
-                 "-passout", "pass:\(keyPassphrase)"], in: directory)
-        try run(["pkcs12", "-export", "-in", "client.pem", "-inkey", "client.key", "-certfile", "ca.pem",
-                 "-out", "client.p12", "-passout", "pass:\(pkcs12Passphrase)"], in: directory)
+        try run(
+            [
+                "pkey", "-in", "client.key", "-out", "client-encrypted.key", "-aes256",
+                "-passout", "pass:\(keyPassphrase)",
+            ],
+            in: directory
+        )
+        try run(
+            [
+                "pkcs12", "-export", "-in", "client.pem", "-inkey", "client.key", "-certfile", "ca.pem",
+                "-out", "client.p12", "-passout", "pass:\(pkcs12Passphrase)",
+            ],
+            in: directory
+        )
         return certificates
     }
 
@@ -84,8 +112,11 @@ struct TestCertificates: Sendable {
         process.waitUntilExit()
         if process.terminationStatus != 0 {
             let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            throw NSError(domain: "openssl", code: Int(process.terminationStatus),
-                          userInfo: [NSLocalizedDescriptionKey: "openssl \(arguments.joined(separator: " ")): \(text)"])
+            throw NSError(
+                domain: "openssl",
+                code: Int(process.terminationStatus),
+                userInfo: [NSLocalizedDescriptionKey: "openssl \(arguments.joined(separator: " ")): \(text)"]
+            )
         }
     }
 }

@@ -46,14 +46,19 @@ enum TLSFixtures {
 
     static func server(requireClientCertificate: Bool = true) throws -> TLSContext {
         let c = certificates
-        return try TLSContext(configuration: .server(
-            credentials: .pem(certificateChainFile: c.serverCertificate, privateKeyFile: c.serverKey),
-            clientCAFile: requireClientCertificate ? c.caFile : nil))
+        return try TLSContext(
+            configuration: .server(
+                credentials: .pem(certificateChainFile: c.serverCertificate, privateKeyFile: c.serverKey),
+                clientCAFile: requireClientCertificate ? c.caFile : nil
+            )
+        )
     }
 
     static func client(
-        certificate: String? = certificates.clientCertificate, key: String? = certificates.clientKey,
-        trusting caFile: String = certificates.caFile, cipherSuites: String? = nil
+        certificate: String? = certificates.clientCertificate,
+        key: String? = certificates.clientKey,
+        trusting caFile: String = certificates.caFile,
+        cipherSuites: String? = nil
     ) throws -> TLSContext {
         var credentials: TLSCredentials?
         if let certificate, let key {
@@ -72,12 +77,21 @@ final class TestServer: @unchecked Sendable {
     var queue: DispatchQueue { context.queue }
     var port: Int { listener.port }
 
-    init(transport: TransportKind, tls: TLSContext, host: String = "127.0.0.1",
-         options: ConnectionOptions = ConnectionOptions(),
-         onConnection: @escaping (Result<TLSConnection, SalvoIOError>) -> Void) throws {
+    init(
+        transport: TransportKind,
+        tls: TLSContext,
+        host: String = "127.0.0.1",
+        options: ConnectionOptions = ConnectionOptions(),
+        onConnection: @escaping (Result<TLSConnection, SalvoIOError>) -> Void
+    ) throws {
         context = try IOContext(queue: DispatchQueue(label: "test.server"), transport: transport)
-        listener = try TLSListener(host: host, tls: tls, context: context, options: options,
-                                   onConnection: onConnection)
+        listener = try TLSListener(
+            host: host,
+            tls: tls,
+            context: context,
+            options: options,
+            onConnection: onConnection
+        )
     }
 
     func stop() {
@@ -87,15 +101,25 @@ final class TestServer: @unchecked Sendable {
 
 /// Connects a client on its own queue and waits (bounded) for the result.
 func connectClient(
-    transport: TransportKind, host: String = "127.0.0.1", port: Int, tls: TLSContext, serverName: String? = nil,
+    transport: TransportKind,
+    host: String = "127.0.0.1",
+    port: Int,
+    tls: TLSContext,
+    serverName: String? = nil,
     options: ConnectionOptions = ConnectionOptions(),
     setUp: @escaping @Sendable (TLSConnection) -> Void = { _ in }
 ) throws -> (IOContext, Result<TLSConnection, SalvoIOError>?) {
     let context = try IOContext(queue: DispatchQueue(label: "test.client"), transport: transport)
     let waiter = Waiter<Result<TLSConnection, SalvoIOError>>()
     context.queue.async {
-        TLSConnection.connect(host: host, port: port, serverName: serverName, tls: tls, context: context,
-                              options: options) { result in
+        TLSConnection.connect(
+            host: host,
+            port: port,
+            serverName: serverName,
+            tls: tls,
+            context: context,
+            options: options
+        ) { result in
             if case .success(let connection) = result {
                 setUp(connection)
             }

@@ -59,7 +59,10 @@ struct TransferTests {
         #expect(clientEnd.wait()?.reason == .closedLocally)
     }
 
-    @Test("a slow reader forces partial sends; nothing is lost or reordered", arguments: [TransportKind.uring, .socket])
+    @Test(
+        "a slow reader forces partial sends; nothing is lost or reordered",
+        arguments: [TransportKind.uring, .socket]
+    )
     func slowReader(transport: TransportKind) throws {
         guard Transports.available(transport) else { return }
         let size = 24 * 1024 * 1024
@@ -85,8 +88,12 @@ struct TransferTests {
         var options = ConnectionOptions()
         options.sendBufferSize = 256 * 1024
         let sent = Waiter<StreamSender>()
-        let (_, result) = try connectClient(transport: transport, port: server.port, tls: try TLSFixtures.client(),
-                                            options: options) { connection in
+        let (_, result) = try connectClient(
+            transport: transport,
+            port: server.port,
+            tls: try TLSFixtures.client(),
+            options: options
+        ) { connection in
             let sender = StreamSender(connection: connection, total: size, seed: 3)
             connection.onWritable = { sender.pump() }
             sender.start()
@@ -103,8 +110,10 @@ struct TransferTests {
         client.queue.async { client.close() }
     }
 
-    @Test("a peer's reset is reported as a reset, its orderly close as a close",
-          arguments: [TransportKind.uring, .socket])
+    @Test(
+        "a peer's reset is reported as a reset, its orderly close as a close",
+        arguments: [TransportKind.uring, .socket]
+    )
     func resetVersusClose(transport: TransportKind) throws {
         guard Transports.available(transport) else { return }
         for abort in [true, false] {
@@ -157,8 +166,12 @@ struct TransferTests {
         options.sendBufferSize = 64 * 1024
         let end = Waiter<ConnectionEnd>()
         let stalled = Waiter<Int>()
-        let (_, result) = try connectClient(transport: transport, port: server.port, tls: try TLSFixtures.client(),
-                                            options: options) { connection in
+        let (_, result) = try connectClient(
+            transport: transport,
+            port: server.port,
+            tls: try TLSFixtures.client(),
+            options: options
+        ) { connection in
             connection.onClose = { end.fulfill($0) }
             let batch = ByteBuffer(repeating: 0x42, count: 64 * 1024)
             // Bounded: 32 MiB at most, far more than the socket buffers hold.

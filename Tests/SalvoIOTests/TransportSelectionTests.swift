@@ -35,8 +35,12 @@ struct TransportSelectionTests {
         let echoed = Waiter<String>()
         let connected = Waiter<Result<TLSConnection, SalvoIOError>>()
         context.queue.async {
-            TLSConnection.connect(host: "127.0.0.1", port: server.port, tls: try! TLSFixtures.client(),
-                                  context: context) { result in
+            TLSConnection.connect(
+                host: "127.0.0.1",
+                port: server.port,
+                tls: try! TLSFixtures.client(),
+                context: context
+            ) { result in
                 if case .success(let connection) = result {
                     connection.onPlaintext = { echoed.fulfill(String(buffer: $0)) }
                     try? connection.write(ByteBuffer(string: "over the fallback"))

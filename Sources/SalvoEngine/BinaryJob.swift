@@ -1,0 +1,113 @@
+import APNSWire
+import Dispatch
+import NIOConcurrencyHelpers
+import SalvoIO
+
+/// The outcome of a job: the report, and the rows the gateway refused.
+public struct JobResult: Sendable {
+    public var report: JobReport
+    public var rejectedRows: [RejectedRow]
+}
+
+/// A bulk send over the binary interface: N shards, each with its own queue, connection, buffers and sent
+/// window, drawing rows from one token source; their reports merge at the end.
+public enum BinaryJob {
+    /// A snapshot of a running job, for progress lines.
+    public struct Progress: Sendable {
+        public var settled: Int
+        public var rejected: Int
+        public var validRows: Int
+        public var seconds: Double
+    }
+
+    /// Runs a job to the end.
+    ///
+    /// - Parameters:
+    ///   - source: validated (`validate()` returned `summary`).
+    ///   - progress: called about every `progressInterval` on a private queue while the job runs.
+    /// - Throws: `JobError` when the job cannot go on (credentials refused, gateway unreachable after every
+    ///   retry, input unreadable); rows already settled stay settled at the gateway.
+    public static func run(
+        configuration: BinaryJobConfiguration,
+        source: TokenSource,
+        summary: TokenSource.Summary,
+        inputRows: Int,
+        progressInterval: Duration = .milliseconds(500),
+        progress: (@Sendable (Progress) -> Void)? = nil
+    ) async throws -> JobResult {
+        precondition(configuration.connections >= 1 && configuration.connections <= 64, "1 to 64 connections")
+        let capacity = max(1024, configuration.windowRows / configuration.connections)
+        let shards = try (0..<configuration.connections).map { index in
+            try Shard(index: index, configuration: configuration, source: source, windowCapacity: capacity)
+        }
+        let started = DispatchTime.now().uptimeNanoseconds
+        let seconds = { @Sendable in Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9 }
+
+        let ticker = progress.map { callback in
+            let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "salvo.progress"))
+            let interval = Int(
+                progressInterval.components.seconds * 1000 + progressInterval.components.attoseconds
+                    / 1_000_000_000_000_000
+            )
+            timer.schedule(deadline: .now() + .milliseconds(interval), repeating: .milliseconds(interval))
+            timer.setEventHandler {
+                var snapshot = Progress(settled: 0, rejected: 0, validRows: summary.validRows, seconds: seconds())
+                for shard in shards {
+                    shard.queue.sync {
+                        let report = shard.report
+                        snapshot.settled += report.delivered + report.rejectedTotal + report.expired + report.uncertain
+                        snapshot.rejected += report.rejectedTotal
+                    }
+                }
+                callback(snapshot)
+            }
+            timer.resume()
+            return timer
+        }
+        defer { ticker?.cancel() }
+
+        let failure = NIOLockedValueBox<JobError?>(nil)
+        await withTaskGroup(of: Void.self) { group in
+            for shard in shards {
+                group.addTask {
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        shard.start { result in
+                            if case .failure(let error) = result {
+                                let first = failure.withLockedValue { current -> Bool in
+                                    guard current == nil else { return false }
+                                    current = error
+                                    return true
+                                }
+                                if first {
+                                    for other in shards where other !== shard { other.stop() }
+                                }
+                            }
+                            continuation.resume()
+                        }
+                    }
+                }
+            }
+        }
+        if let error = failure.withLockedValue({ $0 }) { throw error }
+
+        var report = JobReport()
+        var rejectedRows: [RejectedRow] = []
+        for shard in shards {
+            shard.queue.sync {
+                report.merge(shard.report)
+                rejectedRows += shard.rejectedRows
+            }
+        }
+        report.mode = configuration.modeName + " over " + (shards.first?.transportKind.description ?? "?")
+        report.gateway = "\(configuration.host):\(configuration.port)"
+        report.connections = configuration.connections
+        report.inputRows = inputRows
+        report.validRows = summary.validRows
+        report.invalidInput = summary.rejects.count
+        report.onUncertain = configuration.onUncertain.rawValue
+        report.seconds = seconds()
+        report.notificationsPerSecond = report.seconds > 0 ? Double(report.delivered) / report.seconds : 0
+        rejectedRows.sort { $0.line < $1.line }
+        return JobResult(report: report, rejectedRows: rejectedRows)
+    }
+}

@@ -1,0 +1,80 @@
+import APNSWire
+import SalvoIO
+
+/// Everything a binary-interface job needs besides its rows.
+public struct BinaryJobConfiguration: Sendable {
+    /// The gateway: `gateway.push.apple.com:2195`, or a simulator.
+    public var host: String
+    public var port: Int
+    /// The name the gateway's certificate must carry (default: `host`).
+    public var serverName: String?
+    /// The client's TLS context (certificate, key, trusted CAs); shared by every connection.
+    public var tls: TLSContext
+    /// The frame of this job: command, payload, expiry, priority.
+    public var template: FrameTemplate
+    /// Gateway connections, one shard each.
+    public var connections: Int
+    public var flush: FlushPolicy
+    public var reconnect: ReconnectPolicy
+    /// How long a written notification waits for an error before it is presumed accepted (nanoseconds).
+    /// The gateway answers a failure within about a second.
+    public var settleNanoseconds: UInt64
+    /// Unsettled rows the whole job may hold (split over the shards): memory is 40 bytes a row. At the
+    /// settle time this bounds the rate: rows in flight / settle time.
+    public var windowRows: Int
+    /// Rows a shard takes from the source at a time.
+    public var chunkRows: Int
+    /// Tries of a row that ends in a processing error (status 1) before it is reported rejected.
+    public var processingErrorRetries: Int
+    public var onUncertain: OnUncertain
+    /// nil: choose by probe and `SALVO_TRANSPORT`.
+    public var transport: TransportKind?
+    public var connectionOptions: ConnectionOptions
+
+    public init(
+        host: String,
+        port: Int,
+        serverName: String? = nil,
+        tls: TLSContext,
+        template: FrameTemplate,
+        connections: Int = 2,
+        flush: FlushPolicy = .default,
+        reconnect: ReconnectPolicy = .default,
+        settleNanoseconds: UInt64 = 1_000_000_000,
+        windowRows: Int = 2_000_000,
+        chunkRows: Int = 8192,
+        processingErrorRetries: Int = 3,
+        onUncertain: OnUncertain = .resend,
+        transport: TransportKind? = nil,
+        connectionOptions: ConnectionOptions = ConnectionOptions()
+    ) {
+        self.host = host
+        self.port = port
+        self.serverName = serverName
+        self.tls = tls
+        self.template = template
+        self.connections = connections
+        self.flush = flush
+        self.reconnect = reconnect
+        self.settleNanoseconds = settleNanoseconds
+        self.windowRows = windowRows
+        self.chunkRows = chunkRows
+        self.processingErrorRetries = processingErrorRetries
+        self.onUncertain = onUncertain
+        self.transport = transport
+        self.connectionOptions = connectionOptions
+    }
+
+    /// "binary command 2", for reports.
+    var modeName: String { "binary command \(self.template.command.rawValue)" }
+}
+
+/// A job that cannot go on: the credentials are refused, the gateway cannot be reached after every retry,
+/// or the input cannot be read. Says what to fix.
+public struct JobError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+
+    public init(_ description: String) {
+        self.description = description
+    }
+}

@@ -1,0 +1,99 @@
+import APNSWire
+import NIOCore
+import NIOSSL
+import SalvoEngine
+
+/// Notifications per second from the HTTP/2 client to an always-200 `HTTP2LoopbackServer` on loopback, over TLS:
+/// what the client itself can do, with the server as cheap as an HTTP/2 server gets.
+public enum HTTP2Benchmark {
+    /// One measurement.
+    public struct Row: Sendable {
+        public var connections: Int
+        public var notifications: Int
+        public var seconds: Double
+        /// Whether every row was answered 200 exactly once (the server's count agrees with the report).
+        public var allDelivered: Bool
+
+        public var rate: Double { self.seconds > 0 ? Double(self.notifications) / self.seconds : 0 }
+    }
+
+    /// The server's identity and the roots that verify it, plus the name its certificate carries.
+    public struct ServerIdentity: Sendable {
+        public var certificateChain: [NIOSSLCertificate]
+        public var privateKey: NIOSSLPrivateKey
+        public var trustRoots: NIOSSLTrustRoots
+        public var serverName: String
+
+        public init(
+            certificateChain: [NIOSSLCertificate],
+            privateKey: NIOSSLPrivateKey,
+            trustRoots: NIOSSLTrustRoots,
+            serverName: String
+        ) {
+            self.certificateChain = certificateChain
+            self.privateKey = privateKey
+            self.trustRoots = trustRoots
+            self.serverName = serverName
+        }
+    }
+
+    /// A 100-byte payload, as the binary benchmarks use.
+    public static let payloadJSON =
+        #"{"aps":{"alert":"Benchmark notification","badge":1,"sound":"default"},"campaign":"c-0001","p":"xxx"}"#
+
+    /// Sends every token of `tokenFile` over `connections` connections and times it.
+    ///
+    /// - Parameters:
+    ///   - serverThreads: event loop threads of the server (sender and server share the machine's cores).
+    ///   - streams: streams per connection (the server announces as many).
+    public static func run(
+        tokenFile: String,
+        connections: Int,
+        identity: ServerIdentity,
+        serverThreads: Int = 1,
+        streams: Int = 1000
+    ) async throws -> Row {
+        var options = HTTP2LoopbackServer.Options()
+        options.maximumConcurrentStreams = streams
+        let server = try await HTTP2LoopbackServer(
+            certificateChain: identity.certificateChain,
+            privateKey: identity.privateKey,
+            options: options,
+            threads: serverThreads
+        ) { _ in .ok(apnsID: nil) }
+
+        var client = HTTP2ClientConfiguration(
+            host: "127.0.0.1",
+            port: server.port,
+            // The server does not ask for a certificate; authentication is not what is measured.
+            authentication: .certificate(chain: identity.certificateChain, key: identity.privateKey)
+        )
+        client.serverName = identity.serverName
+        client.trustRoots = identity.trustRoots
+        client.connections = connections
+        client.maximumStreamsPerConnection = streams
+        let headers = try APNSRequestHeaders(pushType: .alert, priority: .immediate, topic: "com.example.salvo")
+        let configuration = HTTP2JobConfiguration(
+            client: client,
+            headers: headers,
+            payload: try Payload(json: Self.payloadJSON)
+        )
+        let source = TokenSource(files: [tokenFile])
+        let summary = try source.validate()
+        let result: HTTP2JobResult
+        do {
+            result = try await HTTP2Job.run(configuration: configuration, source: source, summary: summary)
+        } catch {
+            await server.stop()
+            throw error
+        }
+        let answered = server.requestCount
+        await server.stop()
+        return Row(
+            connections: connections,
+            notifications: result.report.confirmed,
+            seconds: result.report.seconds,
+            allDelivered: result.report.confirmed == summary.validRows && answered == summary.validRows
+        )
+    }
+}

@@ -1,0 +1,60 @@
+import APNSWire
+
+/// A `FaultPlan` turned into what the gateway checks per notification: token sets instead of hex
+/// strings. Built once at start; immutable afterwards, so every event loop reads it without a lock.
+struct CompiledFaultPlan: Sendable {
+    let plan: FaultPlan
+    let invalidTokens: TokenSet
+    let offlineTokens: TokenSet
+    /// Feedback lists per topic: (timestamp or nil for "start time", token).
+    let uninstalled: [(topic: String, timestamp: UInt32?, token: DeviceToken)]
+
+    init(_ plan: FaultPlan) throws(SimulatorError) {
+        self.plan = plan
+        self.invalidTokens = try Self.tokenSet(plan.invalidTokens, field: "invalidTokens")
+        self.offlineTokens = try Self.tokenSet(plan.devices.offlineTokens, field: "devices.offlineTokens")
+        var uninstalled: [(topic: String, timestamp: UInt32?, token: DeviceToken)] = []
+        for list in plan.uninstalled {
+            for hex in list.tokens {
+                uninstalled.append((list.topic, list.timestamp, try Self.token(hex, field: "uninstalled.tokens")))
+            }
+        }
+        self.uninstalled = uninstalled
+        for (name, p) in [
+            ("invalidTokenFraction", plan.invalidTokenFraction), ("shutdown.probability", plan.shutdown.probability),
+            ("reset.probability", plan.reset.probability), ("devices.offlineFraction", plan.devices.offlineFraction),
+        ] where !(0...1).contains(p) {
+            throw SimulatorError(.invalidFaultPlan, "\(name) must be between 0 and 1, not \(p)")
+        }
+    }
+
+    /// True when the gateway answers the 32-byte token at `token` with status 8: listed, in the
+    /// seeded invalid fraction, or of the other environment (first byte odd = production).
+    @inline(__always)
+    func isInvalid(_ token: UnsafeRawPointer) -> Bool {
+        switch self.plan.environment {
+        case .any: break
+        case .sandbox: if token.load(as: UInt8.self) & 1 == 1 { return true }
+        case .production: if token.load(as: UInt8.self) & 1 == 0 { return true }
+        }
+        return self.invalidTokens.contains(token)
+            || TokenHash.isInFraction(token, fraction: self.plan.invalidTokenFraction, seed: self.plan.seed)
+    }
+
+    private static func token(_ hex: String, field: String) throws(SimulatorError) -> DeviceToken {
+        do {
+            return try DeviceToken(hex: hex)
+        } catch {
+            throw SimulatorError(.invalidFaultPlan, "\(field): '\(hex)' is not a device token: \(error)")
+        }
+    }
+
+    private static func tokenSet(_ hexes: [String], field: String) throws(SimulatorError) -> TokenSet {
+        var set = TokenSet(expectedCount: hexes.count)
+        for hex in hexes {
+            let token = try self.token(hex, field: field)
+            token.withUnsafeBytes { _ = set.insert($0) }
+        }
+        return set
+    }
+}

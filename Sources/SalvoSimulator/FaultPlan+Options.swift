@@ -1,0 +1,105 @@
+extension FaultPlan {
+    /// The command-line style options a plan understands, for `salvo simulate --fault …` and tests.
+    ///
+    /// `name=value` pairs: `seed`, `environment` (any|sandbox|production), `invalid-token` (hex,
+    /// repeatable), `invalid-fraction`, `shutdown-every`, `shutdown-probability`, `reset-probability`,
+    /// `reset-scope` (notification|connection), `reset-within`, `slow-chunk`, `slow-delay-ms`,
+    /// `slow-probability`, `max-open`, `min-connect-interval-ms`, `max-connects-per-second`,
+    /// `error-delay-ms`, `offline-token` (hex, repeatable), `offline-fraction`, `online-after-s`,
+    /// `uninstalled` (`topic:hex[:timestamp]`, repeatable).
+    public static let optionNames: [String] = [
+        "seed", "environment", "invalid-token", "invalid-fraction", "shutdown-every", "shutdown-probability",
+        "reset-probability", "reset-scope", "reset-within", "slow-chunk", "slow-delay-ms", "slow-probability",
+        "max-open", "min-connect-interval-ms", "max-connects-per-second", "error-delay-ms", "offline-token",
+        "offline-fraction", "online-after-s", "uninstalled",
+    ]
+
+    /// Applies `name=value` options in order, on top of this plan.
+    public mutating func apply(options: [String]) throws(SimulatorError) {
+        for option in options {
+            guard let equals = option.firstIndex(of: "=") else {
+                throw SimulatorError(.invalidFaultPlan, "fault option '\(option)' is not name=value")
+            }
+            try self.apply(String(option[..<equals]), String(option[option.index(after: equals)...]))
+        }
+    }
+
+    /// Applies one option; see `optionNames`.
+    public mutating func apply(_ name: String, _ value: String) throws(SimulatorError) {
+        switch name {
+        case "seed": self.seed = try Self.number(name, value)
+        case "environment":
+            guard let environment = Environment(rawValue: value) else {
+                throw SimulatorError(
+                    .invalidFaultPlan,
+                    "environment must be any, sandbox or production, not '\(value)'"
+                )
+            }
+            self.environment = environment
+        case "invalid-token": self.invalidTokens.append(value)
+        case "invalid-fraction": self.invalidTokenFraction = try Self.fraction(name, value)
+        case "shutdown-every": self.shutdown.everyAccepted = try Self.number(name, value)
+        case "shutdown-probability": self.shutdown.probability = try Self.fraction(name, value)
+        case "reset-probability": self.reset.probability = try Self.fraction(name, value)
+        case "reset-scope":
+            guard let scope = Reset.Scope(rawValue: value) else {
+                throw SimulatorError(
+                    .invalidFaultPlan,
+                    "reset-scope must be notification or connection, not '\(value)'"
+                )
+            }
+            self.reset.scope = scope
+        case "reset-within": self.reset.withinNotifications = max(1, try Self.number(name, value))
+        case "slow-chunk":
+            var slow = self.slowReader ?? SlowReader()
+            slow.chunkSize = max(1, try Self.number(name, value))
+            self.slowReader = slow
+        case "slow-delay-ms":
+            var slow = self.slowReader ?? SlowReader()
+            slow.delayMilliseconds = try Self.number(name, value)
+            self.slowReader = slow
+        case "slow-probability":
+            var slow = self.slowReader ?? SlowReader()
+            slow.probability = try Self.fraction(name, value)
+            self.slowReader = slow
+        case "max-open": self.connectionLimits.maxOpen = try Self.number(name, value)
+        case "min-connect-interval-ms":
+            self.connectionLimits.minIntervalPerClientMilliseconds = try Self.number(name, value)
+        case "max-connects-per-second": self.connectionLimits.maxConnectsPerSecond = try Self.number(name, value)
+        case "error-delay-ms": self.errorDelayMilliseconds = try Self.number(name, value)
+        case "offline-token": self.devices.offlineTokens.append(value)
+        case "offline-fraction": self.devices.offlineFraction = try Self.fraction(name, value)
+        case "online-after-s": self.devices.onlineAfterSeconds = try Self.number(name, value)
+        case "uninstalled":
+            let parts = value.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 2 || parts.count == 3, !parts[0].isEmpty else {
+                throw SimulatorError(.invalidFaultPlan, "uninstalled must be topic:hex[:timestamp], not '\(value)'")
+            }
+            let timestamp: UInt32? = parts.count == 3 ? try Self.number(name, parts[2]) : nil
+            if let index = self.uninstalled.firstIndex(where: { $0.topic == parts[0] && $0.timestamp == timestamp }) {
+                self.uninstalled[index].tokens.append(parts[1])
+            } else {
+                self.uninstalled.append(Uninstalled(topic: parts[0], tokens: [parts[1]], timestamp: timestamp))
+            }
+        default:
+            throw SimulatorError(
+                .invalidFaultPlan,
+                "unknown fault option '\(name)'; known: \(Self.optionNames.joined(separator: ", "))"
+            )
+        }
+    }
+
+    private static func number<T: FixedWidthInteger>(_ name: String, _ value: String) throws(SimulatorError) -> T {
+        guard let number = T(value), number >= 0 else {
+            throw SimulatorError(.invalidFaultPlan, "\(name) needs a whole number ≥ 0, not '\(value)'")
+        }
+        return number
+    }
+
+    private static func fraction(_ name: String, _ value: String) throws(SimulatorError) -> Double {
+        guard let number = Double(value), number >= 0, number <= 1 else {
+            throw SimulatorError(.invalidFaultPlan, "\(name) needs a probability between 0 and 1, not '\(value)'")
+        }
+        return number
+    }
+}

@@ -1,0 +1,51 @@
+/// The ledger's counters at one moment: a Codable value for tests, `--ledger` files and verdicts.
+public struct LedgerSnapshot: Codable, Sendable, Equatable {
+    /// Notifications accepted (recorded in the ledger).
+    public var accepted: Int = 0
+    /// Distinct device tokens among them.
+    public var distinctTokens: Int = 0
+    /// Tokens accepted more than once.
+    public var tokensAcceptedMoreThanOnce: Int = 0
+    /// Accepted notifications not recorded because the table was full at its maximum size.
+    public var refusedForCapacity: Int = 0
+    /// Notifications read after an error response (or a reset) on the same connection: discarded.
+    public var discardedAfterError: Int = 0
+    /// Error responses sent, by status code (decimal string keys, e.g. "8").
+    public var errorResponses: [String: Int] = [:]
+    /// Command-0 notifications refused by closing without a packet (the simple format has no identifier).
+    public var closedWithoutResponse: Int = 0
+    /// Connections reset on purpose (fault plan), with no error response.
+    public var resets: Int = 0
+    /// Gateway connections accepted (past the connection limits).
+    public var connectionsAccepted: Int = 0
+    /// Connections closed right after accept or at the handshake, by reason
+    /// (`maxOpen`, `minInterval`, `rate`, `tls`).
+    public var connectionsRefused: [String: Int] = [:]
+    /// Plaintext bytes read by the gateway.
+    public var bytesReceived: Int = 0
+    /// Reads (channel read cycles) that delivered at least one byte.
+    public var reads: Int = 0
+    /// The most notifications accepted in one read.
+    public var maxNotificationsPerRead: Int = 0
+    /// Reads by accepted notifications in them: bucket i counts reads with 2^(i-1) ..< 2^i (bucket 0: none).
+    public var notificationsPerReadHistogram: [Int] = []
+    /// Feedback connections served, and tuples sent on them.
+    public var feedbackConnections: Int = 0
+    public var feedbackTuplesSent: Int = 0
+    /// Quality of service: notifications stored for offline devices, replaced by newer ones, not
+    /// stored (expiry 0), expired before the device came back, delivered when it came back.
+    public var stored: Int = 0
+    public var coalesced: Int = 0
+    public var notStored: Int = 0
+    public var expired: Int = 0
+    public var deliveredLater: Int = 0
+    /// Bytes held by the token table.
+    public var tableBytes: Int = 0
+
+    public init() {}
+
+    /// Error responses sent with `status`.
+    public func errors(_ status: UInt8) -> Int {
+        self.errorResponses[String(status)] ?? 0
+    }
+}

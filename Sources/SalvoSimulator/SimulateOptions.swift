@@ -1,0 +1,25 @@
+/// What `salvo simulate` is asked to do, independent of the command line that filled it in.
+public struct SimulateOptions: Sendable {
+    public var host: String = "127.0.0.1"
+    /// 0 picks a free port.
+    public var gatewayPort: Int = 2195
+    public var feedbackPort: Int = 2196
+    /// Where the development certificates live; made (with a client for `topic`) if missing.
+    public var certificateFolder: String = "out/certs"
+    /// The topic of the client certificate made with a new certificate folder.
+    public var topic: String = "com.example.app"
+    /// A fault plan JSON file (`data/faults/*.json`); nil = the clean plan.
+    public var faultPlanPath: String?
+    /// `name=value` fault options applied on top of the plan (see `FaultPlan.optionNames`).
+    public var faultOptions: [String] = []
+    /// Where to write the ledger snapshot (JSON) on exit.
+    public var ledgerPath: String?
+    /// Where to write the verdict (JSON) on exit; needs `expectedPath`.
+    public var verdictPath: String?
+    /// The expected tokens (CSV) for the verdict.
+    public var expectedPath: String?
+    public var threads: Int = 1
+    public var maximumTokens: Int = 12_000_000
+
+    public init() {}
+}

@@ -1,0 +1,224 @@
+import APNSWire
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+/// A running APNs simulator: the binary gateway and the feedback service on their own ports, with
+/// mutual TLS, a fault plan, a delivery ledger and a quality-of-service model.
+///
+/// ```swift
+/// let certificates = try DevelopmentCertificates()
+/// let sim = try await Simulator.start(SimulatorConfiguration(tls: .init(certificates)))
+/// // connect to 127.0.0.1:\(sim.gatewayPort) with certificates.client(topic: "com.example.app") …
+/// let verdict = sim.verdict(expected: expectedTokens)
+/// try await sim.shutdown()
+/// ```
+/// Owns its event loop group; `shutdown()` closes every connection and stops the threads.
+public final class Simulator: Sendable {
+    /// The gateway's port (the one picked when the configuration said 0).
+    public let gatewayPort: Int
+    /// The feedback service's port.
+    public let feedbackPort: Int
+    /// Every accepted notification, and the counters.
+    public let ledger: DeliveryLedger
+    /// The clock's time when the simulator started (UNIX seconds).
+    public let startTime: UInt32
+    /// The plan in force.
+    public var plan: FaultPlan { self.compiledPlan.plan }
+    let compiledPlan: CompiledFaultPlan
+
+    private let group: MultiThreadedEventLoopGroup
+    private let channels: [any Channel]
+    private let feedback: FeedbackStore
+    private let clock: any SimulatorClock
+
+    private init(
+        gatewayPort: Int,
+        feedbackPort: Int,
+        ledger: DeliveryLedger,
+        startTime: UInt32,
+        plan: CompiledFaultPlan,
+        group: MultiThreadedEventLoopGroup,
+        channels: [any Channel],
+        feedback: FeedbackStore,
+        clock: any SimulatorClock
+    ) {
+        self.gatewayPort = gatewayPort
+        self.feedbackPort = feedbackPort
+        self.ledger = ledger
+        self.startTime = startTime
+        self.compiledPlan = plan
+        self.group = group
+        self.channels = channels
+        self.feedback = feedback
+        self.clock = clock
+    }
+
+    /// Starts both services and returns once they listen.
+    public static func start(_ configuration: SimulatorConfiguration) async throws -> Simulator {
+        let plan = try CompiledFaultPlan(configuration.plan)
+        let sslContext = try self.makeSSLContext(configuration.tls)
+        let clock = configuration.clock
+        let startTime = clock.now()
+        let devices = DeviceModel(
+            offline: plan.offlineTokens,
+            offlineFraction: plan.plan.devices.offlineFraction,
+            seed: plan.plan.seed,
+            onlineAt: plan.plan.devices.onlineAfterSeconds.map { startTime &+ $0 }
+        )
+        let ledger = DeliveryLedger(
+            maximumTokens: configuration.maximumTokens,
+            expectedTokens: configuration.expectedTokens,
+            devices: devices,
+            clock: clock
+        )
+        let feedback = FeedbackStore()
+        for entry in plan.uninstalled {
+            feedback.add(
+                topic: entry.topic,
+                tuple: FeedbackTuple(timestamp: entry.timestamp ?? startTime, token: entry.token)
+            )
+        }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.threads))
+        do {
+            let gateway = try await self.bindGateway(
+                configuration,
+                plan: plan,
+                ssl: sslContext,
+                ledger: ledger,
+                group: group
+            )
+            let feedbackChannel = try await ServerBootstrap(group: group)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let sync = channel.pipeline.syncOperations
+                        try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+                        try sync.addHandler(FeedbackHandler(store: feedback, ledger: ledger))
+                    }
+                }
+                .bind(host: configuration.host, port: configuration.feedbackPort)
+                .get()
+            return Simulator(
+                gatewayPort: gateway.localAddress?.port ?? configuration.gatewayPort,
+                feedbackPort: feedbackChannel.localAddress?.port ?? configuration.feedbackPort,
+                ledger: ledger,
+                startTime: startTime,
+                plan: plan,
+                group: group,
+                channels: [gateway, feedbackChannel],
+                feedback: feedback,
+                clock: clock
+            )
+        } catch {
+            try? await group.shutdownGracefully()
+            throw SimulatorError(.startup, "cannot listen on \(configuration.host): \(error)")
+        }
+    }
+
+    /// Closes both services and every connection, and stops the event loop threads.
+    public func shutdown() async throws {
+        for channel in self.channels { try? await channel.close() }
+        try await self.group.shutdownGracefully()
+    }
+
+    /// Adds `token` to the feedback list of `topic` (timestamp: now), as if its app was removed.
+    public func markUninstalled(_ token: DeviceToken, topic: String, timestamp: UInt32? = nil) {
+        self.feedback.add(topic: topic, tuple: FeedbackTuple(timestamp: timestamp ?? self.clock.now(), token: token))
+    }
+
+    /// Feedback tuples waiting for `topic`.
+    public func pendingFeedback(topic: String) -> Int {
+        self.feedback.pending(topic: topic)
+    }
+
+    private static func bindGateway(
+        _ configuration: SimulatorConfiguration,
+        plan: CompiledFaultPlan,
+        ssl: NIOSSLContext,
+        ledger: DeliveryLedger,
+        group: MultiThreadedEventLoopGroup
+    ) async throws -> any Channel {
+        let gate = ConnectionGate(limits: plan.plan.connectionLimits)
+        let serials = NIOLockedValueBox<UInt32>(0)
+        return try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(.backlog, value: 256)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.maxMessagesPerRead, value: 16)
+            .childChannelInitializer { channel in
+                let serial = serials.withLockedValue { serial in
+                    serial &+= 1
+                    return serial
+                }
+                if let reason = gate.admit(address: channel.remoteAddress?.ipAddress ?? "unknown") {
+                    ledger.recordConnectionRefused(reason: reason)
+                    return channel.close()
+                }
+                ledger.recordConnectionAccepted()
+                channel.closeFuture.whenComplete { _ in gate.release() }
+                return channel.eventLoop.makeCompletedFuture {
+                    var slowReader: FaultPlan.SlowReader?
+                    if let slow = plan.plan.slowReader {
+                        var random = SeededGenerator(seed: plan.plan.seed ^ 0x5105, stream: UInt64(serial))
+                        if random.chance(slow.probability) { slowReader = slow }
+                    }
+                    if let slowReader {
+                        // One chunk per read: one socket read of at most chunkSize bytes, then a wait.
+                        try channel.syncOptions?.setOption(
+                            .recvAllocator,
+                            value: FixedSizeRecvByteBufferAllocator(capacity: max(1, slowReader.chunkSize))
+                        )
+                        try channel.syncOptions?.setOption(.maxMessagesPerRead, value: 1)
+                    }
+                    let resetter = ConnectionResetHandler()
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(resetter)
+                    if let slowReader {
+                        try sync.addHandler(SlowReadHandler(delayMilliseconds: slowReader.delayMilliseconds))
+                    }
+                    try sync.addHandler(NIOSSLServerHandler(context: ssl))
+                    try sync.addHandler(
+                        GatewayHandler(
+                            plan: plan,
+                            ledger: ledger,
+                            connection: serial,
+                            resetter: resetter
+                        )
+                    )
+                }
+            }
+            .bind(host: configuration.host, port: configuration.gatewayPort)
+            .get()
+    }
+
+    private static func makeSSLContext(_ tls: SimulatorConfiguration.TLS) throws -> NIOSSLContext {
+        do {
+            let certificate = try NIOSSLCertificate(bytes: Array(tls.certificatePEM.utf8), format: .pem)
+            let key = try NIOSSLPrivateKey(bytes: Array(tls.privateKeyPEM.utf8), format: .pem)
+            let ca = try NIOSSLCertificate(bytes: Array(tls.clientCAPEM.utf8), format: .pem)
+            var configuration = TLSConfiguration.makeServerConfiguration(
+                certificateChain: [.certificate(certificate)],
+                privateKey: .privateKey(key)
+            )
+            configuration.minimumTLSVersion = .tlsv12
+            // Mutual TLS: the client must present a certificate from the development CA.
+            configuration.certificateVerification = .noHostnameVerification
+            configuration.trustRoots = .certificates([ca])
+            // After an error response the peer rarely answers close_notify; don't hold the socket.
+            configuration.shutdownTimeout = .milliseconds(500)
+            return try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw SimulatorError(.certificates, "cannot set up TLS from the given PEM texts: \(error)")
+        }
+    }
+}
+
+extension Simulator {
+    /// Judges the ledger so far against `expected` (see `Verdict`), listing at most `listLimit`
+    /// tokens per category.
+    public func verdict(expected: ExpectedTokens, listLimit: Int = 100) -> Verdict {
+        Verdict.judge(ledger: self.ledger, expected: expected, plan: self.compiledPlan, listLimit: listLimit)
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+
+/// Everything `Simulator.start` needs: where to listen, which certificates, which fault plan.
+public struct SimulatorConfiguration: Sendable {
+    /// PEM texts for the servers' TLS: their certificate and key, and the CA that client
+    /// certificates must chain to (connections without one are refused at the handshake).
+    public struct TLS: Sendable {
+        public var certificatePEM: String
+        public var privateKeyPEM: String
+        public var clientCAPEM: String
+
+        public init(certificatePEM: String, privateKeyPEM: String, clientCAPEM: String) {
+            self.certificatePEM = certificatePEM
+            self.privateKeyPEM = privateKeyPEM
+            self.clientCAPEM = clientCAPEM
+        }
+
+        /// Reads a certificate folder written by `DevelopmentCertificates` (server, its key, the CA).
+        public init(paths: DevelopmentCertificates.Paths) throws(SimulatorError) {
+            do {
+                self.init(
+                    certificatePEM: try String(contentsOfFile: paths.server, encoding: .utf8),
+                    privateKeyPEM: try String(contentsOfFile: paths.serverKey, encoding: .utf8),
+                    clientCAPEM: try String(contentsOfFile: paths.ca, encoding: .utf8)
+                )
+            } catch {
+                throw SimulatorError(.certificates, "cannot read the certificates in \(paths.folder): \(error)")
+            }
+        }
+
+        /// The development CA's server identity and trust root.
+        public init(_ certificates: DevelopmentCertificates) {
+            self.init(
+                certificatePEM: certificates.server.certificatePEM,
+                privateKeyPEM: certificates.server.privateKeyPEM,
+                clientCAPEM: certificates.ca.certificatePEM
+            )
+        }
+    }
+
+    /// The address both services listen on (loopback by default).
+    public var host: String = "127.0.0.1"
+    /// The binary gateway's port; 0 picks a free one (read it back from `Simulator.gatewayPort`).
+    public var gatewayPort: Int = 0
+    /// The feedback service's port; 0 picks a free one.
+    public var feedbackPort: Int = 0
+    public var tls: TLS
+    public var plan: FaultPlan = FaultPlan()
+    /// The clock for expiries, feedback timestamps and the QoS model.
+    public var clock: any SimulatorClock = SystemClock()
+    /// The most distinct tokens the ledger records (memory: 64 bytes × the next power of two ≥ 4/3 of it).
+    public var maximumTokens: Int = 12_000_000
+    /// A sizing hint: the ledger's table starts with room for this many distinct tokens, so a large
+    /// run never pauses to rehash it (memory: 64 bytes × the next power of two ≥ 4/3 of it, at once).
+    public var expectedTokens: Int = 0
+    /// Event loop threads serving connections.
+    public var threads: Int = 1
+
+    public init(tls: TLS) {
+        self.tls = tls
+    }
+}

@@ -1,0 +1,106 @@
+import APNSWire
+import ArgumentParser
+import Foundation
+import NIOSSL
+import SalvoHTTP2
+import SalvoSimulator
+
+extension BenchCommand {
+    /// `salvo bench h2`: notifications/s of the HTTP/2 client to an always-200 HTTP/2 server on loopback, over TLS,
+    /// one row per connection count.
+    struct H2: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "h2",
+            abstract: "HTTP/2 client notifications/s to a local always-200 server (100-byte payload, TLS, ALPN h2)."
+        )
+
+        @Option(help: "Tokens per run.")
+        var tokens: Int = 500_000
+
+        @Option(parsing: .upToNextOption, help: "Connection counts to measure.")
+        var connections: [Int] = [1, 2, 4]
+
+        @Option(help: "Event-loop threads of the server.")
+        var serverThreads: Int = 1
+
+        @Option(help: "Streams per connection.")
+        var streams: Int = 1000
+
+        @Option(help: "Runs per row; the best is reported.")
+        var runs: Int = 2
+
+        func validate() throws {
+            guard (1...50_000_000).contains(self.tokens) else {
+                throw ValidationError("--tokens is 1 to 50000000 (got \(self.tokens))")
+            }
+            guard self.connections.allSatisfy({ (1...64).contains($0) }) else {
+                throw ValidationError("--connections are 1 to 64")
+            }
+            guard (1...20).contains(self.runs), (1...16).contains(self.serverThreads),
+                (1...10_000).contains(self.streams)
+            else {
+                throw ValidationError("--runs is 1 to 20, --server-threads 1 to 16, --streams 1 to 10000")
+            }
+        }
+
+        func run() async throws {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-bench-h2-\(getpid())")
+                .path
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            let tokenFile = folder + "/tokens.csv"
+            var generator = TokenGenerator(seed: 0x4832)
+            let handle = try createFile(tokenFile)
+            var chunk = "token\n"
+            for _ in 0..<self.tokens {
+                chunk += generator.next().hexString + "\n"
+                if chunk.utf8.count >= 1 << 20 {
+                    handle.write(Data(chunk.utf8))
+                    chunk = ""
+                }
+            }
+            handle.write(Data(chunk.utf8))
+            try handle.close()
+
+            let certificates = try DevelopmentCertificates()
+            let identity = HTTP2Benchmark.ServerIdentity(
+                certificateChain: [
+                    try NIOSSLCertificate(bytes: Array(certificates.server.certificatePEM.utf8), format: .pem)
+                ],
+                privateKey: try NIOSSLPrivateKey(bytes: Array(certificates.server.privateKeyPEM.utf8), format: .pem),
+                trustRoots: .certificates([
+                    try NIOSSLCertificate(bytes: Array(certificates.ca.certificatePEM.utf8), format: .pem)
+                ]),
+                serverName: "localhost"
+            )
+            let payloadBytes = try Payload(json: HTTP2Benchmark.payloadJSON).byteCount
+            print("\(self.tokens) notifications, \(payloadBytes)-byte payload, best of \(self.runs) run(s)")
+            print("connections  notifications/s  seconds  server")
+            var failed = false
+            for connections in self.connections {
+                var best: HTTP2Benchmark.Row?
+                var allDelivered = true
+                for _ in 0..<self.runs {
+                    let row = try await HTTP2Benchmark.run(
+                        tokenFile: tokenFile,
+                        connections: connections,
+                        identity: identity,
+                        serverThreads: self.serverThreads,
+                        streams: self.streams
+                    )
+                    allDelivered = allDelivered && row.allDelivered
+                    if best == nil || row.rate > best!.rate { best = row }
+                }
+                failed = failed || !allDelivered
+                let row = best!
+                print(
+                    "\(String(connections).padding(toLength: 11, withPad: " ", startingAt: 0))  "
+                        + "\(String(Int(row.rate)).padding(toLength: 15, withPad: " ", startingAt: 0))  "
+                        + "\(String(format3(row.seconds)).padding(toLength: 7, withPad: " ", startingAt: 0))  "
+                        + (allDelivered ? "every row answered once" : "MISMATCH")
+                )
+            }
+            if failed { throw ExitCode(1) }
+        }
+    }
+}

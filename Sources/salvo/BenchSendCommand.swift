@@ -1,0 +1,135 @@
+import APNSWire
+import ArgumentParser
+import Foundation
+import SalvoEngine
+import SalvoIO
+import SalvoSimulator
+
+extension BenchCommand {
+    /// `salvo bench send`: end-to-end bulk sends to the embedded simulator, one row per transport and
+    /// shard count, each checked against the simulator's ledger.
+    struct Send: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "End-to-end notifications/s to the embedded simulator (161-byte frames, 100-byte payload)."
+        )
+
+        @Option(help: "Tokens per run.")
+        var tokens: Int = 1_000_000
+
+        @Option(parsing: .upToNextOption, help: "Shard counts to measure.")
+        var shards: [Int] = [1, 2, 4, 8]
+
+        @Option(parsing: .upToNextOption, help: "Transports to measure: uring, socket.")
+        var transports: [String] = ["uring", "socket"]
+
+        @Option(help: "Event-loop threads of the simulator.")
+        var simulatorThreads: Int = 1
+
+        @Option(help: "Runs per row; the best is reported.")
+        var runs: Int = 2
+
+        func validate() throws {
+            guard (1...50_000_000).contains(self.tokens) else {
+                throw ValidationError("--tokens is 1 to 50000000 (got \(self.tokens))")
+            }
+            guard self.shards.allSatisfy({ (1...64).contains($0) }) else {
+                throw ValidationError("--shards are 1 to 64")
+            }
+            guard self.transports.allSatisfy({ $0 == "uring" || $0 == "socket" }) else {
+                throw ValidationError("--transports are uring and/or socket")
+            }
+            guard (1...20).contains(self.runs), (1...16).contains(self.simulatorThreads) else {
+                throw ValidationError("--runs is 1 to 20, --simulator-threads 1 to 16")
+            }
+        }
+
+        func run() async throws {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-bench-\(getpid())").path
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            let tokenFile = folder + "/tokens.csv"
+            var generator = TokenGenerator(seed: 0xBE4C)
+            var expected: [DeviceToken] = []
+            expected.reserveCapacity(self.tokens)
+            let handle = try createFile(tokenFile)
+            var chunk = "token\n"
+            for _ in 0..<self.tokens {
+                let token = generator.next()
+                expected.append(token)
+                chunk += token.hexString + "\n"
+                if chunk.utf8.count >= 1 << 20 {
+                    handle.write(Data(chunk.utf8))
+                    chunk = ""
+                }
+            }
+            handle.write(Data(chunk.utf8))
+            try handle.close()
+
+            let payload = try Payload(
+                json:
+                    #"{"aps":{"alert":"Benchmark notification","badge":1,"sound":"default"},"campaign":"c-0001","p":"xxx"}"#
+            )
+            let template = try FrameTemplate(command: .framed, payload: payload)
+            let certificates = try DevelopmentCertificates()
+            let paths = try certificates.write(to: folder + "/certificates", topic: "com.example.bench")
+            let tls = try TLSContext(
+                configuration: .client(
+                    credentials: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
+                    trustedCAFile: paths.ca
+                )
+            )
+            print("\(self.tokens) notifications of \(template.frameByteCount) bytes, best of \(self.runs) run(s)")
+            print("transport  shards  notifications/s  seconds  ledger")
+            var failed = false
+            for transportName in self.transports {
+                let transport: TransportKind = transportName == "uring" ? .uring : .socket
+                if transport == .uring, let refusal = TransportKind.uringRefusal {
+                    print("uring: skipped, io_uring is refused here: \(refusal)")
+                    continue
+                }
+                for shards in self.shards {
+                    var best: JobReport?
+                    var ledgerOK = true
+                    for _ in 0..<self.runs {
+                        var configuration = SimulatorConfiguration(tls: .init(certificates))
+                        configuration.threads = self.simulatorThreads
+                        configuration.maximumTokens = self.tokens + self.tokens / 4 + 1024
+                        let simulator = try await Simulator.start(configuration)
+                        let job = BinaryJobConfiguration(
+                            host: "127.0.0.1",
+                            port: simulator.gatewayPort,
+                            tls: tls,
+                            template: template,
+                            connections: shards,
+                            transport: transport
+                        )
+                        let source = TokenSource(files: [tokenFile])
+                        let summary = try source.validate()
+                        let result = try await BinaryJob.run(
+                            configuration: job,
+                            source: source,
+                            summary: summary,
+                            inputRows: summary.validRows
+                        )
+                        let verdict = simulator.verdict(expected: ExpectedTokens(expected), listLimit: 3)
+                        try await simulator.shutdown()
+                        ledgerOK = ledgerOK && verdict.passed && result.report.isComplete
+                        if best == nil || result.report.notificationsPerSecond > best!.notificationsPerSecond {
+                            best = result.report
+                        }
+                    }
+                    let report = best!
+                    failed = failed || !ledgerOK
+                    print(
+                        "\(transportName.padding(toLength: 9, withPad: " ", startingAt: 0))  "
+                            + "\(String(shards).padding(toLength: 6, withPad: " ", startingAt: 0))  "
+                            + "\(String(Int(report.notificationsPerSecond)).padding(toLength: 15, withPad: " ", startingAt: 0))  "
+                            + "\(String(format3(report.seconds)).padding(toLength: 7, withPad: " ", startingAt: 0))  "
+                            + (ledgerOK ? "exactly once" : "MISMATCH")
+                    )
+                }
+            }
+            if failed { throw ExitCode(1) }
+        }
+    }
+}

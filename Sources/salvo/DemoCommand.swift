@@ -1,0 +1,166 @@
+import APNSWire
+import ArgumentParser
+import Foundation
+import SalvoEngine
+import SalvoIO
+import SalvoSimulator
+
+/// `salvo demo`: a realistic bulk send to the embedded simulator, with the report and the simulator's
+/// verdict side by side.
+struct DemoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract:
+            "Send to the embedded simulator: the shipped sample, scaled up, with report and verdict side by side.",
+        discussion: """
+            Starts the APNs simulator with freshly made certificates and the demo fault plan (invalid tokens, \
+            shutdowns, resets), sends data/tokens/sample.csv (which has bad rows on purpose) plus generated \
+            tokens up to --tokens, then compares what the simulator received with what was sent. Exit status 0 \
+            when the simulator's ledger proves nothing was lost or duplicated and the report agrees with it.
+            """
+    )
+
+    @Option(help: "Notifications in all: the sample's rows plus generated tokens.")
+    var tokens: Int = 1_000_000
+
+    @Option(help: "The folder with the shipped sample data.")
+    var data: String = "data"
+
+    @Option(help: "The payload (default: the guide's example 2 from the data folder).")
+    var payload: String?
+
+    @Option(help: "The simulator's fault plan (default: faults/demo.json in the data folder).")
+    var plan: String?
+
+    @OptionGroup var delivery: DeliveryOptions
+    @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        guard self.tokens >= 0 && self.tokens <= 50_000_000 else {
+            throw ValidationError("--tokens is 0 to 50000000 (got \(self.tokens))")
+        }
+    }
+
+    func run() async throws {
+        try await exitingOnUserError { try await self.demo() }
+    }
+
+    private func demo() async throws {
+        let sample = self.data + "/tokens/sample.csv"
+        guard FileManager.default.fileExists(atPath: sample) else {
+            throw UserError("\(sample): not found (run from the repository's top folder, or pass --data)")
+        }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-demo-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+
+        // The input: the sample as shipped, then generated tokens up to the total.
+        let tokenFile = folder + "/tokens.csv"
+        var text = try String(contentsOfFile: sample, encoding: .utf8)
+        if !text.hasSuffix("\n") { text += "\n" }
+        let sampleRows = text.split(whereSeparator: \.isNewline).count - 1
+        var generator = TokenGenerator(seed: 0xDE30)
+        var chunk = text
+        let handle = try createFile(tokenFile)
+        for _ in 0..<max(0, self.tokens - sampleRows) {
+            chunk += generator.next().hexString
+            chunk += ",,\n"
+            if chunk.utf8.count >= 1 << 20 {
+                handle.write(Data(chunk.utf8))
+                chunk = ""
+            }
+        }
+        handle.write(Data(chunk.utf8))
+        try handle.close()
+
+        // The simulator, with certificates made for this run.
+        let topic = "com.example.salvo.demo"
+        let certificates = try DevelopmentCertificates()
+        let paths = try certificates.write(to: folder + "/certificates", topic: topic)
+        var simulatorConfiguration = SimulatorConfiguration(tls: .init(certificates))
+        let planPath = self.plan ?? self.data + "/faults/demo.json"
+        simulatorConfiguration.plan = try FaultPlan.load(contentsOf: planPath)
+        simulatorConfiguration.maximumTokens = max(1 << 16, self.tokens + self.tokens / 4)
+        let simulator = try await Simulator.start(simulatorConfiguration)
+        print(
+            "simulator: gateway 127.0.0.1:\(simulator.gatewayPort), plan \"\(simulator.plan.name)\" (\(planPath)), "
+                + "certificates in \(paths.folder)"
+        )
+
+        let tls = try TLSContext(
+            configuration: .client(
+                credentials: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
+                trustedCAFile: paths.ca
+            )
+        )
+        let template = try self.delivery.template(
+            payloadFile: self.payload ?? self.data + "/payloads/guide-example-2.json"
+        )
+        let configuration = self.delivery.configuration(
+            host: "127.0.0.1",
+            port: simulator.gatewayPort,
+            serverName: nil,
+            tls: tls,
+            template: template
+        )
+        let input = TokenSource.Options()
+        let result: JobResult
+        do {
+            result = try await BulkSend.run(
+                files: [tokenFile],
+                input: input,
+                configuration: configuration,
+                output: self.output,
+                printSummary: false
+            )
+        } catch {
+            try? await simulator.shutdown()
+            throw error
+        }
+
+        // What should have arrived: every valid row of the input.
+        let expected = TokenSource(files: [tokenFile], options: input)
+        try expected.validate()
+        var valid: [DeviceToken] = []
+        valid.reserveCapacity(self.tokens)
+        while let rows = try expected.nextChunk(maximumRows: 65536) { valid += rows.map(\.token) }
+        let verdict = simulator.verdict(expected: ExpectedTokens(valid))
+        try await simulator.shutdown()
+
+        print("")
+        print(
+            sideBySide(
+                left: ["SENDER'S REPORT", ""] + result.report.summary.split(separator: "\n").map(String.init),
+                right: ["SIMULATOR'S VERDICT", ""] + verdict.summary.split(separator: "\n").map(String.init)
+            )
+        )
+        let agrees =
+            verdict.passed && result.report.delivered == verdict.deliveredOnce
+            && result.report.rejectedTotal == verdict.invalidNeverDelivered
+        print("")
+        print(
+            agrees
+                ? "The ledger agrees with the report: every valid token delivered exactly once; every refusal accounted for."
+                : "The ledger and the report DISAGREE: see above."
+        )
+        if !agrees { throw ExitCode(1) }
+    }
+}
+
+/// Two blocks of lines next to each other.
+func sideBySide(left: [String], right: [String], gap: Int = 4) -> String {
+    let width = (left.map(\.count).max() ?? 0) + gap
+    return (0..<max(left.count, right.count)).map { index in
+        let l = index < left.count ? left[index] : ""
+        let r = index < right.count ? right[index] : ""
+        return l.padding(toLength: width, withPad: " ", startingAt: 0) + r
+    }.joined(separator: "\n")
+}
+
+/// Creates (or empties) a file for writing, with an error that names it.
+func createFile(_ path: String) throws -> FileHandle {
+    guard FileManager.default.createFile(atPath: path, contents: nil) else {
+        throw UserError("\(path): cannot create the file")
+    }
+    return try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+}

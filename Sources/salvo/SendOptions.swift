@@ -1,0 +1,178 @@
+import APNSWire
+import ArgumentParser
+import SalvoEngine
+import SalvoIO
+
+/// How to read the token files (shared by `send` and `demo`).
+struct InputOptions: ParsableArguments {
+    @Option(help: "The token column: a header name, or a 1-based column number.")
+    var column: String = "token"
+
+    @Option(help: "Whether the first row is a header: auto, present, absent.")
+    var header: HeaderChoice = .auto
+
+    @Flag(help: "Refuse a token already seen earlier in the input (keeps a set of every token in memory).")
+    var dedupe = false
+
+    var tokenSourceOptions: TokenSource.Options {
+        let column: TokenColumn = Int(self.column).map { .number($0) } ?? .name(self.column)
+        return TokenSource.Options(column: column, header: self.header.mode, dedupe: self.dedupe)
+    }
+}
+
+enum HeaderChoice: String, ExpressibleByArgument, CaseIterable {
+    case auto
+    case present
+    case absent
+
+    var mode: HeaderMode {
+        switch self {
+        case .auto: .auto
+        case .present: .present
+        case .absent: .absent
+        }
+    }
+}
+
+/// What to send and how (shared by `send` and `demo`).
+struct DeliveryOptions: ParsableArguments {
+    @Option(help: "The binary command: 2 (framed, priority, 2048-byte payloads), 1 (enhanced), 0 (simple).")
+    var format: UInt8 = 2
+
+    @Option(help: "Expiry: UNIX seconds, or +SECONDS from now; 0 = deliver once, do not store.")
+    var expiry: String = "0"
+
+    @Option(help: "Priority: 10 (now) or 5 (power-friendly); command 2 only.")
+    var priority: UInt8 = 10
+
+    @Option(help: "Gateway connections (shards), 1 to 64. Default: one per core.")
+    var connections: Int = System.coreCount
+
+    @Option(help: "Write once this many bytes are encoded.")
+    var flushBytes: Int = FlushPolicy.default.bytes
+
+    @Option(help: "…or once the oldest encoded notification is this many microseconds old.")
+    var flushMicroseconds: Int = Int(FlushPolicy.default.delayNanoseconds / 1000)
+
+    @Option(help: "Milliseconds without an error after which a written notification is presumed accepted.")
+    var settleMilliseconds: Int = 1000
+
+    @Option(help: "Unsettled notifications the job may hold in all (40 bytes each).")
+    var windowRows: Int = 2_000_000
+
+    @Option(help: "Rows on a connection that ended without an answer: resend (at least once) or report (at most once).")
+    var onUncertain: OnUncertainChoice = .resend
+
+    @Option(help: "Least milliseconds between two connects of one connection slot.")
+    var reconnectFloorMilliseconds: Int = Int(ReconnectPolicy.default.minimumInterval / 1_000_000)
+
+    @Option(help: "Transport: uring or socket (default: io_uring where the kernel allows it).")
+    var transport: String?
+
+    func validate() throws {
+        guard [0, 1, 2].contains(self.format) else {
+            throw ValidationError("--format is 0, 1 or 2 (got \(self.format))")
+        }
+        guard self.priority == 10 || self.priority == 5 else {
+            throw ValidationError("--priority is 10 or 5 (got \(self.priority))")
+        }
+        guard (1...64).contains(self.connections) else {
+            throw ValidationError("--connections is 1 to 64 (got \(self.connections))")
+        }
+        guard self.flushBytes >= 256 && self.flushBytes <= 16 << 20 else {
+            throw ValidationError("--flush-bytes is 256 to 16777216 (got \(self.flushBytes))")
+        }
+        guard self.flushMicroseconds >= 0, self.settleMilliseconds >= 1, self.windowRows >= 1024 else {
+            throw ValidationError("--flush-microseconds ≥ 0, --settle-milliseconds ≥ 1, --window-rows ≥ 1024")
+        }
+        _ = try self.expirySeconds()
+        if let transport, transport != "uring" && transport != "socket" {
+            throw ValidationError("--transport is uring or socket (got \(transport))")
+        }
+    }
+
+    func expirySeconds() throws -> UInt32 {
+        if self.expiry.hasPrefix("+"), let relative = UInt32(self.expiry.dropFirst()) {
+            return UInt32(wallClock()) &+ relative
+        }
+        guard let absolute = UInt32(self.expiry) else {
+            throw ValidationError("--expiry is UNIX seconds, +SECONDS or 0 (got \(self.expiry))")
+        }
+        return absolute
+    }
+
+    func template(payloadFile: String) throws -> FrameTemplate {
+        let command = FrameCommand(rawValue: self.format)!
+        do {
+            let payload = try Payload(jsonBytes: try readFile(payloadFile))
+            return try FrameTemplate(
+                command: command,
+                payload: payload,
+                expiry: try self.expirySeconds(),
+                priority: NotificationPriority(rawValue: self.priority)
+            )
+        } catch let error as PayloadError {
+            throw UserError("\(payloadFile): \(error.message)")
+        }
+    }
+
+    func configuration(
+        host: String,
+        port: Int,
+        serverName: String?,
+        tls: TLSContext,
+        template: FrameTemplate
+    )
+        -> BinaryJobConfiguration
+    {
+        var reconnect = ReconnectPolicy.default
+        reconnect.minimumInterval = UInt64(self.reconnectFloorMilliseconds) * 1_000_000
+        return BinaryJobConfiguration(
+            host: host,
+            port: port,
+            serverName: serverName,
+            tls: tls,
+            template: template,
+            connections: self.connections,
+            flush: FlushPolicy(bytes: self.flushBytes, delayNanoseconds: UInt64(self.flushMicroseconds) * 1000),
+            reconnect: reconnect,
+            settleNanoseconds: UInt64(self.settleMilliseconds) * 1_000_000,
+            windowRows: self.windowRows,
+            onUncertain: self.onUncertain.policy,
+            transport: self.transport.map { $0 == "uring" ? TransportKind.uring : .socket }
+        )
+    }
+}
+
+enum OnUncertainChoice: String, ExpressibleByArgument, CaseIterable {
+    case resend
+    case report
+
+    var policy: OnUncertain { self == .resend ? .resend : .report }
+}
+
+/// Where the results go (shared by `send` and `demo`).
+struct OutputOptions: ParsableArguments {
+    @Option(help: "Write the report as JSON to this file.")
+    var report: String?
+
+    @Option(help: "Write refused rows (bad input and gateway rejections) as CSV to this file.")
+    var rejects: String?
+
+    @Flag(help: "No progress line, even on a terminal.")
+    var quiet = false
+}
+
+enum System {
+    static var coreCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+}
+
+func wallClock() -> Int {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return now.tv_sec
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -1,0 +1,75 @@
+import ArgumentParser
+import Foundation
+import SalvoSimulator
+
+/// `salvo simulate`: the APNs simulator (binary gateway + feedback service) until SIGINT/SIGTERM.
+struct SimulateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simulate",
+        abstract: "Run the APNs simulator: binary gateway and feedback service, with faults and a delivery ledger.",
+        discussion: """
+            Makes development certificates in the certificate folder when it has none and prints the client \
+            certificate to connect with. Runs until interrupted, then writes the ledger and the verdict.
+            Fault options (--fault name=value, repeatable): \(FaultPlan.optionNames.joined(separator: ", ")).
+            """
+    )
+
+    @Option(help: "The address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: "The gateway port (0 = any free port).")
+    var gatewayPort = 2195
+
+    @Option(help: "The feedback service port (0 = any free port).")
+    var feedbackPort = 2196
+
+    @Option(help: "The certificate folder (made if missing).")
+    var certificates = "out/certs"
+
+    @Option(help: "The topic (bundle id) of a newly made client certificate.")
+    var topic = "com.example.app"
+
+    @Option(name: .customLong("plan"), help: "A fault plan JSON file, e.g. data/faults/realistic.json.")
+    var planPath: String?
+
+    @Option(name: .customLong("fault"), help: "A fault option name=value on top of the plan (repeatable).")
+    var faults: [String] = []
+
+    @Option(help: "Write the ledger's counters (JSON) here on exit.")
+    var ledger: String?
+
+    @Option(help: "The expected tokens (CSV: one hex token per line, or a `token` column) for the verdict.")
+    var expected: String?
+
+    @Option(help: "Write the verdict (JSON) here on exit; needs --expected.")
+    var verdict: String?
+
+    @Option(help: "Event loop threads.")
+    var threads = 1
+
+    func run() async throws {
+        var options = SimulateOptions()
+        options.host = self.host
+        options.gatewayPort = self.gatewayPort
+        options.feedbackPort = self.feedbackPort
+        options.certificateFolder = self.certificates
+        options.topic = self.topic
+        options.faultPlanPath = self.planPath
+        options.faultOptions = self.faults
+        options.ledgerPath = self.ledger
+        options.expectedPath = self.expected
+        options.verdictPath = self.verdict
+        options.threads = max(1, self.threads)
+        let run: SimulationRun
+        do {
+            run = try await SimulationRun.start(options)
+        } catch let error as SimulatorError {
+            throw UserError(error.reason)
+        }
+        // Written straight to the file descriptor: scripts read the ports from a pipe or a file, where
+        // print's buffer would hold them until exit.
+        FileHandle.standardOutput.write(Data((run.banner + "\n").utf8))
+        await run.waitForTermination()
+        print(try await run.finish())
+    }
+}

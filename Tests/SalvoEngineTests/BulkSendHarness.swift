@@ -1,0 +1,113 @@
+import APNSWire
+import Foundation
+import SalvoEngine
+import SalvoIO
+import SalvoSimulator
+
+/// A simulator with fresh development certificates, a client TLS context for it, and a token file.
+struct BulkSendHarness {
+    static let topic = "com.example.salvo"
+
+    let simulator: Simulator
+    let tls: TLSContext
+    let tokens: [DeviceToken]
+    let tokenFile: String
+
+    static func start(
+        tokens count: Int,
+        plan: FaultPlan = FaultPlan(),
+        seed: UInt64 = 1
+    ) async throws -> BulkSendHarness {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-job-\(UUID().uuidString)")
+            .path
+        let certificates = try DevelopmentCertificates()
+        let paths = try certificates.write(to: folder, topic: Self.topic)
+        var configuration = SimulatorConfiguration(tls: .init(certificates))
+        configuration.plan = plan
+        configuration.maximumTokens = max(1024, 2 * count)
+        let simulator = try await Simulator.start(configuration)
+        let tls = try TLSContext(
+            configuration: .client(
+                credentials: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
+                trustedCAFile: paths.ca
+            )
+        )
+        var generator = TestTokens(seed: seed)
+        let tokens = (0..<count).map { _ in generator.next() }
+        let file = folder + "/tokens.csv"
+        try Data(("token\n" + tokens.map(\.hexString).joined(separator: "\n") + "\n").utf8)
+            .write(to: URL(fileURLWithPath: file))
+        return BulkSendHarness(simulator: simulator, tls: tls, tokens: tokens, tokenFile: file)
+    }
+
+    /// A job configuration for tests: quick settling, no politeness delay between reconnects.
+    func configuration(
+        command: FrameCommand = .framed,
+        connections: Int = 2,
+        onUncertain: OnUncertain = .resend,
+        transport: TransportKind? = nil,
+        flushBytes: Int = 16 * 1024
+    ) throws -> BinaryJobConfiguration {
+        let payload = try Payload(json: #"{"aps":{"alert":"Hello from the test"},"n":1}"#)
+        return BinaryJobConfiguration(
+            host: "127.0.0.1",
+            port: self.simulator.gatewayPort,
+            tls: self.tls,
+            template: try FrameTemplate(command: command, payload: payload),
+            connections: connections,
+            flush: FlushPolicy(bytes: flushBytes, delayNanoseconds: 200_000),
+            reconnect: ReconnectPolicy(
+                initialDelay: 1_000_000,
+                maximumDelay: 50_000_000,
+                minimumInterval: 0,
+                maximumAttempts: 50
+            ),
+            settleNanoseconds: 300_000_000,
+            windowRows: 200_000,
+            chunkRows: 1024,
+            onUncertain: onUncertain,
+            transport: transport
+        )
+    }
+
+    func run(_ configuration: BinaryJobConfiguration) async throws -> JobResult {
+        let source = TokenSource(files: [self.tokenFile])
+        let summary = try source.validate()
+        return try await BinaryJob.run(
+            configuration: configuration,
+            source: source,
+            summary: summary,
+            inputRows: summary.validRows + summary.rejects.count
+        )
+    }
+
+    func verdict() -> Verdict {
+        self.simulator.verdict(expected: ExpectedTokens(self.tokens))
+    }
+
+    func stop() async throws {
+        try await self.simulator.shutdown()
+    }
+}
+
+/// Distinct pseudo-random tokens (SplitMix64 over a counter).
+struct TestTokens {
+    private var state: UInt64
+
+    init(seed: UInt64) {
+        self.state = seed &* 0x9E37_79B9_7F4A_7C15
+    }
+
+    private mutating func word() -> UInt64 {
+        self.state &+= 0x9E37_79B9_7F4A_7C15
+        var z = self.state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func next() -> DeviceToken {
+        var words = (self.word(), self.word(), self.word(), self.word())
+        return withUnsafeBytes(of: &words) { DeviceToken(unsafeBytes: $0) }
+    }
+}

@@ -1,0 +1,93 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NIOSSL
+import SalvoSimulator
+
+/// A small TLS client for the simulator's tests: connects with a client identity (or none), writes
+/// bytes, and collects everything the server sends until it closes the connection (bounded by a
+/// timeout, after which the client closes).
+enum TestClient {
+    struct Outcome {
+        /// Every byte received, in order.
+        var received: [UInt8]
+        /// The first error the connection saw (TLS alert, reset), if any.
+        var error: (any Error)?
+        /// True when the client closed on timeout rather than the server closing.
+        var timedOut: Bool
+    }
+
+    static func exchange(
+        port: Int,
+        identity: DevelopmentCertificates.Identity?,
+        trusting caPEM: String,
+        send: ByteBuffer,
+        timeout: TimeAmount = .seconds(5)
+    ) async throws -> Outcome {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.trustRoots = .certificates([try NIOSSLCertificate(bytes: Array(caPEM.utf8), format: .pem)])
+        configuration.certificateVerification = .noHostnameVerification
+        if let identity {
+            configuration.certificateChain = [
+                .certificate(try NIOSSLCertificate(bytes: Array(identity.certificatePEM.utf8), format: .pem))
+            ]
+            configuration.privateKey = .privateKey(
+                try NIOSSLPrivateKey(bytes: Array(identity.privateKeyPEM.utf8), format: .pem)
+            )
+        }
+        let context = try NIOSSLContext(configuration: configuration)
+        let collector = NIOLockedValueBox(Outcome(received: [], error: nil, timedOut: false))
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        NIOSSLClientHandler(context: context, serverHostname: nil)
+                    )
+                    try channel.pipeline.syncOperations.addHandler(Collector(outcome: collector))
+                }
+            }
+            .connect(host: "127.0.0.1", port: port)
+            .get()
+        let timer = channel.eventLoop.scheduleTask(in: timeout) {
+            collector.withLockedValue { $0.timedOut = true }
+            channel.close(promise: nil)
+        }
+        if send.readableBytes > 0 {
+            channel.writeAndFlush(send, promise: nil)
+        }
+        try? await channel.closeFuture.get()
+        timer.cancel()
+        return collector.withLockedValue { $0 }
+    }
+
+    private final class Collector: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        let outcome: NIOLockedValueBox<Outcome>
+
+        init(outcome: NIOLockedValueBox<Outcome>) {
+            self.outcome = outcome
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let buffer = self.unwrapInboundIn(data)
+            self.outcome.withLockedValue { $0.received += buffer.readableBytesView }
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            self.outcome.withLockedValue { if $0.error == nil { $0.error = error } }
+            context.close(promise: nil)
+        }
+    }
+}
+
+/// Waits (bounded) until `condition` holds, for counters the server updates after the client saw
+/// the connection end.
+func eventually(timeout: Duration = .seconds(3), _ condition: () -> Bool) async -> Bool {
+    let clock = ContinuousClock()
+    let deadline = clock.now + timeout
+    while clock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return condition()
+}
