@@ -51,7 +51,7 @@ public enum HTTP2Benchmark {
         connections: Int,
         identity: ServerIdentity,
         serverThreads: Int = 1,
-        streams: Int = 1000
+        streams: Int = 100
     ) async throws -> Row {
         var options = HTTP2LoopbackServer.Options()
         options.maximumConcurrentStreams = streams

@@ -20,7 +20,11 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// Connections to open; each multiplexes many requests.
     public var connections = 1
     /// Our own cap on streams in flight per connection, below the server's `SETTINGS_MAX_CONCURRENT_STREAMS`.
-    public var maximumStreamsPerConnection = 1000
+    ///
+    /// 100 by default: NIOHTTP2 keeps per-stream state in sorted buffers whose upkeep grows with the number of
+    /// open streams (measured on loopback: ~25 k requests/s at 1000 streams, ~50 k/s at 100), and 100 streams
+    /// already cover the round trip at these rates. More connections, not more streams, add throughput.
+    public var maximumStreamsPerConnection = 100
     /// How long a request may wait for its answer before its stream is cancelled and its row is uncertain.
     public var requestTimeout: TimeAmount = .seconds(10)
     public var connectTimeout: TimeAmount = .seconds(10)

@@ -113,7 +113,9 @@ public final class HTTP2LoopbackServer: Sendable {
                                     ),
                                     HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
                                     HTTP2Setting(parameter: .maxHeaderListSize, value: 16 << 10),
-                                ]
+                                ],
+                                headerBlockValidation: .disabled,
+                                contentLengthValidation: .disabled
                             )
                         )
                         try sync.addHandler(

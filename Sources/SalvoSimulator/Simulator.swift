@@ -1,6 +1,7 @@
 import APNSWire
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
@@ -20,6 +21,8 @@ public final class Simulator: Sendable {
     public let gatewayPort: Int
     /// The feedback service's port.
     public let feedbackPort: Int
+    /// The HTTP/2 endpoint's port, when the configuration asked for one.
+    public let http2Port: Int?
     /// Every accepted notification, and the counters.
     public let ledger: DeliveryLedger
     /// The clock's time when the simulator started (UNIX seconds).
@@ -36,6 +39,7 @@ public final class Simulator: Sendable {
     private init(
         gatewayPort: Int,
         feedbackPort: Int,
+        http2Port: Int?,
         ledger: DeliveryLedger,
         startTime: UInt32,
         plan: CompiledFaultPlan,
@@ -46,6 +50,7 @@ public final class Simulator: Sendable {
     ) {
         self.gatewayPort = gatewayPort
         self.feedbackPort = feedbackPort
+        self.http2Port = http2Port
         self.ledger = ledger
         self.startTime = startTime
         self.compiledPlan = plan
@@ -100,14 +105,26 @@ public final class Simulator: Sendable {
                 }
                 .bind(host: configuration.host, port: configuration.feedbackPort)
                 .get()
+            var http2Channel: (any Channel)?
+            if let http2 = configuration.http2 {
+                http2Channel = try await self.bindHTTP2(
+                    configuration,
+                    http2: http2,
+                    plan: plan,
+                    ledger: ledger,
+                    group: group,
+                    startTime: startTime
+                )
+            }
             return Simulator(
                 gatewayPort: gateway.localAddress?.port ?? configuration.gatewayPort,
                 feedbackPort: feedbackChannel.localAddress?.port ?? configuration.feedbackPort,
+                http2Port: http2Channel.map { $0.localAddress?.port ?? configuration.http2?.port ?? 0 },
                 ledger: ledger,
                 startTime: startTime,
                 plan: plan,
                 group: group,
-                channels: [gateway, feedbackChannel],
+                channels: [gateway, feedbackChannel] + (http2Channel.map { [$0] } ?? []),
                 feedback: feedback,
                 clock: clock
             )
@@ -193,7 +210,59 @@ public final class Simulator: Sendable {
             .get()
     }
 
-    private static func makeSSLContext(_ tls: SimulatorConfiguration.TLS) throws -> NIOSSLContext {
+    private static func bindHTTP2(
+        _ configuration: SimulatorConfiguration,
+        http2: HTTP2EndpointConfiguration,
+        plan: CompiledFaultPlan,
+        ledger: DeliveryLedger,
+        group: MultiThreadedEventLoopGroup,
+        startTime: UInt32
+    ) async throws -> any Channel {
+        let sslContext = try self.makeSSLContext(configuration.tls, http2: true)
+        var uninstalled: [String: [DeviceToken: UInt32]] = [:]
+        for entry in plan.uninstalled {
+            uninstalled[entry.topic, default: [:]][entry.token] = entry.timestamp ?? startTime
+        }
+        let shared = HTTP2GatewayHandler.Shared(
+            ledger: ledger,
+            verifier: ProviderTokenVerifier(keys: http2.providerKeys, clock: configuration.clock),
+            faults: http2.faults,
+            seed: plan.plan.seed,
+            uninstalled: uninstalled,
+            clock: configuration.clock
+        )
+        let serials = NIOLockedValueBox<UInt32>(0)
+        return try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(.backlog, value: 256)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                let serial = serials.withLockedValue { serial in
+                    serial &+= 1
+                    return serial
+                }
+                ledger.recordConnectionAccepted()
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+                    try sync.addHandler(
+                        NIOHTTP2Handler(
+                            mode: .server,
+                            initialSettings: [
+                                HTTP2Setting(parameter: .maxConcurrentStreams, value: http2.maximumConcurrentStreams),
+                                HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                                HTTP2Setting(parameter: .maxHeaderListSize, value: 16 << 10),
+                            ]
+                        )
+                    )
+                    try sync.addHandler(HTTP2GatewayHandler(shared: shared, connection: serial))
+                }
+            }
+            .bind(host: configuration.host, port: http2.port)
+            .get()
+    }
+
+    private static func makeSSLContext(_ tls: SimulatorConfiguration.TLS, http2: Bool = false) throws -> NIOSSLContext {
         do {
             let certificate = try NIOSSLCertificate(bytes: Array(tls.certificatePEM.utf8), format: .pem)
             let key = try NIOSSLPrivateKey(bytes: Array(tls.privateKeyPEM.utf8), format: .pem)
@@ -203,8 +272,10 @@ public final class Simulator: Sendable {
                 privateKey: .privateKey(key)
             )
             configuration.minimumTLSVersion = .tlsv12
-            // Mutual TLS: the client must present a certificate from the development CA.
-            configuration.certificateVerification = .noHostnameVerification
+            // Mutual TLS: the client must present a certificate from the development CA (over HTTP/2 a client
+            // may instead authenticate each request with a provider token).
+            configuration.certificateVerification = http2 ? .optionalVerification : .noHostnameVerification
+            if http2 { configuration.applicationProtocols = ["h2"] }
             configuration.trustRoots = .certificates([ca])
             // After an error response the peer rarely answers close_notify; don't hold the socket.
             configuration.shutdownTimeout = .milliseconds(500)

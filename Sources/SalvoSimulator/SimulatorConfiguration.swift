@@ -55,6 +55,8 @@ public struct SimulatorConfiguration: Sendable {
     public var expectedTokens: Int = 0
     /// Event loop threads serving connections.
     public var threads: Int = 1
+    /// The HTTP/2 provider API endpoint; none when nil.
+    public var http2: HTTP2EndpointConfiguration?
 
     public init(tls: TLS) {
         self.tls = tls

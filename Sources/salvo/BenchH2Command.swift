@@ -24,7 +24,7 @@ extension BenchCommand {
         var serverThreads: Int = 1
 
         @Option(help: "Streams per connection.")
-        var streams: Int = 1000
+        var streams: Int = 100
 
         @Option(help: "Runs per row; the best is reported.")
         var runs: Int = 2

@@ -1,13 +1,14 @@
 import APNSWire
 import ArgumentParser
 import SalvoEngine
+import SalvoHTTP2
 import SalvoIO
 
 /// `salvo send TOKENS.csv --payload FILE.json --gateway HOST:PORT --cert … --key …`
 struct SendCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",
-        abstract: "Send one payload to every token of CSV files over the binary provider interface.",
+        abstract: "Send one payload to every token of CSV files (binary provider interface or HTTP/2 API).",
         discussion: """
             Exit status: 0 when every row was valid and delivered; 1 when some row was refused (bad input, \
             rejected by the gateway, expired or uncertain); 64 for wrong arguments; 3 when the job could not \
@@ -42,16 +43,57 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: "The name the gateway's certificate must carry (default: the gateway host).")
     var serverName: String?
 
+    @Option(name: .customLong("protocol"), help: "binary (the binary provider interface) or h2 (the HTTP/2 API).")
+    var wireProtocol: WireProtocol = .binary
+
+    @Option(help: "HTTP/2 token authentication: the signing key (AuthKey_<key id>.p8), instead of a certificate.")
+    var authKey: String?
+
+    @Option(name: .customLong("key-id"), help: "The signing key's 10-character key id (with --auth-key).")
+    var keyID: String?
+
+    @Option(name: .customLong("team-id"), help: "The 10-character team id (with --auth-key).")
+    var teamID: String?
+
+    @Option(help: "HTTP/2 apns-topic: the app's bundle id (required with --auth-key).")
+    var topic: String?
+
+    @Option(help: "HTTP/2 apns-push-type: alert, background, voip, location, complication, …")
+    var pushType: String = "alert"
+
+    @Option(name: .customLong("collapse-id"), help: "HTTP/2 apns-collapse-id (at most 64 bytes).")
+    var collapseID: String?
+
+    @Option(help: "HTTP/2: write the tokens APNs called unregistered (410) as CSV to this file.")
+    var unregistered: String?
+
     @OptionGroup var input: InputOptions
     @OptionGroup var delivery: DeliveryOptions
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
         guard !self.tokens.isEmpty else { throw ValidationError("name at least one token file") }
-        guard (self.cert != nil && self.key != nil) != (self.pkcs12 != nil) else {
-            throw ValidationError("give --cert and --key, or --pkcs12")
+        let certificate = (self.cert != nil && self.key != nil) != (self.pkcs12 != nil)
+        if self.wireProtocol == .h2 && self.authKey != nil {
+            guard self.cert == nil && self.key == nil && self.pkcs12 == nil else {
+                throw ValidationError("give --auth-key or a certificate, not both")
+            }
+            guard self.keyID != nil, self.teamID != nil, self.topic != nil else {
+                throw ValidationError("--auth-key needs --key-id, --team-id and --topic")
+            }
+        } else {
+            guard certificate else {
+                throw ValidationError(
+                    self.wireProtocol == .h2
+                        ? "give --auth-key (with --key-id, --team-id, --topic), or --cert and --key, or --pkcs12"
+                        : "give --cert and --key, or --pkcs12"
+                )
+            }
+            guard self.wireProtocol == .h2 || self.authKey == nil else {
+                throw ValidationError("--auth-key needs --protocol h2 (the binary interface takes certificates only)")
+            }
         }
-        _ = try Gateway(self.gateway)
+        _ = try self.wireProtocol == .h2 ? Gateway(http2: self.gateway) : Gateway(self.gateway)
     }
 
     func run() async throws {
@@ -59,6 +101,7 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     private func send() async throws {
+        if self.wireProtocol == .h2 { return try await self.sendHTTP2() }
         let gateway = try Gateway(self.gateway)
         let template = try self.delivery.template(payloadFile: self.payload)
         let credentials: TLSCredentials =
@@ -88,10 +131,94 @@ struct SendCommand: AsyncParsableCommand {
     }
 }
 
+extension SendCommand {
+    private func sendHTTP2() async throws {
+        let gateway = try Gateway(http2: self.gateway)
+        let payload: Payload
+        do {
+            payload = try Payload(jsonBytes: try readFile(self.payload))
+        } catch let error as PayloadError {
+            throw UserError("\(self.payload): \(error.message)")
+        }
+        let authentication = try self.authentication()
+        let headers = try self.requestHeaders()
+        let result = try await H2Send.run(
+            files: self.tokens,
+            input: self.input.tokenSourceOptions,
+            payload: payload,
+            options: H2Send.Options(
+                host: gateway.host,
+                port: gateway.port,
+                serverName: self.serverName,
+                ca: self.ca,
+                authentication: authentication,
+                headers: headers,
+                connections: self.delivery.connections,
+                onUncertain: self.delivery.onUncertain.policy,
+                unregistered: self.unregistered
+            ),
+            output: self.output
+        )
+        if !result.report.isComplete || result.stopped != nil { throw ExitCode(1) }
+    }
+}
+
+extension SendCommand {
+    fileprivate func authentication() throws(UserError) -> APNSAuthentication {
+        do {
+            if let authKey {
+                let signer = try JWTSigner(p8File: authKey, keyID: self.keyID!, teamID: self.teamID!)
+                return .token(try ProviderToken(signer: signer))
+            }
+            if let pkcs12 { return try .pkcs12(file: pkcs12, passphrase: self.passphrase ?? "") }
+            return try .certificate(pemFile: self.cert!, keyFile: self.key!, passphrase: self.passphrase)
+        } catch {
+            throw UserError(error.message)
+        }
+    }
+
+    fileprivate func requestHeaders() throws -> APNSRequestHeaders {
+        let expiration = try self.delivery.expirySeconds()
+        do {
+            return try APNSRequestHeaders(
+                pushType: APNSPushType(rawValue: self.pushType),
+                expiration: expiration,
+                priority: NotificationPriority(rawValue: self.delivery.priority),
+                topic: self.topic,
+                collapseID: self.collapseID
+            )
+        } catch {
+            throw UserError("the request headers would be refused: \(error)")
+        }
+    }
+}
+
+/// Which provider protocol `send` speaks.
+enum WireProtocol: String, ExpressibleByArgument, CaseIterable {
+    case binary
+    case h2
+}
+
+extension Gateway {
+    /// An HTTP/2 API address: HOST:PORT, or `production` / `sandbox` for Apple's (port 443).
+    init(http2 text: String) throws {
+        switch text {
+        case "production": self.init(host: HTTP2ClientConfiguration.productionHost, port: 443)
+        case "sandbox": self.init(host: HTTP2ClientConfiguration.sandboxHost, port: 443)
+        default: try self.init(text)
+        }
+    }
+}
+
 /// A gateway address: HOST:PORT, `[IPv6]:PORT`, or Apple's named gateways.
 struct Gateway {
     var host: String
     var port: Int
+
+    init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
 
     init(_ text: String) throws {
         switch text {

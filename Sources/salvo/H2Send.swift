@@ -1,0 +1,100 @@
+import APNSWire
+import Foundation
+import NIOSSL
+import SalvoEngine
+import SalvoHTTP2
+
+/// Runs an HTTP/2 job the way `send` does for the binary interface: validate the input and say what is wrong
+/// with it, send, then print the summary and write the report, the rejects and the unregistered tokens.
+enum H2Send {
+    /// The HTTP/2 options of `send`.
+    struct Options {
+        var host: String
+        var port: Int
+        var serverName: String?
+        var ca: String?
+        var authentication: APNSAuthentication
+        var headers: APNSRequestHeaders
+        var connections: Int
+        var onUncertain: OnUncertain
+        var unregistered: String?
+    }
+
+    static func run(
+        files: [String],
+        input: TokenSource.Options,
+        payload: Payload,
+        options: Options,
+        output: OutputOptions,
+        log: (String) -> Void = { print($0) }
+    ) async throws -> HTTP2JobResult {
+        let source = TokenSource(files: files, options: input)
+        let summary: TokenSource.Summary
+        do {
+            summary = try source.validate()
+        } catch {
+            throw UserError(error.description)
+        }
+        for reject in summary.rejects.prefix(10) {
+            log("\(reject.file): line \(reject.line): \(reject.reason) (value: \(reject.value))")
+        }
+        if summary.rejects.count > 10 {
+            log("… and \(summary.rejects.count - 10) more bad rows\(output.rejects.map { " (all in \($0))" } ?? "")")
+        }
+        var client = HTTP2ClientConfiguration(
+            host: options.host,
+            port: options.port,
+            authentication: options.authentication
+        )
+        client.serverName = options.serverName
+        client.connections = options.connections
+        if let ca = options.ca {
+            do {
+                client.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(ca))
+            } catch {
+                throw UserError("\(ca): cannot read PEM CA certificates: \(error)")
+            }
+        }
+        var configuration = HTTP2JobConfiguration(client: client, headers: options.headers, payload: payload)
+        configuration.onUncertain = options.onUncertain
+        log(
+            "sending \(summary.validRows) notifications of \(payload.byteCount) payload bytes over HTTP/2 to "
+                + "\(options.host):\(options.port) over \(options.connections) connection(s)"
+        )
+        let result: HTTP2JobResult
+        do {
+            result = try await HTTP2Job.run(configuration: configuration, source: source, summary: summary)
+        } catch {
+            throw UserError(error.message)
+        }
+        log(result.report.summary)
+        if result.notSent > 0 { log("not sent   \(result.notSent)") }
+        if let stop = result.stopped { log("stopped    \(stop.message)") }
+        if !result.unregistered.isEmpty {
+            log("unregistered \(result.unregistered.count)\(options.unregistered.map { " (in \($0))" } ?? "")")
+        }
+        if let path = output.report {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            try BulkSend.write(try encoder.encode(result.report), to: path)
+        }
+        if let path = output.rejects {
+            var csv = RejectedRow.csvHeader + "\n"
+            for reject in summary.rejects {
+                csv +=
+                    [reject.file, String(reject.line), reject.value, "", reject.reason].map(csvField)
+                    .joined(separator: ",") + "\n"
+            }
+            for row in result.rejectedRows {
+                csv += row.csvLine(file: files.count == 1 ? files[0] : "") + "\n"
+            }
+            try BulkSend.write(Data(csv.utf8), to: path)
+        }
+        if let path = options.unregistered {
+            let csv =
+                ([UnregisteredToken.csvHeader] + result.unregistered.map(\.csvLine)).joined(separator: "\n") + "\n"
+            try BulkSend.write(Data(csv.utf8), to: path)
+        }
+        return result
+    }
+}
