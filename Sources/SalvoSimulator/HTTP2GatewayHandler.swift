@@ -8,8 +8,8 @@ import NIOTLS
 
 /// One connection of the simulator's HTTP/2 endpoint: checks every request as APNs does (`HTTP2RequestCheck`),
 /// records accepted notifications in the shared `DeliveryLedger` (command byte 3 marks HTTP/2), echoes or makes
-/// the `apns-id`, and injects the configured faults (410 for uninstalled tokens, seeded 429/500/503, GOAWAY after
-/// N streams, a shrinking stream limit, slow answers).
+/// the `apns-id`, and injects the configured faults (the plan's invalid tokens, 410 for uninstalled tokens, seeded
+/// 429/500/503, GOAWAY after N streams, a shrinking stream limit, slow answers).
 ///
 /// Frame level behind `NIOHTTP2Handler`: a stream is a dictionary entry. Answers are written as requests complete
 /// and flushed once per read. Confined to its channel's event loop.
@@ -19,6 +19,9 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
 
     struct Shared: Sendable {
         let ledger: DeliveryLedger
+        /// The shared plan: its invalid tokens (listed, seeded fraction, other environment) answer BadDeviceToken,
+        /// as they answer status 8 on the binary gateway.
+        let plan: CompiledFaultPlan
         let verifier: ProviderTokenVerifier
         let faults: HTTP2EndpointConfiguration.Faults
         let seed: UInt64
@@ -162,6 +165,9 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         payload: [UInt8]
     ) -> (status: Int, headers: [(String, String)], body: [UInt8]) {
         let faults = self.shared.faults
+        if passed.token.withUnsafeBytes({ self.shared.plan.isInvalid($0.baseAddress!) }) {
+            return (400, [("apns-id", apnsID)], APNSErrorBody(reason: .badDeviceToken).jsonBytes)
+        }
         if let since = self.shared.uninstalled[passed.topic]?[passed.token] {
             let body = APNSErrorBody(reason: .unregistered, timestamp: Int64(since) * 1000).jsonBytes
             return (410, [("apns-id", apnsID)], body)

@@ -19,6 +19,8 @@ public struct SimulateOptions: Sendable {
     /// The expected tokens (CSV) for the verdict.
     public var expectedPath: String?
     public var threads: Int = 1
+    /// The HTTP/2 endpoint's port (0 = any free port); no HTTP/2 endpoint when nil.
+    public var http2Port: Int?
     public var maximumTokens: Int = 12_000_000
 
     public init() {}

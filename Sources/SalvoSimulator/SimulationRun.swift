@@ -7,11 +7,19 @@ public final class SimulationRun: Sendable {
     public let options: SimulateOptions
     public let simulator: Simulator
     public let certificates: DevelopmentCertificates.Paths
+    /// The token-signing key the HTTP/2 endpoint knows, when it runs.
+    public let signingKey: DevelopmentSigningKey?
 
-    private init(options: SimulateOptions, simulator: Simulator, certificates: DevelopmentCertificates.Paths) {
+    private init(
+        options: SimulateOptions,
+        simulator: Simulator,
+        certificates: DevelopmentCertificates.Paths,
+        signingKey: DevelopmentSigningKey?
+    ) {
         self.options = options
         self.simulator = simulator
         self.certificates = certificates
+        self.signingKey = signingKey
     }
 
     /// Prepares everything and starts the simulator.
@@ -37,8 +45,14 @@ public final class SimulationRun: Sendable {
         {
             configuration.expectedTokens = size / 65
         }
+        var signingKey: DevelopmentSigningKey?
+        if let http2Port = options.http2Port {
+            let key = try DevelopmentSigningKey.ensure(in: options.certificateFolder)
+            configuration.http2 = HTTP2EndpointConfiguration(port: http2Port, providerKeys: [key.providerKey])
+            signingKey = key
+        }
         let simulator = try await Simulator.start(configuration)
-        return SimulationRun(options: options, simulator: simulator, certificates: paths)
+        return SimulationRun(options: options, simulator: simulator, certificates: paths, signingKey: signingKey)
     }
 
     /// What a user needs to connect: ports, plan and the client certificate files.
@@ -51,8 +65,17 @@ public final class SimulationRun: Sendable {
           client    \(self.certificates.client)
           key       \(self.certificates.clientKey)
           (a client from another CA, refused: \(self.certificates.foreignClient))
-        Stop with Ctrl-C (SIGINT) or SIGTERM; the ledger and the verdict are written on exit.
+        \(self.http2Banner)Stop with Ctrl-C (SIGINT) or SIGTERM; the ledger and the verdict are written on exit.
         """
+    }
+
+    private var http2Banner: String {
+        guard let port = self.simulator.http2Port, let key = self.signingKey else { return "" }
+        return """
+              http2     \(self.options.host):\(port) (ALPN h2; the client certificate above, or tokens signed with
+                        \(key.path), --key-id \(DevelopmentSigningKey.keyID) --team-id \(DevelopmentSigningKey.teamID))
+
+            """
     }
 
     /// Waits until the process gets SIGINT or SIGTERM.

@@ -225,6 +225,7 @@ public final class Simulator: Sendable {
         }
         let shared = HTTP2GatewayHandler.Shared(
             ledger: ledger,
+            plan: plan,
             verifier: ProviderTokenVerifier(keys: http2.providerKeys, clock: configuration.clock),
             faults: http2.faults,
             seed: plan.plan.seed,

@@ -2,6 +2,7 @@ import APNSWire
 import ArgumentParser
 import Foundation
 import SalvoEngine
+import SalvoHTTP2
 import SalvoIO
 import SalvoSimulator
 
@@ -31,6 +32,9 @@ struct DemoCommand: AsyncParsableCommand {
 
     @Option(help: "The simulator's fault plan (default: faults/demo.json in the data folder).")
     var plan: String?
+
+    @Option(name: .customLong("protocol"), help: "binary (the binary provider interface) or h2 (the HTTP/2 API).")
+    var wireProtocol: WireProtocol = .binary
 
     @OptionGroup var delivery: DeliveryOptions
     @OptionGroup var output: OutputOptions
@@ -81,43 +85,33 @@ struct DemoCommand: AsyncParsableCommand {
         let planPath = self.plan ?? self.data + "/faults/demo.json"
         simulatorConfiguration.plan = try FaultPlan.load(contentsOf: planPath)
         simulatorConfiguration.maximumTokens = max(1 << 16, self.tokens + self.tokens / 4)
+        let signingKey = try DevelopmentSigningKey.ensure(in: paths.folder)
+        if self.wireProtocol == .h2 {
+            simulatorConfiguration.http2 = HTTP2EndpointConfiguration(providerKeys: [signingKey.providerKey])
+        }
         let simulator = try await Simulator.start(simulatorConfiguration)
         print(
             "simulator: gateway 127.0.0.1:\(simulator.gatewayPort), plan \"\(simulator.plan.name)\" (\(planPath)), "
                 + "certificates in \(paths.folder)"
         )
 
-        let tls = try TLSContext(
-            configuration: .client(
-                credentials: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
-                trustedCAFile: paths.ca
-            )
-        )
-        let template = try self.delivery.template(
-            payloadFile: self.payload ?? self.data + "/payloads/guide-example-2.json"
-        )
-        let configuration = self.delivery.configuration(
-            host: "127.0.0.1",
-            port: simulator.gatewayPort,
-            serverName: nil,
-            tls: tls,
-            template: template
-        )
         let input = TokenSource.Options()
-        let result: JobResult
+        let report: JobReport
         do {
-            result = try await BulkSend.run(
-                files: [tokenFile],
-                input: input,
-                configuration: configuration,
-                output: self.output,
-                printSummary: false
-            )
+            report =
+                self.wireProtocol == .h2
+                ? try await self.sendHTTP2(
+                    tokenFile: tokenFile,
+                    port: simulator.http2Port!,
+                    caFile: paths.ca,
+                    signingKey: signingKey,
+                    topic: topic
+                )
+                : try await self.sendBinary(tokenFile: tokenFile, port: simulator.gatewayPort, paths: paths)
         } catch {
             try? await simulator.shutdown()
             throw error
         }
-
         // What should have arrived: every valid row of the input.
         let expected = TokenSource(files: [tokenFile], options: input)
         try expected.validate()
@@ -130,13 +124,13 @@ struct DemoCommand: AsyncParsableCommand {
         print("")
         print(
             sideBySide(
-                left: ["SENDER'S REPORT", ""] + result.report.summary.split(separator: "\n").map(String.init),
+                left: ["SENDER'S REPORT", ""] + report.summary.split(separator: "\n").map(String.init),
                 right: ["SIMULATOR'S VERDICT", ""] + verdict.summary.split(separator: "\n").map(String.init)
             )
         )
         let agrees =
-            verdict.passed && result.report.delivered == verdict.deliveredOnce
-            && result.report.rejectedTotal == verdict.invalidNeverDelivered
+            verdict.passed && report.delivered == verdict.deliveredOnce
+            && report.rejectedTotal == verdict.invalidNeverDelivered
         print("")
         print(
             agrees
@@ -144,6 +138,92 @@ struct DemoCommand: AsyncParsableCommand {
                 : "The ledger and the report DISAGREE: see above."
         )
         if !agrees { throw ExitCode(1) }
+    }
+}
+
+extension DemoCommand {
+    fileprivate func sendBinary(
+        tokenFile: String,
+        port: Int,
+        paths: DevelopmentCertificates.Paths
+    ) async throws -> JobReport {
+        let tls = try TLSContext(
+            configuration: .client(
+                credentials: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
+                trustedCAFile: paths.ca
+            )
+        )
+        let template = try self.delivery.template(
+            payloadFile: self.payload ?? self.data + "/payloads/guide-example-2.json"
+        )
+        let configuration = self.delivery.configuration(
+            host: "127.0.0.1",
+            port: port,
+            serverName: nil,
+            tls: tls,
+            template: template
+        )
+        let result = try await BulkSend.run(
+            files: [tokenFile],
+            input: TokenSource.Options(),
+            configuration: configuration,
+            output: self.output,
+            printSummary: false
+        )
+        return result.report
+    }
+
+    fileprivate func sendHTTP2(
+        tokenFile: String,
+        port: Int,
+        caFile: String,
+        signingKey: DevelopmentSigningKey,
+        topic: String
+    ) async throws -> JobReport {
+        let payloadFile = self.payload ?? self.data + "/payloads/guide-example-2.json"
+        let payload: Payload
+        do {
+            payload = try Payload(jsonBytes: try readFile(payloadFile))
+        } catch let error as PayloadError {
+            throw UserError("\(payloadFile): \(error.message)")
+        }
+        let token: ProviderToken
+        do {
+            let signer = try JWTSigner(
+                p8File: signingKey.path,
+                keyID: DevelopmentSigningKey.keyID,
+                teamID: DevelopmentSigningKey.teamID
+            )
+            token = try ProviderToken(signer: signer)
+        } catch {
+            throw UserError(error.message)
+        }
+        let headers = try APNSRequestHeaders(
+            pushType: .alert,
+            expiration: try self.delivery.expirySeconds(),
+            priority: NotificationPriority(rawValue: self.delivery.priority),
+            topic: topic
+        )
+        print("sending with HTTP/2 token authentication (key \(DevelopmentSigningKey.keyID))")
+        let result = try await H2Send.run(
+            files: [tokenFile],
+            input: TokenSource.Options(),
+            payload: payload,
+            options: H2Send.Options(
+                host: "127.0.0.1",
+                port: port,
+                serverName: "localhost",
+                ca: caFile,
+                authentication: .token(token),
+                headers: headers,
+                connections: self.delivery.connections,
+                onUncertain: self.delivery.onUncertain.policy,
+                unregistered: nil
+            ),
+            output: self.output,
+            printSummary: false
+        )
+        return result.report
     }
 }
 

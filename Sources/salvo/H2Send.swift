@@ -26,6 +26,7 @@ enum H2Send {
         payload: Payload,
         options: Options,
         output: OutputOptions,
+        printSummary: Bool = true,
         log: (String) -> Void = { print($0) }
     ) async throws -> HTTP2JobResult {
         let source = TokenSource(files: files, options: input)
@@ -67,7 +68,7 @@ enum H2Send {
         } catch {
             throw UserError(error.message)
         }
-        log(result.report.summary)
+        if printSummary { log(result.report.summary) }
         if result.notSent > 0 { log("not sent   \(result.notSent)") }
         if let stop = result.stopped { log("stopped    \(stop.message)") }
         if !result.unregistered.isEmpty {

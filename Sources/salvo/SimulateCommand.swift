@@ -6,7 +6,8 @@ import SalvoSimulator
 struct SimulateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
-        abstract: "Run the APNs simulator: binary gateway and feedback service, with faults and a delivery ledger.",
+        abstract:
+            "Run the APNs simulator: binary gateway, feedback service and (with --h2-port) the HTTP/2 API, with faults and a delivery ledger.",
         discussion: """
             Makes development certificates in the certificate folder when it has none and prints the client \
             certificate to connect with. Runs until interrupted, then writes the ledger and the verdict.
@@ -47,6 +48,9 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Event loop threads.")
     var threads = 1
 
+    @Option(name: .customLong("h2-port"), help: "Also serve the HTTP/2 provider API on this port (0 = any free port).")
+    var http2Port: Int?
+
     func run() async throws {
         var options = SimulateOptions()
         options.host = self.host
@@ -60,6 +64,7 @@ struct SimulateCommand: AsyncParsableCommand {
         options.expectedPath = self.expected
         options.verdictPath = self.verdict
         options.threads = max(1, self.threads)
+        options.http2Port = self.http2Port
         let run: SimulationRun
         do {
             run = try await SimulationRun.start(options)
