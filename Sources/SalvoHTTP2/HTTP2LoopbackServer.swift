@@ -294,7 +294,8 @@ final class LoopbackConnectionHandler: ChannelInboundHandler {
         switch action {
         case .respond(let status, let extra, let body):
             var headers = HPACKHeaders([(":status", String(status))])
-            for (name, value) in extra { headers.add(name: name, value: value) }
+            // Response values (apns-id) are unique: kept out of the HPACK dynamic table.
+            for (name, value) in extra { headers.add(name: name, value: value, indexing: .nonIndexable) }
             let headersFrame = HTTP2Frame(
                 streamID: streamID,
                 payload: .headers(.init(headers: headers, endStream: body.isEmpty))

@@ -26,7 +26,9 @@ struct HTTP2RequestTemplate: Sendable {
         headers.reserveCapacity(5 + self.fields.count)
         headers.add(name: ":method", value: "POST")
         headers.add(name: ":scheme", value: "https")
-        headers.add(name: ":path", value: "/3/device/" + token.hexString)
+        // Never the same twice: kept out of the HPACK dynamic table, where each path would evict the entries that
+        // make the other headers (the token above all) one byte each.
+        headers.add(name: ":path", value: "/3/device/" + token.hexString, indexing: .nonIndexable)
         headers.add(name: ":authority", value: self.authority)
         // Indexed: the same token rides every request for up to an hour, and the HPACK dynamic table turns its
         // ~200 bytes into one.

@@ -213,7 +213,8 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         context: ChannelHandlerContext
     ) {
         var headers = HPACKHeaders([(":status", String(answer.status))])
-        for (name, value) in answer.headers { headers.add(name: name, value: value) }
+        // apns-id is unique per answer: kept out of the HPACK dynamic table.
+        for (name, value) in answer.headers { headers.add(name: name, value: value, indexing: .nonIndexable) }
         let head = HTTP2Frame(
             streamID: streamID,
             payload: .headers(.init(headers: headers, endStream: answer.body.isEmpty))
