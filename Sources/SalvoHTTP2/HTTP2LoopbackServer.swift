@@ -61,7 +61,7 @@ public final class HTTP2LoopbackServer: Sendable {
     public let port: Int
     private let channel: any Channel
     private let group: MultiThreadedEventLoopGroup
-    private let counters: NIOLockedValueBox<(connections: Int, requests: Int)>
+    private let counters: NIOLockedValueBox<(connections: Int, requests: Int, pings: Int)>
 
     /// Starts a server on 127.0.0.1 (any free port).
     ///
@@ -89,7 +89,7 @@ public final class HTTP2LoopbackServer: Sendable {
         }
         let sslContext = try NIOSSLContext(configuration: tls)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
-        let counters = NIOLockedValueBox((connections: 0, requests: 0))
+        let counters = NIOLockedValueBox((connections: 0, requests: 0, pings: 0))
         do {
             self.channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 256)
@@ -143,6 +143,8 @@ public final class HTTP2LoopbackServer: Sendable {
     public var connectionCount: Int { self.counters.withLockedValue { $0.connections } }
     /// Requests received so far (answered or not).
     public var requestCount: Int { self.counters.withLockedValue { $0.requests } }
+    /// PING frames received so far (NIOHTTP2 answers them).
+    public var pingCount: Int { self.counters.withLockedValue { $0.pings } }
 
     /// Stops listening, closes every connection and its threads.
     public func stop() async {
@@ -166,7 +168,7 @@ final class LoopbackConnectionHandler: ChannelInboundHandler {
 
     private let connection: Int
     private let options: HTTP2LoopbackServer.Options
-    private let counters: NIOLockedValueBox<(connections: Int, requests: Int)>
+    private let counters: NIOLockedValueBox<(connections: Int, requests: Int, pings: Int)>
     private let responder: HTTP2LoopbackServer.Responder
     private var partials: [HTTP2StreamID: Partial] = [:]
     private var ordinal = 0
@@ -177,7 +179,7 @@ final class LoopbackConnectionHandler: ChannelInboundHandler {
     init(
         connection: Int,
         options: HTTP2LoopbackServer.Options,
-        counters: NIOLockedValueBox<(connections: Int, requests: Int)>,
+        counters: NIOLockedValueBox<(connections: Int, requests: Int, pings: Int)>,
         responder: @escaping HTTP2LoopbackServer.Responder
     ) {
         self.connection = connection
@@ -212,6 +214,8 @@ final class LoopbackConnectionHandler: ChannelInboundHandler {
             }
             self.partials[frame.streamID] = partial
             if data.endStream { self.complete(frame.streamID, context: context) }
+        case .ping(_, ack: false):
+            self.counters.withLockedValue { $0.pings += 1 }
         default:
             break
         }

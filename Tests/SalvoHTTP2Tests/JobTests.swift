@@ -431,6 +431,57 @@ import Testing
         }
     }
 
+    @Test func idleConnectionsAreCheckedWithPing() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 1, seed: 14, in: folder)
+        let ledger = ServerLedger()
+        let server = try await startServer { request in
+            // The only row waits a second for its retry: the connection is idle meanwhile.
+            if ledger.request(request) == 1 {
+                return .respond(status: 503, headers: [("retry-after", "1")], body: errorBody(.serviceUnavailable))
+            }
+            return .ok(apnsID: nil)
+        }
+        var configuration = testJob(port: server.port, authentication: clientCertificate)
+        configuration.client.pingInterval = .milliseconds(100)
+        configuration.client.pingTimeout = .seconds(2)
+        let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
+        let pings = server.pingCount
+        await server.stop()
+        #expect(result.report.confirmed == 1)
+        #expect(result.report.reconnects == 0)
+        #expect(pings >= 2)
+    }
+
+    @Test func theSharedTokenIsRefreshedMidJob() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 120, seed: 15, in: folder)
+        let clock = ManualClock(1_700_000_000)
+        let signer = try JWTSigner(privateKey: P256.Signing.PrivateKey(), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        let token = try ProviderToken(signer: signer, clock: clock.function)
+        let authorizations = NIOLockedValueBox([String: Int]())
+        let server = try await startServer(mutualTLS: false) { request in
+            let total = authorizations.withLockedValue { seen -> Int in
+                seen[request.header("authorization") ?? "", default: 0] += 1
+                return seen.values.reduce(0, +)
+            }
+            // Forty-five minutes pass after the 40th request of the job.
+            if total == 40 { clock.advance(by: 45 * 60) }
+            return .ok(apnsID: nil)
+        }
+        var configuration = testJob(port: server.port, authentication: .token(token), connections: 2)
+        configuration.client.maximumStreamsPerConnection = 8
+        let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
+        await server.stop()
+        #expect(result.report.confirmed == 120)
+        #expect(token.mintCount == 2)
+        let seen = authorizations.withLockedValue { $0 }
+        #expect(seen.count == 2)
+        #expect(seen.values.reduce(0, +) == 120)
+    }
+
     @Test func payloadOverTheLimitIsRefusedBeforeConnecting() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
