@@ -3,9 +3,16 @@ import NIOCore
 import NIOSSL
 import SalvoEngine
 
-/// Notifications per second from the HTTP/2 client to an always-200 `HTTP2LoopbackServer` on loopback, over TLS:
-/// what the client itself can do, with the server as cheap as an HTTP/2 server gets.
+/// Notifications per second from the HTTP/2 client to an always-200 server on loopback, over TLS: what the client
+/// itself can do. The server is `HTTP2SinkServer` (frame headers only, no HPACK decoding) or the NIOHTTP2-based
+/// `HTTP2LoopbackServer`, which costs about as much per request as the client.
 public enum HTTP2Benchmark {
+    /// Which always-200 server answers.
+    public enum Server: String, Sendable, CaseIterable {
+        case sink
+        case nio
+    }
+
     /// One measurement.
     public struct Row: Sendable {
         public var connections: Int
@@ -51,20 +58,36 @@ public enum HTTP2Benchmark {
         connections: Int,
         identity: ServerIdentity,
         serverThreads: Int = 1,
-        streams: Int = 100
+        streams: Int = 100,
+        server kind: Server = .sink
     ) async throws -> Row {
-        var options = HTTP2LoopbackServer.Options()
-        options.maximumConcurrentStreams = streams
-        let server = try await HTTP2LoopbackServer(
-            certificateChain: identity.certificateChain,
-            privateKey: identity.privateKey,
-            options: options,
-            threads: serverThreads
-        ) { _ in .ok(apnsID: nil) }
+        let port: Int
+        let answeredCount: @Sendable () -> Int
+        let stop: @Sendable () async -> Void
+        switch kind {
+        case .sink:
+            let sink = try await HTTP2SinkServer(
+                certificateChain: identity.certificateChain,
+                privateKey: identity.privateKey,
+                maximumConcurrentStreams: streams,
+                threads: serverThreads
+            )
+            (port, answeredCount, stop) = (sink.port, { sink.answeredCount }, { await sink.stop() })
+        case .nio:
+            var options = HTTP2LoopbackServer.Options()
+            options.maximumConcurrentStreams = streams
+            let server = try await HTTP2LoopbackServer(
+                certificateChain: identity.certificateChain,
+                privateKey: identity.privateKey,
+                options: options,
+                threads: serverThreads
+            ) { _ in .ok(apnsID: nil) }
+            (port, answeredCount, stop) = (server.port, { server.requestCount }, { await server.stop() })
+        }
 
         var client = HTTP2ClientConfiguration(
             host: "127.0.0.1",
-            port: server.port,
+            port: port,
             // The server does not ask for a certificate; authentication is not what is measured.
             authentication: .certificate(chain: identity.certificateChain, key: identity.privateKey)
         )
@@ -84,11 +107,11 @@ public enum HTTP2Benchmark {
         do {
             result = try await HTTP2Job.run(configuration: configuration, source: source, summary: summary)
         } catch {
-            await server.stop()
+            await stop()
             throw error
         }
-        let answered = server.requestCount
-        await server.stop()
+        let answered = answeredCount()
+        await stop()
         return Row(
             connections: connections,
             notifications: result.report.confirmed,

@@ -29,6 +29,9 @@ extension BenchCommand {
         @Option(help: "Runs per row; the best is reported.")
         var runs: Int = 2
 
+        @Option(help: "The always-200 server: sink (frame headers only) or nio (NIOHTTP2, as costly as the client).")
+        var server: String = "sink"
+
         func validate() throws {
             guard (1...50_000_000).contains(self.tokens) else {
                 throw ValidationError("--tokens is 1 to 50000000 (got \(self.tokens))")
@@ -40,6 +43,9 @@ extension BenchCommand {
                 (1...10_000).contains(self.streams)
             else {
                 throw ValidationError("--runs is 1 to 20, --server-threads 1 to 16, --streams 1 to 10000")
+            }
+            guard HTTP2Benchmark.Server(rawValue: self.server) != nil else {
+                throw ValidationError("--server is sink or nio (got \(self.server))")
             }
         }
 
@@ -74,7 +80,10 @@ extension BenchCommand {
                 serverName: "localhost"
             )
             let payloadBytes = try Payload(json: HTTP2Benchmark.payloadJSON).byteCount
-            print("\(self.tokens) notifications, \(payloadBytes)-byte payload, best of \(self.runs) run(s)")
+            print(
+                "\(self.tokens) notifications, \(payloadBytes)-byte payload, \(self.server) server, "
+                    + "\(self.streams) streams per connection, best of \(self.runs) run(s)"
+            )
             print("connections  notifications/s  seconds  server")
             var failed = false
             for connections in self.connections {
@@ -86,7 +95,8 @@ extension BenchCommand {
                         connections: connections,
                         identity: identity,
                         serverThreads: self.serverThreads,
-                        streams: self.streams
+                        streams: self.streams,
+                        server: HTTP2Benchmark.Server(rawValue: self.server)!
                     )
                     allDelivered = allDelivered && row.allDelivered
                     if best == nil || row.rate > best!.rate { best = row }

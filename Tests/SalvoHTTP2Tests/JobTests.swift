@@ -482,6 +482,25 @@ import Testing
         #expect(seen.values.reduce(0, +) == 120)
     }
 
+    @Test func theBenchmarkSinkAnswersEveryRequestOnce() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 500, seed: 16, in: folder)
+        let credentials = TestCredentials.shared
+        let sink = try await HTTP2SinkServer(
+            certificateChain: [credentials.server.certificate],
+            privateKey: credentials.server.key
+        )
+        var configuration = testJob(port: sink.port, authentication: clientCertificate, connections: 2)
+        configuration.client.pingInterval = .milliseconds(20)
+        let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
+        let answered = sink.answeredCount
+        await sink.stop()
+        #expect(result.report.confirmed == 500)
+        #expect(answered == 500)
+        #expect(result.report.reconnects == 0)
+    }
+
     @Test func payloadOverTheLimitIsRefusedBeforeConnecting() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
