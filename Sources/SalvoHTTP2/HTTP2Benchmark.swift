@@ -16,7 +16,9 @@ public enum HTTP2Benchmark {
     /// One measurement.
     public struct Row: Sendable {
         public var connections: Int
+        /// Notifications answered 200.
         public var notifications: Int
+        /// From the first connect to the last answer.
         public var seconds: Double
         /// Whether every row was answered 200 exactly once (the server's count agrees with the report).
         public var allDelivered: Bool

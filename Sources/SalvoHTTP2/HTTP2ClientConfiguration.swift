@@ -10,10 +10,13 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// APNs development: `api.sandbox.push.apple.com`.
     public static let sandboxHost = "api.sandbox.push.apple.com"
 
+    /// The server's host name or address (`productionHost`, `sandboxHost`, or a simulator's address).
     public var host: String
+    /// 443 for APNs (2197 also works).
     public var port: Int
     /// The name the server's certificate is checked against and sent in SNI and `:authority`; the host when nil.
     public var serverName: String?
+    /// A client certificate or a provider token.
     public var authentication: APNSAuthentication
     /// The roots that verify the server; the system's by default.
     public var trustRoots: NIOSSLTrustRoots = .default
@@ -27,6 +30,7 @@ public struct HTTP2ClientConfiguration: Sendable {
     public var maximumStreamsPerConnection = 100
     /// How long a request may wait for its answer before its stream is cancelled and its row is uncertain.
     public var requestTimeout: TimeAmount = .seconds(10)
+    /// How long a TCP connect may take.
     public var connectTimeout: TimeAmount = .seconds(10)
     /// An idle connection is checked with PING this often …
     public var pingInterval: TimeAmount = .seconds(60)

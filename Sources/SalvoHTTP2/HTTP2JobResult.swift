@@ -37,8 +37,11 @@ public struct HTTP2Delivery: Hashable, Sendable {
 /// Every valid row is either delivered (`report.confirmed`), rejected (`report.rejected`, Unregistered included),
 /// uncertain (`report.uncertain`, only with `OnUncertain.report`) or `notSent` (the job stopped first).
 public struct HTTP2JobResult: Sendable {
+    /// The counts, as the binary job writes them (`mode` "HTTP/2").
     public var report: JobReport
+    /// Every row the service refused, 410 included, for the rejects file.
     public var rejectedRows: [RejectedRow]
+    /// The 410 answers with their timestamps, for token pruning.
     public var unregistered: [UnregisteredToken]
     /// Accepted notifications and their `apns-id`s, in no particular order (empty unless recorded).
     public var deliveries: [HTTP2Delivery]
