@@ -1,5 +1,6 @@
 import APNSWire
 import ArgumentParser
+import Crypto
 import Foundation
 import NIOSSL
 import SalvoHTTP2
@@ -29,7 +30,10 @@ extension BenchCommand {
         @Option(help: "Runs per row; the best is reported.")
         var runs: Int = 2
 
-        @Option(help: "The always-200 server: sink (frame headers only) or nio (NIOHTTP2, as costly as the client).")
+        @Option(
+            help:
+                "The server: sink (always 200, frame headers only), nio (always 200, NIOHTTP2), or simulator (the simulator's HTTP/2 endpoint with token auth, checked against its ledger)."
+        )
         var server: String = "sink"
 
         func validate() throws {
@@ -44,8 +48,8 @@ extension BenchCommand {
             else {
                 throw ValidationError("--runs is 1 to 20, --server-threads 1 to 16, --streams 1 to 10000")
             }
-            guard HTTP2Benchmark.Server(rawValue: self.server) != nil else {
-                throw ValidationError("--server is sink or nio (got \(self.server))")
+            guard HTTP2Benchmark.Server(rawValue: self.server) != nil || self.server == "simulator" else {
+                throw ValidationError("--server is sink, nio or simulator (got \(self.server))")
             }
         }
 
@@ -90,14 +94,22 @@ extension BenchCommand {
                 var best: HTTP2Benchmark.Row?
                 var allDelivered = true
                 for _ in 0..<self.runs {
-                    let row = try await HTTP2Benchmark.run(
-                        tokenFile: tokenFile,
-                        connections: connections,
-                        identity: identity,
-                        serverThreads: self.serverThreads,
-                        streams: self.streams,
-                        server: HTTP2Benchmark.Server(rawValue: self.server)!
-                    )
+                    let row =
+                        self.server == "simulator"
+                        ? try await self.simulatorRun(
+                            tokenFile: tokenFile,
+                            connections: connections,
+                            certificates: certificates,
+                            trustRoots: identity.trustRoots
+                        )
+                        : try await HTTP2Benchmark.run(
+                            tokenFile: tokenFile,
+                            connections: connections,
+                            identity: identity,
+                            serverThreads: self.serverThreads,
+                            streams: self.streams,
+                            server: HTTP2Benchmark.Server(rawValue: self.server)!
+                        )
                     allDelivered = allDelivered && row.allDelivered
                     if best == nil || row.rate > best!.rate { best = row }
                 }
@@ -111,6 +123,48 @@ extension BenchCommand {
                 )
             }
             if failed { throw ExitCode(1) }
+        }
+
+        /// One run against the simulator's HTTP/2 endpoint, with token authentication; delivered means the
+        /// simulator's ledger holds every token exactly once.
+        private func simulatorRun(
+            tokenFile: String,
+            connections: Int,
+            certificates: DevelopmentCertificates,
+            trustRoots: NIOSSLTrustRoots
+        ) async throws -> HTTP2Benchmark.Row {
+            let key = P256.Signing.PrivateKey()
+            var configuration = SimulatorConfiguration(tls: .init(certificates))
+            configuration.threads = self.serverThreads
+            configuration.maximumTokens = self.tokens + self.tokens / 4 + 1024
+            configuration.http2 = HTTP2EndpointConfiguration(
+                providerKeys: [
+                    .init(keyID: "BENCHKEY01", teamID: "BENCHTEAM1", publicKey: Array(key.publicKey.rawRepresentation))
+                ]
+            )
+            configuration.http2?.maximumConcurrentStreams = self.streams
+            let simulator = try await Simulator.start(configuration)
+            do {
+                let signer = try JWTSigner(privateKey: key, keyID: "BENCHKEY01", teamID: "BENCHTEAM1")
+                var row = try await HTTP2Benchmark.measure(
+                    tokenFile: tokenFile,
+                    port: simulator.http2Port!,
+                    serverName: "localhost",
+                    trustRoots: trustRoots,
+                    authentication: .token(try ProviderToken(signer: signer)),
+                    topic: "com.example.bench",
+                    connections: connections,
+                    streams: self.streams
+                )
+                let ledger = simulator.ledger.snapshot()
+                row.allDelivered =
+                    row.allDelivered && ledger.accepted == self.tokens && ledger.tokensAcceptedMoreThanOnce == 0
+                try await simulator.shutdown()
+                return row
+            } catch {
+                try? await simulator.shutdown()
+                throw error
+            }
         }
     }
 }
