@@ -11,8 +11,14 @@ import DequeModule
 /// it has been on a live connection longer than the settle time (it is then presumed accepted).
 ///
 /// Compact, because at millions of notifications a second a second's worth of rows is in flight: an
-/// entry is the row alone (40 bytes); identifiers follow from positions, and write times are kept per
-/// batch (`markWritten`), not per row. A pure value: the shard that owns the connection applies what the
+/// entry is the row alone (40 bytes); identifiers follow from positions, and the facts about time are kept
+/// per batch (`markWritten`), not per row.
+///
+/// The settle time runs from when the gateway has certainly *read* a batch, not from when it was written:
+/// a slow gateway leaves written bytes in our send queue and in its own receive buffer for a long time, and
+/// presuming them accepted a second after writing would be a guess. The owner learns how far the gateway
+/// has read (`observe(consumedThrough:at:)`) from what the gateway's TCP has acknowledged, less the most its
+/// receive buffer can hold. A pure value: the shard that owns the connection applies what the
 /// gateway says and carries out the resulting `Settlement`. Bounded: the owner stops encoding while
 /// `isFull`.
 struct SentWindow {
@@ -44,8 +50,11 @@ struct SentWindow {
     static let barrierRow = TokenRow(token: try! DeviceToken(bytes: [UInt8](repeating: 0, count: 32)), line: -1)
 
     private var rows: Deque<TokenRow> = []
-    /// (rows written up to this position, counted from the start of the connection; when) per batch.
-    private var batches: Deque<(end: Int, at: UInt64)> = []
+    /// Per written batch: the position after its last row (counted from the start of the connection), the
+    /// ciphertext offset after it, and when the gateway had certainly read it (0: not yet).
+    private var batches: Deque<(end: Int, ciphertextEnd: Int, consumedAt: UInt64)> = []
+    /// Batches before this index in `batches` are known to be read.
+    private var consumedBatches = 0
     /// Position (from the start of the connection) of `rows.first`.
     private var head = 0
     /// Rows recorded but not yet in a batch start at this position.
@@ -65,8 +74,8 @@ struct SentWindow {
     var count: Int { self.rows.count }
     var isEmpty: Bool { self.rows.isEmpty }
     var isFull: Bool { self.rows.count >= self.capacity }
-    /// When the oldest written, unsettled batch was written.
-    var oldestWrittenAt: UInt64? { self.batches.first?.at }
+    /// When the oldest unsettled batch was known to be read, if it was.
+    var oldestConsumedAt: UInt64? { self.batches.first.flatMap { $0.consumedAt == 0 ? nil : $0.consumedAt } }
 
     // Identifiers run 1...UInt32.max and wrap to 1: a cycle of UInt32.max values.
     private static let cycle = UInt64(UInt32.max)
@@ -85,21 +94,33 @@ struct SentWindow {
         return identifier
     }
 
-    /// Stamps every row recorded since the last call as written at `now` (call once per batch write).
-    mutating func markWritten(at now: UInt64) {
+    /// Closes the batch of every row recorded since the last call (call once per batch write).
+    ///
+    /// - Parameter ciphertextEnd: the connection's ciphertext offset after this batch.
+    mutating func markWritten(ciphertextEnd: Int) {
         let end = self.head + self.rows.count
         guard end > self.marked else { return }
-        self.batches.append((end, now))
+        self.batches.append((end, ciphertextEnd, 0))
         self.marked = end
     }
 
-    /// Removes the rows of batches written at or before `deadline`: presumed accepted, as no error came
-    /// for them in time. Stops at a barrier, which waits for its answer.
+    /// Notes that the gateway has read its stream up to `offset` (ciphertext): batches that end there or
+    /// before are read as of `now`.
+    mutating func observe(consumedThrough offset: Int, at now: UInt64) {
+        precondition(now > 0, "0 means 'not yet read'")
+        while self.consumedBatches < self.batches.count, self.batches[self.consumedBatches].ciphertextEnd <= offset {
+            self.batches[self.consumedBatches].consumedAt = now
+            self.consumedBatches += 1
+        }
+    }
+
+    /// Removes the rows of batches the gateway had read at or before `deadline`: presumed accepted, as no
+    /// error came for them in time. Stops at a barrier, which waits for its answer.
     ///
     /// - Returns: how many rows were presumed.
-    mutating func presume(writtenBefore deadline: UInt64) -> Int {
+    mutating func presume(readBefore deadline: UInt64) -> Int {
         var presumed = 0
-        while let batch = self.batches.first, batch.at <= deadline {
+        while let batch = self.batches.first, batch.consumedAt != 0, batch.consumedAt <= deadline {
             while self.head < batch.end {
                 if self.rows.first!.line < 0 { return presumed }
                 self.rows.removeFirst()
@@ -107,6 +128,7 @@ struct SentWindow {
                 presumed += 1
             }
             self.batches.removeFirst()
+            self.consumedBatches -= 1
         }
         return presumed
     }
@@ -170,5 +192,6 @@ struct SentWindow {
         self.marked = self.head
         self.rows.removeAll(keepingCapacity: true)
         self.batches.removeAll(keepingCapacity: true)
+        self.consumedBatches = 0
     }
 }

@@ -276,7 +276,7 @@ final class Shard: @unchecked Sendable {
         } catch {
             return false
         }
-        self.window.markWritten(at: Self.now())
+        self.window.markWritten(ciphertextEnd: connection.ciphertextBytesWritten)
         self.report.bytesWritten += count
         self.outbound.clear()
         self.outboundSince = nil
@@ -372,14 +372,22 @@ final class Shard: @unchecked Sendable {
         )
     }
 
-    /// Presumes accepted what has waited the settle time on a live connection.
+    /// Presumes accepted what the gateway has certainly read at least the settle time ago.
+    ///
+    /// What the gateway has read is bounded below by what its TCP acknowledged less the most its receive
+    /// buffer can hold: acknowledged bytes it has not read sit in that buffer. (Command 0 cannot be
+    /// confirmed by a barrier, so it presumes from the acknowledgement alone, or it could never finish a
+    /// job smaller than that buffer.)
     private func settleByAge() {
         dispatchPrecondition(condition: .onQueue(self.queue))
-        guard case .open = self.state else { return }
+        guard case .open(let connection) = self.state else { return }
         let now = Self.now()
         guard now > self.configuration.settleNanoseconds else { return }
+        var consumed = connection.ciphertextBytesAcknowledged
+        if self.configuration.template.command != .simple { consumed -= self.configuration.peerReceiveBufferBytes }
+        if consumed > 0 { self.window.observe(consumedThrough: consumed, at: now) }
         let wasFull = self.window.isFull
-        let presumed = self.window.presume(writtenBefore: now - self.configuration.settleNanoseconds)
+        let presumed = self.window.presume(readBefore: now - self.configuration.settleNanoseconds)
         self.report.presumed += presumed
         if presumed > 0 { self.settledOnConnection = true }
         if presumed > 0 && (wasFull || self.isDone || self.configuration.template.command == .simple) {

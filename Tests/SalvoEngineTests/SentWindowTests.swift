@@ -4,12 +4,14 @@ import Testing
 @testable import SalvoEngine
 
 @Suite struct SentWindowTests {
-    /// A window with `rows` rows (lines 2, 3, …), written one batch per row at times 10, 11, ….
+    /// A window with `rows` rows (lines 2, 3, …), one batch per row of 100 ciphertext bytes, the gateway
+    /// having read row i at time 10 + i.
     private func window(rows: Int, capacity: Int = 100, startingAt first: UInt32 = 1) -> SentWindow {
         var window = SentWindow(capacity: capacity, firstIdentifier: first)
         for index in 0..<rows {
             _ = window.record(TokenRow(token: token(UInt8(index)), line: index + 2))
-            window.markWritten(at: UInt64(10 + index))
+            window.markWritten(ciphertextEnd: 100 * (index + 1))
+            window.observe(consumedThrough: 100 * (index + 1), at: UInt64(10 + index))
         }
         return window
     }
@@ -60,7 +62,7 @@ import Testing
 
     @Test func anIdentifierOutsideTheWindowResendsEverything() {
         var window = self.window(rows: 4)
-        #expect(window.presume(writtenBefore: 11) == 2)  // identifiers 1 and 2 leave the window
+        #expect(window.presume(readBefore: 11) == 2)  // identifiers 1 and 2 leave the window
         let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 2))
         #expect(settlement.unknownIdentifier)
         #expect(settlement.resend.map(\.identifier) == [3, 4])
@@ -70,26 +72,34 @@ import Testing
 
     @Test func identifiersContinueAfterPresumptionAndSettlement() {
         var window = self.window(rows: 3)
-        #expect(window.presume(writtenBefore: 100) == 3)
+        #expect(window.presume(readBefore: 100) == 3)
         #expect(window.record(TokenRow(token: token(7), line: 9)) == 4)
-        window.markWritten(at: 200)
+        window.markWritten(ciphertextEnd: 400)
         let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 4))
         #expect(settlement.failed?.row.line == 9)
     }
 
-    @Test func presumesWholeBatchesOnlyWhenOldEnoughAndNeverABarrier() {
+    @Test func presumesOnlyBatchesReadLongEnoughAgoAndNeverABarrier() {
         var window = SentWindow(capacity: 100)
         for line in 2...4 { _ = window.record(TokenRow(token: token(UInt8(line)), line: line)) }
-        window.markWritten(at: 10)
+        window.markWritten(ciphertextEnd: 1000)
         for line in 5...6 { _ = window.record(TokenRow(token: token(UInt8(line)), line: line)) }
-        #expect(window.presume(writtenBefore: 1000) == 3, "rows not yet written are never presumed")
-        window.markWritten(at: 20)
-        #expect(window.presume(writtenBefore: 19) == 0)
-        #expect(window.oldestWrittenAt == 20)
+        #expect(window.presume(readBefore: 1000) == 0, "written is not read")
+        window.observe(consumedThrough: 999, at: 5)
+        #expect(window.presume(readBefore: 1000) == 0, "a batch is read only to its last byte")
+        window.observe(consumedThrough: 5000, at: 10)
+        #expect(window.oldestConsumedAt == 10)
+        #expect(window.presume(readBefore: 9) == 0, "read too recently")
+        #expect(window.presume(readBefore: 10) == 3, "rows not yet written are never presumed")
+        window.markWritten(ciphertextEnd: 2000)
+        window.observe(consumedThrough: 5000, at: 20)
+        #expect(window.presume(readBefore: 19) == 0)
+        #expect(window.oldestConsumedAt == 20)
         _ = window.record(SentWindow.barrierRow)
         _ = window.record(TokenRow(token: token(9), line: 9))
-        window.markWritten(at: 30)
-        #expect(window.presume(writtenBefore: 100) == 2)
+        window.markWritten(ciphertextEnd: 3000)
+        window.observe(consumedThrough: 5000, at: 30)
+        #expect(window.presume(readBefore: 100) == 2)
         #expect(window.count == 2, "the barrier waits for its answer, and so does what follows it")
         let settlement = window.apply(ErrorResponse(status: .missingDeviceToken, identifier: 6))
         #expect(settlement.failed?.isBarrier == true)
