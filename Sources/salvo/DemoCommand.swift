@@ -82,6 +82,7 @@ struct DemoCommand: AsyncParsableCommand {
         let planPath = self.plan ?? self.data + "/faults/demo.json"
         simulatorConfiguration.plan = try FaultPlan.load(contentsOf: planPath)
         simulatorConfiguration.maximumTokens = max(1 << 16, self.tokens + self.tokens / 4)
+        simulatorConfiguration.expectedTokens = self.tokens
         let simulator = try await Simulator.start(simulatorConfiguration)
         print(
             "simulator: gateway 127.0.0.1:\(simulator.gatewayPort), plan \"\(simulator.plan.name)\" (\(planPath)), "
