@@ -60,7 +60,7 @@ struct SentWindow {
     /// Rows recorded but not yet in a batch start at this position.
     private var marked = 0
     /// The identifier of position 0.
-    private let firstIdentifier: UInt32
+    private var firstIdentifier: UInt32
     let capacity: Int
 
     /// - Parameter firstIdentifier: where the sequence starts (tests start near the wrap).
@@ -69,6 +69,18 @@ struct SentWindow {
         precondition(firstIdentifier != 0, "identifier 0 means 'unknown' to the gateway")
         self.capacity = capacity
         self.firstIdentifier = firstIdentifier
+        // Reserved once, so the window never reallocates (and never holds two copies) while it fills.
+        // The pages are touched only as rows arrive.
+        self.rows.reserveCapacity(capacity)
+    }
+
+    /// Empties the window for a new connection (identifiers start again at 1), keeping its storage.
+    mutating func restart() {
+        precondition(self.rows.isEmpty, "settle the window before reusing it")
+        self.clear()
+        self.head = 0
+        self.marked = 0
+        self.firstIdentifier = 1
     }
 
     var count: Int { self.rows.count }

@@ -137,7 +137,7 @@ final class Shard: @unchecked Sendable {
             return
         }
         self.state = .open(connection)
-        self.window = SentWindow(capacity: self.windowCapacity)
+        self.window.restart()
         self.inbound.clear()
         self.barrierWritten = false
         self.answered = false
@@ -417,7 +417,6 @@ final class Shard: @unchecked Sendable {
         } else {
             self.failures = 0
         }
-        self.window = SentWindow(capacity: self.windowCapacity)
         self.state = .idle
         if self.isDone {
             self.finish()
