@@ -36,6 +36,10 @@ final class CSVReader {
 
     /// The fields of the record `next()` last returned; valid until the next call.
     private(set) var fields: [Field] = []
+    /// The file offset of the record `next()` last returned.
+    private(set) var recordOffset = 0
+    /// The file offset of `buffer[0]`.
+    private var bufferOffset = 0
 
     /// Opens `path` for reading.
     ///
@@ -110,6 +114,7 @@ final class CSVReader {
                     raw.baseAddress!.copyMemory(from: raw.baseAddress! + self.position, byteCount: unread)
                 }
             }
+            self.bufferOffset += self.position
             self.position = 0
             self.filled = unread
         }
@@ -171,6 +176,7 @@ final class CSVReader {
         case .needMore:
             return nil
         case .record(let end, let lines):
+            self.recordOffset = self.bufferOffset + self.position
             let recordLine = self.line
             self.line += lines
             self.position = end
@@ -183,6 +189,16 @@ final class CSVReader {
                 line: self.line + lines,
                 message: "text after a closing quote (a quote inside a quoted field is written \"\")"
             )
+        }
+    }
+
+    /// Parses the record at the start of `bytes` (a piece of a file read at a record's offset): its fields,
+    /// or nil when the record does not end within `bytes` and `complete` is false.
+    static func fields(ofRecordIn bytes: UnsafeBufferPointer<UInt8>, complete: Bool) -> [Field]? {
+        var fields: [Field] = []
+        switch Self.scan(bytes, from: 0, to: bytes.count, atEndOfFile: complete, into: &fields) {
+        case .record: return fields
+        default: return nil
         }
     }
 

@@ -202,7 +202,7 @@ final class Shard: @unchecked Sendable {
                 return self.pending.popFirst()
             }
         } catch {
-            self.fail(JobError(error.description), notify: true)
+            self.fail(JobError("\(error)"), notify: true)
             return nil
         }
         self.sourceExhausted = true
@@ -328,7 +328,13 @@ final class Shard: @unchecked Sendable {
         guard case .open(let connection) = self.state else { return }
         self.answered = true
         self.state = .closing(connection)
-        let settlement = self.window.apply(response)
+        let settlement: SentWindow.Settlement
+        do {
+            settlement = try self.window.apply(response) { try self.source.token(at: $0.reference) }
+        } catch {
+            self.fail(JobError("\(error)"), notify: true)
+            return
+        }
         self.settle(settlement)
         // The gateway closes after an error response; there is nothing more to say on this connection.
         connection.close()
@@ -336,7 +342,7 @@ final class Shard: @unchecked Sendable {
 
     private func settle(_ settlement: SentWindow.Settlement) {
         var requeue: [TokenRow] = []
-        self.report.confirmed += settlement.confirmed.count - settlement.confirmed.filter(\.isBarrier).count
+        self.report.confirmed += settlement.confirmed
         if let failed = settlement.failed, !failed.isBarrier, let status = settlement.status {
             let tries = self.processingErrors[failed.row.line, default: 0] + 1
             if status == .processingError && tries <= self.configuration.processingErrorRetries {
@@ -406,7 +412,12 @@ final class Shard: @unchecked Sendable {
         self.outbound.clear()
         self.outboundSince = nil
         if !self.answered {
-            self.settle(self.window.abandon())
+            do {
+                self.settle(try self.window.abandon { try self.source.token(at: $0.reference) })
+            } catch {
+                self.fail(JobError("\(error)"), notify: true)
+                return
+            }
             // A connection that settled something starts a new streak; one that settled nothing (the
             // gateway keeps dropping us) lengthens it, backing off further and eventually giving up.
             if end.reason != .closedLocally { self.failures = self.settledOnConnection ? 1 : self.failures + 1 }
