@@ -22,7 +22,7 @@ public struct BinaryJobConfiguration: Sendable {
     /// The most a gateway's TCP receive buffer may hold: acknowledged bytes within this much of the end
     /// are not counted as read by the gateway (Linux grows a receive buffer to 6 MiB by default).
     public var peerReceiveBufferBytes: Int
-    /// Unsettled rows the whole job may hold (split over the shards): memory is 40 bytes a row. At the
+    /// Unsettled rows the whole job may hold (split over the shards): memory is 16 bytes a row. At the
     /// settle time this bounds the rate: rows in flight / settle time.
     public var windowRows: Int
     /// Rows a shard takes from the source at a time.
@@ -45,7 +45,7 @@ public struct BinaryJobConfiguration: Sendable {
         reconnect: ReconnectPolicy = .default,
         settleNanoseconds: UInt64 = 1_000_000_000,
         peerReceiveBufferBytes: Int = 8 << 20,
-        windowRows: Int = 2_000_000,
+        windowRows: Int = 3_000_000,
         chunkRows: Int = 8192,
         processingErrorRetries: Int = 3,
         onUncertain: OnUncertain = .resend,
