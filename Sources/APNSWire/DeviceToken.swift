@@ -52,11 +52,46 @@ public struct DeviceToken: Hashable, Sendable {
         self = try parsed.get()
     }
 
-    /// Parses the hex form from UTF-8 bytes (for example a field of a memory-mapped CSV file).
+    /// Parses the hex form from UTF-8 bytes (for example a field of a CSV file read into memory).
     ///
     /// Columns in errors count from 1 within `hexUTF8`.
     @inlinable
     public init(hexUTF8 text: UnsafeRawBufferPointer) throws(DeviceTokenError) {
+        // The common case, 64 hex digits and nothing else, decodes without a branch per character.
+        if text.count == 2 * Self.byteCount, let token = Self.decodeCompactHex(text) {
+            self = token
+            return
+        }
+        try self.init(generalHexUTF8: text)
+    }
+
+    /// Decodes exactly 64 hex digits; nil if any is not one (the general path then says which).
+    @inlinable
+    static func decodeCompactHex(_ text: UnsafeRawBufferPointer) -> DeviceToken? {
+        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        var invalid: UInt8 = 0
+        Swift.withUnsafeMutableBytes(of: &words) { out in
+            for index in 0..<Self.byteCount {
+                let high = Self.nibbleOrInvalid(text[2 &* index])
+                let low = Self.nibbleOrInvalid(text[2 &* index &+ 1])
+                invalid |= high | low
+                out[index] = high << 4 | (low & 0x0F)
+            }
+        }
+        return invalid & 0xF0 == 0 ? DeviceToken(words: words) : nil
+    }
+
+    /// A hex digit's value, or 0xF0 for any other byte (so that invalid digits can be OR-ed together).
+    @inlinable @inline(__always)
+    static func nibbleOrInvalid(_ character: UInt8) -> UInt8 {
+        let digit = character &- UInt8(ascii: "0")
+        let letter = (character | 0x20) &- UInt8(ascii: "a")
+        return digit < 10 ? digit : (letter < 6 ? letter &+ 10 : 0xF0)
+    }
+
+    /// The general form: spaces anywhere, optional angle brackets, errors with their column.
+    @usableFromInline
+    init(generalHexUTF8 text: UnsafeRawBufferPointer) throws(DeviceTokenError) {
         var start = 0
         var end = text.count
         while start < end, text[start] == UInt8(ascii: " ") { start += 1 }

@@ -19,7 +19,10 @@ public struct BinaryJobConfiguration: Sendable {
     /// How long a written notification waits for an error before it is presumed accepted (nanoseconds).
     /// The gateway answers a failure within about a second.
     public var settleNanoseconds: UInt64
-    /// Unsettled rows the whole job may hold (split over the shards): memory is 40 bytes a row. At the
+    /// The most a gateway's TCP receive buffer may hold: acknowledged bytes within this much of the end
+    /// are not counted as read by the gateway (Linux grows a receive buffer to 6 MiB by default).
+    public var peerReceiveBufferBytes: Int
+    /// Unsettled rows the whole job may hold (split over the shards): memory is 16 bytes a row. At the
     /// settle time this bounds the rate: rows in flight / settle time.
     public var windowRows: Int
     /// Rows a shard takes from the source at a time.
@@ -41,7 +44,8 @@ public struct BinaryJobConfiguration: Sendable {
         flush: FlushPolicy = .default,
         reconnect: ReconnectPolicy = .default,
         settleNanoseconds: UInt64 = 1_000_000_000,
-        windowRows: Int = 2_000_000,
+        peerReceiveBufferBytes: Int = 8 << 20,
+        windowRows: Int = 3_000_000,
         chunkRows: Int = 8192,
         processingErrorRetries: Int = 3,
         onUncertain: OnUncertain = .resend,
@@ -57,6 +61,7 @@ public struct BinaryJobConfiguration: Sendable {
         self.flush = flush
         self.reconnect = reconnect
         self.settleNanoseconds = settleNanoseconds
+        self.peerReceiveBufferBytes = peerReceiveBufferBytes
         self.windowRows = windowRows
         self.chunkRows = chunkRows
         self.processingErrorRetries = processingErrorRetries

@@ -36,6 +36,10 @@ final class CSVReader {
 
     /// The fields of the record `next()` last returned; valid until the next call.
     private(set) var fields: [Field] = []
+    /// The file offset of the record `next()` last returned.
+    private(set) var recordOffset = 0
+    /// The file offset of `buffer[0]`.
+    private var bufferOffset = 0
 
     /// Opens `path` for reading.
     ///
@@ -110,6 +114,7 @@ final class CSVReader {
                     raw.baseAddress!.copyMemory(from: raw.baseAddress! + self.position, byteCount: unread)
                 }
             }
+            self.bufferOffset += self.position
             self.position = 0
             self.filled = unread
         }
@@ -152,91 +157,137 @@ final class CSVReader {
     private func parseRecord() throws(InputError) -> Int? {
         guard self.startedFile else { return nil }
         if self.position >= self.filled && self.atEndOfFile { return nil }
-        self.fields.removeAll(keepingCapacity: true)
-        var cursor = self.position
-        var lines = 0
-        let end = self.filled
+        // The field list is moved out and back so that the loop works on locals: class properties would
+        // cost an exclusivity check on every byte.
+        var fields: [Field] = []
+        swap(&fields, &self.fields)
+        defer { swap(&fields, &self.fields) }
+        fields.removeAll(keepingCapacity: true)
+        let outcome = self.buffer.withUnsafeBufferPointer { bytes in
+            Self.scan(
+                bytes,
+                from: self.position,
+                to: self.filled,
+                atEndOfFile: self.atEndOfFile,
+                into: &fields
+            )
+        }
+        switch outcome {
+        case .needMore:
+            return nil
+        case .record(let end, let lines):
+            self.recordOffset = self.bufferOffset + self.position
+            let recordLine = self.line
+            self.line += lines
+            self.position = end
+            return recordLine
+        case .unclosedQuote:
+            throw InputError(file: self.path, line: self.line, message: "a quoted field is not closed")
+        case .textAfterQuote(let lines):
+            throw InputError(
+                file: self.path,
+                line: self.line + lines,
+                message: "text after a closing quote (a quote inside a quoted field is written \"\")"
+            )
+        }
+    }
+
+    /// Parses the record at the start of `bytes` (a piece of a file read at a record's offset): its fields,
+    /// or nil when the record does not end within `bytes` and `complete` is false.
+    static func fields(ofRecordIn bytes: UnsafeBufferPointer<UInt8>, complete: Bool) -> [Field]? {
+        var fields: [Field] = []
+        switch Self.scan(bytes, from: 0, to: bytes.count, atEndOfFile: complete, into: &fields) {
+        case .record: return fields
+        default: return nil
+        }
+    }
+
+    private enum ScanOutcome {
+        case needMore
+        case record(end: Int, lines: Int)
+        case unclosedQuote
+        case textAfterQuote(lines: Int)
+    }
+
+    /// Splits the record at `cursor` into `fields`.
+    private static func scan(
+        _ bytes: UnsafeBufferPointer<UInt8>,
+        from start: Int,
+        to end: Int,
+        atEndOfFile: Bool,
+        into fields: inout [Field]
+    ) -> ScanOutcome {
         let quote = UInt8(ascii: "\"")
+        let comma = UInt8(ascii: ",")
+        let newline = UInt8(ascii: "\n")
+        let carriageReturn = UInt8(ascii: "\r")
+        var cursor = start
+        var lines = 0
 
         while true {
-            // One field starting at `cursor`.
-            if cursor < end && self.buffer[cursor] == quote {
-                let start = cursor + 1
-                var scan = start
+            if cursor < end && bytes[cursor] == quote {
+                let fieldStart = cursor + 1
+                var scan = fieldStart
                 var escaped = false
                 var closed = false
                 while scan < end {
-                    let byte = self.buffer[scan]
+                    let byte = bytes[scan]
                     if byte == quote {
-                        if scan + 1 < end && self.buffer[scan + 1] == quote {
+                        if scan + 1 < end && bytes[scan + 1] == quote {
                             escaped = true
                             scan += 2
                             continue
                         }
-                        if scan + 1 == end && !self.atEndOfFile { break }  // cannot tell yet
+                        if scan + 1 == end && !atEndOfFile { break }  // cannot tell yet
                         closed = true
                         break
                     }
-                    if byte == UInt8(ascii: "\n") { lines += 1 }
+                    if byte == newline { lines += 1 }
                     scan += 1
                 }
-                guard closed else {
-                    if self.atEndOfFile {
-                        throw InputError(file: self.path, line: self.line, message: "a quoted field is not closed")
-                    }
-                    return nil
-                }
-                self.fields.append(Field(start: start, end: scan, quoted: true, hasEscapedQuotes: escaped))
+                guard closed else { return atEndOfFile ? .unclosedQuote : .needMore }
+                fields.append(Field(start: fieldStart, end: scan, quoted: true, hasEscapedQuotes: escaped))
                 cursor = scan + 1
-                if cursor < end, self.buffer[cursor] != UInt8(ascii: ","), self.buffer[cursor] != UInt8(ascii: "\n"),
-                    self.buffer[cursor] != UInt8(ascii: "\r")
-                {
-                    throw InputError(
-                        file: self.path,
-                        line: self.line + lines,
-                        message: "text after a closing quote (a quote inside a quoted field is written \"\")"
-                    )
+                if cursor < end, bytes[cursor] != comma, bytes[cursor] != newline, bytes[cursor] != carriageReturn {
+                    return .textAfterQuote(lines: lines)
                 }
             } else {
-                let start = cursor
+                let fieldStart = cursor
                 while cursor < end {
-                    let byte = self.buffer[cursor]
-                    if byte == UInt8(ascii: ",") || byte == UInt8(ascii: "\n") { break }
+                    let byte = bytes[cursor]
+                    if byte == comma || byte == newline { break }
                     cursor += 1
                 }
+                if cursor == end && !atEndOfFile { return .needMore }
                 var fieldEnd = cursor
-                if cursor == end && !self.atEndOfFile { return nil }
-                if fieldEnd > start && self.buffer[fieldEnd - 1] == UInt8(ascii: "\r")
-                    && (cursor == end || self.buffer[cursor] == UInt8(ascii: "\n"))
+                if fieldEnd > fieldStart && bytes[fieldEnd - 1] == carriageReturn
+                    && (cursor == end || bytes[cursor] == newline)
                 {
                     fieldEnd -= 1
                 }
-                self.fields.append(Field(start: start, end: fieldEnd, quoted: false, hasEscapedQuotes: false))
+                fields.append(Field(start: fieldStart, end: fieldEnd, quoted: false, hasEscapedQuotes: false))
             }
 
             // After a field: a comma, a line end, or the end of the file.
             if cursor >= end {
-                if !self.atEndOfFile { return nil }
+                if !atEndOfFile { return .needMore }
                 break
             }
-            let separator = self.buffer[cursor]
-            if separator == UInt8(ascii: ",") {
+            let separator = bytes[cursor]
+            if separator == comma {
                 cursor += 1
                 continue
             }
-            if separator == UInt8(ascii: "\r") {
-                guard cursor + 1 < end || self.atEndOfFile else { return nil }
+            if separator == carriageReturn {
+                guard cursor + 1 < end || atEndOfFile else { return .needMore }
                 cursor += 1
             }
-            if cursor < end && self.buffer[cursor] == UInt8(ascii: "\n") {
+            if cursor < end && bytes[cursor] == newline {
                 cursor += 1
                 lines += 1
             }
             break
         }
-        let recordLine = self.line
-        self.line += lines
-        self.position = cursor
-        return recordLine
+        return .record(end: cursor, lines: lines)
     }
 }

@@ -11,12 +11,27 @@ import DequeModule
 /// it has been on a live connection longer than the settle time (it is then presumed accepted).
 ///
 /// Compact, because at millions of notifications a second a second's worth of rows is in flight: an
-/// entry is the row alone (40 bytes); identifiers follow from positions, and write times are kept per
-/// batch (`markWritten`), not per row. A pure value: the shard that owns the connection applies what the
+/// entry is a row's line and file position (16 bytes), not its token, which is read again from the file
+/// in the rare case that a settlement needs it (a rejection, a resend); identifiers follow from positions,
+/// and the facts about time are kept per batch (`markWritten`), not per row.
+///
+/// The settle time runs from when the gateway has certainly *read* a batch, not from when it was written:
+/// a slow gateway leaves written bytes in our send queue and in its own receive buffer for a long time, and
+/// presuming them accepted a second after writing would be a guess. The owner learns how far the gateway
+/// has read (`observe(consumedThrough:at:)`) from what the gateway's TCP has acknowledged, less the most its
+/// receive buffer can hold. A pure value: the shard that owns the connection applies what the
 /// gateway says and carries out the resulting `Settlement`. Bounded: the owner stops encoding while
 /// `isFull`.
 struct SentWindow {
-    /// A settled entry: the row and the identifier it was written with.
+    /// A row as the window keeps it.
+    struct Journaled: Hashable {
+        var line: Int
+        var reference: RowReference
+        /// The end-of-job barrier, not a row.
+        var isBarrier: Bool { self.line < 0 }
+    }
+
+    /// A settled entry that needs its row: the row (token read again) and the identifier it was written with.
     struct Entry: Hashable {
         var row: TokenRow
         var identifier: UInt32
@@ -26,8 +41,8 @@ struct SentWindow {
 
     /// What an answer from the gateway (or its silence) decided.
     struct Settlement: Equatable {
-        /// Accepted for certain: written before the failed one on the same connection.
-        var confirmed: [Entry] = []
+        /// How many rows were accepted for certain: written before the failed one on the same connection.
+        var confirmed = 0
         /// The failed one (nil for a shutdown, which names the last good one).
         var failed: Entry?
         var status: ErrorStatus?
@@ -43,15 +58,18 @@ struct SentWindow {
     /// The row a barrier is journaled as (line -1; its token is not sent).
     static let barrierRow = TokenRow(token: try! DeviceToken(bytes: [UInt8](repeating: 0, count: 32)), line: -1)
 
-    private var rows: Deque<TokenRow> = []
-    /// (rows written up to this position, counted from the start of the connection; when) per batch.
-    private var batches: Deque<(end: Int, at: UInt64)> = []
+    private var rows: Deque<Journaled> = []
+    /// Per written batch: the position after its last row (counted from the start of the connection), the
+    /// ciphertext offset after it, and when the gateway had certainly read it (0: not yet).
+    private var batches: Deque<(end: Int, ciphertextEnd: Int, consumedAt: UInt64)> = []
+    /// Batches before this index in `batches` are known to be read.
+    private var consumedBatches = 0
     /// Position (from the start of the connection) of `rows.first`.
     private var head = 0
     /// Rows recorded but not yet in a batch start at this position.
     private var marked = 0
     /// The identifier of position 0.
-    private let firstIdentifier: UInt32
+    private var firstIdentifier: UInt32
     let capacity: Int
 
     /// - Parameter firstIdentifier: where the sequence starts (tests start near the wrap).
@@ -60,13 +78,25 @@ struct SentWindow {
         precondition(firstIdentifier != 0, "identifier 0 means 'unknown' to the gateway")
         self.capacity = capacity
         self.firstIdentifier = firstIdentifier
+        // Reserved once, so the window never reallocates (and never holds two copies) while it fills.
+        // The pages are touched only as rows arrive.
+        self.rows.reserveCapacity(capacity)
+    }
+
+    /// Empties the window for a new connection (identifiers start again at 1), keeping its storage.
+    mutating func restart() {
+        precondition(self.rows.isEmpty, "settle the window before reusing it")
+        self.clear()
+        self.head = 0
+        self.marked = 0
+        self.firstIdentifier = 1
     }
 
     var count: Int { self.rows.count }
     var isEmpty: Bool { self.rows.isEmpty }
     var isFull: Bool { self.rows.count >= self.capacity }
-    /// When the oldest written, unsettled batch was written.
-    var oldestWrittenAt: UInt64? { self.batches.first?.at }
+    /// When the oldest unsettled batch was known to be read, if it was.
+    var oldestConsumedAt: UInt64? { self.batches.first.flatMap { $0.consumedAt == 0 ? nil : $0.consumedAt } }
 
     // Identifiers run 1...UInt32.max and wrap to 1: a cycle of UInt32.max values.
     private static let cycle = UInt64(UInt32.max)
@@ -81,32 +111,45 @@ struct SentWindow {
     /// Journals a row about to be encoded and returns its identifier.
     mutating func record(_ row: TokenRow) -> UInt32 {
         let identifier = self.nextIdentifier
-        self.rows.append(row)
+        self.rows.append(Journaled(line: row.line, reference: row.reference))
         return identifier
     }
 
-    /// Stamps every row recorded since the last call as written at `now` (call once per batch write).
-    mutating func markWritten(at now: UInt64) {
+    /// Closes the batch of every row recorded since the last call (call once per batch write).
+    ///
+    /// - Parameter ciphertextEnd: the connection's ciphertext offset after this batch.
+    mutating func markWritten(ciphertextEnd: Int) {
         let end = self.head + self.rows.count
         guard end > self.marked else { return }
-        self.batches.append((end, now))
+        self.batches.append((end, ciphertextEnd, 0))
         self.marked = end
     }
 
-    /// Removes the rows of batches written at or before `deadline`: presumed accepted, as no error came
-    /// for them in time. Stops at a barrier, which waits for its answer.
+    /// Notes that the gateway has read its stream up to `offset` (ciphertext): batches that end there or
+    /// before are read as of `now`.
+    mutating func observe(consumedThrough offset: Int, at now: UInt64) {
+        precondition(now > 0, "0 means 'not yet read'")
+        while self.consumedBatches < self.batches.count, self.batches[self.consumedBatches].ciphertextEnd <= offset {
+            self.batches[self.consumedBatches].consumedAt = now
+            self.consumedBatches += 1
+        }
+    }
+
+    /// Removes the rows of batches the gateway had read at or before `deadline`: presumed accepted, as no
+    /// error came for them in time. Stops at a barrier, which waits for its answer.
     ///
     /// - Returns: how many rows were presumed.
-    mutating func presume(writtenBefore deadline: UInt64) -> Int {
+    mutating func presume(readBefore deadline: UInt64) -> Int {
         var presumed = 0
-        while let batch = self.batches.first, batch.at <= deadline {
+        while let batch = self.batches.first, batch.consumedAt != 0, batch.consumedAt <= deadline {
             while self.head < batch.end {
-                if self.rows.first!.line < 0 { return presumed }
+                if self.rows.first!.isBarrier { return presumed }
                 self.rows.removeFirst()
                 self.head += 1
                 presumed += 1
             }
             self.batches.removeFirst()
+            self.consumedBatches -= 1
         }
         return presumed
     }
@@ -119,8 +162,31 @@ struct SentWindow {
         return distance < UInt64(self.rows.count) ? Int(distance) : nil
     }
 
-    private func entries(_ range: Range<Int>) -> [Entry] {
-        range.map { Entry(row: self.rows[$0], identifier: self.identifier(at: self.head + $0)) }
+    /// The entries in `range`, their tokens read again through `resolve` (not for the barrier).
+    private func entries<Failure: Error>(
+        _ range: Range<Int>,
+        resolve: (Journaled) throws(Failure) -> DeviceToken
+    ) throws(Failure) -> [Entry] {
+        var entries: [Entry] = []
+        entries.reserveCapacity(range.count)
+        for index in range {
+            let journaled = self.rows[index]
+            let token = journaled.isBarrier ? SentWindow.barrierRow.token : try resolve(journaled)
+            entries.append(
+                Entry(
+                    row: TokenRow(token: token, line: journaled.line, reference: journaled.reference),
+                    identifier: self.identifier(at: self.head + index)
+                )
+            )
+        }
+        return entries
+    }
+
+    /// How many rows (not the barrier) are in `range`.
+    private func rowCount(_ range: Range<Int>) -> Int {
+        guard let last = range.last else { return 0 }
+        // A barrier is always the last entry written.
+        return self.rows[last].isBarrier ? range.count - 1 : range.count
     }
 
     /// Applies an error response. Everything is settled and the window is empty afterwards: the gateway
@@ -132,25 +198,28 @@ struct SentWindow {
     /// - Identifier 0 (the gateway cannot tell which): every entry is uncertain.
     /// - An identifier not in the window: nothing can be confirmed; everything is resent (the failed one,
     ///   if it existed, was already presumed accepted).
-    mutating func apply(_ response: ErrorResponse) -> Settlement {
+    ///
+    /// - Parameter resolve: reads a row's token again (for the failed, resent and uncertain rows only).
+    mutating func apply<Failure: Error>(
+        _ response: ErrorResponse,
+        resolve: (Journaled) throws(Failure) -> DeviceToken
+    ) throws(Failure) -> Settlement {
         var settlement = Settlement()
         settlement.status = response.status
-        let all = 0..<self.rows.count
+        let count = self.rows.count
         if let index = self.index(of: response.identifier) {
-            if response.status == .shutdown {
-                settlement.confirmed = self.entries(0..<(index + 1))
-                settlement.resend = self.entries((index + 1)..<all.upperBound)
-            } else {
-                settlement.confirmed = self.entries(0..<index)
-                settlement.failed = self.entries(index..<(index + 1)).first
-                settlement.resend = self.entries((index + 1)..<all.upperBound)
+            let cut = response.status == .shutdown ? index + 1 : index
+            settlement.confirmed = self.rowCount(0..<cut)
+            if response.status != .shutdown {
+                settlement.failed = try self.entries(index..<(index + 1), resolve: resolve).first
             }
+            settlement.resend = try self.entries((index + 1)..<count, resolve: resolve)
         } else {
             settlement.unknownIdentifier = true
             if response.identifier == 0 {
-                settlement.uncertain = self.entries(all)
+                settlement.uncertain = try self.entries(0..<count, resolve: resolve)
             } else {
-                settlement.resend = self.entries(all)
+                settlement.resend = try self.entries(0..<count, resolve: resolve)
             }
         }
         self.clear()
@@ -158,9 +227,11 @@ struct SentWindow {
     }
 
     /// The connection ended with no error response: every entry is uncertain.
-    mutating func abandon() -> Settlement {
+    mutating func abandon<Failure: Error>(
+        resolve: (Journaled) throws(Failure) -> DeviceToken
+    ) throws(Failure) -> Settlement {
         var settlement = Settlement()
-        settlement.uncertain = self.entries(0..<self.rows.count)
+        settlement.uncertain = try self.entries(0..<self.rows.count, resolve: resolve)
         self.clear()
         return settlement
     }
@@ -170,5 +241,6 @@ struct SentWindow {
         self.marked = self.head
         self.rows.removeAll(keepingCapacity: true)
         self.batches.removeAll(keepingCapacity: true)
+        self.consumedBatches = 0
     }
 }

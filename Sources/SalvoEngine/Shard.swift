@@ -137,7 +137,7 @@ final class Shard: @unchecked Sendable {
             return
         }
         self.state = .open(connection)
-        self.window = SentWindow(capacity: self.windowCapacity)
+        self.window.restart()
         self.inbound.clear()
         self.barrierWritten = false
         self.answered = false
@@ -202,7 +202,7 @@ final class Shard: @unchecked Sendable {
                 return self.pending.popFirst()
             }
         } catch {
-            self.fail(JobError(error.description), notify: true)
+            self.fail(JobError("\(error)"), notify: true)
             return nil
         }
         self.sourceExhausted = true
@@ -276,7 +276,7 @@ final class Shard: @unchecked Sendable {
         } catch {
             return false
         }
-        self.window.markWritten(at: Self.now())
+        self.window.markWritten(ciphertextEnd: connection.ciphertextBytesWritten)
         self.report.bytesWritten += count
         self.outbound.clear()
         self.outboundSince = nil
@@ -328,7 +328,13 @@ final class Shard: @unchecked Sendable {
         guard case .open(let connection) = self.state else { return }
         self.answered = true
         self.state = .closing(connection)
-        let settlement = self.window.apply(response)
+        let settlement: SentWindow.Settlement
+        do {
+            settlement = try self.window.apply(response) { try self.source.token(at: $0.reference) }
+        } catch {
+            self.fail(JobError("\(error)"), notify: true)
+            return
+        }
         self.settle(settlement)
         // The gateway closes after an error response; there is nothing more to say on this connection.
         connection.close()
@@ -336,7 +342,7 @@ final class Shard: @unchecked Sendable {
 
     private func settle(_ settlement: SentWindow.Settlement) {
         var requeue: [TokenRow] = []
-        self.report.confirmed += settlement.confirmed.count - settlement.confirmed.filter(\.isBarrier).count
+        self.report.confirmed += settlement.confirmed
         if let failed = settlement.failed, !failed.isBarrier, let status = settlement.status {
             let tries = self.processingErrors[failed.row.line, default: 0] + 1
             if status == .processingError && tries <= self.configuration.processingErrorRetries {
@@ -372,14 +378,22 @@ final class Shard: @unchecked Sendable {
         )
     }
 
-    /// Presumes accepted what has waited the settle time on a live connection.
+    /// Presumes accepted what the gateway has certainly read at least the settle time ago.
+    ///
+    /// What the gateway has read is bounded below by what its TCP acknowledged less the most its receive
+    /// buffer can hold: acknowledged bytes it has not read sit in that buffer. (Command 0 cannot be
+    /// confirmed by a barrier, so it presumes from the acknowledgement alone, or it could never finish a
+    /// job smaller than that buffer.)
     private func settleByAge() {
         dispatchPrecondition(condition: .onQueue(self.queue))
-        guard case .open = self.state else { return }
+        guard case .open(let connection) = self.state else { return }
         let now = Self.now()
         guard now > self.configuration.settleNanoseconds else { return }
+        var consumed = connection.ciphertextBytesAcknowledged
+        if self.configuration.template.command != .simple { consumed -= self.configuration.peerReceiveBufferBytes }
+        if consumed > 0 { self.window.observe(consumedThrough: consumed, at: now) }
         let wasFull = self.window.isFull
-        let presumed = self.window.presume(writtenBefore: now - self.configuration.settleNanoseconds)
+        let presumed = self.window.presume(readBefore: now - self.configuration.settleNanoseconds)
         self.report.presumed += presumed
         if presumed > 0 { self.settledOnConnection = true }
         if presumed > 0 && (wasFull || self.isDone || self.configuration.template.command == .simple) {
@@ -398,7 +412,12 @@ final class Shard: @unchecked Sendable {
         self.outbound.clear()
         self.outboundSince = nil
         if !self.answered {
-            self.settle(self.window.abandon())
+            do {
+                self.settle(try self.window.abandon { try self.source.token(at: $0.reference) })
+            } catch {
+                self.fail(JobError("\(error)"), notify: true)
+                return
+            }
             // A connection that settled something starts a new streak; one that settled nothing (the
             // gateway keeps dropping us) lengthens it, backing off further and eventually giving up.
             if end.reason != .closedLocally { self.failures = self.settledOnConnection ? 1 : self.failures + 1 }
@@ -409,7 +428,6 @@ final class Shard: @unchecked Sendable {
         } else {
             self.failures = 0
         }
-        self.window = SentWindow(capacity: self.windowCapacity)
         self.state = .idle
         if self.isDone {
             self.finish()

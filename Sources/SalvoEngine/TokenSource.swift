@@ -1,15 +1,40 @@
 import APNSWire
 import NIOConcurrencyHelpers
 
-/// One row of a token file: the token and the line it came from (reports name the line).
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One row of a token file: the token, the line it came from (reports name the line), and where it is, so
+/// that it can be read again.
 public struct TokenRow: Hashable, Sendable {
     public var token: DeviceToken
     public var line: Int
+    public var reference: RowReference
 
-    public init(token: DeviceToken, line: Int) {
+    public init(token: DeviceToken, line: Int, reference: RowReference = RowReference(file: 0, offset: 0)) {
         self.token = token
         self.line = line
+        self.reference = reference
     }
+}
+
+/// Where a row is: which input file, and the byte offset of its record. 8 bytes, so that rows in flight
+/// can be journaled without their tokens (`TokenSource.token(at:)` reads a token again when needed).
+public struct RowReference: Hashable, Sendable {
+    public let rawValue: UInt64
+
+    public init(file: Int, offset: Int) {
+        precondition(file >= 0 && file < 1 << 16 && offset >= 0 && offset < 1 << 48)
+        self.rawValue = UInt64(file) << 48 | UInt64(offset)
+    }
+
+    public init(rawValue: UInt64) {
+        self.rawValue = rawValue
+    }
+
+    public var file: Int { Int(self.rawValue >> 48) }
+    public var offset: Int { Int(self.rawValue & (1 << 48 - 1)) }
 }
 
 /// A row of the input that will not be sent, and why.
@@ -85,6 +110,8 @@ public final class TokenSource: @unchecked Sendable {
         var summary: Summary?
         /// Rejected lines per file, to skip on the sending pass.
         var rejectedLines: [Set<Int>] = []
+        /// The token column of each file, for reading a row again.
+        var columns: [Int] = []
         var fileIndex = 0
         var reader: RowReader?
         var finished = false
@@ -103,10 +130,12 @@ public final class TokenSource: @unchecked Sendable {
     public func validate() throws(InputError) -> Summary {
         var summary = Summary(validRows: 0, rejects: [])
         var rejectedLines: [Set<Int>] = []
+        var columns: [Int] = []
         var seen: [DeviceToken: Int]? = self.options.dedupe ? [:] : nil
-        for file in self.files {
+        for (fileIndex, file) in self.files.enumerated() {
             var rejected = Set<Int>()
-            let reader = try RowReader(path: file, options: self.options)
+            let reader = try RowReader(path: file, fileIndex: fileIndex, options: self.options)
+            columns.append(reader.tokenColumn)
             while let row = try reader.next() {
                 switch row {
                 case .token(let row):
@@ -137,6 +166,7 @@ public final class TokenSource: @unchecked Sendable {
         self.state.withLockedValue {
             $0.summary = summary
             $0.rejectedLines = rejectedLines
+            $0.columns = columns
         }
         return summary
     }
@@ -156,7 +186,11 @@ public final class TokenSource: @unchecked Sendable {
                             state.finished = true
                             break
                         }
-                        state.reader = try RowReader(path: self.files[state.fileIndex], options: self.options)
+                        state.reader = try RowReader(
+                            path: self.files[state.fileIndex],
+                            fileIndex: state.fileIndex,
+                            options: self.options
+                        )
                     }
                     guard let row = try state.reader!.next() else {
                         state.reader = nil
@@ -176,6 +210,58 @@ public final class TokenSource: @unchecked Sendable {
     }
 }
 
+extension TokenSource {
+    /// Reads the token of a row again, from its file (for rows journaled without their tokens).
+    ///
+    /// Only rows that validation accepted are ever read again, so a failure here means the file changed
+    /// during the job.
+    ///
+    /// - Precondition: `validate()` has returned.
+    public func token(at reference: RowReference) throws(InputError) -> DeviceToken {
+        let column = self.state.withLockedValue { $0.columns[reference.file] }
+        let path = self.files[reference.file]
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw InputError(
+                file: path,
+                line: nil,
+                message: "cannot open the file again: \(String(cString: strerror(errno)))"
+            )
+        }
+        defer { close(descriptor) }
+        var size = 512
+        while true {
+            var bytes = [UInt8](repeating: 0, count: size)
+            let count = bytes.withUnsafeMutableBytes {
+                pread(descriptor, $0.baseAddress, size, off_t(reference.offset))
+            }
+            guard count > 0 else { break }
+            let token: DeviceToken?? = bytes.withUnsafeBufferPointer { all in
+                let piece = UnsafeBufferPointer(rebasing: all[0..<count])
+                guard let fields = CSVReader.fields(ofRecordIn: piece, complete: count < size) else { return nil }
+                guard column < fields.count else { return .some(nil) }
+                let field = fields[column]
+                var text = Array(piece[field.start..<field.end])
+                if field.hasEscapedQuotes { text.removeAll { $0 == UInt8(ascii: "\"") } }
+                return .some(text.withUnsafeBytes { try? DeviceToken(hexUTF8: $0) })
+            }
+            switch token {
+            case .some(.some(let token)): return token
+            case .some(.none): break
+            case .none:
+                size *= 4
+                if size <= 1 << 20 { continue }
+            }
+            break
+        }
+        throw InputError(
+            file: path,
+            line: nil,
+            message: "the file changed during the job (no token at byte \(reference.offset))"
+        )
+    }
+}
+
 /// Reads one file's rows: the token column of each record, parsed, or the reason it cannot be.
 final class RowReader {
     enum Row {
@@ -184,13 +270,18 @@ final class RowReader {
     }
 
     let path: String
+    let fileIndex: Int
     private let csv: CSVReader
     private var column: Int?
     private let options: TokenSource.Options
     private var pending: Row?
 
-    init(path: String, options: TokenSource.Options) throws(InputError) {
+    /// The 0-based index of the token column.
+    var tokenColumn: Int { self.column ?? 0 }
+
+    init(path: String, fileIndex: Int, options: TokenSource.Options) throws(InputError) {
         self.path = path
+        self.fileIndex = fileIndex
         self.options = options
         self.csv = try CSVReader(path: path)
         try self.readHeader()
@@ -256,7 +347,13 @@ final class RowReader {
         }
         switch parsed {
         case .success(let token):
-            return .token(TokenRow(token: token, line: line))
+            return .token(
+                TokenRow(
+                    token: token,
+                    line: line,
+                    reference: RowReference(file: self.fileIndex, offset: self.csv.recordOffset)
+                )
+            )
         case .failure(let error):
             var value = self.csv.string(column)
             if value.count > 80 { value = String(value.prefix(77)) + "..." }

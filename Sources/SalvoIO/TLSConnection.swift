@@ -1,6 +1,10 @@
 import Dispatch
 import NIOCore
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A TLS connection over a socket: a `TLSSession` plus a transport (io_uring or non-blocking sockets),
 /// confined to its `IOContext`'s serial queue.
 ///
@@ -43,6 +47,7 @@ public final class TLSConnection: @unchecked Sendable {
 
     let session: TLSSession
     private let transport: Transport
+    private let fd: Int32
     private let options: ConnectionOptions
     private var state = State.handshaking
     // Ciphertext lent to the transport; the session's `buffers.outbound` is the one filling.
@@ -68,6 +73,7 @@ public final class TLSConnection: @unchecked Sendable {
     ) throws {
         queue = context.queue
         transportKind = context.transport
+        self.fd = fd
         self.options = options
         session = try TLSSession(
             context: tls,
@@ -101,6 +107,26 @@ public final class TLSConnection: @unchecked Sendable {
     /// Ciphertext bytes written but not yet completely handed to the kernel (an upper bound).
     public var queuedBytes: Int {
         session.buffers.outbound.readableBytes + (sending ? inFlight.readableBytes : 0)
+    }
+
+    /// Ciphertext produced so far, sent or still queued (handshake included): the stream offset at which
+    /// everything written until now ends.
+    public var ciphertextBytesWritten: Int {
+        dispatchPrecondition(condition: .onQueue(queue))
+        return transport.statistics.bytesSent + queuedBytes
+    }
+
+    /// Ciphertext the peer's TCP has acknowledged, as a stream offset comparable with
+    /// `ciphertextBytesWritten`: what was handed to the kernel less what is still in the socket's send queue
+    /// (`SIOCOUTQ`). A lower bound; 0 once the connection is closed. Acknowledged is not read: the bytes
+    /// may still wait in the peer's receive buffer.
+    public var ciphertextBytesAcknowledged: Int {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard state == .open || state == .closing else { return 0 }
+        var unacknowledged: Int32 = 0
+        // SIOCOUTQ (= TIOCOUTQ): bytes in the send queue not yet acknowledged by the peer.
+        guard ioctl(fd, UInt(TIOCOUTQ), &unacknowledged) == 0 else { return 0 }
+        return max(0, transport.statistics.bytesSent - Int(unacknowledged))
     }
 
     /// Encrypts all of `plaintext` (one SSL_write) and sends it after anything written before.

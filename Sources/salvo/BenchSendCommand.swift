@@ -94,6 +94,7 @@ extension BenchCommand {
                         var configuration = SimulatorConfiguration(tls: .init(certificates))
                         configuration.threads = self.simulatorThreads
                         configuration.maximumTokens = self.tokens + self.tokens / 4 + 1024
+                        configuration.expectedTokens = self.tokens
                         let simulator = try await Simulator.start(configuration)
                         let job = BinaryJobConfiguration(
                             host: "127.0.0.1",

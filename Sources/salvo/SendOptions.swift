@@ -57,8 +57,8 @@ struct DeliveryOptions: ParsableArguments {
     @Option(help: "Milliseconds without an error after which a written notification is presumed accepted.")
     var settleMilliseconds: Int = 1000
 
-    @Option(help: "Unsettled notifications the job may hold in all (40 bytes each).")
-    var windowRows: Int = 2_000_000
+    @Option(help: "Unsettled notifications the job may hold in all (16 bytes each).")
+    var windowRows: Int = 3_000_000
 
     @Option(help: "Rows on a connection that ended without an answer: resend (at least once) or report (at most once).")
     var onUncertain: OnUncertainChoice = .resend

@@ -3,13 +3,25 @@ import Testing
 
 @testable import SalvoEngine
 
+/// Row `index`: line `index + 2`, token `token(index)`, found at file offset `index`.
+private func row(_ index: Int) -> TokenRow {
+    TokenRow(token: token(UInt8(index)), line: index + 2, reference: RowReference(file: 0, offset: index))
+}
+
+/// Reads a journaled row's token "again", as the token source would.
+private func resolve(_ journaled: SentWindow.Journaled) -> DeviceToken {
+    token(UInt8(journaled.reference.offset))
+}
+
 @Suite struct SentWindowTests {
-    /// A window with `rows` rows (lines 2, 3, …), written one batch per row at times 10, 11, ….
+    /// A window with `rows` rows (lines 2, 3, …), one batch per row of 100 ciphertext bytes, the gateway
+    /// having read row i at time 10 + i.
     private func window(rows: Int, capacity: Int = 100, startingAt first: UInt32 = 1) -> SentWindow {
         var window = SentWindow(capacity: capacity, firstIdentifier: first)
         for index in 0..<rows {
-            _ = window.record(TokenRow(token: token(UInt8(index)), line: index + 2))
-            window.markWritten(at: UInt64(10 + index))
+            _ = window.record(row(index))
+            window.markWritten(ciphertextEnd: 100 * (index + 1))
+            window.observe(consumedThrough: 100 * (index + 1), at: UInt64(10 + index))
         }
         return window
     }
@@ -23,9 +35,10 @@ import Testing
 
     @Test func anErrorConfirmsBeforeFailsAtAndResendsAfter() {
         var window = self.window(rows: 10)
-        let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 4))
-        #expect(settlement.confirmed.map(\.identifier) == [1, 2, 3])
+        let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 4), resolve: resolve)
+        #expect(settlement.confirmed == 3)
         #expect(settlement.failed?.identifier == 4)
+        #expect(settlement.failed?.row.token == token(3), "the failed row's token is read again")
         #expect(settlement.failed?.row.line == 5)
         #expect(settlement.status == .invalidToken)
         #expect(settlement.resend.map(\.identifier) == [5, 6, 7, 8, 9, 10])
@@ -35,63 +48,72 @@ import Testing
 
     @Test func shutdownNamesTheLastGoodOne() {
         var window = self.window(rows: 5)
-        let settlement = window.apply(ErrorResponse(status: .shutdown, identifier: 3))
-        #expect(settlement.confirmed.map(\.identifier) == [1, 2, 3])
+        let settlement = window.apply(ErrorResponse(status: .shutdown, identifier: 3), resolve: resolve)
+        #expect(settlement.confirmed == 3)
         #expect(settlement.failed == nil)
         #expect(settlement.resend.map(\.identifier) == [4, 5])
     }
 
     @Test func errorOnTheFirstAndLastEntries() {
         var first = self.window(rows: 3)
-        let atFirst = first.apply(ErrorResponse(status: .invalidToken, identifier: 1))
-        #expect(atFirst.confirmed.isEmpty && atFirst.failed?.identifier == 1 && atFirst.resend.count == 2)
+        let atFirst = first.apply(ErrorResponse(status: .invalidToken, identifier: 1), resolve: resolve)
+        #expect(atFirst.confirmed == 0 && atFirst.failed?.identifier == 1 && atFirst.resend.count == 2)
         var last = self.window(rows: 3)
-        let atLast = last.apply(ErrorResponse(status: .invalidToken, identifier: 3))
-        #expect(atLast.confirmed.count == 2 && atLast.failed?.identifier == 3 && atLast.resend.isEmpty)
+        let atLast = last.apply(ErrorResponse(status: .invalidToken, identifier: 3), resolve: resolve)
+        #expect(atLast.confirmed == 2 && atLast.failed?.identifier == 3 && atLast.resend.isEmpty)
     }
 
     @Test func identifierZeroLeavesEverythingUncertain() {
         var window = self.window(rows: 4)
-        let settlement = window.apply(ErrorResponse(status: .unknown, identifier: 0))
+        let settlement = window.apply(ErrorResponse(status: .unknown, identifier: 0), resolve: resolve)
         #expect(settlement.unknownIdentifier)
         #expect(settlement.uncertain.count == 4)
-        #expect(settlement.confirmed.isEmpty && settlement.resend.isEmpty)
+        #expect(settlement.confirmed == 0 && settlement.resend.isEmpty)
     }
 
     @Test func anIdentifierOutsideTheWindowResendsEverything() {
         var window = self.window(rows: 4)
-        #expect(window.presume(writtenBefore: 11) == 2)  // identifiers 1 and 2 leave the window
-        let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 2))
+        #expect(window.presume(readBefore: 11) == 2)  // identifiers 1 and 2 leave the window
+        let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 2), resolve: resolve)
         #expect(settlement.unknownIdentifier)
         #expect(settlement.resend.map(\.identifier) == [3, 4])
         var other = self.window(rows: 4)
-        #expect(other.apply(ErrorResponse(status: .invalidToken, identifier: 99)).resend.count == 4)
+        #expect(other.apply(ErrorResponse(status: .invalidToken, identifier: 99), resolve: resolve).resend.count == 4)
     }
 
     @Test func identifiersContinueAfterPresumptionAndSettlement() {
         var window = self.window(rows: 3)
-        #expect(window.presume(writtenBefore: 100) == 3)
-        #expect(window.record(TokenRow(token: token(7), line: 9)) == 4)
-        window.markWritten(at: 200)
-        let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 4))
+        #expect(window.presume(readBefore: 100) == 3)
+        #expect(window.record(row(7)) == 4)
+        window.markWritten(ciphertextEnd: 400)
+        let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 4), resolve: resolve)
         #expect(settlement.failed?.row.line == 9)
+        #expect(settlement.failed?.row.token == token(7))
     }
 
-    @Test func presumesWholeBatchesOnlyWhenOldEnoughAndNeverABarrier() {
+    @Test func presumesOnlyBatchesReadLongEnoughAgoAndNeverABarrier() {
         var window = SentWindow(capacity: 100)
-        for line in 2...4 { _ = window.record(TokenRow(token: token(UInt8(line)), line: line)) }
-        window.markWritten(at: 10)
-        for line in 5...6 { _ = window.record(TokenRow(token: token(UInt8(line)), line: line)) }
-        #expect(window.presume(writtenBefore: 1000) == 3, "rows not yet written are never presumed")
-        window.markWritten(at: 20)
-        #expect(window.presume(writtenBefore: 19) == 0)
-        #expect(window.oldestWrittenAt == 20)
+        for index in 0...2 { _ = window.record(row(index)) }
+        window.markWritten(ciphertextEnd: 1000)
+        for index in 3...4 { _ = window.record(row(index)) }
+        #expect(window.presume(readBefore: 1000) == 0, "written is not read")
+        window.observe(consumedThrough: 999, at: 5)
+        #expect(window.presume(readBefore: 1000) == 0, "a batch is read only to its last byte")
+        window.observe(consumedThrough: 5000, at: 10)
+        #expect(window.oldestConsumedAt == 10)
+        #expect(window.presume(readBefore: 9) == 0, "read too recently")
+        #expect(window.presume(readBefore: 10) == 3, "rows not yet written are never presumed")
+        window.markWritten(ciphertextEnd: 2000)
+        window.observe(consumedThrough: 5000, at: 20)
+        #expect(window.presume(readBefore: 19) == 0)
+        #expect(window.oldestConsumedAt == 20)
         _ = window.record(SentWindow.barrierRow)
-        _ = window.record(TokenRow(token: token(9), line: 9))
-        window.markWritten(at: 30)
-        #expect(window.presume(writtenBefore: 100) == 2)
+        _ = window.record(row(7))
+        window.markWritten(ciphertextEnd: 3000)
+        window.observe(consumedThrough: 5000, at: 30)
+        #expect(window.presume(readBefore: 100) == 2)
         #expect(window.count == 2, "the barrier waits for its answer, and so does what follows it")
-        let settlement = window.apply(ErrorResponse(status: .missingDeviceToken, identifier: 6))
+        let settlement = window.apply(ErrorResponse(status: .missingDeviceToken, identifier: 6), resolve: resolve)
         #expect(settlement.failed?.isBarrier == true)
     }
 
@@ -99,19 +121,19 @@ import Testing
         var window = SentWindow(capacity: 10, firstIdentifier: UInt32.max - 1)
         var identifiers: [UInt32] = []
         for index in 0..<4 {
-            identifiers.append(window.record(TokenRow(token: token(UInt8(index)), line: index)))
+            identifiers.append(window.record(row(index)))
         }
         #expect(identifiers == [UInt32.max - 1, UInt32.max, 1, 2])
         // An error naming the entry after the wrap finds it by arithmetic.
-        let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 1))
-        #expect(settlement.confirmed.map(\.identifier) == [UInt32.max - 1, UInt32.max])
-        #expect(settlement.failed?.row.line == 2)
+        let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 1), resolve: resolve)
+        #expect(settlement.confirmed == 2)
+        #expect(settlement.failed?.row.line == 4)
         #expect(settlement.resend.map(\.identifier) == [2])
     }
 
     @Test func abandonLeavesEverythingUncertain() {
         var window = self.window(rows: 3)
-        #expect(window.abandon().uncertain.map(\.identifier) == [1, 2, 3])
+        #expect(window.abandon(resolve: resolve).uncertain.map(\.identifier) == [1, 2, 3])
         #expect(window.isEmpty)
     }
 

@@ -50,6 +50,7 @@ func drain(_ source: TokenSource, chunk: Int = 3) throws -> [TokenRow] {
         #expect(summary.rejects[1].reason == "a token has 64 hex digits; this one has 62")
         #expect(summary.rejects.allSatisfy { $0.file == path })
         let rows = try drain(source)
+        for row in rows { #expect(try source.token(at: row.reference) == row.token, "quoted and upper case too") }
         #expect(rows.map(\.token) == [token(1), token(2), token(5)])
         #expect(rows.map(\.line) == [2, 3, 7])
     }
@@ -59,7 +60,11 @@ func drain(_ source: TokenSource, chunk: Int = 3) throws -> [TokenRow] {
         let source = TokenSource(files: [try temporaryFile(text)])
         #expect(try source.validate().validRows == 2)
         let rows = try drain(source)
-        #expect(rows == [TokenRow(token: token(1), line: 2), TokenRow(token: token(2), line: 4)])
+        #expect(rows.map(\.token) == [token(1), token(2)])
+        #expect(rows.map(\.line) == [2, 4])
+        #expect(rows[0].reference.offset == 3 + "token,note\r\n".utf8.count, "offsets count the BOM")
+        // Rows can be read again from where they are.
+        for row in rows { #expect(try source.token(at: row.reference) == row.token) }
     }
 
     @Test func columnByNumberWithAndWithoutHeader() throws {
@@ -145,6 +150,9 @@ func drain(_ source: TokenSource, chunk: Int = 3) throws -> [TokenRow] {
         let summary = try source.validate()
         #expect(summary.validRows == 2)
         #expect(summary.rejects.map(\.file) == [second])
-        #expect(try drain(source, chunk: 10).map(\.token) == [token(1), token(2)])
+        let rows = try drain(source, chunk: 10)
+        #expect(rows.map(\.token) == [token(1), token(2)])
+        #expect(rows.map(\.reference.file) == [0, 1])
+        for row in rows { #expect(try source.token(at: row.reference) == row.token) }
     }
 }
