@@ -15,7 +15,7 @@ public struct ReconnectPolicy: Hashable, Sendable {
     public static let `default` = ReconnectPolicy(
         initialDelay: 100_000_000,
         maximumDelay: 30_000_000_000,
-        minimumInterval: 250_000_000,
+        minimumInterval: 50_000_000,
         maximumAttempts: 12
     )
 

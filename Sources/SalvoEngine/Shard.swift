@@ -42,6 +42,11 @@ final class Shard: @unchecked Sendable {
     private var outboundSince: UInt64?
     private var inbound = ByteBuffer()
     private var barrierWritten = false
+    /// Rows this shard lets be unsettled at once: the window's capacity while errors are rare, less after
+    /// an error (everything written after a failed row is discarded and written again, so when errors come
+    /// every few hundred rows, a large flight only multiplies the waste), growing back as rows settle.
+    private var flightLimit: Int
+    private static let minimumFlight = 256
     private var answered = false
     /// Whether anything written on the current connection was settled (confirmed or presumed).
     private var settledOnConnection = false
@@ -69,6 +74,7 @@ final class Shard: @unchecked Sendable {
         self.source = source
         self.windowCapacity = windowCapacity
         self.window = SentWindow(capacity: windowCapacity)
+        self.flightLimit = windowCapacity
         // Room for a full batch plus one frame, so a batch never makes the buffer grow.
         self.outbound = ByteBufferAllocator().buffer(
             capacity: configuration.flush.bytes + 2 * configuration.template.frameByteCount
@@ -218,7 +224,8 @@ final class Shard: @unchecked Sendable {
         let queueLimit = 4 * flushBytes
         let expired = template.expiry != 0 && UInt64(wallClockSeconds()) > UInt64(template.expiry)
 
-        while !self.window.isFull && connection.queuedBytes < queueLimit {
+        let limit = min(self.flightLimit, self.windowCapacity)
+        while !self.barrierWritten && self.window.count < limit && connection.queuedBytes < queueLimit {
             guard let row = self.nextRow() else { break }
             if expired {
                 self.report.expired += 1
@@ -232,7 +239,17 @@ final class Shard: @unchecked Sendable {
             }
         }
 
+        if self.barrierWritten { return }
         let drained = self.sourceExhausted && self.pending.isEmpty
+        if !drained && self.window.count >= limit && template.command != .simple {
+            // The flight is full: a barrier now settles it all at the cost of one reconnect, rather than
+            // waiting for rows to be presumed (which a slow gateway, or a small flight, may never allow).
+            if self.outbound.readableBytes > 0 {
+                guard self.flush(connection) else { return }
+            }
+            self.writeBarrier(connection)
+            return
+        }
         if drained {
             if self.outbound.readableBytes > 0 {
                 guard self.flush(connection) else { return }
@@ -250,7 +267,7 @@ final class Shard: @unchecked Sendable {
                 pendingBytes: self.outbound.readableBytes,
                 oldestPendingAt: self.outboundSince,
                 now: now
-            ) || self.window.isFull {
+            ) || self.window.count >= limit {
                 _ = self.flush(connection)
             } else if !self.flushScheduled,
                 let delay = self.configuration.flush.delayUntilDue(oldestPendingAt: self.outboundSince, now: now)
@@ -343,6 +360,13 @@ final class Shard: @unchecked Sendable {
     private func settle(_ settlement: SentWindow.Settlement) {
         var requeue: [TokenRow] = []
         self.report.confirmed += settlement.confirmed
+        if let failed = settlement.failed, !failed.isBarrier, settlement.status != .shutdown {
+            // Each error wastes what was written after the failed row: halve the flight while errors come,
+            // so that it settles near a few times their spacing.
+            self.flightLimit = max(Self.minimumFlight, min(self.windowCapacity, self.flightLimit / 2))
+        } else if settlement.failed?.isBarrier == true {
+            self.flightLimit = min(self.windowCapacity, 2 * self.flightLimit)
+        }
         if let failed = settlement.failed, !failed.isBarrier, let status = settlement.status {
             let tries = self.processingErrors[failed.row.line, default: 0] + 1
             if status == .processingError && tries <= self.configuration.processingErrorRetries {
@@ -392,10 +416,13 @@ final class Shard: @unchecked Sendable {
         var consumed = connection.ciphertextBytesAcknowledged
         if self.configuration.template.command != .simple { consumed -= self.configuration.peerReceiveBufferBytes }
         if consumed > 0 { self.window.observe(consumedThrough: consumed, at: now) }
-        let wasFull = self.window.isFull
+        let wasFull = self.window.count >= min(self.flightLimit, self.windowCapacity)
         let presumed = self.window.presume(readBefore: now - self.configuration.settleNanoseconds)
         self.report.presumed += presumed
-        if presumed > 0 { self.settledOnConnection = true }
+        if presumed > 0 {
+            self.settledOnConnection = true
+            self.flightLimit = min(self.windowCapacity, 2 * self.flightLimit)
+        }
         if presumed > 0 && (wasFull || self.isDone || self.configuration.template.command == .simple) {
             if self.isDone {
                 self.finish()
