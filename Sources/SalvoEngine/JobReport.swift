@@ -72,7 +72,7 @@ public struct JobReport: Codable, Hashable, Sendable {
         var lines: [String] = []
         lines.append("\(self.mode) to \(self.gateway) over \(self.connections) connection(s)")
         lines.append(
-            "input      \(self.inputRows) rows: \(self.validRows) valid, \(self.invalidInput) invalid (see the rejects file)"
+            "input      \(self.inputRows) rows: \(self.validRows) valid, \(self.invalidInput) invalid (each named with its file and line)"
         )
         lines.append("delivered  \(self.delivered) (\(self.confirmed) confirmed, \(self.presumed) presumed)")
         let statuses = self.rejected.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
