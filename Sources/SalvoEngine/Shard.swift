@@ -501,28 +501,6 @@ final class Shard: @unchecked Sendable {
     }
 }
 
-/// SplitMix64: a small, fast, seedable generator for backoff jitter (repeatable runs).
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        self.state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// A value in [0, 1).
-    mutating func nextUnit() -> Double {
-        Double(self.next() >> 11) * 0x1.0p-53
-    }
-}
-
 /// Seconds since 1970, for expiry checks.
 func wallClockSeconds() -> Int {
     var now = timespec()

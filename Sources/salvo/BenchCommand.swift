@@ -1,6 +1,7 @@
 import APNSWire
 import ArgumentParser
 import NIOCore
+import SalvoEngine
 
 /// `salvo bench`: throughput measurements of a release build. Allocation counts per frame come from the
 /// package benchmarks (`Benchmarks/`), which count every malloc.

@@ -3,6 +3,7 @@ import ArgumentParser
 import Crypto
 import Foundation
 import NIOSSL
+import SalvoEngine
 import SalvoHTTP2
 import SalvoSimulator
 

@@ -1,6 +1,7 @@
 import APNSWire
 import ArgumentParser
 import Foundation
+import SalvoEngine
 
 /// `salvo tokens generate N`: sample token files for demos, tests and benchmarks.
 struct TokensCommand: ParsableCommand {
@@ -51,28 +52,5 @@ struct TokensCommand: ParsableCommand {
             sink.write(Data(chunk.utf8))
             if self.output != nil { try sink.close() }
         }
-    }
-}
-
-/// Distinct tokens from a seed: SplitMix64 over a counter, four words a token. SplitMix64 is a bijection of
-/// the counter, so the first word alone never repeats within 2⁶⁴ tokens.
-struct TokenGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        self.state = seed &* 0x9E37_79B9_7F4A_7C15
-    }
-
-    private mutating func word() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func next() -> DeviceToken {
-        var words = (self.word(), self.word(), self.word(), self.word())
-        return withUnsafeBytes(of: &words) { DeviceToken(unsafeBytes: $0) }
     }
 }

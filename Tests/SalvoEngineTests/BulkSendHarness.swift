@@ -32,7 +32,7 @@ struct BulkSendHarness {
                 trustedCAFile: paths.ca
             )
         )
-        var generator = TestTokens(seed: seed)
+        var generator = TokenGenerator(seed: seed)
         let tokens = (0..<count).map { _ in generator.next() }
         let file = folder + "/tokens.csv"
         try Data(("token\n" + tokens.map(\.hexString).joined(separator: "\n") + "\n").utf8)
@@ -87,27 +87,5 @@ struct BulkSendHarness {
 
     func stop() async throws {
         try await self.simulator.shutdown()
-    }
-}
-
-/// Distinct pseudo-random tokens (SplitMix64 over a counter).
-struct TestTokens {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        self.state = seed &* 0x9E37_79B9_7F4A_7C15
-    }
-
-    private mutating func word() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func next() -> DeviceToken {
-        var words = (self.word(), self.word(), self.word(), self.word())
-        return withUnsafeBytes(of: &words) { DeviceToken(unsafeBytes: $0) }
     }
 }

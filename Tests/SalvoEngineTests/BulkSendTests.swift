@@ -23,7 +23,7 @@ import Testing
 
     @Test func invalidTokensAreExactlyTheRejectedOnes() async throws {
         let count = 5_000
-        var generator = TestTokens(seed: 1)
+        var generator = TokenGenerator(seed: 1)
         let tokens = (0..<count).map { _ in generator.next() }
         // First, last, three consecutive, and every 100th.
         var invalid: Set<Int> = [0, count - 1, 2000, 2001, 2002]
