@@ -14,24 +14,8 @@ enum BulkSend {
         printSummary: Bool = true,
         log: (String) -> Void = { print($0) }
     ) async throws -> JobResult {
-        let source = TokenSource(files: files, options: input)
-        let summary: TokenSource.Summary
-        do {
-            summary = try source.validate()
-        } catch {
-            throw UserError(error.description)
-        }
+        let (source, summary) = try Self.validate(files: files, input: input, output: output, log: log)
         let inputRows = summary.validRows + summary.rejects.count
-        if !summary.rejects.isEmpty {
-            for reject in summary.rejects.prefix(10) {
-                log("\(reject.file): line \(reject.line): \(reject.reason) (value: \(reject.value))")
-            }
-            if summary.rejects.count > 10 {
-                log(
-                    "… and \(summary.rejects.count - 10) more bad rows\(output.rejects.map { " (all in \($0))" } ?? "")"
-                )
-            }
-        }
         log(
             "sending \(summary.validRows) notifications of \(configuration.template.frameByteCount) bytes to \(configuration.host):\(configuration.port) over \(configuration.connections) connection(s)"
         )
@@ -58,10 +42,52 @@ enum BulkSend {
             log(result.report.summary)
             log("memory     \(peakResidentBytes() >> 20) MiB peak resident")
         }
+        try Self.writeOutputs(
+            output,
+            report: result.report,
+            files: files,
+            summary: summary,
+            rejected: result.rejectedRows
+        )
+        return result
+    }
+
+    /// Reads the input once, names up to ten bad rows, and returns the source ready to send.
+    static func validate(
+        files: [String],
+        input: TokenSource.Options,
+        output: OutputOptions,
+        log: (String) -> Void
+    ) throws -> (TokenSource, TokenSource.Summary) {
+        let source = TokenSource(files: files, options: input)
+        let summary: TokenSource.Summary
+        do {
+            summary = try source.validate()
+        } catch {
+            throw UserError(error.description)
+        }
+        for reject in summary.rejects.prefix(10) {
+            log("\(reject.file): line \(reject.line): \(reject.reason) (value: \(reject.value))")
+        }
+        if summary.rejects.count > 10 {
+            log("… and \(summary.rejects.count - 10) more bad rows\(output.rejects.map { " (all in \($0))" } ?? "")")
+        }
+        return (source, summary)
+    }
+
+    /// Writes the report (JSON) and the rejects (CSV: bad input rows, then the gateway's refusals) where
+    /// `output` says.
+    static func writeOutputs(
+        _ output: OutputOptions,
+        report: JobReport,
+        files: [String],
+        summary: TokenSource.Summary,
+        rejected: [RejectedRow]
+    ) throws {
         if let path = output.report {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            try write(try encoder.encode(result.report), to: path)
+            try write(try encoder.encode(report), to: path)
         }
         if let path = output.rejects {
             var csv = RejectedRow.csvHeader + "\n"
@@ -70,12 +96,11 @@ enum BulkSend {
                     [reject.file, String(reject.line), reject.value, "", reject.reason].map(csvField)
                     .joined(separator: ",") + "\n"
             }
-            for row in result.rejectedRows {
+            for row in rejected {
                 csv += row.csvLine(file: files.count == 1 ? files[0] : "") + "\n"
             }
             try write(Data(csv.utf8), to: path)
         }
-        return result
     }
 
     private static func showProgress(_ progress: BinaryJob.Progress) {

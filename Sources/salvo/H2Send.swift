@@ -29,19 +29,7 @@ enum H2Send {
         printSummary: Bool = true,
         log: (String) -> Void = { print($0) }
     ) async throws -> HTTP2JobResult {
-        let source = TokenSource(files: files, options: input)
-        let summary: TokenSource.Summary
-        do {
-            summary = try source.validate()
-        } catch {
-            throw UserError(error.description)
-        }
-        for reject in summary.rejects.prefix(10) {
-            log("\(reject.file): line \(reject.line): \(reject.reason) (value: \(reject.value))")
-        }
-        if summary.rejects.count > 10 {
-            log("… and \(summary.rejects.count - 10) more bad rows\(output.rejects.map { " (all in \($0))" } ?? "")")
-        }
+        let (source, summary) = try BulkSend.validate(files: files, input: input, output: output, log: log)
         var client = HTTP2ClientConfiguration(
             host: options.host,
             port: options.port,
@@ -74,23 +62,13 @@ enum H2Send {
         if !result.unregistered.isEmpty {
             log("unregistered \(result.unregistered.count)\(options.unregistered.map { " (in \($0))" } ?? "")")
         }
-        if let path = output.report {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            try BulkSend.write(try encoder.encode(result.report), to: path)
-        }
-        if let path = output.rejects {
-            var csv = RejectedRow.csvHeader + "\n"
-            for reject in summary.rejects {
-                csv +=
-                    [reject.file, String(reject.line), reject.value, "", reject.reason].map(csvField)
-                    .joined(separator: ",") + "\n"
-            }
-            for row in result.rejectedRows {
-                csv += row.csvLine(file: files.count == 1 ? files[0] : "") + "\n"
-            }
-            try BulkSend.write(Data(csv.utf8), to: path)
-        }
+        try BulkSend.writeOutputs(
+            output,
+            report: result.report,
+            files: files,
+            summary: summary,
+            rejected: result.rejectedRows
+        )
         if let path = options.unregistered {
             let csv =
                 ([UnregisteredToken.csvHeader] + result.unregistered.map(\.csvLine)).joined(separator: "\n") + "\n"

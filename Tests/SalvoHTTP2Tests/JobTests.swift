@@ -29,7 +29,11 @@ import Testing
             return .ok(apnsID: request.header("apns-id") ?? newAPNSID())
         }
         let result = try await HTTP2Job.run(
-            configuration: testJob(port: server.port, authentication: clientCertificate, connections: 3),
+            configuration: jobConfigurationForTests(
+                port: server.port,
+                authentication: clientCertificate,
+                connections: 3
+            ),
             source: file.source,
             summary: file.summary
         )
@@ -97,7 +101,7 @@ import Testing
             return .ok(apnsID: newAPNSID())
         }
         let result = try await HTTP2Job.run(
-            configuration: testJob(port: server.port, authentication: .token(token), connections: 3),
+            configuration: jobConfigurationForTests(port: server.port, authentication: .token(token), connections: 3),
             source: file.source,
             summary: file.summary
         )
@@ -143,7 +147,7 @@ import Testing
             return action
         }
         let result = try await HTTP2Job.run(
-            configuration: testJob(port: server.port, authentication: clientCertificate),
+            configuration: jobConfigurationForTests(port: server.port, authentication: clientCertificate),
             source: file.source,
             summary: file.summary
         )
@@ -188,7 +192,7 @@ import Testing
             ledger.delivered(request)
             return .ok(apnsID: nil)
         }
-        var configuration = testJob(port: server.port, authentication: clientCertificate)
+        var configuration = jobConfigurationForTests(port: server.port, authentication: clientCertificate)
         configuration.retry.maximumAttempts = 3
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
         await server.stop()
@@ -214,7 +218,11 @@ import Testing
             ledger.delivered(request)
             return .ok(apnsID: newAPNSID())
         }
-        var configuration = testJob(port: server.port, authentication: clientCertificate, connections: 2)
+        var configuration = jobConfigurationForTests(
+            port: server.port,
+            authentication: clientCertificate,
+            connections: 2
+        )
         // Few streams per connection, so each connection lives through several GOAWAYs' worth of rows.
         configuration.client.maximumStreamsPerConnection = 16
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
@@ -246,7 +254,7 @@ import Testing
             return .delayed(.milliseconds(1), .ok(apnsID: nil))
         }
         let result = try await HTTP2Job.run(
-            configuration: testJob(port: server.port, authentication: clientCertificate),
+            configuration: jobConfigurationForTests(port: server.port, authentication: clientCertificate),
             source: file.source,
             summary: file.summary
         )
@@ -269,7 +277,7 @@ import Testing
                 ledger.delivered(request)
                 return .ok(apnsID: nil)
             }
-            var configuration = testJob(port: server.port, authentication: clientCertificate)
+            var configuration = jobConfigurationForTests(port: server.port, authentication: clientCertificate)
             configuration.client.requestTimeout = .milliseconds(200)
             configuration.onUncertain = policy
             let source = TokenSource(files: file.source.files)
@@ -298,7 +306,7 @@ import Testing
             .respond(status: 403, headers: [], body: errorBody(.badCertificateEnvironment))
         }
         let result = try await HTTP2Job.run(
-            configuration: testJob(port: server.port, authentication: clientCertificate),
+            configuration: jobConfigurationForTests(port: server.port, authentication: clientCertificate),
             source: file.source,
             summary: file.summary
         )
@@ -330,7 +338,7 @@ import Testing
             return .ok(apnsID: nil)
         }
         let result = try await HTTP2Job.run(
-            configuration: testJob(port: server.port, authentication: .token(token)),
+            configuration: jobConfigurationForTests(port: server.port, authentication: .token(token)),
             source: file.source,
             summary: file.summary
         )
@@ -350,7 +358,7 @@ import Testing
             .respond(status: 403, headers: [], body: errorBody(.expiredProviderToken))
         }
         let result = try await HTTP2Job.run(
-            configuration: testJob(port: server.port, authentication: .token(token)),
+            configuration: jobConfigurationForTests(port: server.port, authentication: .token(token)),
             source: file.source,
             summary: file.summary
         )
@@ -369,7 +377,7 @@ import Testing
         let server = try await startServer { _ in .ok(apnsID: nil) }
         let foreign = TestCredentials.shared.foreignClient
         let result = try await HTTP2Job.run(
-            configuration: testJob(
+            configuration: jobConfigurationForTests(
                 port: server.port,
                 authentication: .certificate(chain: [foreign.certificate], key: foreign.key)
             ),
@@ -396,7 +404,7 @@ import Testing
             keyFile: folder.file("client.key")
         )
         let result = try await HTTP2Job.run(
-            configuration: testJob(port: server.port, authentication: pem),
+            configuration: jobConfigurationForTests(port: server.port, authentication: pem),
             source: file.source,
             summary: file.summary
         )
@@ -416,7 +424,7 @@ import Testing
             let p12 = try APNSAuthentication.pkcs12(file: folder.file("client.p12"), passphrase: "battery staple")
             let source = TokenSource(files: file.source.files)
             let again = try await HTTP2Job.run(
-                configuration: testJob(port: server.port, authentication: p12),
+                configuration: jobConfigurationForTests(port: server.port, authentication: p12),
                 source: source,
                 summary: try source.validate()
             )
@@ -443,7 +451,7 @@ import Testing
             }
             return .ok(apnsID: nil)
         }
-        var configuration = testJob(port: server.port, authentication: clientCertificate)
+        var configuration = jobConfigurationForTests(port: server.port, authentication: clientCertificate)
         configuration.client.pingInterval = .milliseconds(100)
         configuration.client.pingTimeout = .seconds(2)
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
@@ -471,7 +479,7 @@ import Testing
             if total == 40 { clock.advance(by: 45 * 60) }
             return .ok(apnsID: nil)
         }
-        var configuration = testJob(port: server.port, authentication: .token(token), connections: 2)
+        var configuration = jobConfigurationForTests(port: server.port, authentication: .token(token), connections: 2)
         configuration.client.maximumStreamsPerConnection = 8
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
         await server.stop()
@@ -491,7 +499,7 @@ import Testing
             certificateChain: [credentials.server.certificate],
             privateKey: credentials.server.key
         )
-        var configuration = testJob(port: sink.port, authentication: clientCertificate, connections: 2)
+        var configuration = jobConfigurationForTests(port: sink.port, authentication: clientCertificate, connections: 2)
         configuration.client.pingInterval = .milliseconds(20)
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
         let answered = sink.answeredCount
@@ -505,7 +513,7 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 1, seed: 13, in: folder)
-        var configuration = testJob(port: 1, authentication: clientCertificate)
+        var configuration = jobConfigurationForTests(port: 1, authentication: clientCertificate)
         configuration.payload = try Payload(json: #"{"aps":{"alert":""# + String(repeating: "x", count: 4100) + #""}}"#)
         await #expect(throws: HTTP2ClientError.self) {
             try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)

@@ -24,7 +24,7 @@ import Testing
         }
 
         func job(authentication: APNSAuthentication, connections: Int = 2) -> HTTP2JobConfiguration {
-            var configuration = testJob(
+            var configuration = jobConfigurationForTests(
                 port: self.simulator.http2Port!,
                 authentication: authentication,
                 connections: connections,

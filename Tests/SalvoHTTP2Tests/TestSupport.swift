@@ -84,7 +84,7 @@ let testPayload = try! Payload(json: #"{"aps":{"alert":"Hello","sound":"default"
 let testTopic = "com.example.salvo"
 
 /// A job configuration against a local server, with quick timings for tests.
-func testJob(
+func jobConfigurationForTests(
     port: Int,
     authentication: APNSAuthentication,
     connections: Int = 1,
