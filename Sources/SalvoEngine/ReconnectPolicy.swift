@@ -34,16 +34,14 @@ public struct ReconnectPolicy: Hashable, Sendable {
     ///   - sinceLastConnect: time since the previous connect started.
     ///   - random: a value in [0, 1) from the caller's generator (full jitter).
     public func delay(failures: Int, sinceLastConnect: UInt64, random: Double) -> UInt64 {
-        var backoff: UInt64 = 0
-        if failures > 0 {
-            let exponent = min(failures - 1, 40)
-            let ceiling = min(
-                self.maximumDelay,
-                self.initialDelay.multipliedReportingOverflow(by: 1 << exponent).overflow
-                    ? self.maximumDelay : self.initialDelay << exponent
-            )
-            backoff = UInt64(Double(ceiling) * min(max(random, 0), 1))
-        }
+        let backoff =
+            failures > 0
+            ? fullJitterBackoff(
+                initialDelay: self.initialDelay,
+                maximumDelay: self.maximumDelay,
+                attempt: failures,
+                random: random
+            ) : 0
         let floor = sinceLastConnect >= self.minimumInterval ? 0 : self.minimumInterval - sinceLastConnect
         return max(backoff, floor)
     }
@@ -52,4 +50,16 @@ public struct ReconnectPolicy: Hashable, Sendable {
     public func givesUp(after failures: Int) -> Bool {
         failures >= self.maximumAttempts
     }
+}
+
+/// Exponential backoff with full jitter: a wait drawn from [0, ceiling), the ceiling doubling from
+/// `initialDelay` with each `attempt` (1 is the first) up to `maximumDelay`. Shared by reconnects and by
+/// HTTP/2 retries.
+///
+/// - Parameter random: a value in [0, 1) from the caller's generator, so tests check delays exactly.
+public func fullJitterBackoff(initialDelay: UInt64, maximumDelay: UInt64, attempt: Int, random: Double) -> UInt64 {
+    let exponent = min(max(attempt - 1, 0), 40)
+    let (scaled, overflow) = initialDelay.multipliedReportingOverflow(by: 1 << exponent)
+    let ceiling = overflow ? maximumDelay : min(maximumDelay, scaled)
+    return UInt64(Double(ceiling) * min(max(random, 0), 1))
 }

@@ -502,7 +502,7 @@ final class Shard: @unchecked Sendable {
 }
 
 /// Seconds since 1970, for expiry checks.
-func wallClockSeconds() -> Int {
+public func wallClockSeconds() -> Int {
     var now = timespec()
     clock_gettime(CLOCK_REALTIME, &now)
     return now.tv_sec

@@ -1,3 +1,5 @@
+import SalvoEngine
+
 /// When a request the service could not take (429 TooManyRequests, 500, 503, a refused stream) is sent again:
 /// exponential backoff with full jitter, capped, never sooner than the server's `Retry-After`, and at most
 /// `maximumAttempts` sends per row before the row is reported rejected with the last reason.
@@ -39,10 +41,12 @@ public struct HTTP2RetryPolicy: Hashable, Sendable {
     ///   - retryAfter: the server's `Retry-After`, in seconds, if it sent one.
     ///   - random: a value in [0, 1) (full jitter).
     public func delay(attempts: Int, retryAfter: Int64?, random: Double) -> UInt64 {
-        let exponent = min(max(attempts - 1, 0), 40)
-        let (scaled, overflow) = self.initialDelay.multipliedReportingOverflow(by: 1 << exponent)
-        let ceiling = overflow ? self.maximumDelay : min(self.maximumDelay, scaled)
-        let backoff = UInt64(Double(ceiling) * min(max(random, 0), 1))
+        let backoff = fullJitterBackoff(
+            initialDelay: self.initialDelay,
+            maximumDelay: self.maximumDelay,
+            attempt: attempts,
+            random: random
+        )
         guard let retryAfter, retryAfter > 0 else { return backoff }
         let asked = UInt64(retryAfter).multipliedReportingOverflow(by: 1_000_000_000)
         let floor = asked.overflow ? self.maximumRetryAfter : min(asked.partialValue, self.maximumRetryAfter)

@@ -93,7 +93,7 @@ struct DeliveryOptions: ParsableArguments {
 
     func expirySeconds() throws -> UInt32 {
         if self.expiry.hasPrefix("+"), let relative = UInt32(self.expiry.dropFirst()) {
-            return UInt32(wallClock()) &+ relative
+            return UInt32(wallClockSeconds()) &+ relative
         }
         guard let absolute = UInt32(self.expiry) else {
             throw ValidationError("--expiry is UNIX seconds, +SECONDS or 0 (got \(self.expiry))")
@@ -165,12 +165,6 @@ struct OutputOptions: ParsableArguments {
 
 enum System {
     static var coreCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
-}
-
-func wallClock() -> Int {
-    var now = timespec()
-    clock_gettime(CLOCK_REALTIME, &now)
-    return now.tv_sec
 }
 
 #if canImport(Glibc)
