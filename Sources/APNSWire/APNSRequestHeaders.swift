@@ -58,7 +58,9 @@ public struct APNSRequestHeaders: Hashable, Sendable {
     /// - Throws: `.duplicateHeaders` when an `apns-*` header repeats, `.badMessageId`, `.badExpirationDate`,
     ///   `.badPriority`, `.invalidPushType` (a push type the API does not know), `.badCollapseId`.
     public init(fields: some Sequence<(name: String, value: String)>) throws(APNSReason) {
-        var seen = Set<String>()
+        // Known names are tracked in a bit set; a set of strings only for unknown `apns-*` names, which are rare.
+        var seenKnown: UInt8 = 0
+        var seenOther = Set<String>()
         var pushType: APNSPushType?
         var id: String?
         var expiration: UInt32?
@@ -66,9 +68,16 @@ public struct APNSRequestHeaders: Hashable, Sendable {
         var topic: String?
         var collapseID: String?
         for (rawName, value) in fields {
-            let name = rawName.lowercased()
+            // HTTP/2 field names arrive lowercase; only others pay for lowercasing.
+            let name = rawName.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) ? rawName.lowercased() : rawName
             guard name.hasPrefix("apns-") else { continue }
-            guard seen.insert(name).inserted else { throw .duplicateHeaders }
+            let bit = Self.knownNameBit(name)
+            if bit != 0 {
+                guard seenKnown & bit == 0 else { throw .duplicateHeaders }
+                seenKnown |= bit
+            } else {
+                guard seenOther.insert(name).inserted else { throw .duplicateHeaders }
+            }
             switch name {
             case "apns-push-type":
                 let type = APNSPushType(rawValue: value)
@@ -104,9 +113,21 @@ public struct APNSRequestHeaders: Hashable, Sendable {
         )
     }
 
+    private static func knownNameBit(_ name: String) -> UInt8 {
+        switch name {
+        case "apns-push-type": 1
+        case "apns-id": 2
+        case "apns-expiration": 4
+        case "apns-priority": 8
+        case "apns-topic": 16
+        case "apns-collapse-id": 32
+        default: 0
+        }
+    }
+
     /// Whether `text` is a UUID in the lowercase 8-4-4-4-12 form the service echoes.
     public static func isCanonicalUUID(_ text: String) -> Bool {
-        let utf8 = Array(text.utf8)
+        let utf8 = text.utf8
         guard utf8.count == 36 else { return false }
         for (index, byte) in utf8.enumerated() {
             if index == 8 || index == 13 || index == 18 || index == 23 {

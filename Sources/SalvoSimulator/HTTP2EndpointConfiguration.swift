@@ -40,8 +40,12 @@ public struct HTTP2EndpointConfiguration: Sendable {
         public init() {}
     }
 
-    /// The port; 0 picks a free one.
+    /// The port (TLS); 0 picks a free one.
     public var port: Int = 0
+    /// A second port speaking cleartext HTTP/2 with prior knowledge (RFC 9113 §3.3), for loopback tests and
+    /// measurements without TLS; nil for none, 0 picks a free one. Without TLS there is no client certificate,
+    /// so requests there need a provider token.
+    public var cleartextPort: Int?
     /// Token-signing keys by key id.
     public var providerKeys: [ProviderKey] = []
     /// `SETTINGS_MAX_CONCURRENT_STREAMS` announced at the start (token-authenticated connections too).

@@ -1,8 +1,7 @@
 import APNSWire
-import Foundation
+import DequeModule
 import NIOCore
 import NIOHPACK
-import NIOHTTP2
 import NIOSSL
 import NIOTLS
 
@@ -11,11 +10,16 @@ import NIOTLS
 /// the `apns-id`, and injects the configured faults (the plan's invalid tokens, 410 for uninstalled tokens, seeded
 /// 429/500/503, GOAWAY after N streams, a shrinking stream limit, slow answers).
 ///
-/// Frame level behind `NIOHTTP2Handler`: a stream is a dictionary entry. Answers are written as requests complete
-/// and flushed once per read. Confined to its channel's event loop.
+/// It speaks HTTP/2 itself on the bytes TLS (or, on the cleartext port, TCP) delivers: `HTTP2FrameReader` frames,
+/// NIOHPACK decodes header blocks, `HTTP2FrameWriter` writes answers. What it enforces of RFC 9113: the preface
+/// and SETTINGS first, odd and increasing client stream ids, `SETTINGS_MAX_CONCURRENT_STREAMS` once the client
+/// has acknowledged it (excess streams are refused with REFUSED_STREAM), both directions of flow control, and
+/// connection errors answered with GOAWAY. Answers are collected in one buffer and written once per read.
+///
+/// Confined to its channel's event loop.
 final class HTTP2GatewayHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     struct Shared: Sendable {
         let ledger: DeliveryLedger
@@ -24,42 +28,96 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         let plan: CompiledFaultPlan
         let verifier: ProviderTokenVerifier
         let faults: HTTP2EndpointConfiguration.Faults
+        let maximumConcurrentStreams: Int
         let seed: UInt64
         /// Uninstalled tokens and since when (UNIX seconds), per topic.
         let uninstalled: [String: [DeviceToken: UInt32]]
         let clock: any SimulatorClock
     }
 
-    private struct Partial {
+    /// A stream whose request is still arriving.
+    private struct Stream {
         var headers: HPACKHeaders
-        var body: [UInt8] = []
+        /// The payload, kept up to `maximumKeptPayload` bytes; `payloadBytes` counts all of it.
+        var payload: [UInt8] = []
+        var payloadBytes = 0
     }
+
+    /// An answer's body waiting for flow-control window.
+    private struct BlockedBody {
+        var streamID: UInt32
+        var bytes: [UInt8]
+        var window: Int
+    }
+
+    private typealias Answer = (status: Int, retryAfter: Int?, body: [UInt8])
+
+    private static let windowTarget = 1 << 20
+    private static let initialStreamWindow = 1 << 20
+    private static let maximumHeaderListSize = 16 << 10
+    private static let maximumKeptPayload = 8192
 
     private let shared: Shared
     private let connection: UInt32
     private var random: SeededGenerator
-    private var partials: [HTTP2StreamID: Partial] = [:]
+    private var reader = HTTP2FrameReader()
+    private var decoder: HPACKDecoder
+    private var input = ByteBuffer()
+    private var output = ByteBuffer()
+    private var streams: [UInt32: Stream] = [:]
+    /// Streams opened and not yet answered (receiving, or waiting for a slow answer or for window).
+    private var openStreams = 0
+    private var lastStreamID: UInt32 = 0
+    /// The stream limit the client has acknowledged, and limits sent but not yet acknowledged, oldest first.
+    private var streamLimit = Int.max
+    private var pendingLimits = Deque<Int>()
     private var peer: PeerTopic?
     private var cachedToken: (text: String, verdict: Result<ProviderTokenVerifier.Accepted, APNSReason>)?
+    private var apnsIDs = APNSIDMaker()
     private var requests = 0
-    private var goAwayStreamID: HTTP2StreamID?
-    private var needsFlush = false
+    private var highestAnswered: UInt32 = 0
+    private var goAwayStreamID: UInt32?
+    private var peerSentGoAway = false
+    private var closed = false
+    /// Inbound flow control: bytes the client may still send, and bytes consumed since the last WINDOW_UPDATE.
+    private var receiveWindow = 65_535
+    private var consumed = 0
+    /// Outbound flow control for answer bodies.
+    private var sendWindow = 65_535
+    private var peerInitialWindow = 65_535
+    private var blocked = Deque<BlockedBody>()
     private let batch = LedgerBatch(capacity: 256)
-    private let windowTarget = 1 << 20
 
-    init(shared: Shared, connection: UInt32) {
+    init(shared: Shared, connection: UInt32, allocator: ByteBufferAllocator) {
         self.shared = shared
         self.connection = connection
         self.random = SeededGenerator(seed: shared.seed ^ 0x4832, stream: UInt64(connection))
+        self.decoder = HPACKDecoder(
+            allocator: allocator,
+            maxDynamicTableSize: HPACKDecoder.maxDynamicTableSize,
+            maxHeaderListSize: Self.maximumHeaderListSize
+        )
+        self.output = allocator.buffer(capacity: 16 << 10)
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        let frame = HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: self.windowTarget))
-        context.writeAndFlush(self.wrapOutboundOut(frame), promise: nil)
+        HTTP2FrameWriter.settings(
+            [
+                (3, UInt32(min(self.shared.maximumConcurrentStreams, Int(Int32.max)))),  // MAX_CONCURRENT_STREAMS
+                (4, UInt32(Self.initialStreamWindow)),  // INITIAL_WINDOW_SIZE
+                (6, UInt32(Self.maximumHeaderListSize)),  // MAX_HEADER_LIST_SIZE
+            ],
+            into: &self.output
+        )
+        self.pendingLimits.append(self.shared.maximumConcurrentStreams)
+        HTTP2FrameWriter.windowUpdate(streamID: 0, increment: Self.windowTarget - 65_535, into: &self.output)
+        self.receiveWindow = Self.windowTarget
+        self.flush(context: context)
         context.fireChannelActive()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        self.closed = true
         self.shared.ledger.mergeFullBatch(self.batch)
         context.fireChannelInactive()
     }
@@ -71,60 +129,180 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         {
             self.peer = PeerTopic(peerCertificate: certificate)
         }
-        if let window = event as? NIOHTTP2WindowUpdatedEvent, window.streamID == .rootStream,
-            let size = window.inboundWindowSize, size < self.windowTarget / 2
-        {
-            let frame = HTTP2Frame(
-                streamID: .rootStream,
-                payload: .windowUpdate(windowSizeIncrement: self.windowTarget - size)
-            )
-            context.writeAndFlush(self.wrapOutboundOut(frame), promise: nil)
-        }
         context.fireUserInboundEventTriggered(event)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = self.unwrapInboundIn(data)
-        switch frame.payload {
-        case .headers(let headers):
-            self.partials[frame.streamID] = Partial(headers: headers.headers)
-            if headers.endStream { self.complete(frame.streamID, context: context) }
-        case .data(let data):
-            guard self.partials[frame.streamID] != nil else { return }
-            if case .byteBuffer(let bytes) = data.data, self.partials[frame.streamID]!.body.count < 8192 {
-                self.partials[frame.streamID]!.body.append(contentsOf: bytes.readableBytesView)
-            }
-            if data.endStream { self.complete(frame.streamID, context: context) }
-        default:
-            break
+        guard !self.closed else { return }
+        var bytes = self.unwrapInboundIn(data)
+        if self.input.readableBytes == 0 {
+            self.input = bytes
+        } else {
+            self.input.writeBuffer(&bytes)
         }
+        do {
+            while let frame = try self.reader.next(from: &self.input) {
+                try self.handle(frame, context: context)
+                if self.closed { return }
+            }
+        } catch {
+            self.fail(error, context: context)
+            return
+        }
+        self.input.discardReadBytes()
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
         self.shared.ledger.mergeFullBatch(self.batch)
-        if self.needsFlush {
-            self.needsFlush = false
-            context.flush()
+        if self.consumed >= Self.windowTarget / 2 {
+            HTTP2FrameWriter.windowUpdate(streamID: 0, increment: self.consumed, into: &self.output)
+            self.receiveWindow += self.consumed
+            self.consumed = 0
         }
+        self.flush(context: context)
+        self.closeIfDone(context: context)
         context.fireChannelReadComplete()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        if error is NIOHTTP2Errors.StreamError { return }
-        // After our GOAWAY, NIOHTTP2 reports the client's frames for dropped streams; earlier streams still get
-        // their answers.
-        if self.goAwayStreamID != nil { return }
-        context.flush()
+        self.closed = true
         context.close(promise: nil)
     }
 
-    private func complete(_ streamID: HTTP2StreamID, context: ChannelHandlerContext) {
-        guard let partial = self.partials.removeValue(forKey: streamID) else { return }
-        if let last = self.goAwayStreamID, streamID > last { return }
+    // MARK: Frames
+
+    private func handle(_ frame: HTTP2FrameReader.Frame, context: ChannelHandlerContext) throws(HTTP2ConnectionError) {
+        switch frame {
+        case .headers(let streamID, var block, let endStream):
+            // Decoded whatever becomes of the stream: the HPACK table must follow every block.
+            let headers: HPACKHeaders
+            do {
+                headers = try self.decoder.decodeHeaders(from: &block)
+            } catch {
+                throw HTTP2ConnectionError(.compressionError, "cannot decode a header block: \(error)")
+            }
+            if self.streams[streamID] != nil {
+                // Trailers: nothing of APNs' is in them.
+                if endStream { self.complete(streamID, context: context) }
+                return
+            }
+            guard streamID > self.lastStreamID else { return }  // a stream already answered or refused
+            guard streamID & 1 == 1 else { throw HTTP2ConnectionError(.protocolError, "even stream id \(streamID)") }
+            self.lastStreamID = streamID
+            if let last = self.goAwayStreamID, streamID > last { return }
+            // Until the client acknowledges a new limit it may still use the old one (§6.5.3).
+            if self.openStreams >= max(self.streamLimit, self.pendingLimits.max() ?? self.streamLimit) {
+                HTTP2FrameWriter.resetStream(streamID, code: .refusedStream, into: &self.output)
+                return
+            }
+            self.openStreams += 1
+            self.streams[streamID] = Stream(headers: headers)
+            if endStream { self.complete(streamID, context: context) }
+        case .data(let streamID, let payload, let endStream, let flowControlled):
+            self.receiveWindow -= flowControlled
+            self.consumed += flowControlled
+            guard self.receiveWindow >= 0 else {
+                throw HTTP2ConnectionError(.flowControlError, "DATA beyond the connection window")
+            }
+            guard streamID <= self.lastStreamID else {
+                throw HTTP2ConnectionError(.protocolError, "DATA on idle stream \(streamID)")
+            }
+            guard var stream = self.streams.removeValue(forKey: streamID) else { return }
+            stream.payloadBytes += payload.readableBytes
+            if stream.payloadBytes > Self.initialStreamWindow {
+                HTTP2FrameWriter.resetStream(streamID, code: .flowControlError, into: &self.output)
+                self.openStreams -= 1
+                return
+            }
+            if stream.payload.count < Self.maximumKeptPayload {
+                stream.payload.append(contentsOf: payload.readableBytesView.prefix(Self.maximumKeptPayload))
+            }
+            self.streams[streamID] = stream
+            if endStream { self.complete(streamID, context: context) }
+        case .settings(let settings):
+            for setting in settings {
+                switch setting.parameter {
+                case 4:  // INITIAL_WINDOW_SIZE: changes the window of every open stream (§6.9.2)
+                    guard setting.value <= 0x7FFF_FFFF else {
+                        throw HTTP2ConnectionError(.flowControlError, "INITIAL_WINDOW_SIZE \(setting.value)")
+                    }
+                    let delta = Int(setting.value) - self.peerInitialWindow
+                    self.peerInitialWindow = Int(setting.value)
+                    for index in self.blocked.indices { self.blocked[index].window += delta }
+                default:
+                    break
+                }
+            }
+            HTTP2FrameWriter.settingsAcknowledgement(into: &self.output)
+            self.sendBlockedBodies()
+        case .settingsAcknowledged:
+            if let limit = self.pendingLimits.popFirst() { self.streamLimit = limit }
+        case .ping(let data):
+            HTTP2FrameWriter.pingAcknowledgement(data, into: &self.output)
+        case .pingAcknowledged:
+            break
+        case .windowUpdate(let streamID, let increment):
+            if streamID == 0 {
+                self.sendWindow += increment
+            } else {
+                for index in self.blocked.indices where self.blocked[index].streamID == streamID {
+                    self.blocked[index].window += increment
+                }
+            }
+            self.sendBlockedBodies()
+        case .resetStream(let streamID, _):
+            if self.streams.removeValue(forKey: streamID) != nil { self.openStreams -= 1 }
+            if let index = self.blocked.firstIndex(where: { $0.streamID == streamID }) {
+                self.blocked.remove(at: index)
+                self.openStreams -= 1
+            }
+        case .goAway:
+            self.peerSentGoAway = true
+        }
+    }
+
+    private func fail(_ error: HTTP2ConnectionError, context: ChannelHandlerContext) {
+        HTTP2FrameWriter.goAway(lastStreamID: self.lastStreamID, code: error.code, into: &self.output)
+        self.shared.ledger.mergeFullBatch(self.batch)
+        self.flush(context: context)
+        self.closed = true
+        context.close(promise: nil)
+    }
+
+    private func flush(context: ChannelHandlerContext) {
+        guard self.output.readableBytes > 0 else { return }
+        context.writeAndFlush(self.wrapOutboundOut(self.output), promise: nil)
+        self.output = context.channel.allocator.buffer(capacity: 16 << 10)
+    }
+
+    /// After either side's GOAWAY, the connection closes once every accepted stream is answered.
+    private func closeIfDone(context: ChannelHandlerContext) {
+        guard !self.closed, self.goAwayStreamID != nil || self.peerSentGoAway, self.openStreams == 0 else { return }
+        self.closed = true
+        context.close(promise: nil)
+    }
+
+    // MARK: Requests
+
+    private func complete(_ streamID: UInt32, context: ChannelHandlerContext) {
+        guard let stream = self.streams.removeValue(forKey: streamID) else { return }
         self.requests += 1
-        let fields = partial.headers.map { (name: $0.name, value: $0.value) }
+        self.highestAnswered = max(self.highestAnswered, streamID)
+        var method: String?
+        var path: String?
+        var authorization: String?
+        var apnsID: String?
+        for header in stream.headers {
+            switch header.name {
+            case ":method": method = header.value
+            case ":path": path = header.value
+            case "authorization": authorization = header.value
+            case "apns-id": apnsID = header.value
+            default: break
+            }
+        }
         let credentials: HTTP2RequestCheck.Credentials
-        if let authorization = partial.headers.first(name: "authorization") {
+        if let authorization {
             credentials = .token(self.verify(authorization))
         } else if let peer = self.peer {
             credentials = .certificate(peer)
@@ -132,56 +310,55 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
             credentials = .none
         }
         let checked = HTTP2RequestCheck.check(
-            method: partial.headers.first(name: ":method"),
-            path: partial.headers.first(name: ":path"),
-            fields: fields,
+            method: method,
+            path: path,
+            fields: stream.headers.lazy.map { (name: $0.name, value: $0.value) },
             credentials: credentials,
-            payload: partial.body
+            payload: stream.payload,
+            payloadBytes: stream.payloadBytes
         )
-        let apnsID = partial.headers.first(name: "apns-id") ?? UUID().uuidString.lowercased()
-        let answer: (status: Int, headers: [(String, String)], body: [UInt8])
+        let answer: Answer
         switch checked {
         case .failure(let reason):
-            answer = (reason.status ?? 400, [("apns-id", apnsID)], APNSErrorBody(reason: reason).jsonBytes)
+            // A malformed apns-id is not echoed: the service makes one.
+            if reason == .badMessageId { apnsID = nil }
+            answer = (reason.status ?? 400, nil, APNSErrorBody(reason: reason).jsonBytes)
         case .success(let passed):
-            answer = self.answer(passed, apnsID: apnsID, payload: partial.body)
+            answer = self.answer(passed, payload: stream.payload)
         }
-        if self.shared.faults.responseDelayMilliseconds > 0 {
+        let delay = self.shared.faults.responseDelayMilliseconds
+        let echoed = apnsID
+        if delay > 0 {
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            context.eventLoop.scheduleTask(in: .milliseconds(Int64(self.shared.faults.responseDelayMilliseconds))) {
+            context.eventLoop.scheduleTask(in: .milliseconds(Int64(delay))) {
                 let (handler, context) = bound.value
-                handler.write(answer, on: streamID, context: context)
-                context.flush()
+                guard !handler.closed else { return }
+                handler.write(answer, apnsID: echoed, on: streamID)
+                handler.flush(context: context)
+                handler.closeIfDone(context: context)
             }
         } else {
-            self.write(answer, on: streamID, context: context)
+            self.write(answer, apnsID: echoed, on: streamID)
         }
-        self.applyConnectionFaults(after: streamID, context: context)
+        self.applyConnectionFaults()
     }
 
-    private func answer(
-        _ passed: HTTP2RequestCheck.Passed,
-        apnsID: String,
-        payload: [UInt8]
-    ) -> (status: Int, headers: [(String, String)], body: [UInt8]) {
+    private func answer(_ passed: HTTP2RequestCheck.Passed, payload: [UInt8]) -> Answer {
         let faults = self.shared.faults
         if passed.token.withUnsafeBytes({ self.shared.plan.isInvalid($0.baseAddress!) }) {
-            return (400, [("apns-id", apnsID)], APNSErrorBody(reason: .badDeviceToken).jsonBytes)
+            return (400, nil, APNSErrorBody(reason: .badDeviceToken).jsonBytes)
         }
         if let since = self.shared.uninstalled[passed.topic]?[passed.token] {
-            let body = APNSErrorBody(reason: .unregistered, timestamp: Int64(since) * 1000).jsonBytes
-            return (410, [("apns-id", apnsID)], body)
+            return (410, nil, APNSErrorBody(reason: .unregistered, timestamp: Int64(since) * 1000).jsonBytes)
         }
         if faults.tooManyRequestsRate > 0 && self.random.chance(faults.tooManyRequestsRate) {
-            var headers = [("apns-id", apnsID)]
-            if let seconds = faults.retryAfterSeconds { headers.append(("retry-after", String(seconds))) }
-            return (429, headers, APNSErrorBody(reason: .tooManyRequests).jsonBytes)
+            return (429, faults.retryAfterSeconds, APNSErrorBody(reason: .tooManyRequests).jsonBytes)
         }
         if faults.internalServerErrorRate > 0 && self.random.chance(faults.internalServerErrorRate) {
-            return (500, [("apns-id", apnsID)], APNSErrorBody(reason: .internalServerError).jsonBytes)
+            return (500, nil, APNSErrorBody(reason: .internalServerError).jsonBytes)
         }
         if faults.serviceUnavailableRate > 0 && self.random.chance(faults.serviceUnavailableRate) {
-            return (503, [("apns-id", apnsID)], APNSErrorBody(reason: .serviceUnavailable).jsonBytes)
+            return (503, nil, APNSErrorBody(reason: .serviceUnavailable).jsonBytes)
         }
         if self.batch.isFull { self.shared.ledger.mergeFullBatch(self.batch) }
         let digest = payload.withUnsafeBytes { TokenHash.digest($0) }
@@ -196,60 +373,85 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
                 digest: digest
             )
         }
-        return (200, [("apns-id", apnsID)], [])
+        return (200, nil, [])
     }
 
+    /// The verdict on a provider token, cached for the exact text last seen: the signature is checked once per
+    /// token and connection, its age on every request.
     private func verify(_ authorization: String) -> Result<ProviderTokenVerifier.Accepted, APNSReason> {
-        if let cached = self.cachedToken, cached.text == authorization { return cached.verdict }
+        if let cached = self.cachedToken, cached.text == authorization {
+            if case .success(let accepted) = cached.verdict,
+                Int64(self.shared.clock.now()) - accepted.issuedAt > ProviderTokenVerifier.maximumAge
+            {
+                return .failure(.expiredProviderToken)
+            }
+            return cached.verdict
+        }
         guard authorization.hasPrefix("bearer ") else { return .failure(.invalidProviderToken) }
         let verdict = self.shared.verifier.check(authorization.dropFirst("bearer ".count))
         self.cachedToken = (authorization, verdict)
         return verdict
     }
 
-    private func write(
-        _ answer: (status: Int, headers: [(String, String)], body: [UInt8]),
-        on streamID: HTTP2StreamID,
-        context: ChannelHandlerContext
-    ) {
-        var headers = HPACKHeaders([(":status", String(answer.status))])
-        // apns-id is unique per answer: kept out of the HPACK dynamic table.
-        for (name, value) in answer.headers { headers.add(name: name, value: value, indexing: .nonIndexable) }
-        let head = HTTP2Frame(
-            streamID: streamID,
-            payload: .headers(.init(headers: headers, endStream: answer.body.isEmpty))
-        )
-        context.write(self.wrapOutboundOut(head), promise: nil)
-        if !answer.body.isEmpty {
-            let body = HTTP2Frame(
-                streamID: streamID,
-                payload: .data(.init(data: .byteBuffer(ByteBuffer(bytes: answer.body)), endStream: true))
-            )
-            context.write(self.wrapOutboundOut(body), promise: nil)
+    private func write(_ answer: Answer, apnsID: String?, on streamID: UInt32) {
+        let endStream = answer.body.isEmpty
+        if var apnsID {
+            apnsID.withUTF8 { id in
+                HTTP2FrameWriter.responseHeaders(
+                    status: answer.status,
+                    apnsID: UnsafeRawBufferPointer(id),
+                    retryAfter: answer.retryAfter,
+                    streamID: streamID,
+                    endStream: endStream,
+                    into: &self.output
+                )
+            }
+        } else {
+            self.apnsIDs.withNext(using: &self.random) { id in
+                HTTP2FrameWriter.responseHeaders(
+                    status: answer.status,
+                    apnsID: id,
+                    retryAfter: answer.retryAfter,
+                    streamID: streamID,
+                    endStream: endStream,
+                    into: &self.output
+                )
+            }
         }
-        self.needsFlush = true
+        if endStream {
+            self.openStreams -= 1
+        } else {
+            self.blocked.append(BlockedBody(streamID: streamID, bytes: answer.body, window: self.peerInitialWindow))
+            self.sendBlockedBodies()
+        }
     }
 
-    private func applyConnectionFaults(after streamID: HTTP2StreamID, context: ChannelHandlerContext) {
+    /// Sends answer bodies in order while the connection's and their stream's windows allow.
+    private func sendBlockedBodies() {
+        while let first = self.blocked.first, first.bytes.count <= min(self.sendWindow, first.window) {
+            self.blocked.removeFirst()
+            self.sendWindow -= first.bytes.count
+            HTTP2FrameWriter.data(first.bytes, streamID: first.streamID, endStream: true, into: &self.output)
+            self.openStreams -= 1
+        }
+    }
+
+    private func applyConnectionFaults() {
         let faults = self.shared.faults
         if let after = faults.shrinkAfterStreams, self.requests == after {
-            let settings = HTTP2Frame(
-                streamID: .rootStream,
-                payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: faults.shrinkTo)]))
-            )
-            context.write(self.wrapOutboundOut(settings), promise: nil)
-            self.needsFlush = true
+            HTTP2FrameWriter.settings([(3, UInt32(faults.shrinkTo))], into: &self.output)
+            self.pendingLimits.append(faults.shrinkTo)
         }
-        if let after = faults.goAwayAfterStreams, self.requests == after {
-            self.goAwayStreamID = streamID
-            let goAway = HTTP2Frame(
-                streamID: .rootStream,
-                payload: .goAway(lastStreamID: streamID, errorCode: .noError, opaqueData: nil)
-            )
-            // Out at once: the client's frames for dropped streams, later in this read, make NIOHTTP2 report
-            // errors, and the answers must be on the wire first.
-            self.shared.ledger.mergeFullBatch(self.batch)
-            context.writeAndFlush(self.wrapOutboundOut(goAway), promise: nil)
+        if let after = faults.goAwayAfterStreams, self.requests == after, self.goAwayStreamID == nil {
+            // Every stream up to the highest answered one is (or will be) answered; later ones are dropped
+            // unprocessed, and the client retries them elsewhere.
+            let last = self.highestAnswered
+            self.goAwayStreamID = last
+            for streamID in self.streams.keys where streamID > last {
+                self.streams.removeValue(forKey: streamID)
+                self.openStreams -= 1
+            }
+            HTTP2FrameWriter.goAway(lastStreamID: last, code: .noError, into: &self.output)
         }
     }
 }

@@ -23,9 +23,10 @@ struct HTTP2RequestCheck {
     static func check(
         method: String?,
         path: String?,
-        fields: [(name: String, value: String)],
+        fields: some Sequence<(name: String, value: String)>,
         credentials: Credentials,
-        payload: [UInt8]
+        payload: [UInt8],
+        payloadBytes: Int? = nil
     ) -> Result<Passed, APNSReason> {
         guard method == "POST" else { return .failure(.methodNotAllowed) }
         guard let path, path.hasPrefix("/3/device/") else { return .failure(.badPath) }
@@ -73,7 +74,7 @@ struct HTTP2RequestCheck {
         if headers.pushType == .background && headers.priority == .immediate { return .failure(.badPriority) }
         guard !payload.isEmpty else { return .failure(.payloadEmpty) }
         let limit = (headers.pushType ?? .alert).payloadLimit
-        guard payload.count <= limit.bytes else { return .failure(.payloadTooLarge) }
+        guard payloadBytes ?? payload.count <= limit.bytes else { return .failure(.payloadTooLarge) }
         return .success(Passed(token: token, headers: headers, topic: topic))
     }
 }

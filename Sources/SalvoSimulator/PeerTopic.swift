@@ -41,13 +41,21 @@ enum PeerTopic: Sendable, Equatable {
     /// A bundle id: 1 to 155 bytes of ASCII letters, digits, '-' and '.', in dot-separated
     /// non-empty parts, at least two of them (reverse DNS).
     static func isBundleIdentifier(_ value: String) -> Bool {
-        let bytes = Array(value.utf8)
-        guard (1...155).contains(bytes.count) else { return false }
-        let parts = value.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count >= 2, parts.allSatisfy({ !$0.isEmpty }) else { return false }
-        return bytes.allSatisfy { byte in
-            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+        let utf8 = value.utf8
+        guard (1...155).contains(utf8.count) else { return false }
+        var parts = 1
+        var previous: UInt8 = 0x2E  // as if after a dot: a leading dot is an empty part
+        for byte in utf8 {
+            let isAllowed =
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
                 || byte == 0x2D || byte == 0x2E
+            guard isAllowed else { return false }
+            if byte == 0x2E {
+                guard previous != 0x2E else { return false }
+                parts += 1
+            }
+            previous = byte
         }
+        return parts >= 2 && previous != 0x2E
     }
 }

@@ -15,6 +15,9 @@ final class ProviderTokenVerifier: Sendable {
         var topics: Set<String>
     }
 
+    /// The oldest a token may be, in seconds: an hour.
+    static let maximumAge: Int64 = 3600
+
     private let keys: [String: HTTP2EndpointConfiguration.ProviderKey]
     private let clock: any SimulatorClock
     private let lastIssued = NIOLockedValueBox([String: Int64]())
@@ -43,7 +46,7 @@ final class ProviderTokenVerifier: Sendable {
         }
         let issuedAt = issued.int64Value
         let now = Int64(self.clock.now())
-        if now - issuedAt > 3600 { return .failure(.expiredProviderToken) }
+        if now - issuedAt > Self.maximumAge { return .failure(.expiredProviderToken) }
         if issuedAt > now + 300 { return .failure(.invalidProviderToken) }
         let tooSoon = self.lastIssued.withLockedValue { last -> Bool in
             if let previous = last[keyID], previous != issuedAt {

@@ -21,6 +21,8 @@ public struct SimulateOptions: Sendable {
     public var threads: Int = 1
     /// The HTTP/2 endpoint's port (0 = any free port); no HTTP/2 endpoint when nil.
     public var http2Port: Int?
+    /// A cleartext (prior-knowledge) HTTP/2 port beside it, token authentication only; needs `http2Port`.
+    public var http2CleartextPort: Int?
     public var maximumTokens: Int = 12_000_000
 
     public init() {}

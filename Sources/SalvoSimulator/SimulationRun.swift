@@ -48,7 +48,9 @@ public final class SimulationRun: Sendable {
         var signingKey: DevelopmentSigningKey?
         if let http2Port = options.http2Port {
             let key = try DevelopmentSigningKey.ensure(in: options.certificateFolder)
-            configuration.http2 = HTTP2EndpointConfiguration(port: http2Port, providerKeys: [key.providerKey])
+            var http2 = HTTP2EndpointConfiguration(port: http2Port, providerKeys: [key.providerKey])
+            http2.cleartextPort = options.http2CleartextPort
+            configuration.http2 = http2
             signingKey = key
         }
         let simulator = try await Simulator.start(configuration)
@@ -72,10 +74,16 @@ public final class SimulationRun: Sendable {
     private var http2Banner: String {
         guard let port = self.simulator.http2Port, let key = self.signingKey else { return "" }
         return """
-              http2     \(self.options.host):\(port) (ALPN h2; the client certificate above, or tokens signed with
-                        \(key.path), --key-id \(DevelopmentSigningKey.keyID) --team-id \(DevelopmentSigningKey.teamID))
-
+              http2     \(self.options.host):\(port) (TLS, ALPN h2 or none; the client certificate above, or tokens
+                        signed with \(key.path), --key-id \(DevelopmentSigningKey.keyID) --team-id \(DevelopmentSigningKey.teamID))
+            \(self.cleartextBanner)
             """
+    }
+
+    private var cleartextBanner: String {
+        guard let port = self.simulator.http2CleartextPort else { return "" }
+        return
+            "      h2c       \(self.options.host):\(port) (cleartext HTTP/2, prior knowledge; provider tokens only)\n"
     }
 
     /// Waits until the process gets SIGINT or SIGTERM.

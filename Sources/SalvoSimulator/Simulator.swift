@@ -1,7 +1,6 @@
 import APNSWire
 import NIOConcurrencyHelpers
 import NIOCore
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
@@ -21,8 +20,10 @@ public final class Simulator: Sendable {
     public let gatewayPort: Int
     /// The feedback service's port.
     public let feedbackPort: Int
-    /// The HTTP/2 endpoint's port, when the configuration asked for one.
+    /// The HTTP/2 endpoint's port (TLS, with or without ALPN), when the configuration asked for one.
     public let http2Port: Int?
+    /// The HTTP/2 endpoint's cleartext port (prior knowledge, token authentication only), when asked for.
+    public let http2CleartextPort: Int?
     /// Every accepted notification, and the counters.
     public let ledger: DeliveryLedger
     /// The clock's time when the simulator started (UNIX seconds).
@@ -40,6 +41,7 @@ public final class Simulator: Sendable {
         gatewayPort: Int,
         feedbackPort: Int,
         http2Port: Int?,
+        http2CleartextPort: Int?,
         ledger: DeliveryLedger,
         startTime: UInt32,
         plan: CompiledFaultPlan,
@@ -51,6 +53,7 @@ public final class Simulator: Sendable {
         self.gatewayPort = gatewayPort
         self.feedbackPort = feedbackPort
         self.http2Port = http2Port
+        self.http2CleartextPort = http2CleartextPort
         self.ledger = ledger
         self.startTime = startTime
         self.compiledPlan = plan
@@ -105,9 +108,9 @@ public final class Simulator: Sendable {
                 }
                 .bind(host: configuration.host, port: configuration.feedbackPort)
                 .get()
-            var http2Channel: (any Channel)?
+            var http2Channels: (tls: any Channel, cleartext: (any Channel)?)?
             if let http2 = configuration.http2 {
-                http2Channel = try await self.bindHTTP2(
+                http2Channels = try await self.bindHTTP2(
                     configuration,
                     http2: http2,
                     plan: plan,
@@ -119,12 +122,14 @@ public final class Simulator: Sendable {
             return Simulator(
                 gatewayPort: gateway.localAddress?.port ?? configuration.gatewayPort,
                 feedbackPort: feedbackChannel.localAddress?.port ?? configuration.feedbackPort,
-                http2Port: http2Channel.map { $0.localAddress?.port ?? configuration.http2?.port ?? 0 },
+                http2Port: http2Channels.map { $0.tls.localAddress?.port ?? 0 },
+                http2CleartextPort: http2Channels?.cleartext.map { $0.localAddress?.port ?? 0 },
                 ledger: ledger,
                 startTime: startTime,
                 plan: plan,
                 group: group,
-                channels: [gateway, feedbackChannel] + (http2Channel.map { [$0] } ?? []),
+                channels: [gateway, feedbackChannel]
+                    + [http2Channels?.tls, http2Channels?.cleartext].compactMap { $0 },
                 feedback: feedback,
                 clock: clock
             )
@@ -217,7 +222,7 @@ public final class Simulator: Sendable {
         ledger: DeliveryLedger,
         group: MultiThreadedEventLoopGroup,
         startTime: UInt32
-    ) async throws -> any Channel {
+    ) async throws -> (tls: any Channel, cleartext: (any Channel)?) {
         let sslContext = try self.makeSSLContext(configuration.tls, http2: true)
         var uninstalled: [String: [DeviceToken: UInt32]] = [:]
         for entry in plan.uninstalled {
@@ -228,39 +233,42 @@ public final class Simulator: Sendable {
             plan: plan,
             verifier: ProviderTokenVerifier(keys: http2.providerKeys, clock: configuration.clock),
             faults: http2.faults,
+            maximumConcurrentStreams: http2.maximumConcurrentStreams,
             seed: plan.plan.seed,
             uninstalled: uninstalled,
             clock: configuration.clock
         )
         let serials = NIOLockedValueBox<UInt32>(0)
-        return try await ServerBootstrap(group: group)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .serverChannelOption(.backlog, value: 256)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer { channel in
-                let serial = serials.withLockedValue { serial in
-                    serial &+= 1
-                    return serial
-                }
-                ledger.recordConnectionAccepted()
-                return channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(NIOSSLServerHandler(context: sslContext))
-                    try sync.addHandler(
-                        NIOHTTP2Handler(
-                            mode: .server,
-                            initialSettings: [
-                                HTTP2Setting(parameter: .maxConcurrentStreams, value: http2.maximumConcurrentStreams),
-                                HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                                HTTP2Setting(parameter: .maxHeaderListSize, value: 16 << 10),
-                            ]
+        func bind(port: Int, tls: NIOSSLContext?) async throws -> any Channel {
+            try await ServerBootstrap(group: group)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .serverChannelOption(.backlog, value: 256)
+                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .childChannelInitializer { channel in
+                    let serial = serials.withLockedValue { serial in
+                        serial &+= 1
+                        return serial
+                    }
+                    ledger.recordConnectionAccepted()
+                    return channel.eventLoop.makeCompletedFuture {
+                        let sync = channel.pipeline.syncOperations
+                        if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
+                        try sync.addHandler(
+                            HTTP2GatewayHandler(shared: shared, connection: serial, allocator: channel.allocator)
                         )
-                    )
-                    try sync.addHandler(HTTP2GatewayHandler(shared: shared, connection: serial))
+                    }
                 }
-            }
-            .bind(host: configuration.host, port: http2.port)
-            .get()
+                .bind(host: configuration.host, port: port)
+                .get()
+        }
+        let tls = try await bind(port: http2.port, tls: sslContext)
+        guard let cleartextPort = http2.cleartextPort else { return (tls, nil) }
+        do {
+            return (tls, try await bind(port: cleartextPort, tls: nil))
+        } catch {
+            try? await tls.close()
+            throw error
+        }
     }
 
     private static func makeSSLContext(_ tls: SimulatorConfiguration.TLS, http2: Bool = false) throws -> NIOSSLContext {
@@ -276,6 +284,7 @@ public final class Simulator: Sendable {
             // Mutual TLS: the client must present a certificate from the development CA (over HTTP/2 a client
             // may instead authenticate each request with a provider token).
             configuration.certificateVerification = http2 ? .optionalVerification : .noHostnameVerification
+            // ALPN `h2` when the client offers it; a client that offers none is spoken to in HTTP/2 all the same.
             if http2 { configuration.applicationProtocols = ["h2"] }
             configuration.trustRoots = .certificates([ca])
             // After an error response the peer rarely answers close_notify; don't hold the socket.

@@ -51,7 +51,16 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(name: .customLong("h2-port"), help: "Also serve the HTTP/2 provider API on this port (0 = any free port).")
     var http2Port: Int?
 
+    @Option(
+        name: .customLong("h2c-port"),
+        help: "With --h2-port, also serve cleartext HTTP/2 (prior knowledge, provider tokens only) on this port."
+    )
+    var http2CleartextPort: Int?
+
     func run() async throws {
+        if self.http2CleartextPort != nil && self.http2Port == nil {
+            throw ValidationError("--h2c-port needs --h2-port: the cleartext port is a second door to the HTTP/2 API")
+        }
         var options = SimulateOptions()
         options.host = self.host
         options.gatewayPort = self.gatewayPort
@@ -65,6 +74,7 @@ struct SimulateCommand: AsyncParsableCommand {
         options.verdictPath = self.verdict
         options.threads = max(1, self.threads)
         options.http2Port = self.http2Port
+        options.http2CleartextPort = self.http2CleartextPort
         let run: SimulationRun
         do {
             run = try await SimulationRun.start(options)

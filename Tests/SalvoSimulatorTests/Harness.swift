@@ -12,6 +12,7 @@ struct Harness {
     static func run<R>(
         plan: FaultPlan = FaultPlan(),
         clock: (any SimulatorClock)? = nil,
+        http2: HTTP2EndpointConfiguration? = nil,
         _ body: (Harness) async throws -> R
     ) async throws -> R {
         let certificates = try DevelopmentCertificates()
@@ -19,6 +20,7 @@ struct Harness {
         configuration.plan = plan
         configuration.maximumTokens = 100_000
         if let clock { configuration.clock = clock }
+        configuration.http2 = http2
         let simulator = try await Simulator.start(configuration)
         let harness = Harness(
             certificates: certificates,

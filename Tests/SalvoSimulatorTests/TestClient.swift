@@ -6,7 +6,7 @@ import SalvoSimulator
 
 /// A small TLS client for the simulator's tests: connects with a client identity (or none), writes
 /// bytes, and collects everything the server sends until it closes the connection (bounded by a
-/// timeout, after which the client closes).
+/// timeout, after which the client closes). It offers no ALPN; with `cleartext` it speaks plain TCP.
 enum TestClient {
     struct Outcome {
         /// Every byte received, in order.
@@ -22,7 +22,8 @@ enum TestClient {
         identity: DevelopmentCertificates.Identity?,
         trusting caPEM: String,
         send: ByteBuffer,
-        timeout: TimeAmount = .seconds(5)
+        timeout: TimeAmount = .seconds(5),
+        cleartext: Bool = false
     ) async throws -> Outcome {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.trustRoots = .certificates([try NIOSSLCertificate(bytes: Array(caPEM.utf8), format: .pem)])
@@ -40,9 +41,11 @@ enum TestClient {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(
-                        NIOSSLClientHandler(context: context, serverHostname: nil)
-                    )
+                    if !cleartext {
+                        try channel.pipeline.syncOperations.addHandler(
+                            NIOSSLClientHandler(context: context, serverHostname: nil)
+                        )
+                    }
                     try channel.pipeline.syncOperations.addHandler(Collector(outcome: collector))
                 }
             }
