@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .executable(name: "salvo", targets: ["salvo"]),
         .library(name: "APNSWire", targets: ["APNSWire"]),
+        .library(name: "SalvoEngine", targets: ["SalvoEngine"]),
         .library(name: "SalvoSimulator", targets: ["SalvoSimulator"]),
         .library(name: "SalvoHTTP2", targets: ["SalvoHTTP2"]),
     ],
