@@ -168,6 +168,9 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         if passed.token.withUnsafeBytes({ self.shared.plan.isInvalid($0.baseAddress!) }) {
             return (400, [("apns-id", apnsID)], APNSErrorBody(reason: .badDeviceToken).jsonBytes)
         }
+        if passed.token.withUnsafeBytes({ self.shared.plan.isForeignToTopic($0.baseAddress!) }) {
+            return (400, [("apns-id", apnsID)], APNSErrorBody(reason: .deviceTokenNotForTopic).jsonBytes)
+        }
         if let since = self.shared.uninstalled[passed.topic]?[passed.token] {
             let body = APNSErrorBody(reason: .unregistered, timestamp: Int64(since) * 1000).jsonBytes
             return (410, [("apns-id", apnsID)], body)
