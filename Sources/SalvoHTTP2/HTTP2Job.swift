@@ -17,8 +17,9 @@ public enum HTTP2Job {
     ///   - summary: what validation found (counts for the report).
     ///   - group: the event loops to run on; a group of `min(connections, cores)` threads is made (and shut down)
     ///     when nil.
-    /// - Throws: `HTTP2ClientError` for a configuration that cannot work (a payload over the push type's limit,
-    ///   unreadable credentials); APNs' answers are in the result, never thrown.
+    /// - Throws: `HTTP2ClientError` for a configuration that cannot work (a payload over the push type's limit, a
+    ///   topic or priority the push type does not take, unreadable credentials); APNs' answers are in the result,
+    ///   never thrown.
     public static func run(
         configuration: HTTP2JobConfiguration,
         source: TokenSource,
@@ -33,6 +34,7 @@ public enum HTTP2Job {
         } catch {
             throw HTTP2ClientError(.configuration, "\(error.message)")
         }
+        try Self.checkPushType(configuration.headers)
         let sslContext = try client.makeSSLContext()
 
         var report = JobReport()
@@ -90,5 +92,30 @@ public enum HTTP2Job {
         result.connectionErrors = job.connectionErrors.withLockedValue { $0 }
         result.notSent = max(0, summary.validRows - answered)
         return result
+    }
+
+    /// Refuses headers every request would be refused for: a topic without the push type's suffix, a priority
+    /// the push type does not take (`APNSPushType.violation`). Without a topic (a certificate names it) only the
+    /// priority is checked.
+    static func checkPushType(_ headers: APNSRequestHeaders) throws(HTTP2ClientError) {
+        guard let pushType = headers.pushType,
+            let reason = pushType.violation(topic: headers.topic, priority: headers.priority)
+        else { return }
+        let priority = headers.priority ?? .immediate
+        let message: String
+        switch reason {
+        case .deviceTokenNotForTopic:
+            message =
+                "apns-push-type \(pushType) needs an apns-topic ending in \(pushType.requiredTopicSuffix ?? "")"
+                + " (<bundle id>\(pushType.requiredTopicSuffix ?? "")), not \(headers.topic ?? "")"
+        case .badPriority:
+            message =
+                "apns-push-type \(pushType) takes apns-priority "
+                + pushType.allowedPriorities.map { String($0.rawValue) }.joined(separator: " or ")
+                + ", not \(priority.rawValue)\(headers.priority == nil ? " (the default)" : "")"
+        default:
+            message = "apns-push-type \(pushType) does not go with apns-topic \(headers.topic ?? "")"
+        }
+        throw HTTP2ClientError(.configuration, message + ": APNs would answer \(reason) for every request")
     }
 }

@@ -5,6 +5,7 @@ import APNSWire
 struct CompiledFaultPlan: Sendable {
     let plan: FaultPlan
     let invalidTokens: TokenSet
+    let foreignTokens: TokenSet
     let offlineTokens: TokenSet
     /// Feedback lists per topic: (timestamp or nil for "start time", token).
     let uninstalled: [(topic: String, timestamp: UInt32?, token: DeviceToken)]
@@ -12,6 +13,7 @@ struct CompiledFaultPlan: Sendable {
     init(_ plan: FaultPlan) throws(SimulatorError) {
         self.plan = plan
         self.invalidTokens = try Self.tokenSet(plan.invalidTokens, field: "invalidTokens")
+        self.foreignTokens = try Self.tokenSet(plan.foreignTokens, field: "foreignTokens")
         self.offlineTokens = try Self.tokenSet(plan.devices.offlineTokens, field: "devices.offlineTokens")
         var uninstalled: [(topic: String, timestamp: UInt32?, token: DeviceToken)] = []
         for list in plan.uninstalled {
@@ -21,7 +23,8 @@ struct CompiledFaultPlan: Sendable {
         }
         self.uninstalled = uninstalled
         for (name, p) in [
-            ("invalidTokenFraction", plan.invalidTokenFraction), ("shutdown.probability", plan.shutdown.probability),
+            ("invalidTokenFraction", plan.invalidTokenFraction), ("foreignTokenFraction", plan.foreignTokenFraction),
+            ("shutdown.probability", plan.shutdown.probability),
             ("reset.probability", plan.reset.probability), ("devices.offlineFraction", plan.devices.offlineFraction),
         ] where !(0...1).contains(p) {
             throw SimulatorError(.invalidFaultPlan, "\(name) must be between 0 and 1, not \(p)")
@@ -39,6 +42,15 @@ struct CompiledFaultPlan: Sendable {
         }
         return self.invalidTokens.contains(token)
             || TokenHash.isInFraction(token, fraction: self.plan.invalidTokenFraction, seed: self.plan.seed)
+    }
+
+    /// True when the 32-byte token at `token` is registered for another app, so the HTTP/2 endpoint answers
+    /// DeviceTokenNotForTopic: listed, or in the seeded fraction (keyed apart from the invalid fraction, so the
+    /// two fractions pick independent tokens). The binary gateway does not ask: its protocol has no such status.
+    @inline(__always)
+    func isForeignToTopic(_ token: UnsafeRawPointer) -> Bool {
+        self.foreignTokens.contains(token)
+            || TokenHash.isInFraction(token, fraction: self.plan.foreignTokenFraction, seed: self.plan.seed ^ 0xF0_4E16)
     }
 
     private static func token(_ hex: String, field: String) throws(SimulatorError) -> DeviceToken {

@@ -2,13 +2,15 @@ extension FaultPlan {
     /// The command-line style options a plan understands, for `salvo simulate --fault …` and tests.
     ///
     /// `name=value` pairs: `seed`, `environment` (any|sandbox|production), `invalid-token` (hex,
-    /// repeatable), `invalid-fraction`, `shutdown-every`, `shutdown-probability`, `reset-probability`,
+    /// repeatable), `invalid-fraction`, `foreign-token` (hex, repeatable; HTTP/2 DeviceTokenNotForTopic),
+    /// `foreign-fraction`, `shutdown-every`, `shutdown-probability`, `reset-probability`,
     /// `reset-scope` (notification|connection), `reset-within`, `slow-chunk`, `slow-delay-ms`,
     /// `slow-probability`, `max-open`, `min-connect-interval-ms`, `max-connects-per-second`,
     /// `error-delay-ms`, `offline-token` (hex, repeatable), `offline-fraction`, `online-after-s`,
     /// `uninstalled` (`topic:hex[:timestamp]`, repeatable).
     public static let optionNames: [String] = [
-        "seed", "environment", "invalid-token", "invalid-fraction", "shutdown-every", "shutdown-probability",
+        "seed", "environment", "invalid-token", "invalid-fraction", "foreign-token", "foreign-fraction",
+        "shutdown-every", "shutdown-probability",
         "reset-probability", "reset-scope", "reset-within", "slow-chunk", "slow-delay-ms", "slow-probability",
         "max-open", "min-connect-interval-ms", "max-connects-per-second", "error-delay-ms", "offline-token",
         "offline-fraction", "online-after-s", "uninstalled",
@@ -38,6 +40,8 @@ extension FaultPlan {
             self.environment = environment
         case "invalid-token": self.invalidTokens.append(value)
         case "invalid-fraction": self.invalidTokenFraction = try Self.fraction(name, value)
+        case "foreign-token": self.foreignTokens.append(value)
+        case "foreign-fraction": self.foreignTokenFraction = try Self.fraction(name, value)
         case "shutdown-every": self.shutdown.everyAccepted = try Self.number(name, value)
         case "shutdown-probability": self.shutdown.probability = try Self.fraction(name, value)
         case "reset-probability": self.reset.probability = try Self.fraction(name, value)

@@ -118,6 +118,12 @@ public struct FaultPlan: Codable, Sendable, Equatable {
     public var invalidTokens: [String] = []
     /// A seeded fraction of all tokens answered with status 8 (stable per token).
     public var invalidTokenFraction: Double = 0
+    /// Tokens (hex) registered for another app: the HTTP/2 endpoint answers them 400 DeviceTokenNotForTopic.
+    /// HTTP/2 only: the binary protocol has no such status, and the binary gateway accepts them.
+    public var foreignTokens: [String] = []
+    /// A seeded fraction of all tokens registered for another app (stable per token, drawn independently of
+    /// `invalidTokenFraction`); HTTP/2 only, as `foreignTokens`.
+    public var foreignTokenFraction: Double = 0
     public var shutdown: Shutdown = Shutdown()
     public var reset: Reset = Reset()
     public var slowReader: SlowReader?
@@ -146,7 +152,8 @@ public struct FaultPlan: Codable, Sendable, Equatable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case name, seed, environment, invalidTokens, invalidTokenFraction, shutdown, reset, slowReader
+        case name, seed, environment, invalidTokens, invalidTokenFraction, foreignTokens, foreignTokenFraction
+        case shutdown, reset, slowReader
         case connectionLimits, errorDelayMilliseconds, devices, uninstalled
     }
 
@@ -159,6 +166,9 @@ public struct FaultPlan: Codable, Sendable, Equatable {
         self.invalidTokens = try c.decodeIfPresent([String].self, forKey: .invalidTokens) ?? d.invalidTokens
         self.invalidTokenFraction =
             try c.decodeIfPresent(Double.self, forKey: .invalidTokenFraction) ?? d.invalidTokenFraction
+        self.foreignTokens = try c.decodeIfPresent([String].self, forKey: .foreignTokens) ?? d.foreignTokens
+        self.foreignTokenFraction =
+            try c.decodeIfPresent(Double.self, forKey: .foreignTokenFraction) ?? d.foreignTokenFraction
         self.shutdown = try c.decodeIfPresent(Shutdown.self, forKey: .shutdown) ?? d.shutdown
         self.reset = try c.decodeIfPresent(Reset.self, forKey: .reset) ?? d.reset
         self.slowReader = try c.decodeIfPresent(SlowReader.self, forKey: .slowReader)

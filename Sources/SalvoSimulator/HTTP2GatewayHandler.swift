@@ -7,7 +7,8 @@ import NIOTLS
 
 /// One connection of the simulator's HTTP/2 endpoint: checks every request as APNs does (`HTTP2RequestCheck`),
 /// records accepted notifications in the shared `DeliveryLedger` (command byte 3 marks HTTP/2), echoes or makes
-/// the `apns-id`, and injects the configured faults (the plan's invalid tokens, 410 for uninstalled tokens, seeded
+/// the `apns-id`, and injects the configured faults (the plan's invalid tokens, its tokens of another app
+/// (DeviceTokenNotForTopic), 410 for uninstalled tokens, seeded
 /// 429/500/503, GOAWAY after N streams, a shrinking stream limit, slow answers).
 ///
 /// It speaks HTTP/2 itself on the bytes TLS (or, on the cleartext port, TCP) delivers: `HTTP2FrameReader` frames,
@@ -24,7 +25,7 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
     struct Shared: Sendable {
         let ledger: DeliveryLedger
         /// The shared plan: its invalid tokens (listed, seeded fraction, other environment) answer BadDeviceToken,
-        /// as they answer status 8 on the binary gateway.
+        /// as they answer status 8 on the binary gateway; its tokens of another app answer DeviceTokenNotForTopic.
         let plan: CompiledFaultPlan
         let verifier: ProviderTokenVerifier
         let faults: HTTP2EndpointConfiguration.Faults
@@ -347,6 +348,9 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         let faults = self.shared.faults
         if passed.token.withUnsafeBytes({ self.shared.plan.isInvalid($0.baseAddress!) }) {
             return (400, nil, APNSErrorBody(reason: .badDeviceToken).jsonBytes)
+        }
+        if passed.token.withUnsafeBytes({ self.shared.plan.isForeignToTopic($0.baseAddress!) }) {
+            return (400, nil, APNSErrorBody(reason: .deviceTokenNotForTopic).jsonBytes)
         }
         if let since = self.shared.uninstalled[passed.topic]?[passed.token] {
             return (410, nil, APNSErrorBody(reason: .unregistered, timestamp: Int64(since) * 1000).jsonBytes)

@@ -1,7 +1,11 @@
 import APNSWire
 
 /// The checks APNs makes on an HTTP/2 request, in its order, as a pure function: method, path, device token,
-/// `apns-*` headers, credentials and topic, push type and priority, payload. The first failure is the answer.
+/// `apns-*` headers, credentials and topic, push type against topic and priority (`APNSPushType.violation`),
+/// payload. The first failure is the answer.
+///
+/// Checks that need the token's registration (the plan's invalid tokens, tokens of another app, uninstalled
+/// apps) come after these, in `HTTP2GatewayHandler`.
 struct HTTP2RequestCheck {
     /// How the connection or request proves who sends.
     enum Credentials {
@@ -42,6 +46,8 @@ struct HTTP2RequestCheck {
             return .failure(error)
         }
         let topic: String
+        // The app the topic belongs to, when the credentials say: the push type's suffix is checked against it.
+        let app: String?
         switch credentials {
         case .none:
             return .failure(.missingProviderToken)
@@ -59,6 +65,7 @@ struct HTTP2RequestCheck {
             } else {
                 topic = certificateTopic
             }
+            app = certificateTopic
         case .token(let verdict):
             let accepted: ProviderTokenVerifier.Accepted
             switch verdict {
@@ -67,11 +74,23 @@ struct HTTP2RequestCheck {
             }
             guard let named = headers.topic else { return .failure(.missingTopic) }
             guard PeerTopic.isBundleIdentifier(named) else { return .failure(.badTopic) }
-            guard accepted.topics.isEmpty || accepted.topics.contains(named) else { return .failure(.topicDisallowed) }
+            // A team's key covers its apps and every push-type topic of them (`<app>.voip`, …).
+            if accepted.topics.isEmpty {
+                app = nil
+            } else {
+                guard let owner = APNSPushType.bundleIdentifier(ofTopic: named, among: accepted.topics) else {
+                    return .failure(.topicDisallowed)
+                }
+                app = owner
+            }
             topic = named
         }
-        // Background notifications go at priority 5 (or 1); 10 is refused.
-        if headers.pushType == .background && headers.priority == .immediate { return .failure(.badPriority) }
+        // The push type against the topic's suffix, then against the priority (omitted = 10).
+        if let pushType = headers.pushType,
+            let reason = pushType.violation(topic: topic, priority: headers.priority, bundleIdentifier: app)
+        {
+            return .failure(reason)
+        }
         guard !payload.isEmpty else { return .failure(.payloadEmpty) }
         let limit = (headers.pushType ?? .alert).payloadLimit
         guard payloadBytes ?? payload.count <= limit.bytes else { return .failure(.payloadTooLarge) }

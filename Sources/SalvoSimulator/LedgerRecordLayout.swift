@@ -35,7 +35,7 @@ public struct LedgerRecord: Sendable, Hashable, Codable {
     public var expiry: UInt32
     /// The last accepted one's priority (10 for commands 0 and 1).
     public var priority: UInt8
-    /// The last accepted one's command (0, 1 or 2).
+    /// The last accepted one's command (0, 1 or 2; 3 for HTTP/2).
     public var command: UInt8
     /// The last accepted one's payload digest (`TokenHash.digest`).
     public var payloadDigest: UInt64

@@ -6,8 +6,10 @@ import APNSWire
 /// Categories, each a count plus the first `listLimit` tokens:
 /// - *never delivered*: expected, valid, and not in the ledger — lost;
 /// - *delivered more than once*: in the ledger with a count above 1 — duplicated;
-/// - *invalid, correctly never delivered*: expected, but the plan makes the gateway answer status
-///   8 for it, and not in the ledger;
+/// - *invalid, correctly never delivered*: expected, but the plan makes the gateway refuse it, and not in
+///   the ledger: status 8 (or HTTP/2 BadDeviceToken) for its invalid tokens, HTTP/2 DeviceTokenNotForTopic for
+///   its tokens of another app (`FaultPlan.foreignTokens`; the binary gateway accepts those, so one it accepted
+///   counts as an ordinary delivery);
 /// - *unexpected*: in the ledger but not expected.
 /// `displays` says what each of the first `listLimit` expected devices finally shows (the QoS model).
 public struct Verdict: Codable, Sendable, Equatable {
@@ -39,7 +41,7 @@ public struct Verdict: Codable, Sendable, Equatable {
     public var neverDelivered: Int
     public var deliveredMoreThanOnce: Int
     public var invalidNeverDelivered: Int
-    /// Expected tokens the plan calls invalid that were accepted anyway (a simulator fault; should be 0).
+    /// Expected tokens the plan refuses that were accepted anyway (a simulator fault; should be 0).
     public var invalidButDelivered: Int
     public var unexpected: Int
     public var listLimit: Int
@@ -125,7 +127,11 @@ public struct Verdict: Codable, Sendable, Equatable {
                 let base = token.baseAddress!
                 let record = table.lookup(base)
                 let count = record.map { Int($0.load(fromByteOffset: LedgerRecordLayout.count, as: UInt32.self)) } ?? 0
-                let invalid = plan.isInvalid(base)
+                // Refused by the plan: invalid everywhere; of another app on HTTP/2 only (command 3 in the
+                // ledger), so a token the binary gateway accepted is judged as any other.
+                let lastCommand = record.map { $0.load(fromByteOffset: LedgerRecordLayout.command, as: UInt8.self) }
+                let foreign = plan.isForeignToTopic(base) && (lastCommand == nil || lastCommand == 3)
+                let invalid = plan.isInvalid(base) || foreign
                 switch (count, invalid) {
                 case (0, true):
                     verdict.invalidNeverDelivered += 1

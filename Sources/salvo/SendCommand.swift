@@ -94,6 +94,7 @@ struct SendCommand: AsyncParsableCommand {
             }
         }
         _ = try self.wireProtocol == .h2 ? Gateway(http2: self.gateway) : Gateway(self.gateway)
+        if self.wireProtocol == .h2 { try self.validatePushType() }
     }
 
     func run() async throws {
@@ -174,6 +175,36 @@ extension SendCommand {
             return try .certificate(pemFile: self.cert!, keyFile: self.key!, passphrase: self.passphrase)
         } catch {
             throw UserError(error.message)
+        }
+    }
+
+    /// Refuses a `--push-type` that APNs would refuse for every row with this `--topic` or `--priority`
+    /// (`APNSPushType.violation`): the topic must carry the push type's suffix (voip: `<bundle id>.voip`, …), and
+    /// some push types take only some priorities (background: 5; pushtotalk: 10).
+    fileprivate func validatePushType() throws(ValidationError) {
+        let pushType = APNSPushType(rawValue: self.pushType)
+        let priority = NotificationPriority(rawValue: self.delivery.priority)
+        switch pushType.violation(topic: self.topic, priority: priority) {
+        case nil:
+            return
+        case .deviceTokenNotForTopic?:
+            let suffix = pushType.requiredTopicSuffix ?? ""
+            throw ValidationError(
+                "--push-type \(pushType) needs a --topic ending in \(suffix) (<bundle id>\(suffix)), "
+                    + "not --topic \(self.topic ?? "")"
+            )
+        case .badPriority?:
+            // The priorities `--priority` takes (10, 5) that this push type allows.
+            let allowed = pushType.allowedPriorities.filter(\.isValidForBinary).map { String($0.rawValue) }
+            let hint = priority == .immediate ? " (--priority defaults to 10)" : ""
+            throw ValidationError(
+                "--push-type \(pushType) takes --priority \(allowed.joined(separator: " or ")), "
+                    + "not --priority \(priority.rawValue)\(hint)"
+            )
+        case let reason?:
+            throw ValidationError(
+                "--push-type \(pushType) does not go with --topic \(self.topic ?? ""): APNs would answer \(reason)"
+            )
         }
     }
 

@@ -80,4 +80,100 @@ import Testing
         #expect(APNSErrorBody(jsonBytes: Array(#"{"reason":"Novel"}"#.utf8))?.reason.rawValue == "Novel")
         #expect(APNSErrorBody(jsonBytes: Array("nope".utf8)) == nil)
     }
+
+    @Test func everyPushTypeNamesItsTopicSuffix() {
+        let expected: [APNSPushType: String?] = [
+            .alert: nil, .background: nil, .mdm: nil, .voip: ".voip", .complication: ".complication",
+            .fileProvider: ".pushkit.fileprovider", .location: ".location-query",
+            .liveActivity: ".push-type.liveactivity", .pushToTalk: ".voip-ptt", .widgets: ".push-type.widgets",
+            .controls: ".push-type.controls",
+        ]
+        #expect(Set(expected.keys) == APNSPushType.known)
+        for (type, suffix) in expected {
+            #expect(type.requiredTopicSuffix == suffix, "\(type)")
+        }
+        #expect(APNSPushType(rawValue: "novel").requiredTopicSuffix == nil)
+    }
+
+    @Test func aTopicWithoutThePushTypesSuffixIsNotTheTokensTopic() {
+        let app = "com.example.app"
+        for (type, suffix) in APNSPushType.topicSuffixes {
+            let priority = type.allowedPriorities.first
+            #expect(type.violation(topic: app + suffix, priority: priority) == nil, "\(type)")
+            #expect(type.violation(topic: app + suffix, priority: priority, bundleIdentifier: app) == nil, "\(type)")
+            #expect(type.violation(topic: app, priority: priority) == .deviceTokenNotForTopic, "\(type)")
+            #expect(
+                type.violation(topic: app, priority: priority, bundleIdentifier: app) == .deviceTokenNotForTopic,
+                "\(type)"
+            )
+            // The suffix alone is no topic.
+            #expect(type.violation(topic: suffix, priority: priority) == .deviceTokenNotForTopic, "\(type)")
+        }
+        // Another push type's suffix: the topic is right, the push type is not.
+        #expect(
+            APNSPushType.alert.violation(topic: app + ".voip", priority: nil, bundleIdentifier: app) == .invalidPushType
+        )
+        #expect(
+            APNSPushType.background.violation(topic: app + ".complication", priority: .low, bundleIdentifier: app)
+                == .invalidPushType
+        )
+        #expect(
+            APNSPushType.voip.violation(topic: app + ".voip-ptt", priority: nil, bundleIdentifier: app)
+                == .invalidPushType
+        )
+        #expect(APNSPushType.alert.violation(topic: app, priority: nil, bundleIdentifier: app) == nil)
+        // Without the app, an app whose bundle id ends like a suffix is not refused.
+        #expect(APNSPushType.alert.violation(topic: "com.example.voip", priority: nil) == nil)
+        // A topic of another app (the credentials decide about it) is judged by its suffix alone.
+        #expect(APNSPushType.voip.violation(topic: "org.other.voip", priority: nil, bundleIdentifier: app) == nil)
+        #expect(
+            APNSPushType.voip.violation(topic: "com.example.apple", priority: nil, bundleIdentifier: app)
+                == .deviceTokenNotForTopic
+        )
+        // MDM topics come from the MDM certificate; no topic (a certificate names it) skips the rule.
+        #expect(
+            APNSPushType.mdm.violation(topic: "com.apple.mgmt.External.1", priority: nil, bundleIdentifier: app) == nil
+        )
+        #expect(APNSPushType.voip.violation(topic: nil, priority: .immediate) == nil)
+        // The topic is checked before the priority.
+        #expect(APNSPushType.pushToTalk.violation(topic: app, priority: .low) == .deviceTokenNotForTopic)
+    }
+
+    @Test func priorityRulesFollowThePushType() {
+        let app = "com.example.app"
+        let cases: [(APNSPushType, [NotificationPriority?], [NotificationPriority?])] = [
+            (.alert, [nil, .immediate, .powerConsiderate, .low], []),
+            // "Always use priority 5. Using priority 10 is an error."; an omitted priority is 10.
+            (.background, [.powerConsiderate, .low], [nil, .immediate]),
+            (.location, [nil, .immediate, .powerConsiderate], [.low]),
+            (.liveActivity, [nil, .immediate, .powerConsiderate], [.low]),
+            (.pushToTalk, [nil, .immediate], [.powerConsiderate, .low]),
+            (.voip, [nil, .immediate, .powerConsiderate, .low], []),
+            (.widgets, [nil, .immediate, .powerConsiderate, .low], []),
+        ]
+        for (type, allowed, refused) in cases {
+            let topic = app + (type.requiredTopicSuffix ?? "")
+            for priority in allowed {
+                #expect(type.allows(priority), "\(type) \(String(describing: priority))")
+                #expect(type.violation(topic: topic, priority: priority) == nil, "\(type)")
+            }
+            for priority in refused {
+                #expect(!type.allows(priority), "\(type) \(String(describing: priority))")
+                #expect(type.violation(topic: topic, priority: priority) == .badPriority, "\(type)")
+                #expect(type.violation(topic: nil, priority: priority) == .badPriority, "\(type)")
+            }
+        }
+    }
+
+    @Test func aTopicBelongsToTheAppItExtends() {
+        let apps: Set = ["com.example.app", "com.example.other"]
+        #expect(APNSPushType.bundleIdentifier(ofTopic: "com.example.app", among: apps) == "com.example.app")
+        #expect(APNSPushType.bundleIdentifier(ofTopic: "com.example.other.voip", among: apps) == "com.example.other")
+        #expect(
+            APNSPushType.bundleIdentifier(ofTopic: "com.example.app.push-type.liveactivity", among: apps)
+                == "com.example.app"
+        )
+        #expect(APNSPushType.bundleIdentifier(ofTopic: "com.example.app.unknown", among: apps) == nil)
+        #expect(APNSPushType.bundleIdentifier(ofTopic: "com.example.third.voip", among: apps) == nil)
+    }
 }

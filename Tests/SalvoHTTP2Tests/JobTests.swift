@@ -519,4 +519,39 @@ import Testing
             try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
         }
     }
+
+    @Test func pushTypeTopicAndPriorityAreRefusedBeforeConnecting() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 1, seed: 14, in: folder)
+        var configuration = jobConfigurationForTests(port: 1, authentication: clientCertificate)
+        let refused: [(APNSRequestHeaders, String)] = [
+            (
+                try APNSRequestHeaders(pushType: .voip, topic: testTopic),
+                "apns-push-type voip needs an apns-topic ending in .voip (<bundle id>.voip), not \(testTopic)"
+            ),
+            (
+                try APNSRequestHeaders(pushType: .liveActivity, priority: .immediate, topic: testTopic + ".voip"),
+                "ending in .push-type.liveactivity"
+            ),
+            (
+                try APNSRequestHeaders(pushType: .background, priority: .immediate, topic: testTopic),
+                "apns-push-type background takes apns-priority 5 or 1, not 10: APNs would answer BadPriority"
+            ),
+            (try APNSRequestHeaders(pushType: .background, topic: testTopic), "not 10 (the default)"),
+            // Without a topic (the certificate names it) the priority is still checked.
+            (
+                try APNSRequestHeaders(pushType: .pushToTalk, priority: .powerConsiderate),
+                "apns-push-type pushtotalk takes apns-priority 10, not 5"
+            ),
+        ]
+        for (headers, words) in refused {
+            configuration.headers = headers
+            let error = await #expect(throws: HTTP2ClientError.self) {
+                try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
+            }
+            #expect(error?.code == .configuration)
+            #expect(error?.message.contains(words) == true, "\(error?.message ?? "")")
+        }
+    }
 }

@@ -7,6 +7,8 @@ import Testing
     @Test(arguments: [
         (200, HTTP2Outcome.delivered(apnsID: "id")),
         (400, .rejected(status: 400, reason: .badDeviceToken)),
+        (400, .rejected(status: 400, reason: .deviceTokenNotForTopic)),
+        (400, .rejected(status: 400, reason: .invalidPushType)),
         (404, .rejected(status: 404, reason: .badPath)),
         (405, .rejected(status: 405, reason: .methodNotAllowed)),
         (413, .rejected(status: 413, reason: .payloadTooLarge)),

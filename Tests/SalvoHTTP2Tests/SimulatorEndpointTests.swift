@@ -129,6 +129,42 @@ import Testing
         #expect(verdict.passed, "\(verdict.summary)")
     }
 
+    @Test func tokensOfAnotherAppAreRejectedOnceAndTheVerdictPasses() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 300, seed: 25, in: folder)
+        var plan = FaultPlan()
+        plan.seed = 11
+        plan.foreignTokens = file.tokens[10..<14].map(\.hexString)
+        plan.foreignTokenFraction = 0.02
+        let compiled = try CompiledFaultPlan(plan)
+        let foreign = Set(
+            file.tokens.filter { token in token.withUnsafeBytes { compiled.isForeignToTopic($0.baseAddress!) } }
+                .map(\.hexString)
+        )
+        #expect(foreign.count > 4, "the seeded fraction adds tokens to the listed ones")
+        var faults = HTTP2EndpointConfiguration.Faults()
+        // Retried answers must not turn a refusal into a delivery, nor a delivery into two.
+        faults.serviceUnavailableRate = 0.05
+        let setup = try await Self.start(faults: faults, plan: plan)
+        var configuration = setup.job(authentication: try setup.token())
+        configuration.retry.maximumAttempts = 20
+        let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
+        try await setup.simulator.shutdown()
+
+        #expect(result.stopped == nil && result.notSent == 0)
+        #expect(result.report.rejected == ["DeviceTokenNotForTopic": foreign.count])
+        #expect(Set(result.rejectedRows.map(\.token)) == foreign)
+        #expect(result.rejectedRows.count == foreign.count)
+        #expect(result.rejectedRows.allSatisfy { $0.status == 400 && $0.reason == "DeviceTokenNotForTopic" })
+        #expect(result.report.confirmed == 300 - foreign.count)
+        #expect(result.report.resent > 0)
+        let verdict = setup.simulator.verdict(expected: ExpectedTokens(file.tokens))
+        #expect(verdict.passed, "\(verdict.summary)")
+        #expect(verdict.deliveredOnce == 300 - foreign.count)
+        #expect(verdict.invalidNeverDelivered == foreign.count)
+    }
+
     @Test func wrongCredentialsStopTheJob() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
@@ -210,6 +246,72 @@ import Testing
                 payload: Array(repeating: 0x20, count: 5120)
             ) == nil
         )
+    }
+
+    @Test func pushTypesAreCheckedAgainstTopicAndPriorityInApplesOrder() throws {
+        let accepted = ProviderTokenVerifier.Accepted(keyID: "K", issuedAt: 0, topics: [testTopic])
+        let anyTopic = ProviderTokenVerifier.Accepted(keyID: "K", issuedAt: 0, topics: [])
+        func check(
+            _ pushType: String?,
+            topic: String? = testTopic,
+            priority: String? = nil,
+            collapseID: String? = nil,
+            credentials: HTTP2RequestCheck.Credentials = .token(.success(accepted)),
+            payload: [UInt8] = Array(#"{"aps":{}}"#.utf8)
+        ) -> APNSReason? {
+            var fields: [(name: String, value: String)] = []
+            if let pushType { fields.append(("apns-push-type", pushType)) }
+            if let topic { fields.append(("apns-topic", topic)) }
+            if let priority { fields.append(("apns-priority", priority)) }
+            if let collapseID { fields.append(("apns-collapse-id", collapseID)) }
+            switch HTTP2RequestCheck.check(
+                method: "POST",
+                path: "/3/device/" + String(repeating: "ab", count: 32),
+                fields: fields,
+                credentials: credentials,
+                payload: payload
+            ) {
+            case .success: return nil
+            case .failure(let reason): return reason
+            }
+        }
+        // A team's key covers every push-type topic of its apps.
+        for (type, suffix) in APNSPushType.topicSuffixes {
+            let priority = type.allowedPriorities.first.map { String($0.rawValue) }
+            #expect(check(type.rawValue, topic: testTopic + suffix, priority: priority) == nil, "\(type)")
+            #expect(check(type.rawValue, topic: testTopic, priority: priority) == .deviceTokenNotForTopic, "\(type)")
+        }
+        #expect(check(nil, topic: testTopic + ".voip") == nil)
+        #expect(check("alert", topic: testTopic + ".voip") == .invalidPushType)
+        #expect(check("voip", topic: testTopic + ".voip-ptt") == .invalidPushType)
+        #expect(check("mdm", topic: testTopic) == nil)
+        // A key that may push to any topic: only the suffix is known.
+        #expect(check("voip", topic: "org.other.voip", credentials: .token(.success(anyTopic))) == nil)
+        #expect(check("voip", topic: "org.other", credentials: .token(.success(anyTopic))) == .deviceTokenNotForTopic)
+        // Priorities, after the topic; an omitted priority is 10.
+        #expect(check("background", priority: "5") == nil)
+        #expect(check("background", priority: "1") == nil)
+        #expect(check("background") == .badPriority)
+        #expect(check("location", topic: testTopic + ".location-query", priority: "1") == .badPriority)
+        #expect(check("liveactivity", topic: testTopic + ".push-type.liveactivity", priority: "1") == .badPriority)
+        #expect(check("pushtotalk", topic: testTopic + ".voip-ptt", priority: "5") == .badPriority)
+        #expect(check("pushtotalk", topic: testTopic + ".voip-ptt") == nil)
+        #expect(check("pushtotalk", topic: testTopic, priority: "5") == .deviceTokenNotForTopic)
+        // Certificates: the certificate's topic when the request names none.
+        let certificate = HTTP2RequestCheck.Credentials.certificate(.valid(testTopic))
+        #expect(check("voip", topic: nil, credentials: certificate) == .deviceTokenNotForTopic)
+        #expect(check("complication", topic: testTopic + ".complication", credentials: certificate) == nil)
+        #expect(
+            check("background", topic: testTopic + ".voip", priority: "5", credentials: certificate) == .invalidPushType
+        )
+        // Order: headers, then credentials and topic, then push type against topic and priority, then payload.
+        #expect(check("voip", collapseID: String(repeating: "c", count: 65)) == .badCollapseId)
+        #expect(check("voip", credentials: .none) == .missingProviderToken)
+        #expect(check("voip", topic: "com.example.other") == .topicDisallowed)
+        #expect(check("voip", topic: "com.example.other.voip") == .topicDisallowed)
+        #expect(check("voip", payload: []) == .deviceTokenNotForTopic)
+        #expect(check("background", payload: []) == .badPriority)
+        #expect(check("background", priority: "5", payload: []) == .payloadEmpty)
     }
 
     @Test func providerTokensAreVerifiedAsTheServiceDoes() throws {

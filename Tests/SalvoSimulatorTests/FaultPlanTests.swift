@@ -31,6 +31,52 @@ import Testing
         #expect(roundTrip == plan)
     }
 
+    @Test func tokensOfAnotherAppDecodeAndOldPlansStillLoad() throws {
+        let hex = TestTokens.hex(TestTokens.token(1))
+        let json = #"{"name":"f","foreignTokens":["\#(hex)"],"foreignTokenFraction":0.5}"#
+        let plan = try JSONDecoder().decode(FaultPlan.self, from: Data(json.utf8))
+        #expect(plan.foreignTokens == [hex] && plan.foreignTokenFraction == 0.5)
+        #expect(try JSONDecoder().decode(FaultPlan.self, from: JSONEncoder().encode(plan)) == plan)
+        let old = try JSONDecoder().decode(FaultPlan.self, from: Data(#"{"name":"old","invalidTokens":["ab"]}"#.utf8))
+        #expect(old.foreignTokens.isEmpty && old.foreignTokenFraction == 0 && old.invalidTokens == ["ab"])
+        var options = FaultPlan()
+        options.name = "f"
+        try options.apply(options: ["foreign-token=\(hex)", "foreign-fraction=0.5"])
+        #expect(options == plan)
+
+        var listed = FaultPlan()
+        listed.foreignTokens = [hex]
+        let compiled = try CompiledFaultPlan(listed)
+        #expect(TestTokens.token(1).withUnsafeBytes { compiled.isForeignToTopic($0.baseAddress!) })
+        #expect(!TestTokens.token(2).withUnsafeBytes { compiled.isForeignToTopic($0.baseAddress!) })
+        #expect(!TestTokens.token(1).withUnsafeBytes { compiled.isInvalid($0.baseAddress!) })
+        listed.foreignTokens = ["not hex"]
+        #expect(throws: SimulatorError.self) { try CompiledFaultPlan(listed) }
+        listed.foreignTokens = []
+        listed.foreignTokenFraction = 1.5
+        #expect(throws: SimulatorError.self) { try CompiledFaultPlan(listed) }
+    }
+
+    @Test func theForeignAndInvalidFractionsPickIndependentTokens() throws {
+        var plan = FaultPlan()
+        plan.invalidTokenFraction = 0.5
+        plan.foreignTokenFraction = 0.5
+        let compiled = try CompiledFaultPlan(plan)
+        var (invalid, foreign, both) = (0, 0, 0)
+        for index in 1...2000 {
+            TestTokens.token(UInt32(index)).withUnsafeBytes { token in
+                let isInvalid = compiled.isInvalid(token.baseAddress!)
+                let isForeign = compiled.isForeignToTopic(token.baseAddress!)
+                invalid += isInvalid ? 1 : 0
+                foreign += isForeign ? 1 : 0
+                both += isInvalid && isForeign ? 1 : 0
+            }
+        }
+        #expect((800...1200).contains(invalid) && (800...1200).contains(foreign))
+        // The same key would make both sets equal; independent keys overlap in about a quarter.
+        #expect((350...650).contains(both), "\(both) of 2000 in both")
+    }
+
     @Test func badOptionsSayWhatIsWrong() {
         var plan = FaultPlan()
         #expect(throws: SimulatorError.self) { try plan.apply(options: ["shutdown-probability=2"]) }

@@ -62,6 +62,26 @@ import Testing
         }
     }
 
+    @Test func tokensOfAnotherAppAreRefusedOverHTTP2OnlyAndTheVerdictKnows() async throws {
+        // Tokens 2 and 3 belong to another app. The binary gateway has no status for that and accepts 2; 3 is
+        // never sent, as a sender that was told DeviceTokenNotForTopic over HTTP/2 leaves it.
+        var plan = FaultPlan()
+        plan.foreignTokens = [TestTokens.hex(TestTokens.token(2)), TestTokens.hex(TestTokens.token(3))]
+        try await Harness.run(plan: plan) { h in
+            let outcome = try await h.send([
+                Frames.valid(TestTokens.token(1), identifier: 1), Frames.valid(TestTokens.token(2), identifier: 2),
+                Frames.framed(token: nil, payload: Frames.payload, identifier: 9),
+            ])
+            #expect(outcome.received == Frames.errorResponse(2, 9))
+            let expected = ExpectedTokens(try (1...3).map { try DeviceToken(bytes: TestTokens.token(UInt32($0))) })
+            let verdict = h.simulator.verdict(expected: expected)
+            #expect(verdict.deliveredOnce == 2 && verdict.invalidButDelivered == 0)
+            #expect(verdict.invalidNeverDeliveredTokens == [TestTokens.hex(TestTokens.token(3))])
+            #expect(verdict.neverDelivered == 0)
+            #expect(verdict.passed, "\(verdict.summary)")
+        }
+    }
+
     @Test func offlineDeviceShowsTheNewestStoredNotificationWhenItComesBack() async throws {
         let clock = ManualClock(now: 1_800_000_000)
         var plan = FaultPlan()
