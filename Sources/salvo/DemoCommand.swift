@@ -215,7 +215,7 @@ extension DemoCommand {
         let headers = try APNSRequestHeaders(
             pushType: .alert,
             expiration: try self.delivery.expirySeconds(),
-            priority: NotificationPriority(rawValue: self.delivery.priority),
+            priority: self.delivery.resolvedPriority(for: .alert),
             topic: topic
         )
         print("sending with HTTP/2 token authentication (key \(DevelopmentSigningKey.keyID))")

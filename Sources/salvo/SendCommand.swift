@@ -183,7 +183,7 @@ extension SendCommand {
     /// some push types take only some priorities (background: 5; pushtotalk: 10).
     fileprivate func validatePushType() throws(ValidationError) {
         let pushType = APNSPushType(rawValue: self.pushType)
-        let priority = NotificationPriority(rawValue: self.delivery.priority)
+        let priority = self.delivery.resolvedPriority(for: pushType)
         switch pushType.violation(topic: self.topic, priority: priority) {
         case nil:
             return
@@ -196,7 +196,7 @@ extension SendCommand {
         case .badPriority?:
             // The priorities `--priority` takes (10, 5) that this push type allows.
             let allowed = pushType.allowedPriorities.filter(\.isValidForBinary).map { String($0.rawValue) }
-            let hint = priority == .immediate ? " (--priority defaults to 10)" : ""
+            let hint = self.delivery.priority == nil ? " (the default for this push type)" : ""
             throw ValidationError(
                 "--push-type \(pushType) takes --priority \(allowed.joined(separator: " or ")), "
                     + "not --priority \(priority.rawValue)\(hint)"
@@ -214,7 +214,7 @@ extension SendCommand {
             return try APNSRequestHeaders(
                 pushType: APNSPushType(rawValue: self.pushType),
                 expiration: expiration,
-                priority: NotificationPriority(rawValue: self.delivery.priority),
+                priority: self.delivery.resolvedPriority(for: APNSPushType(rawValue: self.pushType)),
                 topic: self.topic,
                 collapseID: self.collapseID
             )

@@ -42,8 +42,11 @@ struct DeliveryOptions: ParsableArguments {
     @Option(help: "Expiry: UNIX seconds, or +SECONDS from now; 0 = deliver once, do not store.")
     var expiry: String = "0"
 
-    @Option(help: "Priority: 10 (now) or 5 (power-friendly); command 2 only.")
-    var priority: UInt8 = 10
+    @Option(
+        help:
+            "Priority: 10 (now) or 5 (power-friendly); command 2 and HTTP/2. Default: 10, or 5 for --push-type background."
+    )
+    var priority: UInt8?
 
     @Option(help: "Gateway connections (shards), 1 to 64. Default: one per core.")
     var connections: Int = System.coreCount
@@ -73,8 +76,8 @@ struct DeliveryOptions: ParsableArguments {
         guard [0, 1, 2].contains(self.format) else {
             throw ValidationError("--format is 0, 1 or 2 (got \(self.format))")
         }
-        guard self.priority == 10 || self.priority == 5 else {
-            throw ValidationError("--priority is 10 or 5 (got \(self.priority))")
+        if let priority, priority != 10 && priority != 5 {
+            throw ValidationError("--priority is 10 or 5 (got \(priority))")
         }
         guard (1...64).contains(self.connections) else {
             throw ValidationError("--connections is 1 to 64 (got \(self.connections))")
@@ -89,6 +92,12 @@ struct DeliveryOptions: ParsableArguments {
         if let transport, transport != "uring" && transport != "socket" {
             throw ValidationError("--transport is uring or socket (got \(transport))")
         }
+    }
+
+    /// `--priority`, or when it is absent what the push type wants: 5 for background pushes (APNs refuses 10
+    /// there), 10 otherwise.
+    func resolvedPriority(for pushType: APNSPushType?) -> NotificationPriority {
+        NotificationPriority(rawValue: self.priority ?? (pushType == .background ? 5 : 10))
     }
 
     func expirySeconds() throws -> UInt32 {
@@ -109,7 +118,7 @@ struct DeliveryOptions: ParsableArguments {
                 command: command,
                 payload: payload,
                 expiry: try self.expirySeconds(),
-                priority: NotificationPriority(rawValue: self.priority)
+                priority: self.resolvedPriority(for: nil)
             )
         } catch let error as PayloadError {
             throw UserError("\(payloadFile): \(error.message)")
