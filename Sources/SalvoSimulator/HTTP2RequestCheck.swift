@@ -33,11 +33,24 @@ struct HTTP2RequestCheck {
         payloadBytes: Int? = nil
     ) -> Result<Passed, APNSReason> {
         guard method == "POST" else { return .failure(.methodNotAllowed) }
-        guard let path, path.hasPrefix("/3/device/") else { return .failure(.badPath) }
-        let hex = path.dropFirst("/3/device/".count)
-        guard !hex.isEmpty else { return .failure(.missingDeviceToken) }
-        guard hex.utf8.count == 2 * DeviceToken.byteCount, let token = try? DeviceToken(hex: String(hex)) else {
-            return .failure(.badDeviceToken)
+        guard var path else { return .failure(.badPath) }
+        // Read from the path's bytes: no substring or copy of the token text per request.
+        let parsed = path.withUTF8 { utf8 -> Result<DeviceToken, APNSReason> in
+            let prefix = "/3/device/".utf8
+            guard utf8.count >= prefix.count, utf8.prefix(prefix.count).elementsEqual(prefix) else {
+                return .failure(.badPath)
+            }
+            let hex = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(utf8)[prefix.count...])
+            guard !hex.isEmpty else { return .failure(.missingDeviceToken) }
+            guard hex.count == 2 * DeviceToken.byteCount, let token = try? DeviceToken(hexUTF8: hex) else {
+                return .failure(.badDeviceToken)
+            }
+            return .success(token)
+        }
+        let token: DeviceToken
+        switch parsed {
+        case .success(let value): token = value
+        case .failure(let reason): return .failure(reason)
         }
         let headers: APNSRequestHeaders
         do {
@@ -55,12 +68,7 @@ struct HTTP2RequestCheck {
             guard let certificateTopic = peer.topic else { return .failure(.badCertificate) }
             if let named = headers.topic {
                 guard PeerTopic.isBundleIdentifier(named) else { return .failure(.badTopic) }
-                // A certificate covers its app and the app's VoIP, complication and file-provider topics.
-                let allowed = [
-                    certificateTopic, certificateTopic + ".voip", certificateTopic + ".complication",
-                    certificateTopic + ".pushkit.fileprovider",
-                ]
-                guard allowed.contains(named) else { return .failure(.topicDisallowed) }
+                guard Self.certificate(for: certificateTopic, covers: named) else { return .failure(.topicDisallowed) }
                 topic = named
             } else {
                 topic = certificateTopic
@@ -95,5 +103,16 @@ struct HTTP2RequestCheck {
         let limit = (headers.pushType ?? .alert).payloadLimit
         guard payloadBytes ?? payload.count <= limit.bytes else { return .failure(.payloadTooLarge) }
         return .success(Passed(token: token, headers: headers, topic: topic))
+    }
+
+    /// The suffixes of the topics a certificate covers besides its app's.
+    private static let certificateSuffixes = [".voip", ".complication", ".pushkit.fileprovider"]
+
+    /// A certificate covers its app and the app's VoIP, complication and file-provider topics.
+    private static func certificate(for app: String, covers topic: String) -> Bool {
+        if topic == app { return true }
+        guard topic.utf8.starts(with: app.utf8) else { return false }
+        let rest = topic.utf8.dropFirst(app.utf8.count)
+        return Self.certificateSuffixes.contains { rest.elementsEqual($0.utf8) }
     }
 }
