@@ -12,8 +12,11 @@ import SalvoEngine
 /// Sits behind `NIOHTTP2Handler` (frame level, no stream channels: a stream is a dictionary entry, not a child
 /// channel). Streams in flight are bounded by the server's `SETTINGS_MAX_CONCURRENT_STREAMS` as it changes, by
 /// the job's own cap, and by 1 until the service has accepted the credentials. Every stream has a
-/// deadline; an idle connection is checked with PING. After GOAWAY, streams above the last stream id (never
-/// processed) go back to the queue at once, the rest finish, and the connection closes.
+/// deadline. A connection that has been silent for the ping interval (idle or not), or whose request missed its
+/// deadline, is checked with PING and takes no new rows until the answer comes; without an answer in time it
+/// closes, and the rows in flight on it go back to the queue (uncertain: they may have been delivered). After
+/// GOAWAY, streams above the last stream id (never processed) go back to the queue at once, the rest finish, and
+/// the connection closes.
 ///
 /// Confined to its channel's event loop; not `Sendable`.
 final class HTTP2ConnectionHandler: ChannelInboundHandler {
@@ -89,12 +92,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
         self.wakeUp?.cancel()
         self.wakeUp = nil
         self.closing = true
-        // Streams with no answer on a closed connection may or may not have been delivered.
-        let lost = self.streams.values.map(\.item)
-        self.streams.removeAll()
-        self.deadlines.removeAll()
-        for item in lost { self.uncertain(item) }
-        self.giveBack()
+        self.abandonStreams()
         context.fireChannelInactive()
     }
 
@@ -167,7 +165,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
 
     /// Sends as many rows as the connection may carry now, then flushes once.
     private func pump() {
-        guard let context = self.context, !self.closing, self.goAwayLastStreamID == nil,
+        // While a PING is unanswered the connection may be dead: rows wait for the answer (or for another
+        // connection) rather than join those that may already be lost.
+        guard let context = self.context, !self.closing, self.goAwayLastStreamID == nil, self.pingSentAt == nil,
             let remote = self.remoteMaximumStreams, context.channel.isWritable
         else { return }
         let limit = self.authenticated ? min(remote, self.job.maximumStreams) : 1
@@ -424,6 +424,16 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
         }
     }
 
+    /// Settles the streams of a connection that is going away: without an answer, their rows may or may not have
+    /// been delivered.
+    private func abandonStreams() {
+        let lost = self.streams.values.map(\.item)
+        self.streams.removeAll()
+        self.deadlines.removeAll()
+        for item in lost { self.uncertain(item) }
+        self.giveBack()
+    }
+
     /// Hands this batch's results to the job: the results first, so the job never finishes without them.
     private func giveBack() {
         guard self.pendingFinals > 0 || !self.pendingRetries.isEmpty else { return }
@@ -464,22 +474,35 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
             self.uncertain(stream.item)
             cancelled = true
         }
+        if let sent = self.pingSentAt {
+            if now - sent > self.job.pingTimeout {
+                // The rows in flight go back to the queue now: closing TLS may wait seconds for a peer that is
+                // gone, and other connections can send them meanwhile.
+                self.job.noteConnectionError("no PING answer within \(self.job.pingTimeout); closing the connection")
+                self.closing = true
+                self.abandonStreams()
+                context.close(promise: nil)
+                return
+            }
+        } else if cancelled || now - self.lastActivity >= self.job.pingInterval {
+            // A request without an answer, or a connection that has said nothing for a while, idle or not: the
+            // peer may be gone without a word (a NAT that dropped the flow, a server that hung). Streams in flight
+            // cannot tell, since their deadlines are long and a late answer is not an error; a PING can.
+            self.ping(now: now)
+        }
         if cancelled {
             context.flush()
             self.giveBack()
             self.closeIfDrained()
             self.pump()
         }
-        if let sent = self.pingSentAt {
-            if now - sent > self.job.pingTimeout {
-                self.job.noteConnectionError("no PING answer within \(self.job.pingTimeout); closing the connection")
-                context.close(promise: nil)
-            }
-        } else if self.streams.isEmpty && now - self.lastActivity >= self.job.pingInterval {
-            self.pingSentAt = now
-            let frame = HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 1), ack: false))
-            context.writeAndFlush(self.wrapOutboundOut(frame), promise: nil)
-        }
+    }
+
+    private func ping(now: NIODeadline) {
+        guard let context = self.context else { return }
+        self.pingSentAt = now
+        let frame = HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 1), ack: false))
+        context.writeAndFlush(self.wrapOutboundOut(frame), promise: nil)
     }
 
     static func stop(for reason: APNSReason, status: Int) -> HTTP2JobStop {
