@@ -38,6 +38,9 @@ public struct HTTP2ClientConfiguration: Sendable {
     public var pingTimeout: TimeAmount = .seconds(10)
     /// When to connect again after a connection failed or was closed.
     public var reconnect: ReconnectPolicy = .default
+    /// The id of each connection's first stream: odd, 1 in HTTP/2. Tests start near 2^31 − 1 to reach the end of
+    /// the id space in a few requests.
+    var firstStreamID: Int32 = 1
 
     public init(host: String, port: Int = 443, authentication: APNSAuthentication) {
         self.host = host
@@ -61,6 +64,12 @@ public struct HTTP2ClientConfiguration: Sendable {
         }
         guard self.requestTimeout > .zero, self.pingInterval > .zero, self.pingTimeout > .zero else {
             throw HTTP2ClientError(.configuration, "timeouts and the ping interval must be positive")
+        }
+        guard self.firstStreamID > 0, self.firstStreamID % 2 == 1 else {
+            throw HTTP2ClientError(
+                .configuration,
+                "a client's stream ids are odd and positive (got \(self.firstStreamID))"
+            )
         }
     }
 

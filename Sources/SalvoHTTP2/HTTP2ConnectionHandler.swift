@@ -43,7 +43,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
     private var streams: [Int32: Stream] = [:]
     /// Stream ids in send order with their deadlines; entries of finished streams are dropped from the front.
     private var deadlines = Deque<(id: Int32, deadline: NIODeadline)>()
-    private var nextStreamID: Int32 = 1
+    /// The id of the next stream; past `Int32.max` when the connection has used up its ids (kept in an `Int` so
+    /// that it can step past the end without overflow).
+    private var nextStreamID: Int
     private var remoteMaximumStreams: Int?
     private var authenticated: Bool
     private var goAwayLastStreamID: Int32?
@@ -60,8 +62,10 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
     /// Inbound connection window target; WINDOW_UPDATE tops it up when half is used.
     private let windowTarget = 1 << 20
 
-    init(job: HTTP2JobContext) {
+    /// - Parameter firstStreamID: the first stream's id: 1, or near the end of the id space in tests.
+    init(job: HTTP2JobContext, firstStreamID: Int32 = 1) {
         self.job = job
+        self.nextStreamID = Int(firstStreamID)
         // One stream until the service has accepted the credentials: a token is only checked by the first
         // response, and a certificate for the wrong environment or topic too. One round trip per connection buys
         // a job that stops after one refused request rather than a thousand.
@@ -171,13 +175,10 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
             let remote = self.remoteMaximumStreams, context.channel.isWritable
         else { return }
         let limit = self.authenticated ? min(remote, self.job.maximumStreams) : 1
-        let free = min(limit - self.streams.count, self.batchLimit)
+        // A client's stream ids are odd and at most 2^31 − 1, never reused: the last ones bound a batch.
+        let idsLeft = max(0, (Int(Int32.max) - self.nextStreamID) / 2 + 1)
+        let free = min(limit - self.streams.count, self.batchLimit, idsLeft)
         guard free > 0 else { return }
-        // Stream ids are 31 bits; a connection that has used them up is retired like one that got GOAWAY.
-        guard self.nextStreamID < Int32.max - 2 * Int32(self.batchLimit) else {
-            self.retire()
-            return
-        }
         let now = NIODeadline.now()
         let items = self.job.work.take(maximum: free, now: now)
         guard !items.isEmpty else {
@@ -187,7 +188,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
         let bearer = self.job.token?.current()
         let deadline = now + self.job.requestTimeout
         for item in items {
-            let id = self.nextStreamID
+            let id = Int32(self.nextStreamID)
             self.nextStreamID += 2
             let streamID = HTTP2StreamID(id)
             let headers = self.job.template.headers(token: item.row.token, authorization: bearer?.authorization)
@@ -208,6 +209,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
             self.deadlines.append((id, deadline))
         }
         context.flush()
+        // Out of stream ids: retired like a connection that got GOAWAY. Its streams finish, it closes, and the
+        // replacement opens now.
+        if self.nextStreamID > Int(Int32.max) { self.retire() }
     }
 
     /// When no row may be sent now but the job is not done: look again when a delayed row is due, or soon (other
@@ -224,7 +228,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
 
     /// Stops taking rows; closes once the streams in flight have their answers.
     private func retire() {
-        if self.goAwayLastStreamID == nil { self.goAwayLastStreamID = self.nextStreamID - 2 }
+        if self.goAwayLastStreamID == nil { self.goAwayLastStreamID = Int32(self.nextStreamID - 2) }
         self.onGoAway?()
         self.onGoAway = nil
         self.closeIfDrained()

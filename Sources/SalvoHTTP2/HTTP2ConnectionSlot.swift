@@ -61,7 +61,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         self.pendingConnect = nil
         if self.lastConnect != nil { self.job.results.withLockedValue { $0.report.reconnects += 1 } }
         self.lastConnect = .now()
-        let handler = HTTP2ConnectionHandler(job: self.job)
+        let handler = HTTP2ConnectionHandler(job: self.job, firstStreamID: self.configuration.firstStreamID)
         // The bootstrap's group is this loop, so the initializer runs here too.
         let boundHandler = NIOLoopBound(handler, eventLoop: self.eventLoop)
         let job = self.job

@@ -240,6 +240,50 @@ import Testing
         #expect(result.report.reconnects >= 400 / (37 + 16) - 2)
     }
 
+    @Test func connectionsThatRunOutOfStreamIDsAreReplacedWithoutLosingOrRepeatingARow() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 300, seed: 18, in: folder)
+        let ledger = ServerLedger()
+        // Per connection: the stream ids it carried.
+        let streamIDs = NIOLockedValueBox<[Int: [Int]]>([:])
+        let server = try await startServer { request in
+            _ = ledger.request(request)
+            streamIDs.withLockedValue { $0[request.connection, default: []].append(Int(request.streamID)) }
+            ledger.delivered(request)
+            return .ok(apnsID: newAPNSID())
+        }
+        var configuration = jobConfigurationForTests(
+            port: server.port,
+            authentication: clientCertificate,
+            connections: 2
+        )
+        // 40 stream ids per connection: 2^31 − 79, 2^31 − 77, …, 2^31 − 1.
+        configuration.client.firstStreamID = Int32.max - 2 * 39
+        configuration.client.maximumStreamsPerConnection = 16
+        let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
+        await server.stop()
+
+        #expect(result.stopped == nil)
+        #expect(result.report.confirmed == 300)
+        #expect(result.report.uncertainEvents == 0)
+        #expect(result.report.resent == 0)
+        let snapshot = ledger.snapshot
+        #expect(snapshot.requests.count == 300)
+        #expect(snapshot.requests.values.allSatisfy { $0 == 1 })
+        #expect(snapshot.delivered.values.allSatisfy { $0 == 1 })
+        #expect(Set(snapshot.delivered.keys) == Set(file.tokens.map(\.hexString)))
+        let perConnection = streamIDs.withLockedValue { $0 }
+        #expect(perConnection.count >= 300 / 40)
+        for ids in perConnection.values {
+            #expect(ids.count <= 40)
+            #expect(ids.allSatisfy { $0 % 2 == 1 && $0 >= Int(Int32.max) - 2 * 39 && $0 <= Int(Int32.max) })
+        }
+        // Every id up to the last was used: a connection retires only when its ids run out.
+        #expect(perConnection.values.filter { $0.contains(Int(Int32.max)) }.count >= 300 / 40 - 1)
+        #expect(result.report.reconnects >= 300 / 40 - 2)
+    }
+
     @Test func shrinkingConcurrentStreamsIsHonoured() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
