@@ -1,8 +1,8 @@
 import NIOCore
 import NIOTLS
 
-/// Closes the connection when the TLS handshake did not negotiate `h2` (APNs speaks nothing else), and tells the
-/// pool when TLS is up.
+/// Closes the connection when the TLS handshake did not negotiate `h2` (APNs speaks nothing else). Only in the
+/// pipeline when the client offered ALPN.
 ///
 /// Confined to its channel's event loop.
 final class ALPNCheckHandler: ChannelInboundHandler, RemovableChannelHandler {

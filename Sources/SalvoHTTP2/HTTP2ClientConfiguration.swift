@@ -38,6 +38,17 @@ public struct HTTP2ClientConfiguration: Sendable {
     public var pingTimeout: TimeAmount = .seconds(10)
     /// When to connect again after a connection failed or was closed.
     public var reconnect: ReconnectPolicy = .default
+    /// HTTP/2 with prior knowledge over plain TCP: no TLS, no ALPN, `:scheme http`. For testing a server on this
+    /// machine (APNs speaks only TLS): the host must be a loopback address (127.0.0.0/8 or ::1), and the
+    /// authentication a provider token, since a client certificate needs TLS.
+    public var cleartext = false
+    /// Whether the TLS handshake offers `h2` with ALPN, as APNs requires. Off only to test a server that speaks
+    /// HTTP/2 over TLS without ALPN: the client then speaks HTTP/2 by prior knowledge and does not ask the
+    /// server to have chosen it.
+    public var offersALPN = true
+    /// The id of each connection's first stream: odd, 1 in HTTP/2. Tests start near 2^31 − 1 to reach the end of
+    /// the id space in a few requests.
+    var firstStreamID: Int32 = 1
 
     public init(host: String, port: Int = 443, authentication: APNSAuthentication) {
         self.host = host
@@ -62,14 +73,54 @@ public struct HTTP2ClientConfiguration: Sendable {
         guard self.requestTimeout > .zero, self.pingInterval > .zero, self.pingTimeout > .zero else {
             throw HTTP2ClientError(.configuration, "timeouts and the ping interval must be positive")
         }
+        if self.cleartext {
+            guard Self.isLoopbackAddress(self.host) else {
+                throw HTTP2ClientError(
+                    .configuration,
+                    "cleartext HTTP/2 is only for a server on this machine: the host must be a loopback address "
+                        + "(127.0.0.0/8 or ::1), not \(self.host)"
+                )
+            }
+            guard self.authentication.providerToken != nil else {
+                throw HTTP2ClientError(
+                    .configuration,
+                    "a client certificate needs TLS: use a provider token with cleartext HTTP/2"
+                )
+            }
+        }
+        guard self.firstStreamID > 0, self.firstStreamID % 2 == 1 else {
+            throw HTTP2ClientError(
+                .configuration,
+                "a client's stream ids are odd and positive (got \(self.firstStreamID))"
+            )
+        }
     }
 
-    /// The TLS context every connection of a job shares: TLS 1.2 or later, ALPN `h2`, the client certificate
-    /// when there is one.
-    func makeSSLContext() throws(HTTP2ClientError) -> NIOSSLContext {
+    /// The `:scheme` of every request.
+    var scheme: String { self.cleartext ? "http" : "https" }
+
+    /// Whether `host` is an IPv4 loopback address (127.0.0.0/8) or the IPv6 one (::1). Names are not resolved:
+    /// `localhost` could be anything.
+    static func isLoopbackAddress(_ host: String) -> Bool {
+        switch try? SocketAddress(ipAddress: host, port: 0) {
+        case .v4(let address):
+            return UInt32(bigEndian: address.address.sin_addr.s_addr) >> 24 == 127
+        case .v6(let address):
+            return withUnsafeBytes(of: address.address.sin6_addr) {
+                $0.elementsEqual([UInt8](repeating: 0, count: 15) + [1])
+            }
+        default:
+            return false
+        }
+    }
+
+    /// The TLS context every connection of a job shares: TLS 1.2 or later, ALPN `h2` (unless `offersALPN` is
+    /// off), the client certificate when there is one. Nil in cleartext mode.
+    func makeSSLContext() throws(HTTP2ClientError) -> NIOSSLContext? {
+        guard !self.cleartext else { return nil }
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
-        tls.applicationProtocols = ["h2"]
+        tls.applicationProtocols = self.offersALPN ? ["h2"] : []
         tls.trustRoots = self.trustRoots
         if case .certificate(let chain, let key) = self.authentication.storage {
             tls.certificateChain = chain.map { .certificate($0) }

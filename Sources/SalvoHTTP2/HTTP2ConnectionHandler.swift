@@ -12,8 +12,11 @@ import SalvoEngine
 /// Sits behind `NIOHTTP2Handler` (frame level, no stream channels: a stream is a dictionary entry, not a child
 /// channel). Streams in flight are bounded by the server's `SETTINGS_MAX_CONCURRENT_STREAMS` as it changes, by
 /// the job's own cap, and by 1 until the service has accepted the credentials. Every stream has a
-/// deadline; an idle connection is checked with PING. After GOAWAY, streams above the last stream id (never
-/// processed) go back to the queue at once, the rest finish, and the connection closes.
+/// deadline. A connection that has been silent for the ping interval (idle or not), or whose request missed its
+/// deadline, is checked with PING and takes no new rows until the answer comes; without an answer in time it
+/// closes, and the rows in flight on it go back to the queue (uncertain: they may have been delivered). After
+/// GOAWAY, streams above the last stream id (never processed) go back to the queue at once, the rest finish, and
+/// the connection closes.
 ///
 /// Confined to its channel's event loop; not `Sendable`.
 final class HTTP2ConnectionHandler: ChannelInboundHandler {
@@ -40,7 +43,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
     private var streams: [Int32: Stream] = [:]
     /// Stream ids in send order with their deadlines; entries of finished streams are dropped from the front.
     private var deadlines = Deque<(id: Int32, deadline: NIODeadline)>()
-    private var nextStreamID: Int32 = 1
+    /// The id of the next stream; past `Int32.max` when the connection has used up its ids (kept in an `Int` so
+    /// that it can step past the end without overflow).
+    private var nextStreamID: Int
     private var remoteMaximumStreams: Int?
     private var authenticated: Bool
     private var goAwayLastStreamID: Int32?
@@ -57,8 +62,10 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
     /// Inbound connection window target; WINDOW_UPDATE tops it up when half is used.
     private let windowTarget = 1 << 20
 
-    init(job: HTTP2JobContext) {
+    /// - Parameter firstStreamID: the first stream's id: 1, or near the end of the id space in tests.
+    init(job: HTTP2JobContext, firstStreamID: Int32 = 1) {
         self.job = job
+        self.nextStreamID = Int(firstStreamID)
         // One stream until the service has accepted the credentials: a token is only checked by the first
         // response, and a certificate for the wrong environment or topic too. One round trip per connection buys
         // a job that stops after one refused request rather than a thousand.
@@ -89,12 +96,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
         self.wakeUp?.cancel()
         self.wakeUp = nil
         self.closing = true
-        // Streams with no answer on a closed connection may or may not have been delivered.
-        let lost = self.streams.values.map(\.item)
-        self.streams.removeAll()
-        self.deadlines.removeAll()
-        for item in lost { self.uncertain(item) }
-        self.giveBack()
+        self.abandonStreams()
         context.fireChannelInactive()
     }
 
@@ -167,17 +169,16 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
 
     /// Sends as many rows as the connection may carry now, then flushes once.
     private func pump() {
-        guard let context = self.context, !self.closing, self.goAwayLastStreamID == nil,
+        // While a PING is unanswered the connection may be dead: rows wait for the answer (or for another
+        // connection) rather than join those that may already be lost.
+        guard let context = self.context, !self.closing, self.goAwayLastStreamID == nil, self.pingSentAt == nil,
             let remote = self.remoteMaximumStreams, context.channel.isWritable
         else { return }
         let limit = self.authenticated ? min(remote, self.job.maximumStreams) : 1
-        let free = min(limit - self.streams.count, self.batchLimit)
+        // A client's stream ids are odd and at most 2^31 − 1, never reused: the last ones bound a batch.
+        let idsLeft = max(0, (Int(Int32.max) - self.nextStreamID) / 2 + 1)
+        let free = min(limit - self.streams.count, self.batchLimit, idsLeft)
         guard free > 0 else { return }
-        // Stream ids are 31 bits; a connection that has used them up is retired like one that got GOAWAY.
-        guard self.nextStreamID < Int32.max - 2 * Int32(self.batchLimit) else {
-            self.retire()
-            return
-        }
         let now = NIODeadline.now()
         let items = self.job.work.take(maximum: free, now: now)
         guard !items.isEmpty else {
@@ -187,7 +188,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
         let bearer = self.job.token?.current()
         let deadline = now + self.job.requestTimeout
         for item in items {
-            let id = self.nextStreamID
+            let id = Int32(self.nextStreamID)
             self.nextStreamID += 2
             let streamID = HTTP2StreamID(id)
             let headers = self.job.template.headers(token: item.row.token, authorization: bearer?.authorization)
@@ -208,6 +209,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
             self.deadlines.append((id, deadline))
         }
         context.flush()
+        // Out of stream ids: retired like a connection that got GOAWAY. Its streams finish, it closes, and the
+        // replacement opens now.
+        if self.nextStreamID > Int(Int32.max) { self.retire() }
     }
 
     /// When no row may be sent now but the job is not done: look again when a delayed row is due, or soon (other
@@ -224,7 +228,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
 
     /// Stops taking rows; closes once the streams in flight have their answers.
     private func retire() {
-        if self.goAwayLastStreamID == nil { self.goAwayLastStreamID = self.nextStreamID - 2 }
+        if self.goAwayLastStreamID == nil { self.goAwayLastStreamID = Int32(self.nextStreamID - 2) }
         self.onGoAway?()
         self.onGoAway = nil
         self.closeIfDrained()
@@ -424,6 +428,16 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
         }
     }
 
+    /// Settles the streams of a connection that is going away: without an answer, their rows may or may not have
+    /// been delivered.
+    private func abandonStreams() {
+        let lost = self.streams.values.map(\.item)
+        self.streams.removeAll()
+        self.deadlines.removeAll()
+        for item in lost { self.uncertain(item) }
+        self.giveBack()
+    }
+
     /// Hands this batch's results to the job: the results first, so the job never finishes without them.
     private func giveBack() {
         guard self.pendingFinals > 0 || !self.pendingRetries.isEmpty else { return }
@@ -464,22 +478,35 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
             self.uncertain(stream.item)
             cancelled = true
         }
+        if let sent = self.pingSentAt {
+            if now - sent > self.job.pingTimeout {
+                // The rows in flight go back to the queue now: closing TLS may wait seconds for a peer that is
+                // gone, and other connections can send them meanwhile.
+                self.job.noteConnectionError("no PING answer within \(self.job.pingTimeout); closing the connection")
+                self.closing = true
+                self.abandonStreams()
+                context.close(promise: nil)
+                return
+            }
+        } else if cancelled || now - self.lastActivity >= self.job.pingInterval {
+            // A request without an answer, or a connection that has said nothing for a while, idle or not: the
+            // peer may be gone without a word (a NAT that dropped the flow, a server that hung). Streams in flight
+            // cannot tell, since their deadlines are long and a late answer is not an error; a PING can.
+            self.ping(now: now)
+        }
         if cancelled {
             context.flush()
             self.giveBack()
             self.closeIfDrained()
             self.pump()
         }
-        if let sent = self.pingSentAt {
-            if now - sent > self.job.pingTimeout {
-                self.job.noteConnectionError("no PING answer within \(self.job.pingTimeout); closing the connection")
-                context.close(promise: nil)
-            }
-        } else if self.streams.isEmpty && now - self.lastActivity >= self.job.pingInterval {
-            self.pingSentAt = now
-            let frame = HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 1), ack: false))
-            context.writeAndFlush(self.wrapOutboundOut(frame), promise: nil)
-        }
+    }
+
+    private func ping(now: NIODeadline) {
+        guard let context = self.context else { return }
+        self.pingSentAt = now
+        let frame = HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 1), ack: false))
+        context.writeAndFlush(self.wrapOutboundOut(frame), promise: nil)
     }
 
     static func stop(for reason: APNSReason, status: Int) -> HTTP2JobStop {

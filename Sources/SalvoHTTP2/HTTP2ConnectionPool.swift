@@ -12,7 +12,7 @@ final class HTTP2ConnectionPool: Sendable {
 
     init(
         configuration: HTTP2ClientConfiguration,
-        sslContext: NIOSSLContext,
+        sslContext: NIOSSLContext?,
         job: HTTP2JobContext,
         group: any EventLoopGroup
     ) {

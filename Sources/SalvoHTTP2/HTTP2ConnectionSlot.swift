@@ -12,7 +12,8 @@ import SalvoEngine
 final class HTTP2ConnectionSlot: @unchecked Sendable {
     let eventLoop: any EventLoop
     private let configuration: HTTP2ClientConfiguration
-    private let sslContext: NIOSSLContext
+    /// Nil in cleartext mode.
+    private let sslContext: NIOSSLContext?
     private let job: HTTP2JobContext
     private let onGiveUp: @Sendable () -> Void
     private var failures = 0
@@ -26,7 +27,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
     init(
         eventLoop: any EventLoop,
         configuration: HTTP2ClientConfiguration,
-        sslContext: NIOSSLContext,
+        sslContext: NIOSSLContext?,
         job: HTTP2JobContext,
         onGiveUp: @escaping @Sendable () -> Void
     ) {
@@ -61,11 +62,12 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         self.pendingConnect = nil
         if self.lastConnect != nil { self.job.results.withLockedValue { $0.report.reconnects += 1 } }
         self.lastConnect = .now()
-        let handler = HTTP2ConnectionHandler(job: self.job)
+        let handler = HTTP2ConnectionHandler(job: self.job, firstStreamID: self.configuration.firstStreamID)
         // The bootstrap's group is this loop, so the initializer runs here too.
         let boundHandler = NIOLoopBound(handler, eventLoop: self.eventLoop)
         let job = self.job
         let sslContext = self.sslContext
+        let offersALPN = self.configuration.offersALPN
         let serverName =
             self.configuration.serverName ?? (Self.isIPAddress(self.configuration.host) ? nil : self.configuration.host)
         let bootstrap = ClientBootstrap(group: self.eventLoop)
@@ -74,8 +76,12 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
-                    try sync.addHandler(ALPNCheckHandler { job.noteConnectionError($0) })
+                    if let sslContext {
+                        try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
+                        // Without an offer, a server cannot choose `h2` with ALPN: HTTP/2 is then spoken by prior
+                        // knowledge, and only a server that does not speak it fails (at the HTTP/2 preface).
+                        if offersALPN { try sync.addHandler(ALPNCheckHandler { job.noteConnectionError($0) }) }
+                    }
                     try sync.addHandler(
                         NIOHTTP2Handler(
                             mode: .client,

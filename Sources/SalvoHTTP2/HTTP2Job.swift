@@ -56,6 +56,7 @@ public enum HTTP2Job {
             work: HTTP2WorkQueue(source: source, finished: finished),
             template: HTTP2RequestTemplate(
                 authority: client.authority,
+                scheme: client.scheme,
                 headers: configuration.headers,
                 payload: configuration.payload
             ),

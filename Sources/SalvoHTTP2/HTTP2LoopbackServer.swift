@@ -4,12 +4,14 @@ import NIOHPACK
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
+import NIOTLS
 
 /// A small HTTP/2 server on 127.0.0.1 whose answers a closure decides: the benchmark's always-200 sink and the
 /// scriptable peer of the client's tests (statuses, resets, GOAWAY after N streams, a shrinking
 /// `SETTINGS_MAX_CONCURRENT_STREAMS`, slow answers). Not APNs' rules: those are the simulator's.
 ///
-/// TLS with ALPN `h2`, and mutual TLS when `clientTrustRoots` is set. Thread-safe; each connection is confined to
+/// TLS with ALPN `h2` (a client that offers no ALPN may speak HTTP/2 all the same), and mutual TLS when
+/// `clientTrustRoots` is set; or cleartext HTTP/2 with prior knowledge (`Options.cleartext`). Thread-safe; each connection is confined to
 /// its event loop, and the responder is called there.
 public final class HTTP2LoopbackServer: Sendable {
     /// A received request.
@@ -51,6 +53,9 @@ public final class HTTP2LoopbackServer: Sendable {
         /// After this many requests on a connection, answer the last of them and send GOAWAY naming it; later
         /// streams are dropped unanswered.
         public var goAwayAfterRequests: Int?
+        /// HTTP/2 with prior knowledge over plain TCP, no TLS (the TLS identity is not used): the peer of the
+        /// client's cleartext mode.
+        public var cleartext = false
 
         public init() {}
     }
@@ -61,7 +66,7 @@ public final class HTTP2LoopbackServer: Sendable {
     public let port: Int
     private let channel: any Channel
     private let group: MultiThreadedEventLoopGroup
-    private let counters: NIOLockedValueBox<(connections: Int, requests: Int, pings: Int)>
+    private let counters: NIOLockedValueBox<(connections: Int, requests: Int, pings: Int, alpnH2: Int)>
 
     /// Starts a server on 127.0.0.1 (any free port).
     ///
@@ -89,7 +94,7 @@ public final class HTTP2LoopbackServer: Sendable {
         }
         let sslContext = try NIOSSLContext(configuration: tls)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
-        let counters = NIOLockedValueBox((connections: 0, requests: 0, pings: 0))
+        let counters = NIOLockedValueBox((connections: 0, requests: 0, pings: 0, alpnH2: 0))
         do {
             self.channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 256)
@@ -102,7 +107,7 @@ public final class HTTP2LoopbackServer: Sendable {
                     }
                     return channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations
-                        try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+                        if !options.cleartext { try sync.addHandler(NIOSSLServerHandler(context: sslContext)) }
                         try sync.addHandler(
                             NIOHTTP2Handler(
                                 mode: .server,
@@ -145,6 +150,8 @@ public final class HTTP2LoopbackServer: Sendable {
     public var requestCount: Int { self.counters.withLockedValue { $0.requests } }
     /// PING frames received so far (NIOHTTP2 answers them).
     public var pingCount: Int { self.counters.withLockedValue { $0.pings } }
+    /// Connections whose TLS handshake chose `h2` with ALPN (the others, over TLS, came without an ALPN offer).
+    public var alpnH2ConnectionCount: Int { self.counters.withLockedValue { $0.alpnH2 } }
 
     /// Stops listening, closes every connection and its threads.
     public func stop() async {
@@ -168,7 +175,7 @@ final class LoopbackConnectionHandler: ChannelInboundHandler {
 
     private let connection: Int
     private let options: HTTP2LoopbackServer.Options
-    private let counters: NIOLockedValueBox<(connections: Int, requests: Int, pings: Int)>
+    private let counters: NIOLockedValueBox<(connections: Int, requests: Int, pings: Int, alpnH2: Int)>
     private let responder: HTTP2LoopbackServer.Responder
     private var partials: [HTTP2StreamID: Partial] = [:]
     private var ordinal = 0
@@ -179,7 +186,7 @@ final class LoopbackConnectionHandler: ChannelInboundHandler {
     init(
         connection: Int,
         options: HTTP2LoopbackServer.Options,
-        counters: NIOLockedValueBox<(connections: Int, requests: Int, pings: Int)>,
+        counters: NIOLockedValueBox<(connections: Int, requests: Int, pings: Int, alpnH2: Int)>,
         responder: @escaping HTTP2LoopbackServer.Responder
     ) {
         self.connection = connection
@@ -230,6 +237,9 @@ final class LoopbackConnectionHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case TLSUserEvent.handshakeCompleted(negotiatedProtocol: "h2") = event {
+            self.counters.withLockedValue { $0.alpnH2 += 1 }
+        }
         if let window = event as? NIOHTTP2WindowUpdatedEvent, window.streamID == .rootStream,
             let size = window.inboundWindowSize, size < self.windowTarget / 2
         {

@@ -9,11 +9,14 @@ import NIOHPACK
 /// request). Only `:path` and `authorization` differ between requests.
 struct HTTP2RequestTemplate: Sendable {
     let authority: String
+    /// `https`, or `http` in cleartext mode.
+    let scheme: String
     let fields: [(name: String, value: String)]
     let payload: ByteBuffer
 
-    init(authority: String, headers: APNSRequestHeaders, payload: Payload) {
+    init(authority: String, scheme: String = "https", headers: APNSRequestHeaders, payload: Payload) {
         self.authority = authority
+        self.scheme = scheme
         self.fields = headers.fields()
         var buffer = ByteBufferAllocator().buffer(capacity: payload.byteCount)
         buffer.writeBytes(payload.bytes)
@@ -25,7 +28,7 @@ struct HTTP2RequestTemplate: Sendable {
         var headers = HPACKHeaders()
         headers.reserveCapacity(5 + self.fields.count)
         headers.add(name: ":method", value: "POST")
-        headers.add(name: ":scheme", value: "https")
+        headers.add(name: ":scheme", value: self.scheme)
         // Never the same twice: kept out of the HPACK dynamic table, where each path would evict the entries that
         // make the other headers (the token above all) one byte each.
         headers.add(name: ":path", value: "/3/device/" + token.hexString, indexing: .nonIndexable)

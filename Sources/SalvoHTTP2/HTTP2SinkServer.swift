@@ -11,17 +11,22 @@ import NIOSSL
 /// 10-byte HEADERS frame (`0x88`, the static `:status 200`), acknowledges SETTINGS and PING, and tops up the
 /// connection window. No validation and no ledger: the simulator's HTTP/2 endpoint is the strict peer.
 ///
+/// With `silentAfterRequests`, each connection answers that many requests and then nothing more (no answers, no
+/// PING acknowledgements), as a peer that vanished without closing: the client must notice and move on.
+///
 /// Thread-safe; each connection is confined to its event loop.
 public final class HTTP2SinkServer: Sendable {
     public let port: Int
     private let channel: any Channel
     private let group: MultiThreadedEventLoopGroup
     private let answered: NIOLockedValueBox<Int>
+    private let stopped = NIOLockedValueBox(false)
 
     public init(
         certificateChain: [NIOSSLCertificate],
         privateKey: NIOSSLPrivateKey,
         maximumConcurrentStreams: Int = 100,
+        silentAfterRequests: Int? = nil,
         threads: Int = 1
     ) async throws {
         var tls = TLSConfiguration.makeServerConfiguration(
@@ -43,6 +48,7 @@ public final class HTTP2SinkServer: Sendable {
                         try channel.pipeline.syncOperations.addHandler(
                             SinkConnectionHandler(
                                 maximumConcurrentStreams: maximumConcurrentStreams,
+                                silentAfterRequests: silentAfterRequests,
                                 answered: answered
                             )
                         )
@@ -62,7 +68,13 @@ public final class HTTP2SinkServer: Sendable {
     /// Requests answered so far.
     public var answeredCount: Int { self.answered.withLockedValue { $0 } }
 
+    /// Closes the listener and every connection; a second call does nothing.
     public func stop() async {
+        let first = self.stopped.withLockedValue { stopped in
+            defer { stopped = true }
+            return !stopped
+        }
+        guard first else { return }
         try? await self.channel.close()
         try? await self.group.shutdownGracefully()
     }
@@ -76,16 +88,22 @@ final class SinkConnectionHandler: ChannelInboundHandler {
     private static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
     private let maximumConcurrentStreams: Int
     private let answered: NIOLockedValueBox<Int>
+    /// Requests this connection may still answer before it falls silent; nil: no limit.
+    private var answersLeft: Int?
     private var input = ByteBuffer()
     private var output = ByteBuffer()
     private var sawPreface = false
     private var answeredInRead = 0
     private var consumed = 0
 
-    init(maximumConcurrentStreams: Int, answered: NIOLockedValueBox<Int>) {
+    init(maximumConcurrentStreams: Int, silentAfterRequests: Int?, answered: NIOLockedValueBox<Int>) {
         self.maximumConcurrentStreams = maximumConcurrentStreams
+        self.answersLeft = silentAfterRequests
         self.answered = answered
     }
+
+    /// Whether the connection has fallen silent: it reads and drops everything.
+    private var isSilent: Bool { self.answersLeft.map { $0 <= 0 } ?? false }
 
     func channelActive(context: ChannelHandlerContext) {
         var out = context.channel.allocator.buffer(capacity: 64)
@@ -111,7 +129,7 @@ final class SinkConnectionHandler: ChannelInboundHandler {
             }
             self.sawPreface = true
         }
-        while self.input.readableBytes >= 9 {
+        while self.input.readableBytes >= 9, !self.isSilent {
             let start = self.input.readerIndex
             let length = Int(self.input.getInteger(at: start, as: UInt32.self)! >> 8)
             guard self.input.readableBytes >= 9 + length else { break }
@@ -135,7 +153,11 @@ final class SinkConnectionHandler: ChannelInboundHandler {
             }
             self.input.moveReaderIndex(forwardBy: 9 + length)
         }
-        self.input.discardReadBytes()
+        if self.isSilent {
+            self.input.clear()
+        } else {
+            self.input.discardReadBytes()
+        }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -164,6 +186,7 @@ final class SinkConnectionHandler: ChannelInboundHandler {
         Self.frameHeader(length: 1, type: 1, flags: 0x5, stream: stream, into: &self.output)
         self.output.writeInteger(UInt8(0x88))
         self.answeredInRead += 1
+        if let left = self.answersLeft { self.answersLeft = left - 1 }
     }
 
     private static func windowUpdate(_ increment: UInt32, into buffer: inout ByteBuffer) {

@@ -240,6 +240,50 @@ import Testing
         #expect(result.report.reconnects >= 400 / (37 + 16) - 2)
     }
 
+    @Test func connectionsThatRunOutOfStreamIDsAreReplacedWithoutLosingOrRepeatingARow() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 300, seed: 18, in: folder)
+        let ledger = ServerLedger()
+        // Per connection: the stream ids it carried.
+        let streamIDs = NIOLockedValueBox<[Int: [Int]]>([:])
+        let server = try await startServer { request in
+            _ = ledger.request(request)
+            streamIDs.withLockedValue { $0[request.connection, default: []].append(Int(request.streamID)) }
+            ledger.delivered(request)
+            return .ok(apnsID: newAPNSID())
+        }
+        var configuration = jobConfigurationForTests(
+            port: server.port,
+            authentication: clientCertificate,
+            connections: 2
+        )
+        // 40 stream ids per connection: 2^31 − 79, 2^31 − 77, …, 2^31 − 1.
+        configuration.client.firstStreamID = Int32.max - 2 * 39
+        configuration.client.maximumStreamsPerConnection = 16
+        let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
+        await server.stop()
+
+        #expect(result.stopped == nil)
+        #expect(result.report.confirmed == 300)
+        #expect(result.report.uncertainEvents == 0)
+        #expect(result.report.resent == 0)
+        let snapshot = ledger.snapshot
+        #expect(snapshot.requests.count == 300)
+        #expect(snapshot.requests.values.allSatisfy { $0 == 1 })
+        #expect(snapshot.delivered.values.allSatisfy { $0 == 1 })
+        #expect(Set(snapshot.delivered.keys) == Set(file.tokens.map(\.hexString)))
+        let perConnection = streamIDs.withLockedValue { $0 }
+        #expect(perConnection.count >= 300 / 40)
+        for ids in perConnection.values {
+            #expect(ids.count <= 40)
+            #expect(ids.allSatisfy { $0 % 2 == 1 && $0 >= Int(Int32.max) - 2 * 39 && $0 <= Int(Int32.max) })
+        }
+        // Every id up to the last was used: a connection retires only when its ids run out.
+        #expect(perConnection.values.filter { $0.contains(Int(Int32.max)) }.count >= 300 / 40 - 1)
+        #expect(result.report.reconnects >= 300 / 40 - 2)
+    }
+
     @Test func shrinkingConcurrentStreamsIsHonoured() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
@@ -460,6 +504,49 @@ import Testing
         #expect(result.report.confirmed == 1)
         #expect(result.report.reconnects == 0)
         #expect(pings >= 2)
+    }
+
+    @Test func aSilentConnectionIsClosedByItsUnansweredPingAndItsRowsGoElsewhere() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 300, seed: 17, in: folder)
+        let credentials = TestCredentials.shared
+        // Every connection answers 50 requests, then nothing: no answers, no PING acknowledgements.
+        let sink = try await HTTP2SinkServer(
+            certificateChain: [credentials.server.certificate],
+            privateKey: credentials.server.key,
+            silentAfterRequests: 50
+        )
+        var configuration = jobConfigurationForTests(port: sink.port, authentication: clientCertificate)
+        // At most 16 rows are caught on a connection that falls silent; its successor answers 50, so no row is
+        // caught twice and the retry cap is never reached.
+        configuration.client.maximumStreamsPerConnection = 16
+        configuration.client.pingInterval = .milliseconds(100)
+        configuration.client.pingTimeout = .milliseconds(300)
+        // Far beyond the test's run: the PING, not the request deadline, must find the silent connection.
+        configuration.client.requestTimeout = .seconds(30)
+        // A client that never gives up on a silent connection would wait for ever: stopping the server after a
+        // while ends the job (its reconnects fail), and the checks below fail.
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(20))
+            await sink.stop()
+        }
+        let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
+        watchdog.cancel()
+        let answered = sink.answeredCount
+        await sink.stop()
+
+        #expect(result.stopped == nil)
+        #expect(result.report.confirmed == 300)
+        #expect(result.notSent == 0)
+        // Each row answered by the server once and confirmed once: nothing lost, nothing duplicated.
+        #expect(answered == 300)
+        #expect(Set(result.deliveries.map(\.line)).count == 300)
+        // The rows in flight on each silent connection went back to the queue and were sent again.
+        #expect(result.report.uncertainEvents > 0)
+        #expect(result.report.uncertain == 0)
+        #expect(result.report.reconnects >= 300 / 50 - 1)
+        #expect(result.connectionErrors.contains { $0.contains("no PING answer") })
     }
 
     @Test func theSharedTokenIsRefreshedMidJob() async throws {
