@@ -66,6 +66,7 @@ import Testing
             ]
         )
         http2.faults = faults
+        http2.cleartextPort = 0
         configuration.http2 = http2
         let simulator = try await Simulator.start(configuration)
         return Setup(simulator: simulator, certificates: certificates, signer: signer)
@@ -95,6 +96,36 @@ import Testing
         #expect(byCertificate.report.confirmed == 100)
         let both = setup.simulator.verdict(expected: ExpectedTokens(file.tokens + second.tokens))
         #expect(both.passed, "\(both.summary)")
+        try await setup.simulator.shutdown()
+    }
+
+    @Test func theRealClientIsServedInCleartextAndOverTLSWithoutALPN() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let setup = try await Self.start()
+        let cleartextFile = try TokenFile(count: 150, seed: 26, in: folder)
+        var cleartext = setup.job(authentication: try setup.token())
+        cleartext.client.port = setup.simulator.http2CleartextPort!
+        cleartext.client.cleartext = true
+        let overCleartext = try await HTTP2Job.run(
+            configuration: cleartext,
+            source: cleartextFile.source,
+            summary: cleartextFile.summary
+        )
+        #expect(overCleartext.stopped == nil && overCleartext.report.confirmed == 150)
+
+        let plainTLSFile = try TokenFile(count: 150, seed: 27, in: folder)
+        var withoutALPN = setup.job(authentication: try setup.certificate(topic: testTopic))
+        withoutALPN.client.offersALPN = false
+        let overTLS = try await HTTP2Job.run(
+            configuration: withoutALPN,
+            source: plainTLSFile.source,
+            summary: plainTLSFile.summary
+        )
+        #expect(overTLS.stopped == nil && overTLS.report.confirmed == 150)
+        let verdict = setup.simulator.verdict(expected: ExpectedTokens(cleartextFile.tokens + plainTLSFile.tokens))
+        #expect(verdict.passed, "\(verdict.summary)")
+        #expect(verdict.deliveredOnce == 300)
         try await setup.simulator.shutdown()
     }
 
