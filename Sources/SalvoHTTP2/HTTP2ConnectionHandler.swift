@@ -134,15 +134,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // NIOHTTP2 raises a few events per stream (created, window updated, closed); ours is the last handler,
+        // so the per-stream ones stop here rather than walk on to the pipeline's tail.
         switch event {
-        case let window as NIOHTTP2WindowUpdatedEvent where window.streamID == .rootStream:
-            if let size = window.inboundWindowSize, size < self.windowTarget / 2 {
-                let frame = HTTP2Frame(
-                    streamID: .rootStream,
-                    payload: .windowUpdate(windowSizeIncrement: self.windowTarget - size)
-                )
-                context.writeAndFlush(self.wrapOutboundOut(frame), promise: nil)
-            }
         case let closed as StreamClosedEvent:
             // A stream the protocol layer closed before its answer reached us (a stream error, or the streams
             // a GOAWAY cut off).
@@ -151,10 +145,19 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
                 self.lost(stream.item, id: id, code: closed.reason ?? .cancel)
                 self.giveBack()
             }
-        default:
+        case let window as NIOHTTP2WindowUpdatedEvent:
+            if window.streamID == .rootStream, let size = window.inboundWindowSize, size < self.windowTarget / 2 {
+                let frame = HTTP2Frame(
+                    streamID: .rootStream,
+                    payload: .windowUpdate(windowSizeIncrement: self.windowTarget - size)
+                )
+                context.writeAndFlush(self.wrapOutboundOut(frame), promise: nil)
+            }
+        case is NIOHTTP2StreamCreatedEvent:
             break
+        default:
+            context.fireUserInboundEventTriggered(event)
         }
-        context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {

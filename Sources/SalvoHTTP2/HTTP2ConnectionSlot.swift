@@ -81,6 +81,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                         // Without an offer, a server cannot choose `h2` with ALPN: HTTP/2 is then spoken by prior
                         // knowledge, and only a server that does not speak it fails (at the HTTP/2 preface).
                         if offersALPN { try sync.addHandler(ALPNCheckHandler { job.noteConnectionError($0) }) }
+                        try sync.addHandler(WriteCoalescingHandler())
                     }
                     try sync.addHandler(
                         NIOHTTP2Handler(

@@ -13,6 +13,8 @@ struct HTTP2RequestTemplate: Sendable {
     let scheme: String
     let fields: [(name: String, value: String)]
     let payload: ByteBuffer
+    /// The payload's length as text, made once.
+    private let contentLength: String
 
     init(authority: String, scheme: String = "https", headers: APNSRequestHeaders, payload: Payload) {
         self.authority = authority
@@ -21,6 +23,7 @@ struct HTTP2RequestTemplate: Sendable {
         var buffer = ByteBufferAllocator().buffer(capacity: payload.byteCount)
         buffer.writeBytes(payload.bytes)
         self.payload = buffer
+        self.contentLength = String(buffer.readableBytes)
     }
 
     /// The header block of the request for `token`; pseudo-headers first, as HTTP/2 requires.
@@ -31,13 +34,33 @@ struct HTTP2RequestTemplate: Sendable {
         headers.add(name: ":scheme", value: self.scheme)
         // Never the same twice: kept out of the HPACK dynamic table, where each path would evict the entries that
         // make the other headers (the token above all) one byte each.
-        headers.add(name: ":path", value: "/3/device/" + token.hexString, indexing: .nonIndexable)
+        headers.add(name: ":path", value: Self.path(for: token), indexing: .nonIndexable)
         headers.add(name: ":authority", value: self.authority)
         // Indexed: the same token rides every request for up to an hour, and the HPACK dynamic table turns its
         // ~200 bytes into one.
         if let authorization { headers.add(name: "authorization", value: authorization) }
         for field in self.fields { headers.add(name: field.name, value: field.value) }
-        headers.add(name: "content-length", value: String(self.payload.readableBytes))
+        headers.add(name: "content-length", value: self.contentLength)
         return headers
+    }
+
+    /// `/3/device/<64 hex digits>`, written into one string (no hex string to copy from).
+    static func path(for token: DeviceToken) -> String {
+        let prefix: StaticString = "/3/device/"
+        let prefixLength = prefix.utf8CodeUnitCount
+        return token.withUnsafeBytes { raw in
+            String(unsafeUninitializedCapacity: prefixLength + 2 * DeviceToken.byteCount) { out in
+                out.baseAddress!.initialize(from: prefix.utf8Start, count: prefixLength)
+                let digits: StaticString = "0123456789abcdef"
+                let table = digits.utf8Start
+                var at = prefixLength
+                for byte in raw {
+                    out[at] = table[Int(byte >> 4)]
+                    out[at + 1] = table[Int(byte & 0x0f)]
+                    at += 2
+                }
+                return at
+            }
+        }
     }
 }

@@ -522,13 +522,14 @@ import Testing
         // caught twice and the retry cap is never reached.
         configuration.client.maximumStreamsPerConnection = 16
         configuration.client.pingInterval = .milliseconds(100)
-        configuration.client.pingTimeout = .milliseconds(300)
+        // Long enough that a healthy connection on a loaded machine always answers in time.
+        configuration.client.pingTimeout = .seconds(1)
         // Far beyond the test's run: the PING, not the request deadline, must find the silent connection.
         configuration.client.requestTimeout = .seconds(30)
         // A client that never gives up on a silent connection would wait for ever: stopping the server after a
         // while ends the job (its reconnects fail), and the checks below fail.
         let watchdog = Task {
-            try await Task.sleep(for: .seconds(20))
+            try await Task.sleep(for: .seconds(40))
             await sink.stop()
         }
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)

@@ -1,6 +1,8 @@
 import APNSWire
 import Crypto
 import NIOConcurrencyHelpers
+import NIOCore
+import NIOEmbedded
 import SalvoEngine
 import Testing
 
@@ -111,6 +113,35 @@ import Testing
             #expect(server.connectionCount == 2)
             // The server chose `h2` with ALPN only when the client offered it.
             #expect(server.alpnH2ConnectionCount == (offersALPN ? 2 : 0))
+        }
+    }
+}
+
+@Suite struct WriteCoalescingTests {
+    @Test func writesBetweenFlushesLeaveAsOneBufferInOrderAndTheirPromisesCompleteWithIt() throws {
+        let channel = EmbeddedChannel(handler: WriteCoalescingHandler())
+        defer { _ = try? channel.finish() }
+        let completed = NIOLockedValueBox<[Int]>([])
+        for round in 0..<2 {
+            for (index, text) in ["HEADERS", "", "DATA-HEADER", "payload"].enumerated() {
+                let promise = channel.eventLoop.makePromise(of: Void.self)
+                promise.futureResult.whenSuccess { completed.withLockedValue { $0.append(10 * round + index) } }
+                channel.write(IOData.byteBuffer(ByteBuffer(string: "\(text)|")), promise: promise)
+            }
+            // Nothing leaves before the flush.
+            #expect(try channel.readOutbound(as: IOData.self) == nil)
+            #expect(completed.withLockedValue { $0.count } == 4 * round)
+            channel.flush()
+            let out = try #require(try channel.readOutbound(as: IOData.self))
+            guard case .byteBuffer(let bytes) = out else {
+                Issue.record("expected a byte buffer, got \(out)")
+                return
+            }
+            #expect(String(buffer: bytes) == "HEADERS||DATA-HEADER|payload|")
+            #expect(try channel.readOutbound(as: IOData.self) == nil)
+            #expect(
+                completed.withLockedValue { $0.sorted() } == (0...round).flatMap { r in (0..<4).map { 10 * r + $0 } }
+            )
         }
     }
 }
