@@ -57,6 +57,8 @@ public struct APNSRequestHeaders: Hashable, Sendable {
     ///
     /// - Throws: `.duplicateHeaders` when an `apns-*` header repeats, `.badMessageId`, `.badExpirationDate`,
     ///   `.badPriority`, `.invalidPushType` (a push type the API does not know), `.badCollapseId`.
+    /// Inlinable so that it is specialized for the caller's sequence: the simulator runs it for every request.
+    @inlinable
     public init(fields: some Sequence<(name: String, value: String)>) throws(APNSReason) {
         // Known names are tracked in a bit set; a set of strings only for unknown `apns-*` names, which are rare.
         var seenKnown: UInt8 = 0
@@ -112,7 +114,8 @@ public struct APNSRequestHeaders: Hashable, Sendable {
 
     /// The `apns-*` names the service reads, as bits of a set. Told apart by length first, so a field costs one
     /// comparison at most: this runs for every field of every request the simulator checks.
-    private enum KnownName: UInt8 {
+    @usableFromInline
+    enum KnownName: UInt8 {
         case pushType = 1
         case id = 2
         case expiration = 4
@@ -120,6 +123,7 @@ public struct APNSRequestHeaders: Hashable, Sendable {
         case topic = 16
         case collapseID = 32
 
+        @inlinable
         init?(_ name: String) {
             let (candidate, text): (KnownName, StaticString)
             switch name.utf8.count {

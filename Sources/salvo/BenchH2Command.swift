@@ -138,6 +138,7 @@ extension BenchCommand {
             var configuration = SimulatorConfiguration(tls: .init(certificates))
             configuration.threads = self.serverThreads
             configuration.maximumTokens = self.tokens + self.tokens / 4 + 1024
+            configuration.expectedTokens = self.tokens
             configuration.http2 = HTTP2EndpointConfiguration(
                 providerKeys: [
                     .init(keyID: "BENCHKEY01", teamID: "BENCHTEAM1", publicKey: Array(key.publicKey.rawRepresentation))
