@@ -39,9 +39,21 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
     /// A stream whose request is still arriving.
     private struct Stream {
         var headers: HPACKHeaders
-        /// The payload, kept up to `maximumKeptPayload` bytes; `payloadBytes` counts all of it.
-        var payload: [UInt8] = []
+        /// The payload, kept up to `maximumKeptPayload` bytes; `payloadBytes` counts all of it. A payload in one
+        /// DATA frame (the usual case) stays a slice of the bytes read: no copy, no allocation.
+        var payload = ByteBuffer()
         var payloadBytes = 0
+
+        mutating func keep(_ bytes: inout ByteBuffer) {
+            self.payloadBytes += bytes.readableBytes
+            let room = HTTP2GatewayHandler.maximumKeptPayload - self.payload.readableBytes
+            guard room > 0, let kept = bytes.readSlice(length: min(room, bytes.readableBytes)) else { return }
+            if self.payload.readableBytes == 0 {
+                self.payload = kept
+            } else {
+                self.payload.writeImmutableBuffer(kept)
+            }
+        }
     }
 
     /// An answer's body waiting for flow-control window.
@@ -56,7 +68,7 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
     private static let windowTarget = 1 << 20
     private static let initialStreamWindow = 1 << 20
     private static let maximumHeaderListSize = 16 << 10
-    private static let maximumKeptPayload = 8192
+    fileprivate static let maximumKeptPayload = 8192
 
     private let shared: Shared
     private let connection: UInt32
@@ -199,7 +211,7 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
             self.openStreams += 1
             self.streams[streamID] = Stream(headers: headers)
             if endStream { self.complete(streamID, context: context) }
-        case .data(let streamID, let payload, let endStream, let flowControlled):
+        case .data(let streamID, var payload, let endStream, let flowControlled):
             self.receiveWindow -= flowControlled
             self.consumed += flowControlled
             guard self.receiveWindow >= 0 else {
@@ -208,17 +220,14 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
             guard streamID <= self.lastStreamID else {
                 throw HTTP2ConnectionError(.protocolError, "DATA on idle stream \(streamID)")
             }
-            guard var stream = self.streams.removeValue(forKey: streamID) else { return }
-            stream.payloadBytes += payload.readableBytes
-            if stream.payloadBytes > Self.initialStreamWindow {
+            guard let index = self.streams.index(forKey: streamID) else { return }
+            guard self.streams.values[index].payloadBytes + payload.readableBytes <= Self.initialStreamWindow else {
+                self.streams.remove(at: index)
                 HTTP2FrameWriter.resetStream(streamID, code: .flowControlError, into: &self.output)
                 self.openStreams -= 1
                 return
             }
-            if stream.payload.count < Self.maximumKeptPayload {
-                stream.payload.append(contentsOf: payload.readableBytesView.prefix(Self.maximumKeptPayload))
-            }
-            self.streams[streamID] = stream
+            self.streams.values[index].keep(&payload)
             if endStream { self.complete(streamID, context: context) }
         case .settings(let settings):
             for setting in settings {
@@ -315,7 +324,6 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
             path: path,
             fields: stream.headers.lazy.map { (name: $0.name, value: $0.value) },
             credentials: credentials,
-            payload: stream.payload,
             payloadBytes: stream.payloadBytes
         )
         let answer: Answer
@@ -344,7 +352,7 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         self.applyConnectionFaults()
     }
 
-    private func answer(_ passed: HTTP2RequestCheck.Passed, payload: [UInt8]) -> Answer {
+    private func answer(_ passed: HTTP2RequestCheck.Passed, payload: ByteBuffer) -> Answer {
         let faults = self.shared.faults
         if passed.token.withUnsafeBytes({ self.shared.plan.isInvalid($0.baseAddress!) }) {
             return (400, nil, APNSErrorBody(reason: .badDeviceToken).jsonBytes)
@@ -365,7 +373,7 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
             return (503, nil, APNSErrorBody(reason: .serviceUnavailable).jsonBytes)
         }
         if self.batch.isFull { self.shared.ledger.mergeFullBatch(self.batch) }
-        let digest = payload.withUnsafeBytes { TokenHash.digest($0) }
+        let digest = payload.withUnsafeReadableBytes { TokenHash.digest($0) }
         passed.token.withUnsafeBytes { token in
             self.batch.append(
                 token: token,

@@ -29,8 +29,7 @@ struct HTTP2RequestCheck {
         path: String?,
         fields: some Sequence<(name: String, value: String)>,
         credentials: Credentials,
-        payload: [UInt8],
-        payloadBytes: Int? = nil
+        payloadBytes: Int
     ) -> Result<Passed, APNSReason> {
         guard method == "POST" else { return .failure(.methodNotAllowed) }
         guard var path else { return .failure(.badPath) }
@@ -99,9 +98,9 @@ struct HTTP2RequestCheck {
         {
             return .failure(reason)
         }
-        guard !payload.isEmpty else { return .failure(.payloadEmpty) }
+        guard payloadBytes > 0 else { return .failure(.payloadEmpty) }
         let limit = (headers.pushType ?? .alert).payloadLimit
-        guard payloadBytes ?? payload.count <= limit.bytes else { return .failure(.payloadTooLarge) }
+        guard payloadBytes <= limit.bytes else { return .failure(.payloadTooLarge) }
         return .success(Passed(token: token, headers: headers, topic: topic))
     }
 

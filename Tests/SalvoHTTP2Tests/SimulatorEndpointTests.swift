@@ -238,7 +238,7 @@ import Testing
                 path: path,
                 fields: fields,
                 credentials: credentials,
-                payload: payload
+                payloadBytes: payload.count
             ) {
             case .success: nil
             case .failure(let reason): reason
@@ -300,7 +300,7 @@ import Testing
                 path: "/3/device/" + String(repeating: "ab", count: 32),
                 fields: fields,
                 credentials: credentials,
-                payload: payload
+                payloadBytes: payload.count
             ) {
             case .success: return nil
             case .failure(let reason): return reason
