@@ -1,3 +1,4 @@
+import APNSWire
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -7,7 +8,7 @@ import NIOSSL
 /// else, so that a benchmark measures the client. TLS with ALPN `h2` on 127.0.0.1.
 ///
 /// It never decodes a header block (a decoder that never reads headers needs no HPACK table, and the client's
-/// encoder indexes as it would against APNs): it reads frame headers, answers each stream that ends with a
+/// encoder indexes as it would against APNs): it reads frames (`HTTP2FrameReader`), answers each stream that ends with a
 /// 10-byte HEADERS frame (`0x88`, the static `:status 200`), acknowledges SETTINGS and PING, and tops up the
 /// connection window. No validation and no ledger: the simulator's HTTP/2 endpoint is the strict peer.
 ///
@@ -80,19 +81,19 @@ public final class HTTP2SinkServer: Sendable {
     }
 }
 
-/// One sink connection. Confined to its channel's event loop.
+/// One sink connection: `HTTP2FrameReader` cuts the frames, `HTTP2FrameWriter` writes the answers. Confined to
+/// its channel's event loop.
 final class SinkConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
     private let maximumConcurrentStreams: Int
     private let answered: NIOLockedValueBox<Int>
     /// Requests this connection may still answer before it falls silent; nil: no limit.
     private var answersLeft: Int?
+    private var reader = HTTP2FrameReader()
     private var input = ByteBuffer()
     private var output = ByteBuffer()
-    private var sawPreface = false
     private var answeredInRead = 0
     private var consumed = 0
 
@@ -107,13 +108,11 @@ final class SinkConnectionHandler: ChannelInboundHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         var out = context.channel.allocator.buffer(capacity: 64)
-        // SETTINGS: MAX_CONCURRENT_STREAMS, INITIAL_WINDOW_SIZE 1 MiB.
-        Self.frameHeader(length: 12, type: 4, flags: 0, stream: 0, into: &out)
-        for (id, value) in [(UInt16(3), UInt32(self.maximumConcurrentStreams)), (4, UInt32(1 << 20))] {
-            out.writeInteger(id)
-            out.writeInteger(value)
-        }
-        Self.windowUpdate(1 << 30, into: &out)
+        HTTP2FrameWriter.settings(
+            [(3, UInt32(self.maximumConcurrentStreams)), (4, UInt32(1 << 20))],  // MAX_CONCURRENT_STREAMS, window
+            into: &out
+        )
+        HTTP2FrameWriter.windowUpdate(streamID: 0, increment: 1 << 30, into: &out)
         context.writeAndFlush(self.wrapOutboundOut(out), promise: nil)
         context.fireChannelActive()
     }
@@ -121,37 +120,28 @@ final class SinkConnectionHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = self.unwrapInboundIn(data)
         self.input.writeBuffer(&bytes)
-        if !self.sawPreface {
-            guard self.input.readableBytes >= Self.preface.count else { return }
-            guard self.input.readBytes(length: Self.preface.count) == Self.preface else {
-                context.close(promise: nil)
-                return
+        do {
+            while !self.isSilent, let frame = try self.reader.next(from: &self.input) {
+                switch frame {
+                case .headers(let streamID, _, let endStream):
+                    if endStream { self.answer(streamID) }
+                case .data(let streamID, _, let endStream, let flowControlled):
+                    self.consumed += flowControlled
+                    if endStream { self.answer(streamID) }
+                case .settings:
+                    HTTP2FrameWriter.settingsAcknowledgement(into: &self.output)
+                case .ping(let data):
+                    HTTP2FrameWriter.pingAcknowledgement(data, into: &self.output)
+                case .goAway:
+                    context.close(promise: nil)
+                    return
+                case .settingsAcknowledged, .pingAcknowledged, .windowUpdate, .resetStream:
+                    break
+                }
             }
-            self.sawPreface = true
-        }
-        while self.input.readableBytes >= 9, !self.isSilent {
-            let start = self.input.readerIndex
-            let length = Int(self.input.getInteger(at: start, as: UInt32.self)! >> 8)
-            guard self.input.readableBytes >= 9 + length else { break }
-            let type = self.input.getInteger(at: start + 3, as: UInt8.self)!
-            let flags = self.input.getInteger(at: start + 4, as: UInt8.self)!
-            let stream = self.input.getInteger(at: start + 5, as: UInt32.self)! & 0x7FFF_FFFF
-            switch type {
-            case 0, 1:  // DATA, HEADERS
-                if type == 0 { self.consumed += length }
-                if flags & 0x1 != 0 { self.answer(stream) }
-            case 4 where flags & 0x1 == 0:  // SETTINGS: acknowledge
-                Self.frameHeader(length: 0, type: 4, flags: 1, stream: 0, into: &self.output)
-            case 6 where flags & 0x1 == 0:  // PING: answer with its data
-                Self.frameHeader(length: 8, type: 6, flags: 1, stream: 0, into: &self.output)
-                self.output.writeImmutableBuffer(self.input.getSlice(at: start + 9, length: 8)!)
-            case 7:  // GOAWAY
-                context.close(promise: nil)
-                return
-            default:
-                break
-            }
-            self.input.moveReaderIndex(forwardBy: 9 + length)
+        } catch {
+            context.close(promise: nil)
+            return
         }
         if self.isSilent {
             self.input.clear()
@@ -162,7 +152,7 @@ final class SinkConnectionHandler: ChannelInboundHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         if self.consumed > 1 << 29 {
-            Self.windowUpdate(UInt32(self.consumed), into: &self.output)
+            HTTP2FrameWriter.windowUpdate(streamID: 0, increment: self.consumed, into: &self.output)
             self.consumed = 0
         }
         if self.output.readableBytes > 0 {
@@ -181,28 +171,11 @@ final class SinkConnectionHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    private func answer(_ stream: UInt32) {
+    private func answer(_ streamID: UInt32) {
         // HEADERS, END_STREAM | END_HEADERS, one byte: static table entry 8, `:status 200`.
-        Self.frameHeader(length: 1, type: 1, flags: 0x5, stream: stream, into: &self.output)
+        HTTP2FrameWriter.frameHeader(length: 1, type: 1, flags: 0x5, streamID: streamID, into: &self.output)
         self.output.writeInteger(UInt8(0x88))
         self.answeredInRead += 1
         if let left = self.answersLeft { self.answersLeft = left - 1 }
-    }
-
-    private static func windowUpdate(_ increment: UInt32, into buffer: inout ByteBuffer) {
-        self.frameHeader(length: 4, type: 8, flags: 0, stream: 0, into: &buffer)
-        buffer.writeInteger(increment & 0x7FFF_FFFF)
-    }
-
-    private static func frameHeader(
-        length: Int,
-        type: UInt8,
-        flags: UInt8,
-        stream: UInt32,
-        into buffer: inout ByteBuffer
-    ) {
-        buffer.writeInteger(UInt32(length) << 8 | UInt32(type))
-        buffer.writeInteger(flags)
-        buffer.writeInteger(stream)
     }
 }

@@ -1,9 +1,9 @@
 import NIOCore
 
 /// An HTTP/2 connection error (RFC 9113 §5.4.1): the endpoint answers it with GOAWAY carrying `code` and closes.
-struct HTTP2ConnectionError: Error, Equatable {
+public struct HTTP2ConnectionError: Error, Equatable {
     /// RFC 9113 §7 error codes the endpoint sends.
-    enum Code: UInt32 {
+    public enum Code: UInt32, Sendable {
         case noError = 0x0
         case protocolError = 0x1
         case flowControlError = 0x3
@@ -13,10 +13,10 @@ struct HTTP2ConnectionError: Error, Equatable {
         case enhanceYourCalm = 0xB
     }
 
-    var code: Code
-    var message: String
+    public var code: Code
+    public var message: String
 
-    init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }
@@ -28,12 +28,13 @@ struct HTTP2ConnectionError: Error, Equatable {
 ///
 /// Hand-written rather than `NIOHTTP2Handler`: the simulator has to answer well over 100 k requests/s while the
 /// sender shares its two cores, and NIOHTTP2's per-stream state machines cost more per request than the whole
-/// APNs check. Header blocks are still decoded by NIOHPACK; this type only frames. Pure and synchronous.
-struct HTTP2FrameReader {
-    static let preface: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+/// APNs check. Header blocks are left to the caller (the simulator decodes them with NIOHPACK; the benchmark sink
+/// never reads them); this type only frames. Pure and synchronous.
+public struct HTTP2FrameReader {
+    public static let preface: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
 
     /// What a frame means to the endpoint; PRIORITY and unknown frame types are skipped.
-    enum Frame {
+    public enum Frame {
         /// A whole header block (HEADERS plus any CONTINUATION frames), padding and priority removed.
         case headers(streamID: UInt32, block: ByteBuffer, endStream: Bool)
         /// DATA without padding; `flowControlled` is the whole frame payload, padding included (§6.9.1).
@@ -48,16 +49,18 @@ struct HTTP2FrameReader {
     }
 
     /// The largest frame payload the endpoint accepts: the default `SETTINGS_MAX_FRAME_SIZE`, which it never raises.
-    static let maximumFrameSize = 16_384
+    public static let maximumFrameSize = 16_384
     /// A header block longer than this (over CONTINUATION frames) ends the connection: APNs headers are small.
-    static let maximumHeaderBlock = 64 << 10
+    public static let maximumHeaderBlock = 64 << 10
 
     private var sawPreface = false
     private var sawSettings = false
     private var continuing: (streamID: UInt32, block: ByteBuffer, endStream: Bool)?
 
+    public init() {}
+
     /// The next frame in `buffer` (advancing its reader index), or nil when it needs more bytes.
-    mutating func next(from buffer: inout ByteBuffer) throws(HTTP2ConnectionError) -> Frame? {
+    public mutating func next(from buffer: inout ByteBuffer) throws(HTTP2ConnectionError) -> Frame? {
         if !self.sawPreface {
             guard buffer.readableBytes >= Self.preface.count else {
                 let prefix = buffer.readableBytesView

@@ -1,19 +1,26 @@
 import NIOCore
 
-/// Writes the endpoint's HTTP/2 frames into an output buffer, header blocks included.
+/// Writes a server's HTTP/2 frames into an output buffer (RFC 9113 §6), APNs answers' header blocks included: the
+/// simulator's HTTP/2 endpoint and the benchmark sink write with it.
 ///
 /// An answer's header block is a handful of HPACK representations with no dynamic table (RFC 7541): `:status` as a
 /// static-table index where the table has the code (200, 400, 404, 500) and as a literal with an indexed name
 /// otherwise, `apns-id` and `retry-after` as literals without indexing. Never indexing keeps the client's decoder
 /// table untouched, so the endpoint needs no HPACK encoder state and writes an answer in a few stores.
-enum HTTP2FrameWriter {
-    static func frameHeader(length: Int, type: UInt8, flags: UInt8, streamID: UInt32, into buffer: inout ByteBuffer) {
+public enum HTTP2FrameWriter {
+    public static func frameHeader(
+        length: Int,
+        type: UInt8,
+        flags: UInt8,
+        streamID: UInt32,
+        into buffer: inout ByteBuffer
+    ) {
         buffer.writeInteger(UInt32(length) << 8 | UInt32(type))
         buffer.writeInteger(flags)
         buffer.writeInteger(streamID)
     }
 
-    static func settings(_ settings: [(parameter: UInt16, value: UInt32)], into buffer: inout ByteBuffer) {
+    public static func settings(_ settings: [(parameter: UInt16, value: UInt32)], into buffer: inout ByteBuffer) {
         self.frameHeader(length: 6 * settings.count, type: 4, flags: 0, streamID: 0, into: &buffer)
         for setting in settings {
             buffer.writeInteger(setting.parameter)
@@ -21,39 +28,39 @@ enum HTTP2FrameWriter {
         }
     }
 
-    static func settingsAcknowledgement(into buffer: inout ByteBuffer) {
+    public static func settingsAcknowledgement(into buffer: inout ByteBuffer) {
         self.frameHeader(length: 0, type: 4, flags: 0x1, streamID: 0, into: &buffer)
     }
 
-    static func pingAcknowledgement(_ data: UInt64, into buffer: inout ByteBuffer) {
+    public static func pingAcknowledgement(_ data: UInt64, into buffer: inout ByteBuffer) {
         self.frameHeader(length: 8, type: 6, flags: 0x1, streamID: 0, into: &buffer)
         buffer.writeInteger(data)
     }
 
-    static func windowUpdate(streamID: UInt32, increment: Int, into buffer: inout ByteBuffer) {
+    public static func windowUpdate(streamID: UInt32, increment: Int, into buffer: inout ByteBuffer) {
         self.frameHeader(length: 4, type: 8, flags: 0, streamID: streamID, into: &buffer)
         buffer.writeInteger(UInt32(increment) & 0x7FFF_FFFF)
     }
 
-    static func resetStream(_ streamID: UInt32, code: HTTP2ConnectionError.Code, into buffer: inout ByteBuffer) {
+    public static func resetStream(_ streamID: UInt32, code: HTTP2ConnectionError.Code, into buffer: inout ByteBuffer) {
         self.frameHeader(length: 4, type: 3, flags: 0, streamID: streamID, into: &buffer)
         buffer.writeInteger(code.rawValue)
     }
 
-    static func goAway(lastStreamID: UInt32, code: HTTP2ConnectionError.Code, into buffer: inout ByteBuffer) {
+    public static func goAway(lastStreamID: UInt32, code: HTTP2ConnectionError.Code, into buffer: inout ByteBuffer) {
         self.frameHeader(length: 8, type: 7, flags: 0, streamID: 0, into: &buffer)
         buffer.writeInteger(lastStreamID)
         buffer.writeInteger(code.rawValue)
     }
 
-    static func data(_ bytes: [UInt8], streamID: UInt32, endStream: Bool, into buffer: inout ByteBuffer) {
+    public static func data(_ bytes: [UInt8], streamID: UInt32, endStream: Bool, into buffer: inout ByteBuffer) {
         self.frameHeader(length: bytes.count, type: 0, flags: endStream ? 0x1 : 0, streamID: streamID, into: &buffer)
         buffer.writeBytes(bytes)
     }
 
     /// A HEADERS frame answering `streamID`: `:status`, `apns-id` (36 bytes, lowercase UUID text) and, when given,
     /// `retry-after`. END_STREAM when no body follows.
-    static func responseHeaders(
+    public static func responseHeaders(
         status: Int,
         apnsID: UnsafeRawBufferPointer,
         retryAfter: Int?,
@@ -97,30 +104,5 @@ enum HTTP2FrameWriter {
         buffer.writeInteger(UInt8(0x30 + value / 100 % 10))
         buffer.writeInteger(UInt8(0x30 + value / 10 % 10))
         buffer.writeInteger(UInt8(0x30 + value % 10))
-    }
-}
-
-/// Makes the `apns-id` of answers to requests that carried none: a version-4 UUID in lowercase 8-4-4-4-12 text,
-/// from the connection's seeded generator (Foundation's `UUID()` reads the system's random source per call and
-/// formats through `printf`, which at this rate was a tenth of the endpoint's time).
-struct APNSIDMaker {
-    private var text: [UInt8] = Array(repeating: 0x2D, count: 36)
-    private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
-
-    /// Calls `body` with a new identifier's 36 bytes.
-    mutating func withNext<Result>(
-        using random: inout SeededGenerator,
-        _ body: (UnsafeRawBufferPointer) -> Result
-    ) -> Result {
-        let high = (random.next() & ~0xF000) | 0x4000  // version 4
-        let low = (random.next() & ~(0xC << 60)) | (0x8 << 60)  // RFC 4122 variant
-        var position = 35
-        for digit in 0..<32 {
-            if position == 23 || position == 18 || position == 13 || position == 8 { position -= 1 }
-            let nibble = digit < 16 ? low >> (4 * digit) : high >> (4 * (digit - 16))
-            self.text[position] = Self.hex[Int(nibble & 0xF)]
-            position -= 1
-        }
-        return self.text.withUnsafeBytes(body)
     }
 }
