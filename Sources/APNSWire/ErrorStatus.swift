@@ -44,6 +44,27 @@ public struct ErrorStatus: RawRepresentable, Hashable, Sendable, Codable {
     }
 }
 
+extension ErrorStatus {
+    /// The status as a reason name, the key reports count refusals under for both protocols (HTTP/2 reasons
+    /// are names of this shape: `BadDeviceToken`).
+    public var reasonName: String {
+        switch self.rawValue {
+        case 0: "NoErrorsEncountered"
+        case 1: "ProcessingError"
+        case 2: "MissingDeviceToken"
+        case 3: "MissingTopic"
+        case 4: "MissingPayload"
+        case 5: "InvalidTokenSize"
+        case 6: "InvalidTopicSize"
+        case 7: "InvalidPayloadSize"
+        case 8: "InvalidToken"
+        case 10: "Shutdown"
+        case 255: "Unknown"
+        default: "Status\(self.rawValue)"
+        }
+    }
+}
+
 extension ErrorStatus: CustomStringConvertible {
     public var description: String { "\(self.rawValue) (\(self.name))" }
 }

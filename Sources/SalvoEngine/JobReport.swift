@@ -103,13 +103,17 @@ public enum OnUncertain: String, Codable, Hashable, Sendable, CaseIterable {
 
 /// A row the gateway refused, for the rejects file.
 public struct RejectedRow: Hashable, Sendable, Codable {
+    /// The input file the row came from.
+    public var file: String
     public var line: Int
     public var token: String
     /// The status code (binary) or HTTP status (HTTP/2).
     public var status: Int
+    /// The reason's name (`BadDeviceToken`; for a binary status, `ErrorStatus.reasonName`).
     public var reason: String
 
-    public init(line: Int, token: String, status: Int, reason: String) {
+    public init(file: String = "", line: Int, token: String, status: Int, reason: String) {
+        self.file = file
         self.line = line
         self.token = token
         self.status = status
@@ -120,8 +124,38 @@ public struct RejectedRow: Hashable, Sendable, Codable {
     public static let csvHeader = "file,line,token,status,reason"
 
     /// One CSV line (fields quoted where needed).
-    public func csvLine(file: String) -> String {
-        [file, String(self.line), self.token, String(self.status), self.reason].map(csvField).joined(separator: ",")
+    public var csvLine: String {
+        [self.file, String(self.line), self.token, String(self.status), self.reason].map(csvField).joined(
+            separator: ","
+        )
+    }
+}
+
+/// A token the service called inactive (HTTP/2 410 Unregistered): feed these to token pruning.
+public struct UnregisteredToken: Hashable, Sendable, Codable {
+    /// The input file the row came from.
+    public var file: String
+    /// The line of the token file.
+    public var line: Int
+    public var token: String
+    /// Since when the token has been inactive (milliseconds since 1970), when the service said.
+    public var timestamp: Int64?
+
+    public init(file: String = "", line: Int, token: String, timestamp: Int64?) {
+        self.file = file
+        self.line = line
+        self.token = token
+        self.timestamp = timestamp
+    }
+
+    /// The CSV header of an unregistered-tokens file.
+    public static let csvHeader = "file,line,token,timestamp"
+
+    /// One CSV line.
+    public var csvLine: String {
+        [self.file, String(self.line), self.token, self.timestamp.map(String.init) ?? ""].map(csvField).joined(
+            separator: ","
+        )
     }
 }
 

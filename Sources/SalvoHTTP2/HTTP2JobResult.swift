@@ -1,29 +1,6 @@
 import APNSWire
 import SalvoEngine
 
-/// A token the service called inactive (410 Unregistered): feed these to token pruning.
-public struct UnregisteredToken: Hashable, Sendable, Codable {
-    /// The line of the token file.
-    public var line: Int
-    public var token: String
-    /// Since when the token has been inactive (milliseconds since 1970), when the service said.
-    public var timestamp: Int64?
-
-    public init(line: Int, token: String, timestamp: Int64?) {
-        self.line = line
-        self.token = token
-        self.timestamp = timestamp
-    }
-
-    /// The CSV header of an unregistered-tokens file.
-    public static let csvHeader = "line,token,timestamp"
-
-    /// One CSV line.
-    public var csvLine: String {
-        "\(self.line),\(self.token),\(self.timestamp.map(String.init) ?? "")"
-    }
-}
-
 /// A notification the service accepted, with its `apns-id` (kept when `recordDeliveries` is on).
 public struct HTTP2Delivery: Hashable, Sendable {
     public var line: Int

@@ -97,7 +97,7 @@ enum BulkSend {
                     .joined(separator: ",") + "\n"
             }
             for row in rejected {
-                csv += row.csvLine(file: files.count == 1 ? files[0] : "") + "\n"
+                csv += row.csvLine + "\n"
             }
             try write(Data(csv.utf8), to: path)
         }

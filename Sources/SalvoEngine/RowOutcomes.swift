@@ -1,0 +1,113 @@
+import APNSWire
+
+/// The one place where a row's end is counted, for both protocols: a connection (binary shard or HTTP/2
+/// connection) records what became of each row here, and a job merges the connections' outcomes into its
+/// `JobReport` and its lists of refused rows.
+///
+/// Every valid row ends in exactly one of confirmed, presumed, rejected, expired or uncertain (left, by policy);
+/// `resent` and `uncertainEvents` count what happened on the way. A value with no I/O: each connection owns one
+/// and is the only one to mutate it, so recording an outcome takes no lock.
+public struct RowOutcomes: Sendable {
+    /// The counts (`mode`, `gateway` and the input counts are the job's to fill).
+    public private(set) var report = JobReport()
+    /// Every row the gateway or the service refused, for the rejects file.
+    public private(set) var rejectedRows: [RejectedRow] = []
+    /// Tokens the service called unregistered (HTTP/2 410), for token pruning.
+    public private(set) var unregistered: [UnregisteredToken] = []
+    /// What happens to a row whose fate is unknown.
+    public let onUncertain: OnUncertain
+    /// The input files, so that a refused row names its file (`RowReference.file` indexes this).
+    public let files: [String]
+
+    public init(onUncertain: OnUncertain = .resend, files: [String] = []) {
+        self.onUncertain = onUncertain
+        self.files = files
+        self.report.onUncertain = onUncertain.rawValue
+    }
+
+    /// Accepted for certain (an answer for a later row on the same connection, a barrier, or HTTP/2 200).
+    public mutating func confirm(_ count: Int = 1) { self.report.confirmed += count }
+
+    /// On a live connection longer than the settle time with no error.
+    public mutating func presume(_ count: Int) { self.report.presumed += count }
+
+    /// Not sent (or not sent again) because its expiry passed.
+    public mutating func expire(_ count: Int = 1) { self.report.expired += count }
+
+    /// To be written again after the gateway discarded it, a retryable answer or a refused stream.
+    public mutating func resend(_ count: Int = 1) { self.report.resent += count }
+
+    /// Refused: counted under `reason` (the same key scheme for both protocols: a reason name, such as
+    /// `BadDeviceToken` or, for a binary status, `ErrorStatus.reasonName`), and listed with its file.
+    ///
+    /// - Parameters:
+    ///   - status: the binary status code or the HTTP status.
+    ///   - unregisteredSince: for a token the service called unregistered, since when (milliseconds since 1970,
+    ///     when it said); the row is listed in `unregistered` too.
+    public mutating func reject(
+        _ row: TokenRow,
+        status: Int,
+        reason: String,
+        unregistered: Bool = false,
+        unregisteredSince: Int64? = nil
+    ) {
+        self.report.rejected[reason, default: 0] += 1
+        let file = self.fileName(of: row)
+        self.rejectedRows.append(
+            RejectedRow(file: file, line: row.line, token: row.token.hexString, status: status, reason: reason)
+        )
+        if unregistered {
+            self.unregistered.append(
+                UnregisteredToken(file: file, line: row.line, token: row.token.hexString, timestamp: unregisteredSince)
+            )
+        }
+    }
+
+    /// A row whose connection ended (or whose request timed out) with no answer: it may or may not have been
+    /// delivered. Follows the policy: with `.resend`, and while `mayRetry` (the protocol's own bound on tries),
+    /// it is to be sent again (counted as resent); otherwise it stays uncertain.
+    ///
+    /// - Returns: whether to send the row again.
+    public mutating func uncertain(_ count: Int = 1, mayRetry: Bool = true) -> Bool {
+        self.report.uncertainEvents += count
+        if self.onUncertain == .resend && mayRetry {
+            self.report.resent += count
+            return true
+        }
+        self.report.uncertain += count
+        return false
+    }
+
+    /// A connection that ends (reconnects count toward the report).
+    public mutating func reconnected() { self.report.reconnects += 1 }
+
+    /// An answer whose identifier named no unsettled notification (late, or unknown).
+    public mutating func unmatchedAnswer() { self.report.unmatchedErrors += 1 }
+
+    /// Bytes handed to the connection.
+    public mutating func wrote(bytes: Int) { self.report.bytesWritten += bytes }
+
+    /// Adds another connection's outcomes to these.
+    public mutating func merge(_ other: RowOutcomes) {
+        self.report.merge(other.report)
+        self.rejectedRows.append(contentsOf: other.rejectedRows)
+        self.unregistered.append(contentsOf: other.unregistered)
+    }
+
+    /// Takes the outcomes recorded so far, leaving these empty (a connection hands a batch to its job).
+    public mutating func take() -> RowOutcomes {
+        var taken = RowOutcomes(onUncertain: self.onUncertain, files: self.files)
+        swap(&taken, &self)
+        return taken
+    }
+
+    /// Rows settled so far: delivered, rejected, expired or left uncertain.
+    public var settled: Int {
+        self.report.delivered + self.report.rejectedTotal + self.report.expired + self.report.uncertain
+    }
+
+    private func fileName(of row: TokenRow) -> String {
+        let index = row.reference.file
+        return index < self.files.count ? self.files[index] : ""
+    }
+}
