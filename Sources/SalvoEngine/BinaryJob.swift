@@ -54,9 +54,9 @@ public enum BinaryJob {
                 var snapshot = Progress(settled: 0, rejected: 0, validRows: summary.validRows, seconds: seconds())
                 for shard in shards {
                     shard.queue.sync {
-                        let report = shard.report
-                        snapshot.settled += report.delivered + report.rejectedTotal + report.expired + report.uncertain
-                        snapshot.rejected += report.rejectedTotal
+                        let outcomes = shard.machine.outcomes
+                        snapshot.settled += outcomes.settled
+                        snapshot.rejected += outcomes.report.rejectedTotal
                     }
                 }
                 callback(snapshot)
@@ -90,14 +90,12 @@ public enum BinaryJob {
         }
         if let error = failure.withLockedValue({ $0 }) { throw error }
 
-        var report = JobReport()
-        var rejectedRows: [RejectedRow] = []
+        var outcomes = RowOutcomes(onUncertain: configuration.onUncertain, files: source.files)
         for shard in shards {
-            shard.queue.sync {
-                report.merge(shard.report)
-                rejectedRows += shard.rejectedRows
-            }
+            shard.queue.sync { outcomes.merge(shard.machine.outcomes) }
         }
+        var report = outcomes.report
+        var rejectedRows = outcomes.rejectedRows
         report.mode = configuration.modeName + " over " + (shards.first?.transportKind.description ?? "?")
         report.gateway = "\(configuration.host):\(configuration.port)"
         report.connections = configuration.connections

@@ -74,12 +74,28 @@ public struct BinaryJobConfiguration: Sendable {
     var modeName: String { "binary command \(self.template.command.rawValue)" }
 }
 
-/// A job that cannot go on: the credentials are refused, the gateway cannot be reached after every retry,
-/// or the input cannot be read. Says what to fix.
-public struct JobError: Error, CustomStringConvertible, Sendable {
-    public let description: String
+/// A job that cannot go on: the credentials are refused, the gateway cannot be reached after every retry, or
+/// the input cannot be read. Compared by `code`; `message` says what happened and what to fix.
+public struct JobError: Error, Hashable, CustomStringConvertible, Sendable {
+    /// What kind of failure: a value compared for equality, open to new kinds.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let description: String
+        private init(_ description: String) { self.description = description }
 
-    public init(_ description: String) {
-        self.description = description
+        /// An input file cannot be read, or changed during the job.
+        public static let input = Code("input")
+        /// The gateway refused the credentials (or its own identity did not check out).
+        public static let credentials = Code("credentials")
+        /// The gateway could not be reached, or kept closing connections, after every retry.
+        public static let unreachable = Code("unreachable")
+    }
+
+    public let code: Code
+    public let message: String
+    public var description: String { self.message }
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
     }
 }

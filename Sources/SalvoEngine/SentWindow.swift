@@ -50,6 +50,9 @@ struct SentWindow {
         var resend: [Entry] = []
         /// Written, then the connection ended with no word on them: accepted or not, nobody knows.
         var uncertain: [Entry] = []
+        /// Recorded but never handed to the kernel before the connection ended: unsent for certain, so written
+        /// again without counting as uncertain.
+        var unsent: [Entry] = []
         /// The identifier named no entry in the window (it had already been presumed accepted, or the
         /// gateway named one this connection never wrote).
         var unknownIdentifier = false
@@ -61,7 +64,7 @@ struct SentWindow {
     private var rows: Deque<Journaled> = []
     /// Per written batch: the position after its last row (counted from the start of the connection), the
     /// ciphertext offset after it, and when the gateway had certainly read it (0: not yet).
-    private var batches: Deque<(end: Int, ciphertextEnd: Int, consumedAt: UInt64)> = []
+    private var batches: Deque<(end: Int, ciphertextStart: Int, ciphertextEnd: Int, consumedAt: UInt64)> = []
     /// Batches before this index in `batches` are known to be read.
     private var consumedBatches = 0
     /// Position (from the start of the connection) of `rows.first`.
@@ -117,11 +120,13 @@ struct SentWindow {
 
     /// Closes the batch of every row recorded since the last call (call once per batch write).
     ///
-    /// - Parameter ciphertextEnd: the connection's ciphertext offset after this batch.
-    mutating func markWritten(ciphertextEnd: Int) {
+    /// - Parameters:
+    ///   - ciphertextStart: the connection's ciphertext offset before this batch.
+    ///   - ciphertextEnd: the connection's ciphertext offset after this batch.
+    mutating func markWritten(ciphertextStart: Int, ciphertextEnd: Int) {
         let end = self.head + self.rows.count
         guard end > self.marked else { return }
-        self.batches.append((end, ciphertextEnd, 0))
+        self.batches.append((end, ciphertextStart, ciphertextEnd, 0))
         self.marked = end
     }
 
@@ -226,12 +231,28 @@ struct SentWindow {
         return settlement
     }
 
-    /// The connection ended with no error response: every entry is uncertain.
+    /// The connection ended with no error response. Entries whose batch never reached the kernel (it starts at
+    /// or after `sentThrough`, the ciphertext handed to the kernel) and entries recorded but never written are
+    /// unsent for certain; every other entry is uncertain.
     mutating func abandon<Failure: Error>(
+        sentThrough: Int,
         resolve: (Journaled) throws(Failure) -> DeviceToken
     ) throws(Failure) -> Settlement {
+        // Positions of the batches run in order from `head`; the first batch that did not reach the kernel
+        // starts where the one before it ended.
+        var firstUnsent = self.marked
+        var start = self.head
+        for batch in self.batches {
+            if batch.ciphertextStart >= sentThrough {
+                firstUnsent = start
+                break
+            }
+            start = batch.end
+        }
+        let cut = firstUnsent - self.head
         var settlement = Settlement()
-        settlement.uncertain = try self.entries(0..<self.rows.count, resolve: resolve)
+        settlement.uncertain = try self.entries(0..<cut, resolve: resolve)
+        settlement.unsent = try self.entries(cut..<self.rows.count, resolve: resolve)
         self.clear()
         return settlement
     }

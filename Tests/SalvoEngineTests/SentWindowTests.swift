@@ -20,7 +20,7 @@ private func resolve(_ journaled: SentWindow.Journaled) -> DeviceToken {
         var window = SentWindow(capacity: capacity, firstIdentifier: first)
         for index in 0..<rows {
             _ = window.record(row(index))
-            window.markWritten(ciphertextEnd: 100 * (index + 1))
+            window.markWritten(ciphertextStart: 100 * index, ciphertextEnd: 100 * (index + 1))
             window.observe(consumedThrough: 100 * (index + 1), at: UInt64(10 + index))
         }
         return window
@@ -85,7 +85,7 @@ private func resolve(_ journaled: SentWindow.Journaled) -> DeviceToken {
         var window = self.window(rows: 3)
         #expect(window.presume(readBefore: 100) == 3)
         #expect(window.record(row(7)) == 4)
-        window.markWritten(ciphertextEnd: 400)
+        window.markWritten(ciphertextStart: 0, ciphertextEnd: 400)
         let settlement = window.apply(ErrorResponse(status: .invalidToken, identifier: 4), resolve: resolve)
         #expect(settlement.failed?.row.line == 9)
         #expect(settlement.failed?.row.token == token(7))
@@ -94,7 +94,7 @@ private func resolve(_ journaled: SentWindow.Journaled) -> DeviceToken {
     @Test func presumesOnlyBatchesReadLongEnoughAgoAndNeverABarrier() {
         var window = SentWindow(capacity: 100)
         for index in 0...2 { _ = window.record(row(index)) }
-        window.markWritten(ciphertextEnd: 1000)
+        window.markWritten(ciphertextStart: 0, ciphertextEnd: 1000)
         for index in 3...4 { _ = window.record(row(index)) }
         #expect(window.presume(readBefore: 1000) == 0, "written is not read")
         window.observe(consumedThrough: 999, at: 5)
@@ -103,13 +103,13 @@ private func resolve(_ journaled: SentWindow.Journaled) -> DeviceToken {
         #expect(window.oldestConsumedAt == 10)
         #expect(window.presume(readBefore: 9) == 0, "read too recently")
         #expect(window.presume(readBefore: 10) == 3, "rows not yet written are never presumed")
-        window.markWritten(ciphertextEnd: 2000)
+        window.markWritten(ciphertextStart: 0, ciphertextEnd: 2000)
         window.observe(consumedThrough: 5000, at: 20)
         #expect(window.presume(readBefore: 19) == 0)
         #expect(window.oldestConsumedAt == 20)
         _ = window.record(SentWindow.barrierRow)
         _ = window.record(row(7))
-        window.markWritten(ciphertextEnd: 3000)
+        window.markWritten(ciphertextStart: 0, ciphertextEnd: 3000)
         window.observe(consumedThrough: 5000, at: 30)
         #expect(window.presume(readBefore: 100) == 2)
         #expect(window.count == 2, "the barrier waits for its answer, and so does what follows it")
@@ -133,8 +133,27 @@ private func resolve(_ journaled: SentWindow.Journaled) -> DeviceToken {
 
     @Test func abandonLeavesEverythingUncertain() {
         var window = self.window(rows: 3)
-        #expect(window.abandon(resolve: resolve).uncertain.map(\.identifier) == [1, 2, 3])
+        #expect(window.abandon(sentThrough: .max, resolve: resolve).uncertain.map(\.identifier) == [1, 2, 3])
         #expect(window.isEmpty)
+    }
+
+    @Test func abandonTellsRowsThatNeverLeftTheProcessFromRowsThatDid() {
+        var window = self.window(rows: 4)
+        // A fifth row encoded but not yet flushed when the connection died.
+        _ = window.record(row(4))
+        // The kernel took 250 bytes: rows 1 and 2 entirely, row 3 in part; row 4's batch starts at 300.
+        let settlement = window.abandon(sentThrough: 250, resolve: resolve)
+        #expect(settlement.uncertain.map(\.identifier) == [1, 2, 3])
+        #expect(settlement.unsent.map(\.identifier) == [4, 5])
+        #expect(settlement.unsent.map(\.row.line) == [5, 6])
+        #expect(window.isEmpty)
+    }
+
+    @Test func abandonWithNothingSentLeavesNothingUncertain() {
+        var window = self.window(rows: 2)
+        let settlement = window.abandon(sentThrough: 0, resolve: resolve)
+        #expect(settlement.uncertain.isEmpty)
+        #expect(settlement.unsent.count == 2)
     }
 
     @Test func reportsWhenFull() {

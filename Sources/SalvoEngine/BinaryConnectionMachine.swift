@@ -1,0 +1,454 @@
+import APNSWire
+import DequeModule
+
+/// The protocol decisions of one binary-interface connection after another (a shard's): which rows to write and
+/// when to flush, when to write the barrier, what an error response or a close settles, when to reconnect, finish
+/// or give up. A value with no I/O: the shard feeds it events (opened, room to write, flushed, error response,
+/// tick, closed) with the time, and carries out the `Action` it returns. Tested without sockets.
+///
+/// Owns the rows in the shard's hands (`pending`, oldest first; discarded rows go back to the front), the sent
+/// window, the flight limit, the reconnect streak and the row outcomes. Per-connection facts live in the
+/// `State.open` case and vanish with the connection.
+struct BinaryConnectionMachine {
+    struct Configuration {
+        /// HOST:PORT, for messages.
+        var gateway: String
+        var command: FrameCommand
+        var frameByteCount: Int
+        /// 0: no expiry.
+        var expiry: UInt32
+        var flush: FlushPolicy
+        var reconnect: ReconnectPolicy
+        var settleNanoseconds: UInt64
+        var peerReceiveBufferBytes: Int
+        var windowCapacity: Int
+        var processingErrorRetries: Int
+        var onUncertain: OnUncertain
+        /// Ciphertext the connection may hold unsent before encoding pauses.
+        var queueLimitBytes: Int
+    }
+
+    /// What the driver does next.
+    enum Action: Equatable {
+        /// Nothing now; wait for the next event.
+        case none
+        /// Open a connection; report `opened` or `connectFailed`.
+        case connect
+        /// Call `reconnectDue` after this many nanoseconds.
+        case reconnect(afterNanoseconds: UInt64)
+        /// Take the next chunk from the source (`rowsArrived` / `sourceExhausted`), then write again.
+        case needRows
+        /// Write the encoded batch now (`flushed`), then write again.
+        case flush
+        /// Call `flushDue` (and write again) after this many nanoseconds.
+        case scheduleFlush(afterNanoseconds: UInt64)
+        /// Append the barrier with this identifier to the batch and write it (`flushed`); then wait.
+        case writeBarrier(identifier: UInt32)
+        /// Call `write` again (room opened up).
+        case write
+        /// The gateway answered and will close: close the connection in order.
+        case close
+        /// Drop the connection at once (report `closed(.local, …)` when it is gone).
+        case abort
+        /// Every row is settled: close and report success.
+        case finish
+        /// The job cannot go on: abort and report the error.
+        case fail(JobError)
+    }
+
+    /// Why a connect failed.
+    enum ConnectFailure: Equatable {
+        /// The credentials or the gateway's identity were refused: every try would fail alike.
+        case credentials(String)
+        /// The gateway could not be reached (refused, reset, timed out).
+        case unreachable(String)
+    }
+
+    /// Why a connection ended.
+    enum CloseCause: Equatable {
+        /// We closed it.
+        case local
+        /// The peer closed or reset it, or it failed.
+        case remote(String)
+        /// The gateway refused the client certificate during or right after the handshake.
+        case certificateRefused(String)
+    }
+
+    enum State {
+        case idle
+        case connecting
+        case open(Open)
+        /// The gateway answered an error (the window is settled); the connection is going away.
+        case answered
+        case finished
+        case failed
+    }
+
+    /// What belongs to one live connection.
+    struct Open {
+        /// The barrier is written: nothing more goes on this connection.
+        var barrierWritten = false
+        /// Something written on this connection was settled (confirmed or presumed).
+        var settledAny = false
+        /// Encoded and not yet flushed, and since when.
+        var unflushedBytes = 0
+        var unflushedSince: UInt64?
+        var flushScheduled = false
+        /// The peer said something that is not an error response: its close counts as a failure.
+        var misbehaved = false
+    }
+
+    private(set) var state = State.idle
+    let configuration: Configuration
+    private(set) var outcomes: RowOutcomes
+    private(set) var window: SentWindow
+    private var pending: Deque<TokenRow> = []
+    private var exhausted = false
+    /// Rows every error halves and every settled batch doubles, between `minimumFlight` and the window's
+    /// capacity: everything written after a failed row is discarded and written again, so when errors come
+    /// every few hundred rows a large flight only multiplies the waste.
+    private(set) var flightLimit: Int
+    static let minimumFlight = 256
+    /// Processing errors (status 1) per row, by its place in the input.
+    private var processingErrors: [RowReference: Int] = [:]
+    /// Connections in a row that settled nothing (a connect that failed counts too).
+    private(set) var failures = 0
+    private var lastConnectAt: UInt64 = 0
+    private var generator: SplitMix64
+
+    init(configuration: Configuration, files: [String], seed: UInt64) {
+        self.configuration = configuration
+        self.outcomes = RowOutcomes(onUncertain: configuration.onUncertain, files: files)
+        self.window = SentWindow(capacity: configuration.windowCapacity)
+        self.flightLimit = configuration.windowCapacity
+        self.generator = SplitMix64(seed: seed)
+    }
+
+    /// Whether every row this shard took is settled and nothing more will come.
+    var isDone: Bool { self.exhausted && self.pending.isEmpty && self.window.isEmpty }
+
+    // MARK: - Connections
+
+    /// Opens the first connection (or finishes, when there is nothing to send).
+    mutating func start(now: UInt64) -> Action {
+        guard case .idle = self.state else { return .none }
+        if self.isDone {
+            self.state = .finished
+            return .finish
+        }
+        self.state = .connecting
+        self.lastConnectAt = now
+        return .connect
+    }
+
+    /// A reconnect delay ran out.
+    mutating func reconnectDue(now: UInt64) -> Action {
+        guard case .idle = self.state else { return .none }
+        self.outcomes.reconnected()
+        return self.start(now: now)
+    }
+
+    mutating func opened() {
+        guard case .connecting = self.state else { return }
+        self.window.restart()
+        self.state = .open(Open())
+    }
+
+    mutating func connectFailed(_ failure: ConnectFailure, now: UInt64) -> Action {
+        guard case .connecting = self.state else { return .none }
+        self.state = .idle
+        switch failure {
+        case .credentials(let message):
+            return self.fail(.credentials, "the TLS handshake with the gateway failed: \(message)")
+        case .unreachable(let message):
+            self.failures += 1
+            if self.configuration.reconnect.givesUp(after: self.failures) {
+                return self.fail(
+                    .unreachable,
+                    "cannot reach \(self.configuration.gateway) after \(self.failures) tries: \(message)"
+                )
+            }
+            return self.reconnectAction(now: now)
+        }
+    }
+
+    /// The connection ended. Without an answer, the rows written on it are uncertain (they follow the policy)
+    /// and the rows that never reached the kernel go back to the queue.
+    ///
+    /// - Parameters:
+    ///   - sentThrough: ciphertext bytes the connection handed to the kernel.
+    ///   - resolve: reads a row's token again (the window keeps only where rows are).
+    mutating func closed<Failure: Error>(
+        _ cause: CloseCause,
+        sentThrough: Int,
+        now: UInt64,
+        resolve: (SentWindow.Journaled) throws(Failure) -> DeviceToken
+    ) -> Action {
+        switch self.state {
+        case .open(let open):
+            let settlement: SentWindow.Settlement
+            do {
+                settlement = try self.window.abandon(sentThrough: sentThrough, resolve: resolve)
+            } catch {
+                return self.fail(.input, "\(error)")
+            }
+            self.settle(settlement)
+            if case .certificateRefused(let message) = cause {
+                return self.fail(.credentials, "the gateway refused the client certificate: \(message)")
+            }
+            // A connection that settled something starts a new streak; one that settled nothing (the gateway
+            // keeps dropping us) lengthens it, backing off further and eventually giving up.
+            if cause != .local || open.misbehaved { self.failures = open.settledAny ? 1 : self.failures + 1 }
+        case .answered:
+            self.failures = 0
+        case .idle, .connecting, .finished, .failed:
+            return .none
+        }
+        self.state = .idle
+        if self.isDone {
+            self.state = .finished
+            return .finish
+        }
+        if self.configuration.reconnect.givesUp(after: self.failures) {
+            let reason: String
+            switch cause {
+            case .local: reason = "closed locally"
+            case .remote(let message), .certificateRefused(let message): reason = message
+            }
+            return self.fail(
+                .unreachable,
+                "\(self.configuration.gateway) closed \(self.failures) connections in a row: \(reason)"
+            )
+        }
+        return self.reconnectAction(now: now)
+    }
+
+    /// Stops at once (another shard failed): nothing more is decided.
+    mutating func stop() {
+        self.state = .failed
+    }
+
+    private mutating func reconnectAction(now: UInt64) -> Action {
+        let delay = self.configuration.reconnect.delay(
+            failures: self.failures,
+            sinceLastConnect: now &- self.lastConnectAt,
+            random: self.generator.nextUnit()
+        )
+        return .reconnect(afterNanoseconds: delay)
+    }
+
+    private mutating func fail(_ code: JobError.Code, _ message: String) -> Action {
+        self.state = .failed
+        return .fail(JobError(code, message))
+    }
+
+    // MARK: - Rows
+
+    mutating func rowsArrived(_ rows: some Collection<TokenRow>) {
+        self.pending.append(contentsOf: rows)
+    }
+
+    mutating func sourceExhausted() {
+        self.exhausted = true
+    }
+
+    /// The source could not be read: the job cannot go on.
+    mutating func sourceFailed(_ message: String) -> Action {
+        self.fail(.input, message)
+    }
+
+    private mutating func finishNow() -> Action {
+        self.state = .finished
+        return .finish
+    }
+
+    // MARK: - Writing
+
+    /// Hands rows to `encode` (with their identifiers) while the flight and the connection take more, and says
+    /// what to do next. The hot path: per row, a pop, a journal entry and the caller's encoding.
+    ///
+    /// - Parameters:
+    ///   - queuedBytes: ciphertext the connection holds unsent.
+    ///   - wallSeconds: seconds since 1970, for the expiry.
+    mutating func write(
+        queuedBytes: Int,
+        now: UInt64,
+        wallSeconds: Int,
+        encode: (TokenRow, UInt32) -> Void
+    ) -> Action {
+        guard case .open(var open) = self.state, !open.barrierWritten else { return .none }
+        let configuration = self.configuration
+        let expired = configuration.expiry != 0 && UInt64(max(0, wallSeconds)) > UInt64(configuration.expiry)
+        let limit = min(self.flightLimit, configuration.windowCapacity)
+        if queuedBytes < configuration.queueLimitBytes {
+            while self.window.count < limit {
+                guard let row = self.pending.popFirst() else {
+                    if !self.exhausted {
+                        self.state = .open(open)
+                        return .needRows
+                    }
+                    break
+                }
+                if expired {
+                    self.outcomes.expire()
+                    continue
+                }
+                encode(row, self.window.record(row))
+                if open.unflushedSince == nil { open.unflushedSince = now }
+                open.unflushedBytes += configuration.frameByteCount
+                if open.unflushedBytes >= configuration.flush.bytes {
+                    self.state = .open(open)
+                    return .flush
+                }
+            }
+        }
+
+        let drained = self.exhausted && self.pending.isEmpty
+        let flightFull = self.window.count >= limit
+        let action: Action
+        if (drained || flightFull) && open.unflushedBytes > 0 {
+            action = .flush
+        } else if drained && self.window.isEmpty {
+            self.state = .finished
+            return .finish
+        } else if (drained || flightFull) && !self.window.isEmpty && configuration.command != .simple {
+            // The end, or a full flight: a barrier settles everything written, at the cost of one reconnect,
+            // rather than waiting for rows to be presumed (which a slow gateway, or a small flight, may never
+            // allow).
+            open.barrierWritten = true
+            action = .writeBarrier(identifier: self.window.record(SentWindow.barrierRow))
+        } else if open.unflushedBytes > 0 {
+            if configuration.flush.shouldFlush(
+                pendingBytes: open.unflushedBytes,
+                oldestPendingAt: open.unflushedSince,
+                now: now
+            ) {
+                action = .flush
+            } else if !open.flushScheduled,
+                let delay = configuration.flush.delayUntilDue(oldestPendingAt: open.unflushedSince, now: now)
+            {
+                open.flushScheduled = true
+                action = .scheduleFlush(afterNanoseconds: delay)
+            } else {
+                action = .none
+            }
+        } else {
+            action = .none
+        }
+        self.state = .open(open)
+        return action
+    }
+
+    /// The encoded batch went to the connection.
+    ///
+    /// - Parameters:
+    ///   - bytes: plaintext bytes written.
+    ///   - ciphertextStart: the connection's ciphertext offset before the batch.
+    ///   - ciphertextEnd: the offset after it.
+    mutating func flushed(bytes: Int, ciphertextStart: Int, ciphertextEnd: Int) {
+        guard case .open(var open) = self.state else { return }
+        self.window.markWritten(ciphertextStart: ciphertextStart, ciphertextEnd: ciphertextEnd)
+        self.outcomes.wrote(bytes: bytes)
+        open.unflushedBytes = 0
+        open.unflushedSince = nil
+        self.state = .open(open)
+    }
+
+    /// A scheduled flush is due.
+    mutating func flushDue() -> Action {
+        guard case .open(var open) = self.state else { return .none }
+        open.flushScheduled = false
+        self.state = .open(open)
+        return .write
+    }
+
+    // MARK: - Settling
+
+    /// The gateway answered an error: it closes the connection and discards what followed.
+    mutating func received<Failure: Error>(
+        _ response: ErrorResponse,
+        resolve: (SentWindow.Journaled) throws(Failure) -> DeviceToken
+    ) -> Action {
+        guard case .open = self.state else { return .none }
+        self.state = .answered
+        let settlement: SentWindow.Settlement
+        do {
+            settlement = try self.window.apply(response, resolve: resolve)
+        } catch {
+            return self.fail(.input, "\(error)")
+        }
+        self.settle(settlement)
+        return .close
+    }
+
+    /// The peer said something that is not an error response: nothing it says can be trusted.
+    mutating func receivedGarbage() -> Action {
+        guard case .open(var open) = self.state else { return .none }
+        open.misbehaved = true
+        self.state = .open(open)
+        return .abort
+    }
+
+    /// Presumes accepted what the gateway has certainly read at least the settle time ago.
+    ///
+    /// What the gateway has read is bounded below by what its TCP acknowledged less the most its receive buffer
+    /// can hold: acknowledged bytes it has not read sit in that buffer. (Command 0 cannot be confirmed by a
+    /// barrier, so it presumes from the acknowledgement alone, or it could never finish a job smaller than that
+    /// buffer.)
+    ///
+    /// - Parameter acknowledged: ciphertext the peer's TCP acknowledged.
+    mutating func tick(acknowledged: Int, now: UInt64) -> Action {
+        guard case .open(var open) = self.state, now > self.configuration.settleNanoseconds else { return .none }
+        var consumed = acknowledged
+        if self.configuration.command != .simple { consumed -= self.configuration.peerReceiveBufferBytes }
+        if consumed > 0 { self.window.observe(consumedThrough: consumed, at: now) }
+        let wasFull = self.window.count >= min(self.flightLimit, self.configuration.windowCapacity)
+        let presumed = self.window.presume(readBefore: now - self.configuration.settleNanoseconds)
+        guard presumed > 0 else { return .none }
+        self.outcomes.presume(presumed)
+        open.settledAny = true
+        self.state = .open(open)
+        self.flightLimit = min(self.configuration.windowCapacity, 2 * self.flightLimit)
+        if self.isDone { return self.finishNow() }
+        return wasFull || self.configuration.command == .simple ? .write : .none
+    }
+
+    private mutating func settle(_ settlement: SentWindow.Settlement) {
+        var requeue: [TokenRow] = []
+        self.outcomes.confirm(settlement.confirmed)
+        let failedRow = settlement.failed.flatMap { $0.isBarrier ? nil : $0.row }
+        if settlement.failed?.isBarrier == true {
+            self.flightLimit = min(self.configuration.windowCapacity, 2 * self.flightLimit)
+        } else if failedRow != nil && settlement.status != .noErrors {
+            // Each error wastes what was written after the failed row: halve the flight while errors come, so that
+            // it settles near a few times their spacing.
+            self.flightLimit = max(Self.minimumFlight, min(self.configuration.windowCapacity, self.flightLimit / 2))
+        }
+        if let row = failedRow, let status = settlement.status {
+            if status == .noErrors {
+                // "No errors encountered" refuses nothing: whether the gateway kept the row is unknown.
+                if self.outcomes.uncertain() { requeue.append(row) }
+            } else if status == .processingError,
+                self.processingErrors[row.reference, default: 0] < self.configuration.processingErrorRetries
+            {
+                self.processingErrors[row.reference, default: 0] += 1
+                self.outcomes.resend()
+                requeue.append(row)
+            } else {
+                self.outcomes.reject(row, status: Int(status.rawValue), reason: status.reasonName)
+            }
+        }
+        if settlement.unknownIdentifier { self.outcomes.unmatchedAnswer() }
+        let resend = settlement.resend.lazy.filter { !$0.isBarrier }.map(\.row)
+        self.outcomes.resend(resend.count)
+        requeue.append(contentsOf: resend)
+        let uncertain = settlement.uncertain.filter { !$0.isBarrier }
+        if !uncertain.isEmpty && self.outcomes.uncertain(uncertain.count) {
+            requeue.append(contentsOf: uncertain.map(\.row))
+        }
+        // Never left the process: written again, neither resent nor uncertain.
+        requeue.append(contentsOf: settlement.unsent.lazy.filter { !$0.isBarrier }.map(\.row))
+        // Before anything new, in the order they were first written.
+        self.pending.prepend(contentsOf: requeue)
+    }
+}
