@@ -1,0 +1,401 @@
+import APNSWire
+import Testing
+
+@testable import SalvoEngine
+
+/// Drives a `BinaryConnectionMachine` the way `Shard` does, with no socket: rows come from an array, written
+/// frames are recorded, the ciphertext offsets are counted by hand, and time is whatever the test says.
+private struct Harness {
+    var machine: BinaryConnectionMachine
+    var rows: [TokenRow]
+    var handedOut = 0
+    let chunk: Int
+    /// (line, identifier) of every frame written on the current connection, in order.
+    var written: [(line: Int, identifier: UInt32)] = []
+    /// Lines of every frame written over all connections.
+    var allLines: [Int] = []
+    var barrier: UInt32?
+    /// Ciphertext offset of the current connection (1 byte per frame, for simplicity).
+    var offset = 0
+    var unflushed = 0
+    var now: UInt64 = 10_000_000_000
+    var flushes = 0
+
+    init(
+        rows count: Int,
+        window: Int = 1024,
+        flushBytes: Int = 4,
+        command: FrameCommand = .framed,
+        retries: Int = 2,
+        onUncertain: OnUncertain = .resend,
+        reconnect: ReconnectPolicy = ReconnectPolicy(
+            initialDelay: 1_000,
+            maximumDelay: 10_000,
+            minimumInterval: 0,
+            maximumAttempts: 3
+        ),
+        expiry: UInt32 = 0,
+        chunk: Int = 3
+    ) {
+        self.rows = (0..<count).map { index in
+            TokenRow(
+                token: token(UInt8(truncatingIfNeeded: index)),
+                line: index + 2,
+                reference: RowReference(file: 0, offset: index)
+            )
+        }
+        self.chunk = chunk
+        self.machine = BinaryConnectionMachine(
+            configuration: .init(
+                gateway: "gateway:2195",
+                command: command,
+                frameByteCount: 1,
+                expiry: expiry,
+                flush: FlushPolicy(bytes: flushBytes, delayNanoseconds: 1_000_000),
+                reconnect: reconnect,
+                settleNanoseconds: 1_000_000_000,
+                peerReceiveBufferBytes: 0,
+                windowCapacity: window,
+                processingErrorRetries: retries,
+                onUncertain: onUncertain,
+                queueLimitBytes: 1 << 30
+            ),
+            files: ["tokens.csv"],
+            seed: 7
+        )
+    }
+
+    /// Reads a journaled row's token again, as the token source would.
+    static func resolve(_ journaled: SentWindow.Journaled) -> DeviceToken {
+        token(UInt8(truncatingIfNeeded: journaled.reference.offset))
+    }
+
+    /// Connects (the machine must ask for it) and opens.
+    mutating func open() {
+        let action = self.machine.machineStartOrReconnect(now: self.now)
+        #expect(action == .connect)
+        self.machine.opened()
+        self.written = []
+        self.barrier = nil
+        self.offset = 0
+    }
+
+    /// Writes until the machine waits, flushing as asked; returns the action it stopped at.
+    @discardableResult
+    mutating func pump() -> BinaryConnectionMachine.Action {
+        var action = BinaryConnectionMachine.Action.write
+        while true {
+            switch action {
+            case .write:
+                break
+            case .needRows:
+                if self.handedOut < self.rows.count {
+                    let end = min(self.rows.count, self.handedOut + self.chunk)
+                    self.machine.rowsArrived(self.rows[self.handedOut..<end])
+                    self.handedOut = end
+                } else {
+                    self.machine.sourceExhausted()
+                }
+            case .flush:
+                self.flush()
+            case .writeBarrier(let identifier):
+                self.barrier = identifier
+                self.unflushed += 1
+                self.flush()
+                return action
+            default:
+                return action
+            }
+            action = self.machine.write(queuedBytes: 0, now: self.now, wallSeconds: 1_000) { row, identifier in
+                self.written.append((row.line, identifier))
+                self.allLines.append(row.line)
+                self.unflushed += 1
+            }
+        }
+    }
+
+    mutating func flush() {
+        self.flushes += 1
+        let start = self.offset
+        self.offset += self.unflushed
+        self.machine.flushed(bytes: self.unflushed, ciphertextStart: start, ciphertextEnd: self.offset)
+        self.unflushed = 0
+    }
+
+    mutating func answer(_ status: ErrorStatus, _ identifier: UInt32) -> BinaryConnectionMachine.Action {
+        self.machine.received(ErrorResponse(status: status, identifier: identifier), resolve: Self.resolve)
+    }
+
+    mutating func close(
+        _ cause: BinaryConnectionMachine.CloseCause,
+        sentThrough: Int? = nil
+    )
+        -> BinaryConnectionMachine.Action
+    {
+        self.machine.closed(cause, sentThrough: sentThrough ?? self.offset, now: self.now, resolve: Self.resolve)
+    }
+
+    var report: JobReport { self.machine.outcomes.report }
+}
+
+extension BinaryConnectionMachine {
+    /// `start` for the first connection, `reconnectDue` after.
+    fileprivate mutating func machineStartOrReconnect(now: UInt64) -> Action {
+        self.outcomes.report.reconnects == 0 && self.window.isEmpty && self.failures == 0
+            ? self.start(now: now) : self.reconnectDue(now: now)
+    }
+}
+
+@Suite struct BinaryConnectionMachineTests {
+    @Test func writesEveryRowInBatchesThenTheBarrierWhoseAnswerConfirmsThemAll() {
+        var harness = Harness(rows: 10)
+        harness.open()
+        #expect(harness.pump() == .writeBarrier(identifier: 11))
+        #expect(harness.written.map(\.line) == Array(2...11))
+        #expect(harness.written.map(\.identifier) == Array(1...10))
+        #expect(harness.flushes == 4, "batches of 4 bytes: 4, 4, 2 rows, then the barrier")
+        #expect(harness.pump() == .none, "nothing goes after the barrier")
+        #expect(harness.answer(.missingDeviceToken, 11) == .close)
+        #expect(harness.report.confirmed == 10)
+        #expect(harness.report.rejectedTotal == 0)
+        #expect(harness.close(.local) == .finish)
+    }
+
+    @Test func anErrorConfirmsBeforeRejectsTheRowAndRewindsAfter() {
+        var harness = Harness(rows: 10)
+        harness.open()
+        harness.pump()
+        #expect(harness.answer(.invalidToken, 4) == .close)
+        #expect(harness.report.confirmed == 3)
+        #expect(harness.report.rejected == ["InvalidToken": 1])
+        #expect(harness.report.resent == 6)
+        #expect(harness.machine.outcomes.rejectedRows.map(\.line) == [5])
+        #expect(harness.machine.outcomes.rejectedRows.first?.file == "tokens.csv")
+        guard case .reconnect = harness.close(.local) else {
+            Issue.record("a closed connection with rows left reconnects")
+            return
+        }
+        harness.open()
+        #expect(harness.pump() == .writeBarrier(identifier: 7))
+        #expect(harness.written.map(\.line) == Array(6...11), "the rows after the failed one, in order, first")
+        #expect(harness.answer(.missingDeviceToken, 7) == .close)
+        #expect(harness.report.confirmed == 9)
+        #expect(harness.close(.local) == .finish)
+        #expect(harness.report.delivered + harness.report.rejectedTotal == 10)
+    }
+
+    @Test func shutdownNamesTheLastGoodRow() {
+        var harness = Harness(rows: 6)
+        harness.open()
+        harness.pump()
+        #expect(harness.answer(.shutdown, 4) == .close)
+        #expect(harness.report.confirmed == 4)
+        #expect(harness.report.rejectedTotal == 0)
+        #expect(harness.report.resent == 2)
+        #expect(harness.machine.flightLimit == 1024, "a shutdown is no error of a row: the flight stays")
+    }
+
+    @Test func statusZeroRefusesNothing() {
+        var harness = Harness(rows: 6, onUncertain: .report)
+        harness.open()
+        harness.pump()
+        _ = harness.answer(.noErrors, 3)
+        #expect(harness.report.rejectedTotal == 0, "no errors encountered is not a refusal")
+        #expect(harness.report.confirmed == 2)
+        #expect(harness.report.uncertain == 1, "whether the gateway kept row 3 is unknown")
+        #expect(harness.report.resent == 3)
+    }
+
+    @Test func processingErrorsAreRetriedThenRejected() {
+        var harness = Harness(rows: 1, retries: 2)
+        for attempt in 1...3 {
+            harness.open()
+            harness.pump()
+            #expect(harness.written.map(\.line) == [2])
+            _ = harness.answer(.processingError, 1)
+            let action = harness.close(.local)
+            if attempt < 3 {
+                #expect(harness.report.rejectedTotal == 0)
+                #expect(harness.report.resent == attempt)
+                guard case .reconnect = action else {
+                    Issue.record("retry \(attempt) reconnects")
+                    return
+                }
+            } else {
+                #expect(harness.report.rejected == ["ProcessingError": 1])
+                #expect(action == .finish)
+            }
+        }
+    }
+
+    @Test func theFlightHalvesOnErrorsAndRegrowsOnSettling() {
+        var harness = Harness(rows: 5000, window: 2048, flushBytes: 64, chunk: 512)
+        harness.open()
+        #expect(harness.pump() == .writeBarrier(identifier: 2049), "a full flight writes the barrier")
+        #expect(harness.written.count == 2048)
+        _ = harness.answer(.invalidToken, 100)
+        #expect(harness.machine.flightLimit == 1024)
+        _ = harness.close(.local)
+        harness.open()
+        harness.pump()
+        #expect(harness.written.count == 1024, "the next connection carries the smaller flight")
+        _ = harness.answer(.invalidToken, 10)
+        #expect(harness.machine.flightLimit == 512)
+        _ = harness.close(.local)
+        harness.open()
+        harness.pump()
+        _ = harness.answer(.invalidToken, 10)
+        _ = harness.close(.local)
+        #expect(harness.machine.flightLimit == 256)
+        harness.open()
+        harness.pump()
+        _ = harness.answer(.invalidToken, 10)
+        _ = harness.close(.local)
+        #expect(harness.machine.flightLimit == BinaryConnectionMachine.minimumFlight, "never below the minimum")
+        harness.open()
+        #expect(harness.pump() == .writeBarrier(identifier: 257))
+        _ = harness.answer(.missingDeviceToken, 257)
+        #expect(harness.machine.flightLimit == 512, "a barrier's answer doubles it back")
+    }
+
+    @Test func rowsArePresumedOnlyAfterTheGatewayReadThemAndTheSettleTimePassed() {
+        var harness = Harness(rows: 8, command: .simple)
+        harness.open()
+        harness.pump()
+        #expect(harness.written.count == 8)
+        #expect(harness.machine.tick(acknowledged: 4, now: harness.now) == .none)
+        #expect(harness.report.presumed == 0, "read just now: not yet")
+        harness.now += 1_000_000_001
+        #expect(harness.machine.tick(acknowledged: 8, now: harness.now) == .write)
+        #expect(harness.report.presumed == 4, "the first half was read a settle time ago")
+        harness.now += 1_000_000_001
+        #expect(harness.machine.tick(acknowledged: 8, now: harness.now) == .finish)
+        #expect(harness.report.presumed == 8)
+    }
+
+    @Test func aResetTellsUnsentRowsFromWrittenOnes() {
+        var harness = Harness(rows: 10, flushBytes: 4, onUncertain: .report)
+        harness.open()
+        harness.pump()
+        // 10 rows in batches at offsets 0, 4, 8 and the barrier at 10; the kernel took 6 bytes.
+        let action = harness.close(.remote("reset"), sentThrough: 6)
+        #expect(harness.report.uncertain == 8, "rows 1–8 left the process: they may have arrived")
+        #expect(harness.report.uncertainEvents == 8)
+        #expect(harness.report.resent == 0, "rows 9 and 10 never left: written again, not counted")
+        guard case .reconnect = action else {
+            Issue.record("the shard reconnects for the unsent rows")
+            return
+        }
+        harness.open()
+        #expect(harness.pump() == .writeBarrier(identifier: 3))
+        #expect(harness.written.map(\.line) == [10, 11])
+    }
+
+    @Test func uncertainRowsAreResentWithTheResendPolicy() {
+        var harness = Harness(rows: 4, onUncertain: .resend)
+        harness.open()
+        harness.pump()
+        _ = harness.close(.remote("reset"))
+        #expect(harness.report.uncertain == 0)
+        #expect(harness.report.uncertainEvents == 4)
+        #expect(harness.report.resent == 4)
+        harness.open()
+        harness.pump()
+        #expect(harness.written.map(\.line) == [2, 3, 4, 5])
+    }
+
+    @Test func connectionsThatSettleNothingEventuallyGiveUp() {
+        var harness = Harness(rows: 4)
+        for attempt in 1...3 {
+            harness.open()
+            harness.pump()
+            let action = harness.close(.remote("reset"))
+            if attempt < 3 {
+                guard case .reconnect = action else {
+                    Issue.record("attempt \(attempt) reconnects")
+                    return
+                }
+            } else {
+                guard case .fail(let error) = action else {
+                    Issue.record("three connections in a row that settled nothing end the job")
+                    return
+                }
+                #expect(error.code == .unreachable)
+                #expect(error.message.contains("gateway:2195 closed 3 connections in a row"))
+            }
+        }
+    }
+
+    @Test func aPeerThatAnswersJunkIsAbortedAndCountsAsAFailure() {
+        var harness = Harness(rows: 4)
+        harness.open()
+        harness.pump()
+        #expect(harness.machine.receivedGarbage() == .abort)
+        _ = harness.close(.local)
+        #expect(harness.machine.failures == 1)
+    }
+
+    @Test func refusedCredentialsEndTheJobAtOnce() {
+        var harness = Harness(rows: 4)
+        #expect(harness.machine.start(now: harness.now) == .connect)
+        guard case .fail(let error) = harness.machine.connectFailed(.credentials("unknown CA"), now: harness.now) else {
+            Issue.record("a refused certificate fails the job")
+            return
+        }
+        #expect(error.code == .credentials)
+    }
+
+    @Test func unreachableGatewaysAreRetriedWithBackoffThenGivenUp() {
+        var harness = Harness(rows: 4)
+        #expect(harness.machine.start(now: harness.now) == .connect)
+        for attempt in 1...3 {
+            let action = harness.machine.connectFailed(.unreachable("connection refused"), now: harness.now)
+            if attempt < 3 {
+                guard case .reconnect(let delay) = action else {
+                    Issue.record("attempt \(attempt) is retried")
+                    return
+                }
+                #expect(delay <= 10_000)
+                #expect(harness.machine.reconnectDue(now: harness.now) == .connect)
+            } else {
+                guard case .fail(let error) = action else {
+                    Issue.record("the third failure gives up")
+                    return
+                }
+                #expect(error.code == .unreachable)
+            }
+        }
+        #expect(harness.report.reconnects == 2)
+    }
+
+    @Test func expiredRowsAreCountedNotSent() {
+        var harness = Harness(rows: 3, expiry: 500)
+        harness.open()
+        #expect(harness.pump() == .finish)
+        #expect(harness.written.isEmpty)
+        #expect(harness.report.expired == 3)
+    }
+
+    @Test func aBatchTheConnectionCannotTakeYetIsFlushedByAge() {
+        var harness = Harness(rows: 100, window: 2048, flushBytes: 1000, chunk: 2)
+        harness.open()
+        var encoded = 0
+        #expect(harness.machine.write(queuedBytes: 0, now: harness.now, wallSeconds: 1_000) { _, _ in } == .needRows)
+        harness.machine.rowsArrived(harness.rows[0..<2])
+        #expect(
+            harness.machine.write(queuedBytes: 0, now: harness.now, wallSeconds: 1_000) { _, _ in encoded += 1 }
+                == .needRows
+        )
+        #expect(encoded == 2)
+        // The connection's queue is full: nothing more is encoded, and the small batch waits for its age.
+        let full = 1 << 30
+        #expect(
+            harness.machine.write(queuedBytes: full, now: harness.now, wallSeconds: 1_000) { _, _ in }
+                == .scheduleFlush(afterNanoseconds: 1_000_000)
+        )
+        #expect(harness.machine.write(queuedBytes: full, now: harness.now, wallSeconds: 1_000) { _, _ in } == .none)
+        harness.now += 1_000_000
+        #expect(harness.machine.flushDue() == .write)
+        #expect(harness.machine.write(queuedBytes: full, now: harness.now, wallSeconds: 1_000) { _, _ in } == .flush)
+    }
+}
