@@ -112,6 +112,9 @@ public final class TokenSource: @unchecked Sendable {
         var rejectedLines: [Set<Int>] = []
         /// The token column of each file, for reading a row again.
         var columns: [Int] = []
+        /// One descriptor per file, opened by `validate()` and kept for the job: rows are read again through
+        /// it (`pread`, no shared offset), never by opening the file per row.
+        var descriptors: [Int32] = []
         var fileIndex = 0
         var reader: RowReader?
         var finished = false
@@ -123,6 +126,10 @@ public final class TokenSource: @unchecked Sendable {
         self.state = NIOLockedValueBox(State())
     }
 
+    deinit {
+        for descriptor in self.state.withLockedValue({ $0.descriptors }) { close(descriptor) }
+    }
+
     /// Reads every file once and returns what will and will not be sent. Call before `nextChunk`.
     ///
     /// - Throws: `InputError` when a file cannot be read or parsed at all (not for bad rows).
@@ -132,9 +139,23 @@ public final class TokenSource: @unchecked Sendable {
         var rejectedLines: [Set<Int>] = []
         var columns: [Int] = []
         var seen: [DeviceToken: Int]? = self.options.dedupe ? [:] : nil
+        var descriptors: [Int32] = []
+        defer {
+            // Kept for reading rows again; a validation that fails closes what it opened.
+            if descriptors.count == self.files.count {
+                self.state.withLockedValue { $0.descriptors = descriptors }
+            } else {
+                for descriptor in descriptors { close(descriptor) }
+            }
+        }
         for (fileIndex, file) in self.files.enumerated() {
             var rejected = Set<Int>()
             let reader = try RowReader(path: file, fileIndex: fileIndex, options: self.options)
+            let descriptor = open(file, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else {
+                throw InputError(file: file, line: nil, message: "cannot open: \(String(cString: strerror(errno)))")
+            }
+            descriptors.append(descriptor)
             columns.append(reader.tokenColumn)
             while let row = try reader.next() {
                 switch row {
@@ -218,17 +239,10 @@ extension TokenSource {
     ///
     /// - Precondition: `validate()` has returned.
     public func token(at reference: RowReference) throws(InputError) -> DeviceToken {
-        let column = self.state.withLockedValue { $0.columns[reference.file] }
-        let path = self.files[reference.file]
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            throw InputError(
-                file: path,
-                line: nil,
-                message: "cannot open the file again: \(String(cString: strerror(errno)))"
-            )
+        let (column, descriptor) = self.state.withLockedValue {
+            ($0.columns[reference.file], $0.descriptors[reference.file])
         }
-        defer { close(descriptor) }
+        let path = self.files[reference.file]
         var size = 512
         while true {
             var bytes = [UInt8](repeating: 0, count: size)

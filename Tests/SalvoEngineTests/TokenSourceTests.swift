@@ -155,4 +155,15 @@ func drain(_ source: TokenSource, chunk: Int = 3) throws -> [TokenRow] {
         #expect(rows.map(\.reference.file) == [0, 1])
         for row in rows { #expect(try source.token(at: row.reference) == row.token) }
     }
+
+    @Test func rowsAreReadAgainThroughTheDescriptorsOpenedForTheJob() throws {
+        let path = try temporaryFile("token\n\(hex(1))\n\(hex(2))\n", name: "kept.csv")
+        let source = TokenSource(files: [path])
+        try source.validate()
+        let rows = try drain(source)
+        // The job holds the file open: a rewind after the file was removed (or replaced) still reads the rows
+        // the job validated, and never opens the path again.
+        try FileManager.default.removeItem(atPath: path)
+        for row in rows { #expect(try source.token(at: row.reference) == row.token) }
+    }
 }
