@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "SalvoEngine", targets: ["SalvoEngine"]),
         .library(name: "SalvoSimulator", targets: ["SalvoSimulator"]),
         .library(name: "SalvoHTTP2", targets: ["SalvoHTTP2"]),
+        .library(name: "SalvoSend", targets: ["SalvoSend"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -111,10 +112,19 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // A bulk send over either interface, from token files to written results: the one entry point the
+        // command line calls.
+        .target(
+            name: "SalvoSend",
+            dependencies: ["APNSWire", "SalvoEngine", "SalvoHTTP2"],
+            swiftSettings: strictness
+        ),
+
         .executableTarget(
             name: "salvo",
             dependencies: [
                 "APNSWire",
+                "SalvoSend",
                 "SalvoEngine",
                 "SalvoIO",
                 "SalvoSimulator",
@@ -155,6 +165,11 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 "SalvoSimulator",
             ],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoSendTests",
+            dependencies: ["SalvoSend", "SalvoEngine", "SalvoHTTP2", "APNSWire", "SalvoSimulator"],
             swiftSettings: strictness
         ),
         .testTarget(

@@ -4,6 +4,7 @@ import Foundation
 import SalvoEngine
 import SalvoHTTP2
 import SalvoIO
+import SalvoSend
 import SalvoSimulator
 
 /// `salvo demo`: a realistic bulk send to the embedded simulator, with the report and the simulator's
@@ -177,14 +178,9 @@ extension DemoCommand {
             tls: tls,
             template: template
         )
-        let result = try await BulkSend.run(
-            files: [tokenFile],
-            input: TokenSource.Options(),
-            configuration: configuration,
-            output: self.output,
-            printSummary: false
-        )
-        return result.report
+        let request = SendRequest(files: [tokenFile], interface: .binary(configuration), outputs: self.output.outputs())
+        let what = "\(template.frameByteCount) bytes"
+        return try await SendConsole.run(request, what: what, quiet: self.output.quiet, printSummary: false).report
     }
 
     fileprivate func sendHTTP2(
@@ -219,25 +215,15 @@ extension DemoCommand {
             topic: topic
         )
         print("sending with HTTP/2 token authentication (key \(DevelopmentSigningKey.keyID))")
-        let result = try await H2Send.run(
-            files: [tokenFile],
-            input: TokenSource.Options(),
-            payload: payload,
-            options: H2Send.Options(
-                host: "127.0.0.1",
-                port: port,
-                serverName: "localhost",
-                ca: caFile,
-                authentication: .token(token),
-                headers: headers,
-                connections: self.delivery.connections,
-                onUncertain: self.delivery.onUncertain.policy,
-                unregistered: nil
-            ),
-            output: self.output,
-            printSummary: false
-        )
-        return result.report
+        var client = HTTP2ClientConfiguration(host: "127.0.0.1", port: port, authentication: .token(token))
+        client.serverName = "localhost"
+        client.connections = self.delivery.connections
+        client.trustRoots = try trustRoots(caFile: caFile)
+        var configuration = HTTP2JobConfiguration(client: client, headers: headers, payload: payload)
+        configuration.onUncertain = self.delivery.onUncertain.policy
+        let request = SendRequest(files: [tokenFile], interface: .http2(configuration), outputs: self.output.outputs())
+        let what = "\(payload.byteCount) payload bytes over HTTP/2"
+        return try await SendConsole.run(request, what: what, quiet: self.output.quiet, printSummary: false).report
     }
 }
 

@@ -1,8 +1,10 @@
 import APNSWire
 import ArgumentParser
+import NIOSSL
 import SalvoEngine
 import SalvoHTTP2
 import SalvoIO
+import SalvoSend
 
 /// `salvo send TOKENS.csv --payload FILE.json --gateway HOST:PORT --cert … --key …`
 struct SendCommand: AsyncParsableCommand {
@@ -93,7 +95,11 @@ struct SendCommand: AsyncParsableCommand {
                 throw ValidationError("--auth-key needs --protocol h2 (the binary interface takes certificates only)")
             }
         }
-        _ = try self.wireProtocol == .h2 ? Gateway(http2: self.gateway) : Gateway(self.gateway)
+        do {
+            _ = try GatewayAddress(parsing: self.gateway, for: self.wireProtocol == .h2 ? .http2 : .binary)
+        } catch {
+            throw ValidationError("--gateway: \(error.message)")
+        }
         if self.wireProtocol == .h2 { try self.validatePushType() }
     }
 
@@ -102,8 +108,29 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     private func send() async throws {
-        if self.wireProtocol == .h2 { return try await self.sendHTTP2() }
-        let gateway = try Gateway(self.gateway)
+        let interface: SendRequest.Interface
+        let what: String
+        if self.wireProtocol == .h2 {
+            let configuration = try self.http2Configuration()
+            interface = .http2(configuration)
+            what = "\(configuration.payload.byteCount) payload bytes over HTTP/2"
+        } else {
+            let configuration = try self.binaryConfiguration()
+            interface = .binary(configuration)
+            what = "\(configuration.template.frameByteCount) bytes"
+        }
+        let request = SendRequest(
+            files: self.tokens,
+            input: self.input.tokenSourceOptions,
+            interface: interface,
+            outputs: self.output.outputs(unregistered: self.unregistered)
+        )
+        let result = try await SendConsole.run(request, what: what, quiet: self.output.quiet)
+        if !result.isComplete { throw ExitCode(1) }
+    }
+
+    private func binaryConfiguration() throws -> BinaryJobConfiguration {
+        let gateway = try GatewayAddress(parsing: self.gateway, for: .binary)
         let template = try self.delivery.template(payloadFile: self.payload)
         let credentials: TLSCredentials =
             if let pkcs12 { .pkcs12(file: pkcs12, passphrase: self.passphrase) } else {
@@ -115,52 +142,43 @@ struct SendCommand: AsyncParsableCommand {
         } catch let error as SalvoIOError {
             throw UserError(error.message)
         }
-        let configuration = self.delivery.configuration(
+        return self.delivery.configuration(
             host: gateway.host,
             port: gateway.port,
             serverName: self.serverName,
             tls: tls,
             template: template
         )
-        let result = try await BulkSend.run(
-            files: self.tokens,
-            input: self.input.tokenSourceOptions,
-            configuration: configuration,
-            output: self.output
-        )
-        if !result.report.isComplete { throw ExitCode(1) }
     }
-}
 
-extension SendCommand {
-    private func sendHTTP2() async throws {
-        let gateway = try Gateway(http2: self.gateway)
+    private func http2Configuration() throws -> HTTP2JobConfiguration {
+        let gateway = try GatewayAddress(parsing: self.gateway, for: .http2)
         let payload: Payload
         do {
             payload = try Payload(jsonBytes: try readFile(self.payload))
         } catch let error as PayloadError {
             throw UserError("\(self.payload): \(error.message)")
         }
-        let authentication = try self.authentication()
-        let headers = try self.requestHeaders()
-        let result = try await H2Send.run(
-            files: self.tokens,
-            input: self.input.tokenSourceOptions,
-            payload: payload,
-            options: H2Send.Options(
-                host: gateway.host,
-                port: gateway.port,
-                serverName: self.serverName,
-                ca: self.ca,
-                authentication: authentication,
-                headers: headers,
-                connections: self.delivery.connections,
-                onUncertain: self.delivery.onUncertain.policy,
-                unregistered: self.unregistered
-            ),
-            output: self.output
+        var client = HTTP2ClientConfiguration(
+            host: gateway.host,
+            port: gateway.port,
+            authentication: try self.authentication()
         )
-        if !result.report.isComplete || result.stopped != nil { throw ExitCode(1) }
+        client.serverName = self.serverName
+        client.connections = self.delivery.connections
+        if let ca = self.ca { client.trustRoots = try trustRoots(caFile: ca) }
+        var configuration = HTTP2JobConfiguration(client: client, headers: try self.requestHeaders(), payload: payload)
+        configuration.onUncertain = self.delivery.onUncertain.policy
+        return configuration
+    }
+}
+
+/// CA certificates (PEM) to trust for an HTTP/2 gateway.
+func trustRoots(caFile: String) throws -> NIOSSLTrustRoots {
+    do {
+        return .certificates(try NIOSSLCertificate.fromPEMFile(caFile))
+    } catch {
+        throw UserError("\(caFile): cannot read PEM CA certificates: \(error)")
     }
 }
 
@@ -228,45 +246,4 @@ extension SendCommand {
 enum WireProtocol: String, ExpressibleByArgument, CaseIterable {
     case binary
     case h2
-}
-
-extension Gateway {
-    /// An HTTP/2 API address: HOST:PORT, or `production` / `sandbox` for Apple's (port 443).
-    init(http2 text: String) throws {
-        switch text {
-        case "production": self.init(host: HTTP2ClientConfiguration.productionHost, port: 443)
-        case "sandbox": self.init(host: HTTP2ClientConfiguration.sandboxHost, port: 443)
-        default: try self.init(text)
-        }
-    }
-}
-
-/// A gateway address: HOST:PORT, `[IPv6]:PORT`, or Apple's named gateways.
-struct Gateway {
-    var host: String
-    var port: Int
-
-    init(host: String, port: Int) {
-        self.host = host
-        self.port = port
-    }
-
-    init(_ text: String) throws {
-        switch text {
-        case "production":
-            (self.host, self.port) = ("gateway.push.apple.com", 2195)
-        case "sandbox":
-            (self.host, self.port) = ("gateway.sandbox.push.apple.com", 2195)
-        default:
-            guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
-                (1...65535).contains(port)
-            else {
-                throw ValidationError("--gateway is HOST:PORT, production or sandbox (got \(text))")
-            }
-            var host = String(text[..<colon])
-            if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-            guard !host.isEmpty else { throw ValidationError("--gateway needs a host (got \(text))") }
-            (self.host, self.port) = (host, port)
-        }
-    }
 }

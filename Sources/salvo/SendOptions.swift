@@ -2,6 +2,7 @@ import APNSWire
 import ArgumentParser
 import SalvoEngine
 import SalvoIO
+import SalvoSend
 
 /// How to read the token files (shared by `send` and `demo`).
 struct InputOptions: ParsableArguments {
@@ -170,6 +171,10 @@ struct OutputOptions: ParsableArguments {
 
     @Flag(help: "No progress line, even on a terminal.")
     var quiet = false
+
+    func outputs(unregistered: String? = nil) -> SendOutputs {
+        SendOutputs(report: self.report, rejects: self.rejects, unregistered: unregistered)
+    }
 }
 
 enum System {

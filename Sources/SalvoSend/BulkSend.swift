@@ -1,0 +1,114 @@
+import APNSWire
+import SalvoEngine
+import SalvoHTTP2
+
+/// A bulk send over either provider interface, from token files to written results: the library's one entry
+/// point, which the command line only parses options for and prints.
+///
+/// `prepare` reads the input once (bad rows are named with file, line and reason; the good ones still go) and
+/// checks that every output can be written before anything is sent; `run` sends every valid row, and writes
+/// the report, the rejects and the unregistered tokens.
+public struct BulkSend: Sendable {
+    public let request: SendRequest
+    public let source: TokenSource
+    /// What validation found.
+    public let summary: TokenSource.Summary
+
+    /// Validates the input and the outputs.
+    ///
+    /// - Throws: `SendError(.input)` for a file that cannot be read at all, `SendError(.output)` for an output that
+    ///   cannot be written or would overwrite an input or another output.
+    public static func prepare(_ request: SendRequest) throws(SendError) -> BulkSend {
+        guard !request.files.isEmpty else { throw SendError(.input, "name at least one token file") }
+        try OutputFiles.check(request.outputs, inputs: request.files)
+        let source = TokenSource(files: request.files, options: request.input)
+        let summary: TokenSource.Summary
+        do {
+            summary = try source.validate()
+        } catch {
+            throw SendError(.input, error.description)
+        }
+        return BulkSend(request: request, source: source, summary: summary)
+    }
+
+    /// Sends every valid row and writes the results where `request.outputs` says.
+    ///
+    /// - Parameter progress: binary interface only: called about twice a second while the job runs.
+    /// - Throws: `SendError` when the job cannot run or cannot go on (credentials refused, gateway unreachable,
+    ///   an output that cannot be written); refused rows are in the result, never thrown.
+    public func run(progress: (@Sendable (BinaryJob.Progress) -> Void)? = nil) async throws(SendError) -> SendResult {
+        let result: SendResult
+        switch self.request.interface {
+        case .binary(let configuration):
+            result = try await self.runBinary(configuration, progress: progress)
+        case .http2(let configuration):
+            result = try await self.runHTTP2(configuration)
+        }
+        try OutputFiles.write(result, to: self.request.outputs)
+        return result
+    }
+
+    private func runBinary(
+        _ configuration: BinaryJobConfiguration,
+        progress: (@Sendable (BinaryJob.Progress) -> Void)?
+    ) async throws(SendError) -> SendResult {
+        let job: JobResult
+        do {
+            job = try await BinaryJob.run(
+                configuration: configuration,
+                source: self.source,
+                summary: self.summary,
+                inputRows: self.summary.validRows + self.summary.rejects.count,
+                progress: progress
+            )
+        } catch let error as JobError {
+            throw SendError(Self.code(of: error), error.message)
+        } catch {
+            throw SendError(.unreachable, "\(error)")
+        }
+        return SendResult(
+            report: job.report,
+            inputRejects: self.summary.rejects,
+            rejectedRows: self.inInputOrder(job.rejectedRows),
+            unregistered: [],
+            stopped: nil,
+            notSent: 0,
+            connectionErrors: []
+        )
+    }
+
+    private func runHTTP2(_ configuration: HTTP2JobConfiguration) async throws(SendError) -> SendResult {
+        let job: HTTP2JobResult
+        do {
+            job = try await HTTP2Job.run(configuration: configuration, source: self.source, summary: self.summary)
+        } catch {
+            throw SendError(.configuration, error.message)
+        }
+        return SendResult(
+            report: job.report,
+            inputRejects: self.summary.rejects,
+            rejectedRows: self.inInputOrder(job.rejectedRows),
+            unregistered: job.unregistered,
+            stopped: job.stopped?.message,
+            notSent: job.notSent,
+            connectionErrors: job.connectionErrors
+        )
+    }
+
+    /// Rows in the order of the input: by file as the request names them, then by line.
+    private func inInputOrder(_ rows: [RejectedRow]) -> [RejectedRow] {
+        let order = Dictionary(
+            self.request.files.enumerated().map { ($1, $0) },
+            uniquingKeysWith: { first, _ in first }
+        )
+        return rows.sorted { (order[$0.file] ?? 0, $0.line) < (order[$1.file] ?? 0, $1.line) }
+    }
+
+    private static func code(of error: JobError) -> SendError.Code {
+        switch error.code {
+        case .input: .input
+        case .credentials: .credentials
+        default: .unreachable
+        }
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+import SalvoEngine
+
+/// Checks output paths before anything is sent, and writes the results after.
+///
+/// Checked first because a path that cannot be written would otherwise fail the send after delivery, and the
+/// user who runs it again sends duplicates; and an output that names an input file or another output would
+/// silently replace it.
+enum OutputFiles {
+    static func check(_ outputs: SendOutputs, inputs: [String]) throws(SendError) {
+        let named = outputs.named
+        let inputPaths = Set(inputs.map(Self.canonical))
+        var seen: [String: String] = [:]
+        for (option, path) in named {
+            let canonical = Self.canonical(path)
+            if inputPaths.contains(canonical) {
+                throw SendError(.output, "\(option) \(path) is an input file: it would be overwritten")
+            }
+            if let other = seen[canonical] {
+                throw SendError(.output, "\(option) and \(other) both name \(path): one would overwrite the other")
+            }
+            seen[canonical] = option
+            try Self.checkWritable(path, option: option)
+        }
+    }
+
+    /// A path that exists must be a writable file; a new one needs a writable folder.
+    private static func checkWritable(_ path: String, option: String) throws(SendError) {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+            guard !isDirectory.boolValue else { throw SendError(.output, "\(option) \(path) is a folder") }
+            guard access(path, W_OK) == 0 else {
+                throw SendError(
+                    .output,
+                    "\(option) \(path): cannot write the file: \(String(cString: strerror(errno)))"
+                )
+            }
+        } else {
+            let folder = (path as NSString).deletingLastPathComponent
+            let parent = folder.isEmpty ? "." : folder
+            guard access(parent, W_OK | X_OK) == 0 else {
+                throw SendError(
+                    .output,
+                    "\(option) \(path): cannot create the file in \(parent): \(String(cString: strerror(errno)))"
+                )
+            }
+        }
+    }
+
+    /// The absolute, standardized form of a path (links resolved where the file exists).
+    private static func canonical(_ path: String) -> String {
+        let url = URL(fileURLWithPath: path).standardizedFileURL
+        return url.resolvingSymlinksInPath().path
+    }
+
+    static func write(_ result: SendResult, to outputs: SendOutputs) throws(SendError) {
+        if let path = outputs.report {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            let data: Data
+            do {
+                data = try encoder.encode(result.report)
+            } catch {
+                throw SendError(.output, "\(path): cannot encode the report: \(error)")
+            }
+            try Self.write(data, to: path)
+        }
+        if let path = outputs.rejects {
+            var csv = RejectedRow.csvHeader + "\n"
+            for reject in result.inputRejects {
+                csv +=
+                    [reject.file, String(reject.line), reject.value, "", reject.reason].map(csvField)
+                    .joined(separator: ",") + "\n"
+            }
+            for row in result.rejectedRows { csv += row.csvLine + "\n" }
+            try Self.write(Data(csv.utf8), to: path)
+        }
+        if let path = outputs.unregistered {
+            let csv =
+                ([UnregisteredToken.csvHeader] + result.unregistered.map(\.csvLine)).joined(separator: "\n") + "\n"
+            try Self.write(Data(csv.utf8), to: path)
+        }
+    }
+
+    private static func write(_ data: Data, to path: String) throws(SendError) {
+        do {
+            try data.write(to: URL(fileURLWithPath: path), options: .atomic)
+        } catch {
+            throw SendError(.output, "\(path): cannot write the file: \(error.localizedDescription)")
+        }
+    }
+}

@@ -1,0 +1,70 @@
+import APNSWire
+import SalvoEngine
+import SalvoHTTP2
+
+/// One bulk send: the token files, how to read them, which protocol carries them, and where the results go.
+public struct SendRequest: Sendable {
+    /// Which provider interface, with its job configuration.
+    public enum Interface: Sendable {
+        /// The binary provider interface (commands 0, 1, 2).
+        case binary(BinaryJobConfiguration)
+        /// The HTTP/2 provider API.
+        case http2(HTTP2JobConfiguration)
+    }
+
+    /// CSV files of device tokens, sent in order.
+    public var files: [String]
+    public var input: TokenSource.Options
+    public var interface: Interface
+    public var outputs: SendOutputs
+
+    public init(
+        files: [String],
+        input: TokenSource.Options = TokenSource.Options(),
+        interface: Interface,
+        outputs: SendOutputs = SendOutputs()
+    ) {
+        self.files = files
+        self.input = input
+        self.interface = interface
+        self.outputs = outputs
+    }
+
+    /// "HOST:PORT" of the gateway.
+    public var gateway: String {
+        switch self.interface {
+        case .binary(let configuration): "\(configuration.host):\(configuration.port)"
+        case .http2(let configuration): "\(configuration.client.host):\(configuration.client.port)"
+        }
+    }
+
+    /// Connections the job opens.
+    public var connections: Int {
+        switch self.interface {
+        case .binary(let configuration): configuration.connections
+        case .http2(let configuration): configuration.client.connections
+        }
+    }
+}
+
+/// Where a send writes its results; nil: not written.
+public struct SendOutputs: Hashable, Sendable {
+    /// The `JobReport` as JSON.
+    public var report: String?
+    /// Refused rows as CSV: bad input rows, then the gateway's refusals (`RejectedRow.csvHeader`).
+    public var rejects: String?
+    /// Tokens the service called unregistered, as CSV (`UnregisteredToken.csvHeader`).
+    public var unregistered: String?
+
+    public init(report: String? = nil, rejects: String? = nil, unregistered: String? = nil) {
+        self.report = report
+        self.rejects = rejects
+        self.unregistered = unregistered
+    }
+
+    /// Every path with the option that names it, in a fixed order.
+    var named: [(option: String, path: String)] {
+        [("--report", self.report), ("--rejects", self.rejects), ("--unregistered", self.unregistered)]
+            .compactMap { option, path in path.map { (option, $0) } }
+    }
+}

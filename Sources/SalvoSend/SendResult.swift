@@ -1,0 +1,22 @@
+import SalvoEngine
+
+/// Everything a send did, for both protocols: the report, the refused input rows, the gateway's refusals, the
+/// unregistered tokens, and why it stopped early, if it did.
+public struct SendResult: Sendable {
+    public var report: JobReport
+    /// Rows refused before sending (bad hex, wrong length, duplicates), with file, line and reason.
+    public var inputRejects: [InputReject]
+    /// Rows the gateway or the service refused, in input order.
+    public var rejectedRows: [RejectedRow]
+    /// Tokens the service called unregistered (HTTP/2 410).
+    public var unregistered: [UnregisteredToken]
+    /// Why the job stopped before every row had its answer (HTTP/2: credentials refused); nil otherwise.
+    public var stopped: String?
+    /// Valid rows never answered because the job stopped.
+    public var notSent: Int
+    /// The first connection failures and protocol errors, to explain reconnects.
+    public var connectionErrors: [String]
+
+    /// Whether every row was valid and delivered: exit status 0.
+    public var isComplete: Bool { self.report.isComplete && self.stopped == nil }
+}

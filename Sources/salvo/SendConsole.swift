@@ -1,0 +1,63 @@
+import Foundation
+import SalvoEngine
+import SalvoSend
+
+/// The terminal around the library's `BulkSend` (shared by `send` and `demo`): names the first bad rows, shows a
+/// progress line on a terminal, prints the summary. Everything else is the library's.
+enum SendConsole {
+    static func run(
+        _ request: SendRequest,
+        what: String,
+        quiet: Bool,
+        printSummary: Bool = true,
+        log: (String) -> Void = { print($0) }
+    ) async throws -> SendResult {
+        let send: BulkSend
+        do {
+            send = try BulkSend.prepare(request)
+        } catch {
+            throw UserError(error.message)
+        }
+        let rejects = send.summary.rejects
+        for reject in rejects.prefix(10) {
+            log("\(reject.file): line \(reject.line): \(reject.reason) (value: \(reject.value))")
+        }
+        if rejects.count > 10 {
+            log("… and \(rejects.count - 10) more bad rows\(request.outputs.rejects.map { " (all in \($0))" } ?? "")")
+        }
+        log(
+            "sending \(send.summary.validRows) notifications of \(what) to \(request.gateway) over "
+                + "\(request.connections) connection(s)"
+        )
+        let terminal = !quiet && isatty(STDERR_FILENO) == 1
+        var progress: (@Sendable (BinaryJob.Progress) -> Void)?
+        if terminal { progress = { @Sendable in SendConsole.show($0) } }
+        let result: SendResult
+        do {
+            result = try await send.run(progress: progress)
+        } catch {
+            if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+            throw UserError(error.message)
+        }
+        if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        if printSummary {
+            log(result.report.summary)
+            log("memory     \(peakResidentBytes() >> 20) MiB peak resident")
+        }
+        if result.notSent > 0 { log("not sent   \(result.notSent)") }
+        if let stopped = result.stopped { log("stopped    \(stopped)") }
+        if !result.unregistered.isEmpty {
+            log("unregistered \(result.unregistered.count)\(request.outputs.unregistered.map { " (in \($0))" } ?? "")")
+        }
+        return result
+    }
+
+    private static func show(_ progress: BinaryJob.Progress) {
+        let rate = progress.seconds > 0 ? Double(progress.settled) / progress.seconds : 0
+        let remaining = max(0, progress.validRows - progress.settled)
+        let eta = rate > 0 ? Int(Double(remaining) / rate) : 0
+        let line =
+            "\r\u{1B}[K\(progress.settled)/\(progress.validRows) settled, \(Int(rate))/s, \(progress.rejected) rejected, ETA \(eta) s"
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+}

@@ -1,0 +1,153 @@
+import APNSWire
+import Foundation
+import SalvoEngine
+import SalvoIO
+import SalvoSend
+import SalvoSimulator
+import Testing
+
+/// A folder of its own for each test.
+private func folder() throws -> String {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-send-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}
+
+private func tokenFile(in folder: String, tokens: [DeviceToken], extra: String = "") throws -> String {
+    let path = folder + "/tokens.csv"
+    let text = "token\n" + tokens.map(\.hexString).joined(separator: "\n") + "\n" + extra
+    try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+    return path
+}
+
+private func anyToken() -> DeviceToken {
+    var generator = TokenGenerator(seed: 3)
+    return generator.next()
+}
+
+/// A binary configuration that is never used to connect (the checks come first).
+private func unusedBinaryInterface() throws -> SendRequest.Interface {
+    let payload = try Payload(json: #"{"aps":{"alert":"hi"}}"#)
+    return .binary(
+        BinaryJobConfiguration(
+            host: "127.0.0.1",
+            port: 9,
+            tls: try TLSContext(configuration: .client(credentials: nil)),
+            template: try FrameTemplate(command: .framed, payload: payload)
+        )
+    )
+}
+
+@Suite struct SendRequestCheckTests {
+    @Test func anOutputThatNamesAnInputFileIsRefusedBeforeSending() throws {
+        let here = try folder()
+        let input = try tokenFile(in: here, tokens: [anyToken()])
+        let request = SendRequest(
+            files: [input],
+            interface: try unusedBinaryInterface(),
+            outputs: SendOutputs(rejects: here + "/./tokens.csv")
+        )
+        let error = #expect(throws: SendError.self) { try BulkSend.prepare(request) }
+        #expect(error?.code == .output)
+        #expect(error?.message.contains("--rejects") == true)
+        #expect(error?.message.contains("is an input file") == true)
+    }
+
+    @Test func twoOutputsOnOnePathAreRefused() throws {
+        let here = try folder()
+        let input = try tokenFile(in: here, tokens: [anyToken()])
+        let request = SendRequest(
+            files: [input],
+            interface: try unusedBinaryInterface(),
+            outputs: SendOutputs(report: here + "/out.json", rejects: here + "/out.json")
+        )
+        let error = #expect(throws: SendError.self) { try BulkSend.prepare(request) }
+        #expect(error?.message.contains("--rejects and --report both name") == true)
+    }
+
+    @Test func anOutputInAFolderThatDoesNotExistIsRefused() throws {
+        let here = try folder()
+        let input = try tokenFile(in: here, tokens: [anyToken()])
+        let request = SendRequest(
+            files: [input],
+            interface: try unusedBinaryInterface(),
+            outputs: SendOutputs(report: here + "/missing/report.json")
+        )
+        let error = #expect(throws: SendError.self) { try BulkSend.prepare(request) }
+        #expect(error?.code == .output)
+        #expect(error?.message.contains("cannot create the file") == true)
+    }
+
+    @Test func aMissingInputFileIsAnInputError() throws {
+        let request = SendRequest(files: ["/nonexistent/tokens.csv"], interface: try unusedBinaryInterface())
+        let error = #expect(throws: SendError.self) { try BulkSend.prepare(request) }
+        #expect(error?.code == .input)
+        #expect(error?.message.contains("/nonexistent/tokens.csv") == true)
+    }
+
+    @Test func namedGatewaysForBothInterfaces() throws {
+        #expect(try GatewayAddress(parsing: "production", for: .binary).description == "gateway.push.apple.com:2195")
+        #expect(try GatewayAddress(parsing: "sandbox", for: .http2).description == "api.sandbox.push.apple.com:443")
+        #expect(try GatewayAddress(parsing: "sandbox", for: .feedback).port == 2196)
+        #expect(try GatewayAddress(parsing: "[::1]:2195", for: .binary) == GatewayAddress(host: "::1", port: 2195))
+        #expect(throws: SendError.self) { try GatewayAddress(parsing: "localhost", for: .binary) }
+        #expect(throws: SendError.self) { try GatewayAddress(parsing: ":80", for: .binary) }
+    }
+}
+
+@Suite struct BulkSendTests {
+    @Test func aBinarySendWritesTheReportAndEveryRefusedRowWithItsFile() async throws {
+        let here = try folder()
+        let certificates = try DevelopmentCertificates()
+        let paths = try certificates.write(to: here + "/certs", topic: "com.example.salvo")
+        var generator = TokenGenerator(seed: 11)
+        let tokens = (0..<500).map { _ in generator.next() }
+        var plan = FaultPlan()
+        plan.invalidTokens = [tokens[7].hexString, tokens[300].hexString]
+        var configuration = SimulatorConfiguration(tls: .init(certificates))
+        configuration.plan = plan
+        let simulator = try await Simulator.start(configuration)
+
+        let input = try tokenFile(in: here, tokens: tokens, extra: "not-a-token\n")
+        let payload = try Payload(json: #"{"aps":{"alert":"hi"}}"#)
+        var job = BinaryJobConfiguration(
+            host: "127.0.0.1",
+            port: simulator.gatewayPort,
+            tls: try TLSContext(
+                configuration: .client(
+                    credentials: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
+                    trustedCAFile: paths.ca
+                )
+            ),
+            template: try FrameTemplate(command: .framed, payload: payload)
+        )
+        job.settleNanoseconds = 200_000_000
+        job.reconnect.minimumInterval = 0
+        let outputs = SendOutputs(report: here + "/report.json", rejects: here + "/rejects.csv")
+        let send = try BulkSend.prepare(SendRequest(files: [input], interface: .binary(job), outputs: outputs))
+        #expect(send.summary.validRows == 500)
+        let result: SendResult
+        do {
+            result = try await send.run()
+        } catch {
+            try await simulator.shutdown()
+            throw error
+        }
+        try await simulator.shutdown()
+
+        #expect(result.report.rejected == ["InvalidToken": 2])
+        #expect(result.report.delivered == 498)
+        #expect(!result.isComplete)
+        let report = try JSONDecoder().decode(
+            JobReport.self,
+            from: Data(contentsOf: URL(fileURLWithPath: here + "/report.json"))
+        )
+        #expect(report == result.report)
+        let rejects = try String(contentsOfFile: here + "/rejects.csv", encoding: .utf8).split(separator: "\n")
+        #expect(rejects.first == "file,line,token,status,reason")
+        #expect(rejects.count == 4, "the header, the bad input row, and the two refused tokens")
+        #expect(rejects[1].hasPrefix("\(input),502,not-a-token"))
+        #expect(rejects[2] == "\(input),9,\(tokens[7].hexString),8,InvalidToken")
+        #expect(rejects[3] == "\(input),302,\(tokens[300].hexString),8,InvalidToken")
+    }
+}
