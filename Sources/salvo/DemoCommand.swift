@@ -220,7 +220,7 @@ extension DemoCommand {
         client.connections = self.delivery.connections
         client.trustRoots = try trustRoots(caFile: caFile)
         var configuration = HTTP2JobConfiguration(client: client, headers: headers, payload: payload)
-        configuration.onUncertain = self.delivery.onUncertain.policy
+        configuration.onUncertain = self.delivery.onUncertain
         let request = SendRequest(files: [tokenFile], interface: .http2(configuration), outputs: self.output.outputs())
         let what = "\(payload.byteCount) payload bytes over HTTP/2"
         return try await SendConsole.run(request, what: what, quiet: self.output.quiet, printSummary: false).report

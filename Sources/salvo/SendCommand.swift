@@ -168,7 +168,7 @@ struct SendCommand: AsyncParsableCommand {
         client.connections = self.delivery.connections
         if let ca = self.ca { client.trustRoots = try trustRoots(caFile: ca) }
         var configuration = HTTP2JobConfiguration(client: client, headers: try self.requestHeaders(), payload: payload)
-        configuration.onUncertain = self.delivery.onUncertain.policy
+        configuration.onUncertain = self.delivery.onUncertain
         return configuration
     }
 }

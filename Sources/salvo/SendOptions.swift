@@ -10,28 +10,14 @@ struct InputOptions: ParsableArguments {
     var column: String = "token"
 
     @Option(help: "Whether the first row is a header: auto, present, absent.")
-    var header: HeaderChoice = .auto
+    var header: HeaderMode = .auto
 
     @Flag(help: "Refuse a token already seen earlier in the input (keeps a set of every token in memory).")
     var dedupe = false
 
     var tokenSourceOptions: TokenSource.Options {
         let column: TokenColumn = Int(self.column).map { .number($0) } ?? .name(self.column)
-        return TokenSource.Options(column: column, header: self.header.mode, dedupe: self.dedupe)
-    }
-}
-
-enum HeaderChoice: String, ExpressibleByArgument, CaseIterable {
-    case auto
-    case present
-    case absent
-
-    var mode: HeaderMode {
-        switch self {
-        case .auto: .auto
-        case .present: .present
-        case .absent: .absent
-        }
+        return TokenSource.Options(column: column, header: self.header, dedupe: self.dedupe)
     }
 }
 
@@ -65,7 +51,7 @@ struct DeliveryOptions: ParsableArguments {
     var windowRows: Int = 3_000_000
 
     @Option(help: "Rows on a connection that ended without an answer: resend (at least once) or report (at most once).")
-    var onUncertain: OnUncertainChoice = .resend
+    var onUncertain: OnUncertain = .resend
 
     @Option(help: "Least milliseconds between two connects of one connection slot.")
     var reconnectFloorMilliseconds: Int = Int(ReconnectPolicy.default.minimumInterval / 1_000_000)
@@ -148,18 +134,15 @@ struct DeliveryOptions: ParsableArguments {
             reconnect: reconnect,
             settleNanoseconds: UInt64(self.settleMilliseconds) * 1_000_000,
             windowRows: self.windowRows,
-            onUncertain: self.onUncertain.policy,
+            onUncertain: self.onUncertain,
             transport: self.transport.map { $0 == "uring" ? TransportKind.uring : .socket }
         )
     }
 }
 
-enum OnUncertainChoice: String, ExpressibleByArgument, CaseIterable {
-    case resend
-    case report
-
-    var policy: OnUncertain { self == .resend ? .resend : .report }
-}
+// The library's option enums are the command line's values: no mirror enums to keep in step.
+extension HeaderMode: ExpressibleByArgument {}
+extension OnUncertain: ExpressibleByArgument {}
 
 /// Where the results go (shared by `send` and `demo`).
 struct OutputOptions: ParsableArguments {
