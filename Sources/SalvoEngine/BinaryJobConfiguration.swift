@@ -16,9 +16,9 @@ public struct BinaryJobConfiguration: Sendable {
     public var connections: Int
     public var flush: FlushPolicy
     public var reconnect: ReconnectPolicy
-    /// How long a written notification waits for an error before it is presumed accepted (nanoseconds).
-    /// The gateway answers a failure within about a second.
-    public var settleNanoseconds: UInt64
+    /// How long a written notification waits for an error before it is presumed accepted. The gateway answers
+    /// a failure within about a second.
+    public var settle: Duration
     /// The most a gateway's TCP receive buffer may hold: acknowledged bytes within this much of the end
     /// are not counted as read by the gateway (Linux grows a receive buffer to 6 MiB by default).
     public var peerReceiveBufferBytes: Int
@@ -43,7 +43,7 @@ public struct BinaryJobConfiguration: Sendable {
         connections: Int = 2,
         flush: FlushPolicy = .default,
         reconnect: ReconnectPolicy = .default,
-        settleNanoseconds: UInt64 = 1_000_000_000,
+        settle: Duration = .seconds(1),
         peerReceiveBufferBytes: Int = 8 << 20,
         windowRows: Int = 3_000_000,
         chunkRows: Int = 8192,
@@ -60,7 +60,7 @@ public struct BinaryJobConfiguration: Sendable {
         self.connections = connections
         self.flush = flush
         self.reconnect = reconnect
-        self.settleNanoseconds = settleNanoseconds
+        self.settle = settle
         self.peerReceiveBufferBytes = peerReceiveBufferBytes
         self.windowRows = windowRows
         self.chunkRows = chunkRows

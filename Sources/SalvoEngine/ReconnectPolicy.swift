@@ -3,26 +3,40 @@
 ///
 /// Pure: the random source and the clock come from the caller, so tests run without sleeping.
 public struct ReconnectPolicy: Hashable, Sendable {
-    /// The first backoff after a failure (nanoseconds).
-    public var initialDelay: UInt64
-    /// The largest backoff (nanoseconds).
-    public var maximumDelay: UInt64
-    /// The least time between two connects of one shard, failure or not (nanoseconds).
-    public var minimumInterval: UInt64
+    /// The first backoff after a failure.
+    public var initialDelay: Duration {
+        get { .nanoseconds(self.initialNanoseconds) }
+        set { self.initialNanoseconds = newValue.nanoseconds }
+    }
+    /// The largest backoff.
+    public var maximumDelay: Duration {
+        get { .nanoseconds(self.maximumNanoseconds) }
+        set { self.maximumNanoseconds = newValue.nanoseconds }
+    }
+    /// The least time between two connects of one shard, failure or not.
+    public var minimumInterval: Duration {
+        get { .nanoseconds(self.floorNanoseconds) }
+        set { self.floorNanoseconds = newValue.nanoseconds }
+    }
     /// Give up after this many failures in a row (a connect that succeeds resets the count).
     public var maximumAttempts: Int
 
+    // Kept in nanoseconds of the monotonic clock the callers read, so that `delay` does no conversion.
+    private var initialNanoseconds: UInt64
+    private var maximumNanoseconds: UInt64
+    private var floorNanoseconds: UInt64
+
     public static let `default` = ReconnectPolicy(
-        initialDelay: 100_000_000,
-        maximumDelay: 30_000_000_000,
-        minimumInterval: 50_000_000,
+        initialDelay: .milliseconds(100),
+        maximumDelay: .seconds(30),
+        minimumInterval: .milliseconds(50),
         maximumAttempts: 12
     )
 
-    public init(initialDelay: UInt64, maximumDelay: UInt64, minimumInterval: UInt64, maximumAttempts: Int) {
-        self.initialDelay = initialDelay
-        self.maximumDelay = maximumDelay
-        self.minimumInterval = minimumInterval
+    public init(initialDelay: Duration, maximumDelay: Duration, minimumInterval: Duration, maximumAttempts: Int) {
+        self.initialNanoseconds = initialDelay.nanoseconds
+        self.maximumNanoseconds = maximumDelay.nanoseconds
+        self.floorNanoseconds = minimumInterval.nanoseconds
         self.maximumAttempts = maximumAttempts
     }
 
@@ -31,18 +45,19 @@ public struct ReconnectPolicy: Hashable, Sendable {
     /// - Parameters:
     ///   - failures: failures in a row so far (0: the connection ended normally, for example after an
     ///     error response, and only the floor applies).
-    ///   - sinceLastConnect: time since the previous connect started.
+    ///   - sinceLastConnect: time since the previous connect started (nanoseconds).
     ///   - random: a value in [0, 1) from the caller's generator (full jitter).
+    /// - Returns: nanoseconds.
     public func delay(failures: Int, sinceLastConnect: UInt64, random: Double) -> UInt64 {
         let backoff =
             failures > 0
             ? fullJitterBackoff(
-                initialDelay: self.initialDelay,
-                maximumDelay: self.maximumDelay,
+                initialDelay: self.initialNanoseconds,
+                maximumDelay: self.maximumNanoseconds,
                 attempt: failures,
                 random: random
             ) : 0
-        let floor = sinceLastConnect >= self.minimumInterval ? 0 : self.minimumInterval - sinceLastConnect
+        let floor = sinceLastConnect >= self.floorNanoseconds ? 0 : self.floorNanoseconds - sinceLastConnect
         return max(backoff, floor)
     }
 
@@ -62,4 +77,15 @@ public func fullJitterBackoff(initialDelay: UInt64, maximumDelay: UInt64, attemp
     let (scaled, overflow) = initialDelay.multipliedReportingOverflow(by: 1 << exponent)
     let ceiling = overflow ? maximumDelay : min(maximumDelay, scaled)
     return UInt64(Double(ceiling) * min(max(random, 0), 1))
+}
+
+extension Duration {
+    /// This duration in whole nanoseconds (negative durations are 0; saturates at the top).
+    package var nanoseconds: UInt64 {
+        let (seconds, attoseconds) = self.components
+        guard seconds >= 0, attoseconds >= 0 else { return 0 }
+        let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return .max }
+        return whole &+ UInt64(attoseconds / 1_000_000_000)
+    }
 }

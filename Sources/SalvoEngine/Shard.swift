@@ -41,7 +41,7 @@ final class Shard: @unchecked Sendable {
                 expiry: template.expiry,
                 flush: configuration.flush,
                 reconnect: configuration.reconnect,
-                settleNanoseconds: configuration.settleNanoseconds,
+                settleNanoseconds: configuration.settle.nanoseconds,
                 peerReceiveBufferBytes: configuration.peerReceiveBufferBytes,
                 windowCapacity: windowCapacity,
                 processingErrorRetries: configuration.processingErrorRetries,
@@ -66,7 +66,7 @@ final class Shard: @unchecked Sendable {
         self.queue.async {
             self.completion = completion
             let tick = DispatchSource.makeTimerSource(queue: self.queue)
-            let period = max(self.configuration.settleNanoseconds / 8, 1_000_000)
+            let period = max(self.configuration.settle.nanoseconds / 8, 1_000_000)
             tick.schedule(deadline: .now() + .nanoseconds(Int(period)), repeating: .nanoseconds(Int(period)))
             tick.setEventHandler { [weak self] in self?.tick() }
             tick.resume()

@@ -42,7 +42,7 @@ struct DeliveryOptions: ParsableArguments {
     var flushBytes: Int = FlushPolicy.default.bytes
 
     @Option(help: "…or once the oldest encoded notification is this many microseconds old.")
-    var flushMicroseconds: Int = Int(FlushPolicy.default.delayNanoseconds / 1000)
+    var flushMicroseconds: Int = Int(FlushPolicy.default.delay / .microseconds(1))
 
     @Option(help: "Milliseconds without an error after which a written notification is presumed accepted.")
     var settleMilliseconds: Int = 1000
@@ -54,7 +54,7 @@ struct DeliveryOptions: ParsableArguments {
     var onUncertain: OnUncertain = .resend
 
     @Option(help: "Least milliseconds between two connects of one connection slot.")
-    var reconnectFloorMilliseconds: Int = Int(ReconnectPolicy.default.minimumInterval / 1_000_000)
+    var reconnectFloorMilliseconds: Int = Int(ReconnectPolicy.default.minimumInterval / .milliseconds(1))
 
     @Option(help: "Transport: uring or socket (default: io_uring where the kernel allows it).")
     var transport: String?
@@ -122,7 +122,7 @@ struct DeliveryOptions: ParsableArguments {
         -> BinaryJobConfiguration
     {
         var reconnect = ReconnectPolicy.default
-        reconnect.minimumInterval = UInt64(self.reconnectFloorMilliseconds) * 1_000_000
+        reconnect.minimumInterval = .milliseconds(self.reconnectFloorMilliseconds)
         return BinaryJobConfiguration(
             host: host,
             port: port,
@@ -130,9 +130,9 @@ struct DeliveryOptions: ParsableArguments {
             tls: tls,
             template: template,
             connections: self.connections,
-            flush: FlushPolicy(bytes: self.flushBytes, delayNanoseconds: UInt64(self.flushMicroseconds) * 1000),
+            flush: FlushPolicy(bytes: self.flushBytes, delay: .microseconds(self.flushMicroseconds)),
             reconnect: reconnect,
-            settleNanoseconds: UInt64(self.settleMilliseconds) * 1_000_000,
+            settle: .milliseconds(self.settleMilliseconds),
             windowRows: self.windowRows,
             onUncertain: self.onUncertain,
             transport: self.transport.map { $0 == "uring" ? TransportKind.uring : .socket }

@@ -29,9 +29,9 @@ private struct Harness {
         retries: Int = 2,
         onUncertain: OnUncertain = .resend,
         reconnect: ReconnectPolicy = ReconnectPolicy(
-            initialDelay: 1_000,
-            maximumDelay: 10_000,
-            minimumInterval: 0,
+            initialDelay: .microseconds(1),
+            maximumDelay: .microseconds(10),
+            minimumInterval: .zero,
             maximumAttempts: 3
         ),
         expiry: UInt32 = 0,
@@ -51,7 +51,7 @@ private struct Harness {
                 command: command,
                 frameByteCount: 1,
                 expiry: expiry,
-                flush: FlushPolicy(bytes: flushBytes, delayNanoseconds: 1_000_000),
+                flush: FlushPolicy(bytes: flushBytes, delay: .milliseconds(1)),
                 reconnect: reconnect,
                 settleNanoseconds: 1_000_000_000,
                 peerReceiveBufferBytes: 0,

@@ -164,7 +164,7 @@ private func resolve(_ journaled: SentWindow.Journaled) -> DeviceToken {
 
 @Suite struct PolicyTests {
     @Test func flushesOnSizeOrAge() {
-        let policy = FlushPolicy(bytes: 1000, delayNanoseconds: 500)
+        let policy = FlushPolicy(bytes: 1000, delay: .nanoseconds(500))
         #expect(!policy.shouldFlush(pendingBytes: 0, oldestPendingAt: nil, now: 10_000))
         #expect(!policy.shouldFlush(pendingBytes: 999, oldestPendingAt: 100, now: 599))
         #expect(policy.shouldFlush(pendingBytes: 1000, oldestPendingAt: 100, now: 100))
@@ -175,7 +175,12 @@ private func resolve(_ journaled: SentWindow.Journaled) -> DeviceToken {
     }
 
     @Test func backoffGrowsIsCappedAndKeepsTheFloor() {
-        let policy = ReconnectPolicy(initialDelay: 100, maximumDelay: 1000, minimumInterval: 50, maximumAttempts: 5)
+        let policy = ReconnectPolicy(
+            initialDelay: .nanoseconds(100),
+            maximumDelay: .nanoseconds(1000),
+            minimumInterval: .nanoseconds(50),
+            maximumAttempts: 5
+        )
         // With the jitter at its top, the ceiling shows: 100, 200, 400, 800, 1000, 1000.
         let ceilings = (1...6).map { policy.delay(failures: $0, sinceLastConnect: 1_000_000, random: 0.999_999_9) }
         #expect(ceilings.map { ($0 + 1) / 10 * 10 } == [100, 200, 400, 800, 1000, 1000])

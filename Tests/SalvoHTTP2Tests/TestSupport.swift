@@ -97,9 +97,9 @@ func jobConfigurationForTests(
     client.requestTimeout = .seconds(5)
     client.connectTimeout = .seconds(2)
     client.reconnect = ReconnectPolicy(
-        initialDelay: 5_000_000,
-        maximumDelay: 50_000_000,
-        minimumInterval: 5_000_000,
+        initialDelay: .milliseconds(5),
+        maximumDelay: .milliseconds(50),
+        minimumInterval: .milliseconds(5),
         maximumAttempts: 3
     )
     let headers = try! APNSRequestHeaders(pushType: .alert, priority: .immediate, topic: testTopic)

@@ -121,8 +121,8 @@ private func unusedBinaryInterface() throws -> SendRequest.Interface {
             ),
             template: try FrameTemplate(command: .framed, payload: payload)
         )
-        job.settleNanoseconds = 200_000_000
-        job.reconnect.minimumInterval = 0
+        job.settle = .milliseconds(200)
+        job.reconnect.minimumInterval = .zero
         let outputs = SendOutputs(report: here + "/report.json", rejects: here + "/rejects.csv")
         let send = try BulkSend.prepare(SendRequest(files: [input], interface: .binary(job), outputs: outputs))
         #expect(send.summary.validRows == 500)
