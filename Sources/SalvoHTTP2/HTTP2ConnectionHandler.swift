@@ -50,6 +50,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
     func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
 
     func channelActive(context: ChannelHandlerContext) {
+        self.machine.opened(now: .now())
         self.scheduleTick(context: context)
         // The first WINDOW_UPDATE raises the connection window from 64 KiB, so error bodies never stall.
         let frame = HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: self.windowTarget))
@@ -137,8 +138,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
         // Stream errors only end their stream (the StreamClosedEvent settles it); anything else ends the
         // connection.
         if error is NIOHTTP2Errors.StreamError { return }
-        self.job.noteConnectionError("\(error)")
-        context.close(promise: nil)
+        self.perform(self.machine.failed("\(error)", now: .now()))
     }
 
     /// Carries out the machine's actions, in the order `Actions` documents.
@@ -155,18 +155,12 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
         if actions.sendPing || !actions.resetStreams.isEmpty { context.flush() }
         if let note = actions.note { self.job.noteConnectionError(note) }
         if let stop = actions.stopJob { self.job.work.stop(stop) }
-        if let renewal = actions.renewToken, let token = self.job.token {
-            let result = token.renew(after: renewal.bearer)
+        if let renewal = actions.renewToken {
+            let result = self.job.token?.renew(after: renewal.bearer) ?? .refused("no provider token to renew")
             self.perform(self.machine.tokenRenewed(renewal, result: result, now: .now()))
         }
         // The results go back before the connection closes, so the job never finishes without them.
-        if actions.giveBack, let results = self.machine.takeResults() {
-            self.job.recorded.withLockedValue {
-                $0.outcomes.merge(results.outcomes)
-                $0.deliveries.append(contentsOf: results.deliveries)
-            }
-            self.job.work.complete(finals: results.finals, retries: results.retries)
-        }
+        if actions.giveBack, let results = self.machine.takeResults() { self.job.record(results) }
         if actions.ready {
             self.onReady?()
             self.onReady = nil

@@ -202,6 +202,11 @@ struct HTTP2ConnectionStateMachine {
 
     // MARK: Reading
 
+    /// The connection is open (TCP, and TLS when used): it is alive from now on.
+    mutating func opened(now: NIODeadline) {
+        self.lastActivity = now
+    }
+
     /// Any frame arrived: the connection is alive.
     mutating func frameReceived(now: NIODeadline) {
         self.lastActivity = now
@@ -380,6 +385,18 @@ struct HTTP2ConnectionStateMachine {
             self.closeIfDrained(&actions)
             actions.writeRequests = true
         }
+        return actions
+    }
+
+    /// The connection failed (a protocol or TLS error): close it, and its rows in flight go back to the queue now
+    /// rather than when the close completes.
+    mutating func failed(_ message: String, now: NIODeadline) -> Actions {
+        var actions = Actions(note: message)
+        guard self.state != .closed else { return actions }
+        self.abandonStreams(now: now)
+        self.state = .closed
+        actions.giveBack = self.hasResults
+        actions.close = true
         return actions
     }
 

@@ -40,6 +40,16 @@ final class HTTP2JobContext: Sendable {
         self.recorded = NIOLockedValueBox(Recorded(outcomes: outcomes))
     }
 
+    /// Takes a connection's batch of results: the outcomes first, then the rows back to the queue, so the job
+    /// never finishes without them.
+    func record(_ results: HTTP2ConnectionStateMachine.Results) {
+        self.recorded.withLockedValue {
+            $0.outcomes.merge(results.outcomes)
+            $0.deliveries.append(contentsOf: results.deliveries)
+        }
+        self.work.complete(finals: results.finals, retries: results.retries)
+    }
+
     func noteConnectionError(_ message: String) {
         self.connectionErrors.withLockedValue { errors in
             // Bounded: the first few explain a failure; thousands would not.

@@ -408,6 +408,30 @@ import Testing
         #expect(last.outcomes.report.uncertain == 1)
     }
 
+    @Test func aFailedConnectionClosesAndItsRowsGoBackAtOnce() {
+        var machine = Self.openMachine()
+        _ = machine.writing(Self.items(1...3), bearer: nil, now: Self.start)
+        let later = Self.start + .seconds(1)
+        let actions = machine.failed("TLS alert", now: later)
+        #expect(actions.close && actions.giveBack)
+        #expect(actions.note == "TLS alert")
+        #expect(machine.state == .closed)
+        let results = machine.takeResults()!
+        #expect(results.retries.map(\.row.line) == [1, 2, 3], "in the order they were sent")
+        #expect(results.retries.allSatisfy { $0.notBefore == later && $0.attempts == 1 })
+        #expect(results.outcomes.report.uncertainEvents == 3)
+        // The close that follows finds nothing left to settle.
+        #expect(!machine.closed(now: later).giveBack)
+        #expect(machine.takeResults() == nil)
+    }
+
+    @Test func openingCountsAsActivityForThePingInterval() {
+        var machine = Self.machine()
+        machine.opened(now: Self.start + .seconds(30))
+        #expect(!machine.tick(now: Self.start + .seconds(80)).sendPing)
+        #expect(machine.tick(now: Self.start + .seconds(90)).sendPing)
+    }
+
     @Test func withNoRowsReadyOneWakeUpIsScheduledForTheNextDelayedRowOrSoon() {
         var machine = Self.openMachine()
         #expect(machine.noRowsReady(now: Self.start, nextDelayed: nil) == Self.start + .milliseconds(20))
