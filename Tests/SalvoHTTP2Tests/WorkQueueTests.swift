@@ -104,6 +104,42 @@ import Testing
         loop.run()
         #expect(done.withLockedValue { $0 })
     }
+
+    @Test func aSourceThatFailsWhileReadingAheadStopsTheJobWithItsError() throws {
+        let loop = EmbeddedEventLoop()
+        let finished = loop.makePromise(of: Void.self)
+        let done = NIOLockedValueBox(false)
+        finished.futureResult.whenSuccess { done.withLockedValue { $0 = true } }
+        let queue = HTTP2WorkQueue(source: FailingRowSource(), chunkRows: 4, finished: finished)
+        queue.waitForReadAhead()
+        let taken = queue.take(maximum: 2, now: .now())
+        #expect(taken.map(\.row.line) == [1, 2])
+        // Two rows left: the next chunk is read, and fails.
+        queue.waitForReadAhead()
+        #expect(queue.stopped?.message.contains("the file went away") == true)
+        #expect(queue.abandoned == 2, "the rows read but never handed out")
+        #expect(queue.take(maximum: 2, now: .now()).isEmpty)
+        loop.run()
+        #expect(!done.withLockedValue { $0 }, "two rows are in flight")
+        queue.complete(finals: 2, retries: [])
+        loop.run()
+        #expect(done.withLockedValue { $0 })
+    }
+}
+
+/// A source whose second chunk fails, as a file that cannot be read any more would.
+private final class FailingRowSource: HTTP2RowSource {
+    private let calls = NIOLockedValueBox(0)
+
+    func nextChunk(maximumRows: Int) throws -> [TokenRow]? {
+        let call = self.calls.withLockedValue { value -> Int in
+            value += 1
+            return value
+        }
+        guard call == 1 else { throw InputError(file: "tokens.csv", line: nil, message: "the file went away") }
+        let token = try DeviceToken(bytes: [UInt8](repeating: 7, count: 32))
+        return (1...maximumRows).map { TokenRow(token: token, line: $0) }
+    }
 }
 
 /// A source of `rows` made-up rows that takes `delay` for every chunk and notes the threads that called it.
