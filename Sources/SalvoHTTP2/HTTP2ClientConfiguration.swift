@@ -46,6 +46,10 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// HTTP/2 over TLS without ALPN: the client then speaks HTTP/2 by prior knowledge and does not ask the
     /// server to have chosen it.
     public var offersALPN = true
+    /// The seed of the job's jitter (retry backoff, reconnect delays): each connection slot gets a `SplitMix64`
+    /// seeded from it and its index, and each connection one seeded from its slot's. Random by default; a fixed
+    /// seed makes the delays of a run repeatable.
+    public var randomSeed = UInt64.random(in: .min ... .max)
     /// The id of each connection's first stream: odd, 1 in HTTP/2. Tests start near 2^31 − 1 to reach the end of
     /// the id space in a few requests.
     var firstStreamID: Int32 = 1

@@ -1,6 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
+import SalvoEngine
 
 /// A job's connections: `configuration.connections` slots spread over the event loops of a group, each keeping
 /// one connection open (and replacing it) while the job has work. When every slot has given up connecting, the
@@ -34,9 +35,10 @@ final class HTTP2ConnectionPool: Sendable {
                 )
             )
         }
-        self.slots = (0..<count).map { _ in
+        self.slots = (0..<count).map { index in
             HTTP2ConnectionSlot(
                 eventLoop: group.next(),
+                random: SplitMix64(seed: configuration.randomSeed &+ UInt64(index) &* 0x9E37_79B9_7F4A_7C15),
                 configuration: configuration,
                 sslContext: sslContext,
                 job: job,

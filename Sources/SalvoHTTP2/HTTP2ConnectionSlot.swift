@@ -23,15 +23,19 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
     private var connecting = false
     private var stopped = false
     private var pendingConnect: Scheduled<Void>?
+    /// Jitter for reconnect delays, and the seeds of this slot's connections.
+    private var random: SplitMix64
 
     init(
         eventLoop: any EventLoop,
+        random: SplitMix64,
         configuration: HTTP2ClientConfiguration,
         sslContext: NIOSSLContext?,
         job: HTTP2JobContext,
         onGiveUp: @escaping @Sendable () -> Void
     ) {
         self.eventLoop = eventLoop
+        self.random = random
         self.configuration = configuration
         self.sslContext = sslContext
         self.job = job
@@ -60,9 +64,13 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         guard !self.stopped, !self.connecting, !self.job.work.isDone else { return }
         self.connecting = true
         self.pendingConnect = nil
-        if self.lastConnect != nil { self.job.results.withLockedValue { $0.report.reconnects += 1 } }
+        if self.lastConnect != nil { self.job.recorded.withLockedValue { $0.outcomes.reconnected() } }
         self.lastConnect = .now()
-        let handler = HTTP2ConnectionHandler(job: self.job, firstStreamID: self.configuration.firstStreamID)
+        let handler = HTTP2ConnectionHandler(
+            job: self.job,
+            firstStreamID: self.configuration.firstStreamID,
+            random: SplitMix64(seed: self.random.next())
+        )
         // The bootstrap's group is this loop, so the initializer runs here too.
         let boundHandler = NIOLoopBound(handler, eventLoop: self.eventLoop)
         let job = self.job
@@ -146,7 +154,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
             return
         }
         let since = self.lastConnect.map { UInt64(max(0, (NIODeadline.now() - $0).nanoseconds)) } ?? UInt64.max
-        let delay = policy.delay(failures: self.failures, sinceLastConnect: since, random: Double.random(in: 0..<1))
+        let delay = policy.delay(failures: self.failures, sinceLastConnect: since, random: self.random.nextUnit())
         self.pendingConnect = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Int64(clamping: delay))) {
             self.pendingConnect = nil
             self.connect()

@@ -61,13 +61,15 @@ public enum HTTP2Job {
                 payload: configuration.payload
             ),
             token: client.authentication.providerToken,
-            retry: configuration.retry,
-            onUncertain: configuration.onUncertain,
-            recordDeliveries: configuration.recordDeliveries,
-            requestTimeout: client.requestTimeout,
-            pingInterval: client.pingInterval,
-            pingTimeout: client.pingTimeout,
-            maximumStreams: client.maximumStreamsPerConnection
+            connectionConfiguration: HTTP2ConnectionStateMachine.Configuration(
+                maximumStreams: client.maximumStreamsPerConnection,
+                requestTimeout: client.requestTimeout,
+                pingInterval: client.pingInterval,
+                pingTimeout: client.pingTimeout,
+                retry: configuration.retry,
+                recordDeliveries: configuration.recordDeliveries
+            ),
+            outcomes: RowOutcomes(onUncertain: configuration.onUncertain, files: source.files)
         )
         let pool = HTTP2ConnectionPool(configuration: client, sslContext: sslContext, job: job, group: loops)
         pool.start()
@@ -76,7 +78,8 @@ public enum HTTP2Job {
         await pool.stop()
         try? await ownGroup?.shutdownGracefully()
 
-        var result = job.results.withLockedValue { $0 }
+        let recorded = job.recorded.withLockedValue { $0 }
+        var result = HTTP2JobResult(outcomes: recorded.outcomes, deliveries: recorded.deliveries)
         let elapsed = ContinuousClock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
         result.report.mode = report.mode

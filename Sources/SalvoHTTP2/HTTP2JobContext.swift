@@ -3,22 +3,25 @@ import NIOCore
 import SalvoEngine
 
 /// What every connection of a job shares: the work queue, the request template, the token, the policies, and
-/// the results gathered so far.
+/// the outcomes recorded so far.
 ///
-/// Thread-safe: its fields are immutable or locked; connections merge their results once per read batch.
+/// Thread-safe: its fields are immutable or locked; connections merge their outcomes once per read batch.
 final class HTTP2JobContext: Sendable {
+    /// The rows' outcomes gathered from every connection, and the deliveries when they are recorded.
+    struct Recorded: Sendable {
+        var outcomes: RowOutcomes
+        var deliveries: [HTTP2Delivery] = []
+    }
+
     let work: HTTP2WorkQueue
     let template: HTTP2RequestTemplate
     let token: ProviderToken?
-    let retry: HTTP2RetryPolicy
-    let onUncertain: OnUncertain
-    let recordDeliveries: Bool
-    let requestTimeout: TimeAmount
-    let pingInterval: TimeAmount
-    let pingTimeout: TimeAmount
-    /// Our own cap on streams per connection, below the server's `SETTINGS_MAX_CONCURRENT_STREAMS`.
-    let maximumStreams: Int
-    let results = NIOLockedValueBox(HTTP2JobResult())
+    /// What each connection's state machine needs: the stream cap, timeouts, retry policy.
+    let connectionConfiguration: HTTP2ConnectionStateMachine.Configuration
+    /// Empty outcomes with the job's policy for uncertain rows and its input files, for a connection to record
+    /// into.
+    let emptyOutcomes: RowOutcomes
+    let recorded: NIOLockedValueBox<Recorded>
     /// Connection failures and protocol errors, for the report's explanation when a job cannot finish.
     let connectionErrors = NIOLockedValueBox([String]())
 
@@ -26,24 +29,25 @@ final class HTTP2JobContext: Sendable {
         work: HTTP2WorkQueue,
         template: HTTP2RequestTemplate,
         token: ProviderToken?,
-        retry: HTTP2RetryPolicy,
-        onUncertain: OnUncertain,
-        recordDeliveries: Bool,
-        requestTimeout: TimeAmount,
-        pingInterval: TimeAmount,
-        pingTimeout: TimeAmount,
-        maximumStreams: Int
+        connectionConfiguration: HTTP2ConnectionStateMachine.Configuration,
+        outcomes: RowOutcomes
     ) {
         self.work = work
         self.template = template
         self.token = token
-        self.retry = retry
-        self.onUncertain = onUncertain
-        self.recordDeliveries = recordDeliveries
-        self.requestTimeout = requestTimeout
-        self.pingInterval = pingInterval
-        self.pingTimeout = pingTimeout
-        self.maximumStreams = maximumStreams
+        self.connectionConfiguration = connectionConfiguration
+        self.emptyOutcomes = outcomes
+        self.recorded = NIOLockedValueBox(Recorded(outcomes: outcomes))
+    }
+
+    /// Takes a connection's batch of results: the outcomes first, then the rows back to the queue, so the job
+    /// never finishes without them.
+    func record(_ results: HTTP2ConnectionStateMachine.Results) {
+        self.recorded.withLockedValue {
+            $0.outcomes.merge(results.outcomes)
+            $0.deliveries.append(contentsOf: results.deliveries)
+        }
+        self.work.complete(finals: results.finals, retries: results.retries)
     }
 
     func noteConnectionError(_ message: String) {

@@ -45,11 +45,13 @@ public struct HTTP2JobResult: Sendable {
         self.notSent = notSent
     }
 
-    /// Adds another connection's results to these.
-    mutating func merge(_ other: HTTP2JobResult) {
-        self.report.merge(other.report)
-        self.rejectedRows.append(contentsOf: other.rejectedRows)
-        self.unregistered.append(contentsOf: other.unregistered)
-        self.deliveries.append(contentsOf: other.deliveries)
+    /// The result of the outcomes a job's connections recorded (`RowOutcomes` does the counting).
+    init(outcomes: RowOutcomes, deliveries: [HTTP2Delivery]) {
+        self.init(
+            report: outcomes.report,
+            rejectedRows: outcomes.rejectedRows,
+            unregistered: outcomes.unregistered,
+            deliveries: deliveries
+        )
     }
 }

@@ -1,17 +1,31 @@
 import DequeModule
+import Dispatch
 import NIOConcurrencyHelpers
 import NIOCore
 import SalvoEngine
+
+/// Where a job's new rows come from, a chunk at a time, in order: `TokenSource`, or a test's own.
+protocol HTTP2RowSource: AnyObject, Sendable {
+    /// The next rows, at most `maximumRows`; nil when every row has been handed out. May block (it reads files).
+    func nextChunk(maximumRows: Int) throws -> [TokenRow]?
+}
+
+extension TokenSource: HTTP2RowSource {}
 
 /// The rows of a job that every connection takes from: new rows from the token source, and rows waiting to be
 /// sent again. Knows when the job is finished: the source is exhausted (or the job stopped), nothing waits, and
 /// no taken row is still outstanding.
 ///
+/// The source is read ahead on a queue of its own, a chunk at a time, while fewer than a chunk of rows are ready:
+/// reading a file may block, and `take` runs on event loops, so it only moves rows that are ready (and asks for
+/// the next chunk). A `take` that finds no row ready returns none; the connection looks again soon.
+///
 /// Thread-safe: connections on different event loops take a batch and give back a batch of results under one
-/// lock each, never one per row.
+/// lock each, never one per row. The source is only ever called on `reader`, never under the lock.
 final class HTTP2WorkQueue: Sendable {
-    private let source: TokenSource
+    private let source: any HTTP2RowSource
     private let chunkRows: Int
+    private let reader = DispatchQueue(label: "salvo.h2.read-ahead")
     private let state = NIOLockedValueBox(State())
     private let finished: EventLoopPromise<Void>
 
@@ -21,6 +35,8 @@ final class HTTP2WorkQueue: Sendable {
         var earliestDelayed: NIODeadline = .distantFuture
         /// Rows taken and not yet given back (final or to retry).
         var outstanding = 0
+        /// Whether a chunk is being read on `reader`.
+        var reading = false
         var sourceExhausted = false
         var stop: HTTP2JobStop?
         /// Rows never sent, or waiting for a retry, when the job stopped.
@@ -28,38 +44,33 @@ final class HTTP2WorkQueue: Sendable {
         var isFinished = false
     }
 
+    /// Starts reading the first chunk.
+    ///
     /// - Parameter finished: succeeded once, when the job is finished.
-    init(source: TokenSource, chunkRows: Int = 4096, finished: EventLoopPromise<Void>) {
+    init(source: some HTTP2RowSource, chunkRows: Int = 4096, finished: EventLoopPromise<Void>) {
+        precondition(chunkRows > 0)
         self.source = source
         self.chunkRows = chunkRows
         self.finished = finished
+        let read = self.state.withLockedValue { self.startReadingIfLow(&$0) }
+        if read { self.reader.async { self.readAhead() } }
     }
 
-    /// Up to `maximum` rows that may be sent at `now`, retries first; empty when none may be sent now.
+    /// Up to `maximum` rows that may be sent at `now`, retries first; empty when none may be sent now. Never
+    /// reads the source: it takes ready rows and, when they run low, asks for the next chunk.
     func take(maximum: Int, now: NIODeadline) -> [HTTP2WorkItem] {
         guard maximum > 0 else { return [] }
-        let (items, finishedNow) = self.state.withLockedValue { state -> ([HTTP2WorkItem], Bool) in
-            guard state.stop == nil, !state.isFinished else { return ([], false) }
+        let (items, read, finishedNow) = self.state.withLockedValue { state -> ([HTTP2WorkItem], Bool, Bool) in
+            guard state.stop == nil, !state.isFinished else { return ([], false, false) }
             if now >= state.earliestDelayed { Self.release(now: now, state: &state) }
-            if state.ready.count < maximum && !state.sourceExhausted {
-                do {
-                    if let rows = try self.source.nextChunk(maximumRows: max(self.chunkRows, maximum)) {
-                        state.ready.append(contentsOf: rows.lazy.map { HTTP2WorkItem(row: $0) })
-                    } else {
-                        state.sourceExhausted = true
-                    }
-                } catch {
-                    state.sourceExhausted = true
-                    Self.stop(HTTP2JobStop(reason: nil, message: "\(error)"), state: &state)
-                }
-            }
             let count = min(maximum, state.ready.count)
             var items: [HTTP2WorkItem] = []
             items.reserveCapacity(count)
             for _ in 0..<count { items.append(state.ready.removeFirst()) }
             state.outstanding += count
-            return (items, Self.checkFinished(&state))
+            return (items, self.startReadingIfLow(&state), Self.checkFinished(&state))
         }
+        if read { self.reader.async { self.readAhead() } }
         if finishedNow { self.finished.succeed() }
         return items
     }
@@ -104,6 +115,45 @@ final class HTTP2WorkQueue: Sendable {
     /// When the next delayed row becomes ready, if any waits.
     var nextDelayed: NIODeadline? {
         self.state.withLockedValue { $0.delayed.isEmpty ? nil : $0.earliestDelayed }
+    }
+
+    /// Waits until no chunk is being read (tests: the rows read ahead are then ready).
+    func waitForReadAhead() {
+        self.reader.sync {}
+    }
+
+    /// Whether to read the next chunk now; marks it as being read.
+    private func startReadingIfLow(_ state: inout State) -> Bool {
+        guard !state.reading, !state.sourceExhausted, state.stop == nil, state.ready.count < self.chunkRows else {
+            return false
+        }
+        state.reading = true
+        return true
+    }
+
+    /// On `reader`: reads chunks until a chunk of rows is ready, the source is exhausted or the job stopped.
+    private func readAhead() {
+        var again = true
+        while again {
+            let chunk = Result { try self.source.nextChunk(maximumRows: self.chunkRows) }
+            let finishedNow: Bool
+            (again, finishedNow) = self.state.withLockedValue { state -> (Bool, Bool) in
+                state.reading = false
+                switch chunk {
+                case .success(let rows?) where state.stop != nil:
+                    state.abandoned += rows.count
+                case .success(let rows?):
+                    state.ready.append(contentsOf: rows.lazy.map { HTTP2WorkItem(row: $0) })
+                case .success(nil):
+                    state.sourceExhausted = true
+                case .failure(let error):
+                    state.sourceExhausted = true
+                    Self.stop(HTTP2JobStop(reason: nil, message: "\(error)"), state: &state)
+                }
+                return (self.startReadingIfLow(&state), Self.checkFinished(&state))
+            }
+            if finishedNow { self.finished.succeed() }
+        }
     }
 
     private static func release(now: NIODeadline, state: inout State) {

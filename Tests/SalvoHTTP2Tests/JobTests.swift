@@ -165,7 +165,12 @@ import Testing
         #expect(report.resent == 5)  // 429, 500, two 503s, the refused stream
         #expect(report.confirmed + report.rejectedTotal == 12)
         #expect(!report.isComplete)
-        #expect(result.unregistered == [UnregisteredToken(line: 7, token: tokens[5], timestamp: 1_600_000_000_000)])
+        #expect(
+            result.unregistered == [
+                UnregisteredToken(file: file.source.files[0], line: 7, token: tokens[5], timestamp: 1_600_000_000_000)
+            ]
+        )
+        #expect(result.rejectedRows.allSatisfy { $0.file == file.source.files[0] }, "a refused row names its file")
         let rejected = Dictionary(uniqueKeysWithValues: result.rejectedRows.map { ($0.line, $0) })
         #expect(rejected[3]?.status == 400 && rejected[3]?.reason == "BadDeviceToken")
         #expect(rejected[6]?.status == 413)

@@ -1,3 +1,5 @@
+import APNSWire
+import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
@@ -18,6 +20,8 @@ import Testing
         let queue = HTTP2WorkQueue(source: file.source, chunkRows: 4, finished: finished)
         let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
+        // The source is read ahead off the caller's thread: wait for it before each take, so the batches are exact.
+        queue.waitForReadAhead()
         let first = queue.take(maximum: 3, now: start)
         #expect(first.map(\.row.line) == [2, 3, 4])
         var retry = first[1]
@@ -25,14 +29,18 @@ import Testing
         retry.notBefore = start + .milliseconds(50)
         queue.complete(finals: 2, retries: [retry])
         // Not yet due: new rows come.
+        queue.waitForReadAhead()
         #expect(queue.take(maximum: 2, now: start + .milliseconds(10)).map(\.row.line) == [5, 6])
         #expect(queue.nextDelayed == start + .milliseconds(50))
         // Due: the retry goes before the remaining new rows.
+        queue.waitForReadAhead()
         let next = queue.take(maximum: 2, now: start + .milliseconds(50))
         #expect(next.map(\.row.line) == [3, 7])
         #expect(next[0].attempts == 1)
+        queue.waitForReadAhead()
         let rest = queue.take(maximum: 100, now: start + .milliseconds(60))
         #expect(rest.map(\.row.line) == [8, 9, 10, 11])
+        queue.waitForReadAhead()
         #expect(queue.take(maximum: 100, now: start + .milliseconds(70)).isEmpty)
         loop.run()
         #expect(!done.withLockedValue { $0 })
@@ -52,6 +60,7 @@ import Testing
         finished.futureResult.whenSuccess { done.withLockedValue { $0 = true } }
         let queue = HTTP2WorkQueue(source: file.source, chunkRows: 4, finished: finished)
         let now = NIODeadline.now()
+        queue.waitForReadAhead()
         let taken = queue.take(maximum: 3, now: now)
         #expect(taken.count == 3)
         queue.stop(HTTP2JobStop(reason: "BadCertificate", message: "refused"))
@@ -63,5 +72,108 @@ import Testing
         loop.run()
         #expect(done.withLockedValue { $0 })
         #expect(queue.stopped?.reason == "BadCertificate")
+    }
+
+    @Test func takeNeverReadsTheSourceItselfAndTheJobStillFinishesWithTheLastAnswer() throws {
+        let loop = EmbeddedEventLoop()
+        let finished = loop.makePromise(of: Void.self)
+        let done = NIOLockedValueBox(false)
+        finished.futureResult.whenSuccess { done.withLockedValue { $0 = true } }
+        let source = SlowRowSource(rows: 10, delay: .milliseconds(300))
+        let queue = HTTP2WorkQueue(source: source, chunkRows: 4, finished: finished)
+        let caller = pthread_self()
+        let clock = ContinuousClock()
+        let giveUp = clock.now + .seconds(30)
+        var taken: [HTTP2WorkItem] = []
+        while taken.count < 10 && clock.now < giveUp {
+            let began = clock.now
+            let batch = queue.take(maximum: 3, now: .now())
+            // The source needs 300 ms a chunk; a take that read it would take that long.
+            #expect(clock.now - began < .milliseconds(250))
+            taken += batch
+            if batch.isEmpty { usleep(10_000) }
+        }
+        #expect(taken.map(\.row.line) == Array(1...10), "every row once, in order")
+        #expect(source.calls >= 3)
+        #expect(!source.wasCalled(on: caller), "the source is read on the queue's own thread, never in take")
+        queue.waitForReadAhead()
+        #expect(queue.take(maximum: 3, now: .now()).isEmpty)
+        loop.run()
+        #expect(!done.withLockedValue { $0 }, "rows are outstanding")
+        queue.complete(finals: 10, retries: [])
+        loop.run()
+        #expect(done.withLockedValue { $0 })
+    }
+
+    @Test func aSourceThatFailsWhileReadingAheadStopsTheJobWithItsError() throws {
+        let loop = EmbeddedEventLoop()
+        let finished = loop.makePromise(of: Void.self)
+        let done = NIOLockedValueBox(false)
+        finished.futureResult.whenSuccess { done.withLockedValue { $0 = true } }
+        let queue = HTTP2WorkQueue(source: FailingRowSource(), chunkRows: 4, finished: finished)
+        queue.waitForReadAhead()
+        let taken = queue.take(maximum: 2, now: .now())
+        #expect(taken.map(\.row.line) == [1, 2])
+        // Two rows left: the next chunk is read, and fails.
+        queue.waitForReadAhead()
+        #expect(queue.stopped?.message.contains("the file went away") == true)
+        #expect(queue.abandoned == 2, "the rows read but never handed out")
+        #expect(queue.take(maximum: 2, now: .now()).isEmpty)
+        loop.run()
+        #expect(!done.withLockedValue { $0 }, "two rows are in flight")
+        queue.complete(finals: 2, retries: [])
+        loop.run()
+        #expect(done.withLockedValue { $0 })
+    }
+}
+
+/// A source whose second chunk fails, as a file that cannot be read any more would.
+private final class FailingRowSource: HTTP2RowSource {
+    private let calls = NIOLockedValueBox(0)
+
+    func nextChunk(maximumRows: Int) throws -> [TokenRow]? {
+        let call = self.calls.withLockedValue { value -> Int in
+            value += 1
+            return value
+        }
+        guard call == 1 else { throw InputError(file: "tokens.csv", line: nil, message: "the file went away") }
+        let token = try DeviceToken(bytes: [UInt8](repeating: 7, count: 32))
+        return (1...maximumRows).map { TokenRow(token: token, line: $0) }
+    }
+}
+
+/// A source of `rows` made-up rows that takes `delay` for every chunk and notes the threads that called it.
+private final class SlowRowSource: HTTP2RowSource {
+    private let rows: Int
+    private let delay: Duration
+    private let state = NIOLockedValueBox((next: 1, threads: [pthread_t]()))
+
+    init(rows: Int, delay: Duration) {
+        self.rows = rows
+        self.delay = delay
+    }
+
+    var calls: Int { self.state.withLockedValue { $0.threads.count } }
+
+    func wasCalled(on thread: pthread_t) -> Bool {
+        self.state.withLockedValue { $0.threads.contains { pthread_equal($0, thread) != 0 } }
+    }
+
+    func nextChunk(maximumRows: Int) throws -> [TokenRow]? {
+        let first = self.state.withLockedValue { state -> Int in
+            state.threads.append(pthread_self())
+            return state.next
+        }
+        usleep(
+            UInt32(self.delay.components.attoseconds / 1_000_000_000_000 + self.delay.components.seconds * 1_000_000)
+        )
+        guard first <= self.rows else { return nil }
+        let last = min(self.rows, first + maximumRows - 1)
+        self.state.withLockedValue { $0.next = last + 1 }
+        return (first...last).map { line in
+            var bytes = [UInt8](repeating: 0, count: 32)
+            bytes[0] = UInt8(line)
+            return TokenRow(token: try! DeviceToken(bytes: bytes), line: line)
+        }
     }
 }

@@ -1,0 +1,514 @@
+import APNSWire
+import DequeModule
+import NIOCore
+import NIOHTTP2
+import SalvoEngine
+
+/// The protocol state of one HTTP/2 connection to APNs, with no I/O: it takes the connection's events (opened,
+/// SETTINGS, room to write, answers, resets, GOAWAY, PING acks, ticks, closed) with the time they happened, and
+/// answers with the `Actions` its driver (`HTTP2ConnectionHandler`) carries out: write requests, send PING,
+/// reset streams, close, retire, give results back, stop the job, wake up later.
+///
+/// Streams in flight are bounded by the server's `SETTINGS_MAX_CONCURRENT_STREAMS` as it changes, by the job's
+/// own cap, and by 1 until the service has accepted the credentials. Every stream has a deadline. A connection
+/// that has been silent for the ping interval, or whose request missed its deadline, is checked with PING and
+/// takes no new rows until the answer comes; without an answer in time it closes, and its rows in flight go back
+/// to the queue (uncertain: they may have been delivered). After GOAWAY, streams above the last stream id (never
+/// processed) go back to the queue at once without counting an attempt, the rest finish, and the connection
+/// closes; a connection that has used up its stream ids is retired the same way.
+///
+/// Every row's end is recorded in a `RowOutcomes`; `takeResults()` hands a batch of them to the job. Jitter comes
+/// from the injected generator and time from the events, so tests drive it with a fake clock and a fixed seed.
+///
+/// A value owned by one driver, confined to its event loop.
+struct HTTP2ConnectionStateMachine {
+    struct Configuration: Sendable {
+        /// Our own cap on streams in flight, below the server's `SETTINGS_MAX_CONCURRENT_STREAMS`.
+        var maximumStreams: Int
+        var requestTimeout: TimeAmount
+        var pingInterval: TimeAmount
+        var pingTimeout: TimeAmount
+        var retry: HTTP2RetryPolicy
+        /// Whether 200 answers are listed with their `apns-id`s.
+        var recordDeliveries: Bool
+        /// The most requests written with one flush.
+        var batchLimit = 512
+    }
+
+    enum State: Hashable {
+        /// Opened; the server's SETTINGS have not come, so no request is written yet.
+        case connecting
+        /// Taking rows, as many as the server's limit, our cap and the credentials gate allow.
+        case open(remoteMaximumStreams: Int)
+        /// After GOAWAY or with its stream ids used up: no new rows; streams up to `lastStreamID` finish, then the
+        /// connection closes.
+        case draining(lastStreamID: Int32)
+        /// Closing or closed: every stream is settled, and nothing more happens.
+        case closed
+    }
+
+    private struct Stream {
+        var item: HTTP2WorkItem
+        var bearer: ProviderToken.Bearer?
+        var status: Int?
+        var apnsID: String?
+        var retryAfter: Int64?
+        var body: ByteBuffer?
+    }
+
+    let configuration: Configuration
+    private(set) var state = State.connecting
+    /// Whether the server's SETTINGS have arrived.
+    private(set) var isReady = false
+    /// Whether the service has answered anything but 403: until then, one stream at a time. A token is only
+    /// checked by the first response, and a certificate for the wrong environment or topic too; one round trip
+    /// per connection buys a job that stops after one refused request rather than a thousand.
+    private(set) var authenticated = false
+    // Streams and deadlines are kept beside the state rather than in its cases, so that the hot path updates
+    // them in place (an enum payload would be copied on every change).
+    private var streams: [Int32: Stream] = [:]
+    /// Stream ids in send order with their deadlines; entries of finished streams are dropped from the front.
+    private var deadlines = Deque<(id: Int32, deadline: NIODeadline)>()
+    /// The next stream's id; past `Int32.max` once the ids are used up (an `Int`, so it steps past without
+    /// overflow).
+    private var nextStreamID: Int
+    private var lastActivity: NIODeadline
+    private var pingSentAt: NIODeadline?
+    private var wakeUpScheduled = false
+    private var random: SplitMix64
+    private var outcomes: RowOutcomes
+    private var deliveries: [HTTP2Delivery] = []
+    private var finals = 0
+    private var retries: [HTTP2WorkItem] = []
+
+    /// - Parameters:
+    ///   - outcomes: empty outcomes with the job's policy and files.
+    ///   - firstStreamID: 1, or near the end of the id space in tests.
+    ///   - random: this connection's generator for backoff jitter.
+    ///   - now: when the connection opened.
+    init(
+        configuration: Configuration,
+        outcomes: RowOutcomes,
+        firstStreamID: Int32 = 1,
+        random: SplitMix64,
+        now: NIODeadline
+    ) {
+        self.configuration = configuration
+        self.outcomes = outcomes
+        self.nextStreamID = Int(firstStreamID)
+        self.random = random
+        self.lastActivity = now
+    }
+
+    /// Streams in flight.
+    var openStreams: Int { self.streams.count }
+
+    /// How often the driver calls `tick`: a tenth of the request timeout, 5–100 ms (one timer per connection,
+    /// not one per request).
+    var tickInterval: TimeAmount {
+        .milliseconds(min(100, max(5, self.configuration.requestTimeout.nanoseconds / 10_000_000)))
+    }
+
+    // MARK: Writing
+
+    /// How many new requests may be written now: 0 before SETTINGS, while draining, while a PING is unanswered
+    /// (the connection may be dead, and rows wait rather than join those that may be lost), or when the channel
+    /// is not writable.
+    func roomToWrite(isWritable: Bool) -> Int {
+        guard case .open(let remote) = self.state, self.pingSentAt == nil, isWritable else { return 0 }
+        let limit = self.authenticated ? min(remote, self.configuration.maximumStreams) : 1
+        // A client's stream ids are odd and at most 2^31 − 1, never reused: the last ones bound a batch.
+        let idsLeft = max(0, (Int(Int32.max) - self.nextStreamID) / 2 + 1)
+        return max(0, min(limit - self.streams.count, self.configuration.batchLimit, idsLeft))
+    }
+
+    /// Records `items` as written now on new streams with consecutive ids: the first gets `firstStreamID`, each
+    /// next one the id 2 above. At most `roomToWrite` items.
+    mutating func writing(
+        _ items: some Collection<HTTP2WorkItem>,
+        bearer: ProviderToken.Bearer?,
+        now: NIODeadline
+    ) -> (firstStreamID: Int32, actions: Actions) {
+        precondition(items.count <= self.roomToWrite(isWritable: true), "more requests than room")
+        let first = Int32(self.nextStreamID)
+        let deadline = now + self.configuration.requestTimeout
+        for item in items {
+            let id = Int32(self.nextStreamID)
+            self.nextStreamID += 2
+            self.streams[id] = Stream(item: item, bearer: bearer)
+            self.deadlines.append((id, deadline))
+        }
+        var actions = Actions()
+        // Out of stream ids: retired like a connection that got GOAWAY. Its streams finish, it closes, and the
+        // replacement opens now.
+        if self.nextStreamID > Int(Int32.max) { self.retire(lastStreamID: Int32(self.nextStreamID - 2), &actions) }
+        return (first, actions)
+    }
+
+    /// No row could be taken although there was room: when to look again (when a delayed row is due, or soon,
+    /// since other connections may give rows back); nil when a wake-up is already scheduled or no rows are wanted.
+    mutating func noRowsReady(now: NIODeadline, nextDelayed: NIODeadline?) -> NIODeadline? {
+        guard case .open = self.state, !self.wakeUpScheduled else { return nil }
+        self.wakeUpScheduled = true
+        let soon = now + .milliseconds(20)
+        guard let due = nextDelayed else { return soon }
+        return max(now + .milliseconds(1), min(soon, due))
+    }
+
+    /// The wake-up from `noRowsReady` came.
+    mutating func wokeUp() -> Actions {
+        self.wakeUpScheduled = false
+        return Actions(writeRequests: true)
+    }
+
+    // MARK: Reading
+
+    /// The connection is open (TCP, and TLS when used): it is alive from now on.
+    mutating func opened(now: NIODeadline) {
+        self.lastActivity = now
+    }
+
+    /// Any frame arrived: the connection is alive.
+    mutating func frameReceived(now: NIODeadline) {
+        self.lastActivity = now
+    }
+
+    /// The server's SETTINGS, with its `SETTINGS_MAX_CONCURRENT_STREAMS` if they name it (no limit until one is
+    /// named).
+    mutating func settingsReceived(maximumConcurrentStreams: Int?, now: NIODeadline) -> Actions {
+        self.lastActivity = now
+        var actions = Actions()
+        if !self.isReady, self.state != .closed {
+            self.isReady = true
+            actions.ready = true
+        }
+        switch self.state {
+        case .connecting:
+            self.state = .open(remoteMaximumStreams: maximumConcurrentStreams ?? Int.max)
+        case .open(let remote):
+            self.state = .open(remoteMaximumStreams: maximumConcurrentStreams ?? remote)
+        case .draining, .closed:
+            break
+        }
+        return actions
+    }
+
+    /// A stream's HEADERS: the answer's `:status`, `apns-id` and `Retry-After` (seconds). Informational (1xx)
+    /// blocks are skipped; the answer is settled at the end of the stream.
+    mutating func headersReceived(
+        streamID: Int32,
+        status: Int?,
+        apnsID: String?,
+        retryAfter: Int64?,
+        endStream: Bool,
+        now: NIODeadline
+    ) -> Actions {
+        self.lastActivity = now
+        guard var stream = self.streams[streamID] else { return Actions() }
+        if stream.status == nil {
+            guard let status, status >= 200 else { return Actions() }
+            stream.status = status
+            stream.apnsID = apnsID
+            stream.retryAfter = retryAfter
+        }
+        if endStream {
+            self.streams[streamID] = nil
+            return self.finish(stream, now: now)
+        }
+        self.streams[streamID] = stream
+        return Actions()
+    }
+
+    /// A stream's DATA: the error body (a larger one than 4 KiB is cut rather than held).
+    mutating func dataReceived(streamID: Int32, bytes: ByteBuffer, endStream: Bool, now: NIODeadline) -> Actions {
+        self.lastActivity = now
+        guard var stream = self.streams[streamID] else { return Actions() }
+        var bytes = bytes
+        let room = 4096 - (stream.body?.readableBytes ?? 0)
+        if room > 0, let slice = bytes.readSlice(length: min(room, bytes.readableBytes)), slice.readableBytes > 0 {
+            if stream.body == nil {
+                stream.body = slice
+            } else {
+                var body = stream.body!
+                stream.body = nil
+                body.writeImmutableBuffer(slice)
+                stream.body = body
+            }
+        }
+        if endStream {
+            self.streams[streamID] = nil
+            return self.finish(stream, now: now)
+        }
+        self.streams[streamID] = stream
+        return Actions()
+    }
+
+    /// A stream ended without its answer (RST_STREAM from the server, or closed by the protocol layer): a
+    /// refused stream was not processed and is retried; one above a GOAWAY's last stream id neither, and goes
+    /// back without counting an attempt; otherwise the notification may or may not have been delivered.
+    mutating func streamClosed(streamID: Int32, code: HTTP2ErrorCode, now: NIODeadline) -> Actions {
+        self.lastActivity = now
+        guard let stream = self.streams.removeValue(forKey: streamID) else { return Actions() }
+        self.dropFinishedDeadlines()
+        if code == .refusedStream {
+            self.retryLater(stream.item, status: 0, reason: APNSReason(rawValue: "REFUSED_STREAM"), now: now)
+        } else if case .draining(let last) = self.state, streamID > last {
+            self.outcomes.resend()
+            self.retries.append(stream.item)
+        } else {
+            self.uncertain(stream.item, now: now)
+        }
+        var actions = Actions(giveBack: true)
+        self.closeIfDrained(&actions)
+        return actions
+    }
+
+    /// GOAWAY: streams above `lastStreamID` were never processed and go back to the queue without counting an
+    /// attempt; the others finish; no new rows; the pool opens a replacement. A `reason` that stops the job
+    /// (the credentials are refused) stops it.
+    mutating func goAwayReceived(lastStreamID: Int32, reason: APNSReason?, now: NIODeadline) -> Actions {
+        self.lastActivity = now
+        var actions = Actions()
+        guard self.state != .closed else { return actions }
+        self.retire(lastStreamID: lastStreamID, &actions)
+        let cut = self.streams.keys.filter { $0 > lastStreamID }.sorted()
+        for id in cut {
+            self.outcomes.resend()
+            self.retries.append(self.streams.removeValue(forKey: id)!.item)
+        }
+        self.dropFinishedDeadlines()
+        if let reason, reason.stopsTheJob {
+            actions.stopJob = Self.stop(for: reason, status: reason.status ?? 403)
+        }
+        actions.giveBack = true
+        self.closeIfDrained(&actions)
+        return actions
+    }
+
+    mutating func pingAcknowledged(now: NIODeadline) -> Actions {
+        self.lastActivity = now
+        guard self.pingSentAt != nil else { return Actions() }
+        self.pingSentAt = nil
+        return Actions(writeRequests: true)
+    }
+
+    /// The end of a read batch: the answers go back to the job at once, and freed streams take new rows.
+    mutating func readComplete() -> Actions {
+        Actions(giveBack: self.hasResults, writeRequests: true)
+    }
+
+    /// The driver renewed the token (`Actions.renewToken`): the row goes again at once, or, when the token could
+    /// not be renewed (the clocks disagree), it is rejected and the job stops.
+    mutating func tokenRenewed(_ renewal: TokenRenewal, result: ProviderToken.Renewal, now: NIODeadline) -> Actions {
+        var actions = Actions(giveBack: true)
+        switch result {
+        case .renewed:
+            self.retryLater(renewal.item, status: 403, reason: .expiredProviderToken, backoff: false, now: now)
+        case .refused(let message):
+            self.reject(renewal.item, status: 403, reason: .expiredProviderToken)
+            actions.stopJob = HTTP2JobStop(reason: APNSReason.expiredProviderToken.rawValue, message: message)
+        }
+        return actions
+    }
+
+    // MARK: Time and the end
+
+    /// Deadlines and health checks. Requests past their deadline are reset and uncertain; then a PING checks the
+    /// connection. A connection silent for the ping interval (idle or not) is checked too: the peer may be gone
+    /// without a word (a NAT that dropped the flow, a server that hung), which streams cannot tell since their
+    /// deadlines are long and a late answer is not an error. An unanswered PING closes the connection, and its
+    /// rows go back to the queue at once (closing TLS may wait seconds for a peer that is gone).
+    mutating func tick(now: NIODeadline) -> Actions {
+        var actions = Actions()
+        guard self.state != .closed else { return actions }
+        while let first = self.deadlines.first, first.deadline <= now {
+            self.deadlines.removeFirst()
+            guard let stream = self.streams.removeValue(forKey: first.id) else { continue }
+            actions.resetStreams.append(first.id)
+            self.uncertain(stream.item, now: now)
+        }
+        let cancelled = !actions.resetStreams.isEmpty
+        if let sent = self.pingSentAt {
+            if now - sent > self.configuration.pingTimeout {
+                actions.note = "no PING answer within \(self.configuration.pingTimeout); closing the connection"
+                self.abandonStreams(now: now)
+                self.state = .closed
+                actions.close = true
+                actions.giveBack = self.hasResults
+                return actions
+            }
+        } else if cancelled || now - self.lastActivity >= self.configuration.pingInterval {
+            self.pingSentAt = now
+            actions.sendPing = true
+        }
+        if cancelled {
+            actions.giveBack = true
+            self.closeIfDrained(&actions)
+            actions.writeRequests = true
+        }
+        return actions
+    }
+
+    /// The connection failed (a protocol or TLS error): close it, and its rows in flight go back to the queue now
+    /// rather than when the close completes.
+    mutating func failed(_ message: String, now: NIODeadline) -> Actions {
+        var actions = Actions(note: message)
+        guard self.state != .closed else { return actions }
+        self.abandonStreams(now: now)
+        self.state = .closed
+        actions.giveBack = self.hasResults
+        actions.close = true
+        return actions
+    }
+
+    /// The connection closed (for any reason): the rows still in flight may or may not have been delivered.
+    mutating func closed(now: NIODeadline) -> Actions {
+        self.abandonStreams(now: now)
+        self.state = .closed
+        return Actions(giveBack: self.hasResults)
+    }
+
+    /// The rows settled or given back since the last call, for the job; nil when there are none.
+    mutating func takeResults() -> Results? {
+        guard self.hasResults else { return nil }
+        let results = Results(
+            outcomes: self.outcomes.take(),
+            deliveries: self.deliveries,
+            finals: self.finals,
+            retries: self.retries
+        )
+        self.deliveries = []
+        self.finals = 0
+        self.retries = []
+        return results
+    }
+
+    private var hasResults: Bool { self.finals > 0 || !self.retries.isEmpty }
+
+    // MARK: Outcomes
+
+    private mutating func finish(_ stream: Stream, now: NIODeadline) -> Actions {
+        self.dropFinishedDeadlines()
+        // Any answer other than a 403 means the credentials passed.
+        if stream.status != 403 { self.authenticated = true }
+        let outcome = HTTP2Outcome(
+            status: stream.status ?? 0,
+            apnsID: stream.apnsID,
+            body: stream.body.map { Array($0.readableBytesView) } ?? [],
+            retryAfter: stream.retryAfter
+        )
+        let item = stream.item
+        var actions = Actions()
+        switch outcome {
+        case .delivered(let apnsID):
+            self.outcomes.confirm()
+            if self.configuration.recordDeliveries {
+                self.deliveries.append(HTTP2Delivery(line: item.row.line, token: item.row.token, apnsID: apnsID))
+            }
+            self.finals += 1
+        case .rejected(let status, let reason):
+            self.reject(item, status: status, reason: reason)
+        case .unregistered(let timestamp):
+            self.reject(item, status: 410, reason: .unregistered, unregistered: true, since: timestamp)
+        case .retry(let status, let reason, let retryAfter):
+            self.retryLater(item, status: status, reason: reason, retryAfter: retryAfter, now: now)
+        case .expiredProviderToken:
+            if let bearer = stream.bearer {
+                actions.renewToken = TokenRenewal(item: item, bearer: bearer)
+            } else {
+                self.reject(item, status: 403, reason: .expiredProviderToken)
+            }
+        case .stopJob(let status, let reason):
+            self.reject(item, status: status, reason: reason)
+            actions.stopJob = Self.stop(for: reason, status: status)
+        }
+        self.closeIfDrained(&actions)
+        return actions
+    }
+
+    private mutating func reject(
+        _ item: HTTP2WorkItem,
+        status: Int,
+        reason: APNSReason,
+        unregistered: Bool = false,
+        since: Int64? = nil
+    ) {
+        self.outcomes.reject(
+            item.row,
+            status: status,
+            reason: reason.rawValue,
+            unregistered: unregistered,
+            unregisteredSince: since
+        )
+        self.finals += 1
+    }
+
+    /// Sends the row again after its backoff (full jitter from this connection's generator, never sooner than
+    /// `Retry-After`), or rejects it with this reason once it has had its attempts.
+    private mutating func retryLater(
+        _ item: HTTP2WorkItem,
+        status: Int,
+        reason: APNSReason,
+        retryAfter: Int64? = nil,
+        backoff: Bool = true,
+        now: NIODeadline
+    ) {
+        var item = item
+        item.attempts += 1
+        let retry = self.configuration.retry
+        guard retry.allowsRetry(after: item.attempts) else {
+            self.reject(item, status: status, reason: reason)
+            return
+        }
+        let delay =
+            backoff ? retry.delay(attempts: item.attempts, retryAfter: retryAfter, random: self.random.nextUnit()) : 0
+        item.notBefore = now + .nanoseconds(Int64(clamping: delay))
+        self.outcomes.resend()
+        self.retries.append(item)
+    }
+
+    /// A row whose fate is unknown: sent again at once or left uncertain, as the policy says.
+    private mutating func uncertain(_ item: HTTP2WorkItem, now: NIODeadline) {
+        var item = item
+        item.attempts += 1
+        if self.outcomes.uncertain(mayRetry: self.configuration.retry.allowsRetry(after: item.attempts)) {
+            item.notBefore = now
+            self.retries.append(item)
+        } else {
+            self.finals += 1
+        }
+    }
+
+    private mutating func abandonStreams(now: NIODeadline) {
+        // In send order, so that the rows go back in the order they were taken.
+        for entry in self.deadlines {
+            if let stream = self.streams.removeValue(forKey: entry.id) { self.uncertain(stream.item, now: now) }
+        }
+        self.deadlines.removeAll()
+        for stream in self.streams.values { self.uncertain(stream.item, now: now) }
+        self.streams.removeAll()
+        self.pingSentAt = nil
+    }
+
+    private mutating func retire(lastStreamID: Int32, _ actions: inout Actions) {
+        switch self.state {
+        case .connecting, .open:
+            self.state = .draining(lastStreamID: lastStreamID)
+            actions.retire = true
+        case .draining(let last):
+            self.state = .draining(lastStreamID: min(last, lastStreamID))
+        case .closed:
+            break
+        }
+    }
+
+    private mutating func closeIfDrained(_ actions: inout Actions) {
+        guard case .draining = self.state, self.streams.isEmpty else { return }
+        self.state = .closed
+        actions.close = true
+    }
+
+    private mutating func dropFinishedDeadlines() {
+        while let first = self.deadlines.first, self.streams[first.id] == nil { self.deadlines.removeFirst() }
+    }
+}

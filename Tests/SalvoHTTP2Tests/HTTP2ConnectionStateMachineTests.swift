@@ -1,0 +1,478 @@
+import APNSWire
+import NIOCore
+import NIOHTTP2
+import SalvoEngine
+import Testing
+
+@testable import SalvoHTTP2
+
+/// The connection's protocol decisions, driven with a fake clock and a fixed seed: no sockets, no sleeping.
+@Suite struct HTTP2ConnectionStateMachineTests {
+    typealias Machine = HTTP2ConnectionStateMachine
+
+    static let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
+    static let seed: UInt64 = 42
+    static let retry = HTTP2RetryPolicy(
+        initialDelay: 100_000_000,
+        maximumDelay: 5_000_000_000,
+        maximumAttempts: 3,
+        maximumRetryAfter: 60_000_000_000
+    )
+
+    static func machine(
+        maximumStreams: Int = 100,
+        onUncertain: OnUncertain = .resend,
+        firstStreamID: Int32 = 1,
+        recordDeliveries: Bool = false
+    ) -> Machine {
+        Machine(
+            configuration: Machine.Configuration(
+                maximumStreams: maximumStreams,
+                requestTimeout: .seconds(10),
+                pingInterval: .seconds(60),
+                pingTimeout: .seconds(5),
+                retry: Self.retry,
+                recordDeliveries: recordDeliveries
+            ),
+            outcomes: RowOutcomes(onUncertain: onUncertain, files: ["tokens.csv"]),
+            firstStreamID: firstStreamID,
+            random: SplitMix64(seed: Self.seed),
+            now: Self.start
+        )
+    }
+
+    static func items(_ lines: ClosedRange<Int>) -> [HTTP2WorkItem] {
+        lines.map { line in
+            let token = try! DeviceToken(bytes: [UInt8](repeating: UInt8(line), count: 32))
+            return HTTP2WorkItem(row: TokenRow(token: token, line: line))
+        }
+    }
+
+    /// A machine that has its SETTINGS (limit `remote`) and, unless `authenticated` is false, a first 200.
+    static func openMachine(
+        remote: Int = 1000,
+        authenticated: Bool = true,
+        onUncertain: OnUncertain = .resend
+    )
+        -> Machine
+    {
+        var machine = Self.machine(onUncertain: onUncertain)
+        _ = machine.settingsReceived(maximumConcurrentStreams: remote, now: Self.start)
+        if authenticated {
+            let (id, _) = machine.writing(Self.items(100...100), bearer: nil, now: Self.start)
+            _ = machine.answer(id, status: 200, now: Self.start)
+            _ = machine.takeResults()
+        }
+        return machine
+    }
+
+    // MARK: Credentials gate and SETTINGS
+
+    @Test func oneStreamUntilTheFirstAnswerOtherThan403ThenTheServersLimitUnderOurCap() {
+        var machine = Self.machine(maximumStreams: 100)
+        #expect(machine.roomToWrite(isWritable: true) == 0, "nothing before the server's SETTINGS")
+        let actions = machine.settingsReceived(maximumConcurrentStreams: 500, now: Self.start)
+        #expect(actions.ready)
+        #expect(machine.isReady)
+        #expect(machine.roomToWrite(isWritable: true) == 1)
+        #expect(machine.roomToWrite(isWritable: false) == 0)
+
+        var (id, _) = machine.writing(Self.items(1...1), bearer: nil, now: Self.start)
+        #expect(id == 1)
+        #expect(machine.roomToWrite(isWritable: true) == 0, "the one stream is in flight")
+        // A 403 does not open the gate (here a plain Forbidden-like reason that is not a credentials stop).
+        _ = machine.answer(id, status: 403, body: errorBody(.init(rawValue: "SomethingElse")), now: Self.start)
+        #expect(!machine.authenticated)
+        #expect(machine.roomToWrite(isWritable: true) == 1)
+
+        (id, _) = machine.writing(Self.items(2...2), bearer: nil, now: Self.start)
+        #expect(id == 3)
+        _ = machine.answer(id, status: 200, now: Self.start)
+        #expect(machine.authenticated)
+        #expect(machine.roomToWrite(isWritable: true) == 100, "min(server 500, our cap 100)")
+        #expect(machine.settingsReceived(maximumConcurrentStreams: 40, now: Self.start) == Machine.Actions())
+        #expect(machine.roomToWrite(isWritable: true) == 40)
+    }
+
+    @Test func settingsChangeTheLimitWhileStreamsAreInFlight() {
+        var machine = Self.openMachine(remote: 10)
+        #expect(machine.roomToWrite(isWritable: true) == 10)
+        let (first, _) = machine.writing(Self.items(1...6), bearer: nil, now: Self.start)
+        #expect(machine.roomToWrite(isWritable: true) == 4)
+        // The server shrinks its limit below what is in flight: no new stream until enough finish.
+        _ = machine.settingsReceived(maximumConcurrentStreams: 3, now: Self.start)
+        #expect(machine.roomToWrite(isWritable: true) == 0)
+        for index in 0..<4 { _ = machine.answer(first + Int32(2 * index), status: 200, now: Self.start) }
+        #expect(machine.openStreams == 2)
+        #expect(machine.roomToWrite(isWritable: true) == 1)
+        // SETTINGS without the parameter keep the limit; a larger one raises it.
+        _ = machine.settingsReceived(maximumConcurrentStreams: nil, now: Self.start)
+        #expect(machine.roomToWrite(isWritable: true) == 1)
+        _ = machine.settingsReceived(maximumConcurrentStreams: 50, now: Self.start)
+        #expect(machine.roomToWrite(isWritable: true) == 48)
+        #expect(machine.takeResults()?.outcomes.report.confirmed == 4)
+    }
+
+    @Test func batchesAreBoundedAndEveryAnswerIsRecordedOnce() {
+        var machine = Self.machine(recordDeliveries: true)
+        _ = machine.settingsReceived(maximumConcurrentStreams: nil, now: Self.start)
+        var (id, _) = machine.writing(Self.items(1...1), bearer: nil, now: Self.start)
+        _ = machine.answer(id, status: 200, apnsID: "a-1", now: Self.start)
+        #expect(machine.roomToWrite(isWritable: true) == 100, "no server limit: our cap")
+        (id, _) = machine.writing(Self.items(2...4), bearer: nil, now: Self.start)
+        _ = machine.answer(id, status: 400, body: errorBody(.badDeviceToken), now: Self.start)
+        _ = machine.answer(
+            id + 2,
+            status: 410,
+            body: errorBody(.unregistered, timestamp: 1_600_000_000_000),
+            now: Self.start
+        )
+        _ = machine.answer(id + 4, status: 200, apnsID: "a-4", now: Self.start)
+        // A second answer for a finished stream changes nothing.
+        _ = machine.answer(id + 4, status: 200, apnsID: "again", now: Self.start)
+
+        let readComplete = machine.readComplete()
+        #expect(readComplete.giveBack && readComplete.writeRequests)
+        let results = machine.takeResults()!
+        #expect(results.finals == 4)
+        #expect(results.retries.isEmpty)
+        #expect(results.outcomes.report.confirmed == 2)
+        #expect(results.outcomes.report.rejected == ["BadDeviceToken": 1, "Unregistered": 1])
+        #expect(results.deliveries.map(\.apnsID) == ["a-1", "a-4"])
+        #expect(results.outcomes.rejectedRows.map(\.line) == [2, 3])
+        #expect(results.outcomes.rejectedRows.allSatisfy { $0.file == "tokens.csv" })
+        #expect(results.outcomes.unregistered.map(\.timestamp) == [1_600_000_000_000])
+        #expect(machine.takeResults() == nil)
+        #expect(!machine.readComplete().giveBack)
+    }
+
+    // MARK: Retries
+
+    @Test func tooManyRequestsAndUnavailableAreRetriedWithRetryAfterAndJitteredBackoffThenRejected() {
+        var machine = Self.openMachine()
+        var expected = SplitMix64(seed: Self.seed)
+        let (id, _) = machine.writing(Self.items(1...2), bearer: nil, now: Self.start)
+        _ = machine.answer(id, status: 429, body: errorBody(.tooManyRequests), retryAfter: 7, now: Self.start)
+        _ = machine.answer(id + 2, status: 503, body: errorBody(.serviceUnavailable), now: Self.start)
+        var results = machine.takeResults()!
+        #expect(results.finals == 0)
+        #expect(results.outcomes.report.resent == 2)
+        #expect(results.retries.map(\.attempts) == [1, 1])
+        // Retry-After (7 s) is above the jittered backoff (at most 100 ms after one attempt): it wins.
+        let first = Self.retry.delay(attempts: 1, retryAfter: 7, random: expected.nextUnit())
+        #expect(first == 7_000_000_000)
+        #expect(results.retries[0].notBefore == Self.start + .nanoseconds(Int64(first)))
+        // Without Retry-After: full jitter from the connection's generator, exactly.
+        let second = Self.retry.delay(attempts: 1, retryAfter: nil, random: expected.nextUnit())
+        #expect(second > 0 && second < 100_000_000)
+        #expect(results.retries[1].notBefore == Self.start + .nanoseconds(Int64(second)))
+
+        // Sent again until the attempts run out; then the row is rejected with the last reason.
+        var item = results.retries[1]
+        for attempt in 2...3 {
+            let (id, _) = machine.writing([item], bearer: nil, now: Self.start)
+            _ = machine.answer(id, status: 503, body: errorBody(.serviceUnavailable), now: Self.start)
+            results = machine.takeResults()!
+            if attempt < 3 {
+                #expect(results.retries.count == 1)
+                let delay = Self.retry.delay(attempts: attempt, retryAfter: nil, random: expected.nextUnit())
+                #expect(results.retries[0].notBefore == Self.start + .nanoseconds(Int64(delay)))
+                item = results.retries[0]
+            } else {
+                #expect(results.retries.isEmpty)
+                #expect(results.finals == 1)
+                #expect(results.outcomes.report.rejected == ["ServiceUnavailable": 1])
+                #expect(results.outcomes.rejectedRows.first?.status == 503)
+            }
+        }
+    }
+
+    @Test func theSameSeedGivesTheSameDelaysAndAnotherSeedOthers() {
+        func delays(seed: UInt64) -> [NIODeadline] {
+            var machine = Machine(
+                configuration: Self.machine().configuration,
+                outcomes: RowOutcomes(),
+                random: SplitMix64(seed: seed),
+                now: Self.start
+            )
+            _ = machine.settingsReceived(maximumConcurrentStreams: nil, now: Self.start)
+            var (id, _) = machine.writing(Self.items(1...1), bearer: nil, now: Self.start)
+            _ = machine.answer(id, status: 200, now: Self.start)
+            (id, _) = machine.writing(Self.items(2...9), bearer: nil, now: Self.start)
+            for index in 0..<8 { _ = machine.answer(id + Int32(2 * index), status: 500, now: Self.start) }
+            return machine.takeResults()!.retries.map(\.notBefore)
+        }
+        #expect(delays(seed: 7) == delays(seed: 7))
+        #expect(delays(seed: 7) != delays(seed: 8))
+    }
+
+    @Test func refusedStreamsAreRetriedAndOtherResetsAreUncertain() {
+        var machine = Self.openMachine()
+        let (id, _) = machine.writing(Self.items(1...3), bearer: nil, now: Self.start)
+        var random = SplitMix64(seed: Self.seed)
+        let refused = machine.streamClosed(streamID: id, code: .refusedStream, now: Self.start)
+        #expect(refused.giveBack)
+        _ = machine.streamClosed(streamID: id + 2, code: .internalError, now: Self.start)
+        // A reset for a stream that is not in flight changes nothing.
+        #expect(machine.streamClosed(streamID: 999, code: .cancel, now: Self.start) == Machine.Actions())
+        let results = machine.takeResults()!
+        #expect(results.retries.map(\.row.line) == [1, 2])
+        #expect(results.retries.map(\.attempts) == [1, 1])
+        let delay = Self.retry.delay(attempts: 1, retryAfter: nil, random: random.nextUnit())
+        #expect(results.retries[0].notBefore == Self.start + .nanoseconds(Int64(delay)))
+        #expect(results.retries[1].notBefore == Self.start, "an uncertain row goes again at once")
+        #expect(results.outcomes.report.resent == 2)
+        #expect(results.outcomes.report.uncertainEvents == 1)
+        #expect(machine.openStreams == 1)
+    }
+
+    // MARK: Credentials
+
+    @Test func expiredProviderTokenIsRenewedOnceAndSentAgainWithoutBackoff() {
+        var machine = Self.openMachine()
+        let bearer = ProviderToken.Bearer(authorization: "bearer old", issuedAt: 1_000)
+        let (id, _) = machine.writing(Self.items(1...2), bearer: bearer, now: Self.start)
+        let later = Self.start + .seconds(1)
+        let actions = machine.answer(id, status: 403, body: errorBody(.expiredProviderToken), now: later)
+        #expect(actions.renewToken?.bearer == bearer)
+        #expect(actions.renewToken?.item.row.line == 1)
+        #expect(actions.stopJob == nil)
+        #expect(machine.takeResults() == nil, "the row waits for the renewal")
+
+        let renewed = machine.tokenRenewed(actions.renewToken!, result: .renewed, now: later)
+        #expect(renewed.giveBack && renewed.stopJob == nil)
+        var results = machine.takeResults()!
+        #expect(results.retries.map(\.attempts) == [1])
+        #expect(results.retries[0].notBefore == later)
+        #expect(results.outcomes.report.resent == 1)
+
+        // The clocks disagree: the renewed token is refused as expired again; the row is rejected, the job stops.
+        let again = machine.answer(id + 2, status: 403, body: errorBody(.expiredProviderToken), now: later)
+        let refused = machine.tokenRenewed(again.renewToken!, result: .refused("the clocks disagree"), now: later)
+        #expect(refused.stopJob == HTTP2JobStop(reason: "ExpiredProviderToken", message: "the clocks disagree"))
+        results = machine.takeResults()!
+        #expect(results.finals == 1)
+        #expect(results.outcomes.report.rejected == ["ExpiredProviderToken": 1])
+    }
+
+    @Test func expiredProviderTokenWithoutATokenIsRejected() {
+        var machine = Self.openMachine()
+        let (id, _) = machine.writing(Self.items(1...1), bearer: nil, now: Self.start)
+        let actions = machine.answer(id, status: 403, body: errorBody(.expiredProviderToken), now: Self.start)
+        #expect(actions.renewToken == nil)
+        #expect(machine.takeResults()?.outcomes.report.rejected == ["ExpiredProviderToken": 1])
+    }
+
+    @Test func credentialErrorsStopTheJobWithTheReason() {
+        var machine = Self.openMachine(authenticated: false)
+        let (id, _) = machine.writing(Self.items(1...1), bearer: nil, now: Self.start)
+        let actions = machine.answer(id, status: 403, body: errorBody(.invalidProviderToken), now: Self.start)
+        #expect(actions.stopJob?.reason == "InvalidProviderToken")
+        #expect(actions.stopJob?.message.contains("key id") == true)
+        #expect(!machine.authenticated)
+        let results = machine.takeResults()!
+        #expect(results.finals == 1)
+        #expect(results.outcomes.report.rejected == ["InvalidProviderToken": 1])
+
+        // A GOAWAY whose debug data names a credentials reason stops the job too.
+        var other = Self.openMachine()
+        let goAway = other.goAwayReceived(lastStreamID: 0, reason: .badCertificateEnvironment, now: Self.start)
+        #expect(goAway.stopJob?.reason == "BadCertificateEnvironment")
+        #expect(goAway.close)
+    }
+
+    // MARK: GOAWAY and stream ids
+
+    @Test func goAwaySendsStreamsAboveTheLastIdBackWithoutAnAttemptAndClosesWhenTheRestAreAnswered() {
+        var machine = Self.openMachine()
+        let (first, _) = machine.writing(Self.items(1...5), bearer: nil, now: Self.start)
+        let lastProcessed = first + 2  // rows 1 and 2 were processed
+        let actions = machine.goAwayReceived(lastStreamID: lastProcessed, reason: nil, now: Self.start)
+        #expect(actions.retire, "the pool opens a replacement now")
+        #expect(actions.giveBack)
+        #expect(!actions.close, "two streams still finish")
+        #expect(actions.stopJob == nil)
+        #expect(machine.state == .draining(lastStreamID: lastProcessed))
+        #expect(machine.roomToWrite(isWritable: true) == 0)
+        var results = machine.takeResults()!
+        #expect(results.retries.map(\.row.line) == [3, 4, 5])
+        #expect(results.retries.allSatisfy { $0.attempts == 0 && $0.notBefore == .uptimeNanoseconds(0) })
+        #expect(results.outcomes.report.resent == 3)
+        #expect(results.outcomes.report.uncertainEvents == 0)
+        #expect(results.finals == 0)
+
+        // A second GOAWAY lowers the last id but asks for no second replacement.
+        let second = machine.goAwayReceived(lastStreamID: first + 2, reason: nil, now: Self.start)
+        #expect(!second.retire)
+        #expect(machine.answer(first, status: 200, now: Self.start).close == false)
+        #expect(machine.answer(first + 2, status: 200, now: Self.start).close, "the last stream closes it")
+        #expect(machine.state == .closed)
+        results = machine.takeResults()!
+        #expect(results.finals == 2)
+        #expect(results.outcomes.report.confirmed == 2)
+    }
+
+    @Test func usedUpStreamIdsRetireTheConnection() {
+        var machine = Self.machine(firstStreamID: Int32.max - 4)
+        _ = machine.settingsReceived(maximumConcurrentStreams: nil, now: Self.start)
+        var (id, actions) = machine.writing(Self.items(1...1), bearer: nil, now: Self.start)
+        #expect(id == Int32.max - 4)
+        #expect(!actions.retire)
+        _ = machine.answer(id, status: 200, now: Self.start)
+        #expect(machine.roomToWrite(isWritable: true) == 2, "ids Int32.max - 2 and Int32.max are left")
+        (id, actions) = machine.writing(Self.items(2...3), bearer: nil, now: Self.start)
+        #expect(actions.retire)
+        #expect(!actions.close)
+        #expect(machine.state == .draining(lastStreamID: Int32.max))
+        #expect(machine.roomToWrite(isWritable: true) == 0)
+        _ = machine.answer(id, status: 200, now: Self.start)
+        #expect(machine.answer(Int32.max, status: 200, now: Self.start).close)
+        #expect(machine.takeResults()?.outcomes.report.confirmed == 3)
+    }
+
+    // MARK: Deadlines, PING and close
+
+    @Test func aMissedDeadlineResetsTheStreamThenPingsThenClosesWithoutAnAnswer() {
+        var machine = Self.openMachine()
+        let (first, _) = machine.writing(Self.items(1...2), bearer: nil, now: Self.start)
+        let later = Self.start + .seconds(8)
+        let (third, _) = machine.writing(Self.items(3...3), bearer: nil, now: later)
+        #expect(machine.tick(now: Self.start + .seconds(9)) == Machine.Actions(), "no deadline passed yet")
+
+        // The first two requests missed their deadline (10 s): reset, uncertain, and a PING checks the connection.
+        let atDeadline = Self.start + .seconds(10)
+        let actions = machine.tick(now: atDeadline)
+        #expect(actions.resetStreams == [first, first + 2])
+        #expect(actions.sendPing)
+        #expect(actions.giveBack)
+        #expect(!actions.close)
+        var results = machine.takeResults()!
+        #expect(results.retries.map(\.row.line) == [1, 2])
+        #expect(results.retries.allSatisfy { $0.attempts == 1 && $0.notBefore == atDeadline })
+        #expect(results.outcomes.report.uncertainEvents == 2)
+        #expect(results.outcomes.report.resent == 2)
+        #expect(machine.roomToWrite(isWritable: true) == 0, "no new rows while the PING is unanswered")
+        #expect(!machine.tick(now: atDeadline + .seconds(5)).close, "not past the PING timeout yet")
+
+        // No PING answer in time: close; the row still in flight goes back, uncertain.
+        let closing = machine.tick(now: atDeadline + .seconds(6))
+        #expect(closing.close)
+        #expect(closing.note?.contains("no PING answer") == true)
+        #expect(closing.giveBack)
+        #expect(machine.state == .closed)
+        results = machine.takeResults()!
+        #expect(results.retries.map(\.row.line) == [3])
+        #expect(results.outcomes.report.uncertainEvents == 1)
+        #expect(machine.roomToWrite(isWritable: true) == 0)
+        // A late answer for a settled stream is ignored.
+        _ = machine.answer(third, status: 200, now: atDeadline + .seconds(7))
+        #expect(machine.takeResults() == nil)
+        #expect(machine.tick(now: atDeadline + .seconds(8)) == Machine.Actions())
+    }
+
+    @Test func aSilentConnectionIsPingedAndAnAnswerLetsItGoOn() {
+        var machine = Self.openMachine()
+        #expect(!machine.tick(now: Self.start + .seconds(59)).sendPing)
+        // Frames count as activity.
+        machine.frameReceived(now: Self.start + .seconds(30))
+        #expect(!machine.tick(now: Self.start + .seconds(89)).sendPing)
+        #expect(machine.tick(now: Self.start + .seconds(90)).sendPing)
+        #expect(!machine.tick(now: Self.start + .seconds(91)).sendPing, "one PING at a time")
+        #expect(machine.roomToWrite(isWritable: true) == 0)
+        #expect(machine.pingAcknowledged(now: Self.start + .seconds(92)).writeRequests)
+        #expect(machine.roomToWrite(isWritable: true) > 0)
+        #expect(!machine.tick(now: Self.start + .seconds(100)).close)
+    }
+
+    @Test func uncertainRowsFollowThePolicy() {
+        var machine = Self.openMachine(onUncertain: .report)
+        _ = machine.writing(Self.items(1...2), bearer: nil, now: Self.start)
+        let actions = machine.closed(now: Self.start)
+        #expect(actions.giveBack)
+        #expect(machine.state == .closed)
+        let results = machine.takeResults()!
+        #expect(results.retries.isEmpty)
+        #expect(results.finals == 2)
+        #expect(results.outcomes.report.uncertain == 2)
+        #expect(results.outcomes.report.uncertainEvents == 2)
+        #expect(results.outcomes.report.resent == 0)
+
+        // With resend, a row is sent again only while it has attempts left.
+        var resend = Self.openMachine(onUncertain: .resend)
+        var item = Self.items(1...1)[0]
+        item.attempts = Self.retry.maximumAttempts - 1
+        _ = resend.writing([item], bearer: nil, now: Self.start)
+        _ = resend.closed(now: Self.start)
+        let last = resend.takeResults()!
+        #expect(last.retries.isEmpty)
+        #expect(last.outcomes.report.uncertain == 1)
+    }
+
+    @Test func aFailedConnectionClosesAndItsRowsGoBackAtOnce() {
+        var machine = Self.openMachine()
+        _ = machine.writing(Self.items(1...3), bearer: nil, now: Self.start)
+        let later = Self.start + .seconds(1)
+        let actions = machine.failed("TLS alert", now: later)
+        #expect(actions.close && actions.giveBack)
+        #expect(actions.note == "TLS alert")
+        #expect(machine.state == .closed)
+        let results = machine.takeResults()!
+        #expect(results.retries.map(\.row.line) == [1, 2, 3], "in the order they were sent")
+        #expect(results.retries.allSatisfy { $0.notBefore == later && $0.attempts == 1 })
+        #expect(results.outcomes.report.uncertainEvents == 3)
+        // The close that follows finds nothing left to settle.
+        #expect(!machine.closed(now: later).giveBack)
+        #expect(machine.takeResults() == nil)
+    }
+
+    @Test func openingCountsAsActivityForThePingInterval() {
+        var machine = Self.machine()
+        machine.opened(now: Self.start + .seconds(30))
+        #expect(!machine.tick(now: Self.start + .seconds(80)).sendPing)
+        #expect(machine.tick(now: Self.start + .seconds(90)).sendPing)
+    }
+
+    @Test func withNoRowsReadyOneWakeUpIsScheduledForTheNextDelayedRowOrSoon() {
+        var machine = Self.openMachine()
+        #expect(machine.noRowsReady(now: Self.start, nextDelayed: nil) == Self.start + .milliseconds(20))
+        #expect(machine.noRowsReady(now: Self.start, nextDelayed: nil) == nil, "one wake-up at a time")
+        #expect(machine.wokeUp().writeRequests)
+        let due = Self.start + .milliseconds(5)
+        #expect(machine.noRowsReady(now: Self.start, nextDelayed: due) == due)
+        _ = machine.wokeUp()
+        #expect(machine.noRowsReady(now: Self.start, nextDelayed: Self.start) == Self.start + .milliseconds(1))
+        _ = machine.wokeUp()
+        _ = machine.goAwayReceived(lastStreamID: 0, reason: nil, now: Self.start)
+        #expect(machine.noRowsReady(now: Self.start, nextDelayed: nil) == nil, "a retired connection takes no rows")
+    }
+}
+
+extension HTTP2ConnectionStateMachine {
+    /// A whole answer on one stream: HEADERS, then DATA with the body when there is one.
+    fileprivate mutating func answer(
+        _ streamID: Int32,
+        status: Int,
+        apnsID: String? = nil,
+        body: [UInt8] = [],
+        retryAfter: Int64? = nil,
+        now: NIODeadline
+    ) -> Actions {
+        let headers = self.headersReceived(
+            streamID: streamID,
+            status: status,
+            apnsID: apnsID,
+            retryAfter: retryAfter,
+            endStream: body.isEmpty,
+            now: now
+        )
+        guard !body.isEmpty else { return headers }
+        return self.dataReceived(streamID: streamID, bytes: ByteBuffer(bytes: body), endStream: true, now: now)
+    }
+}
+
+extension HTTP2ConnectionStateMachine.Results: Equatable {
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.finals == rhs.finals && lhs.retries == rhs.retries && lhs.deliveries == rhs.deliveries
+            && lhs.outcomes.report == rhs.outcomes.report
+    }
+}
