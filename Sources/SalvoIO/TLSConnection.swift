@@ -63,7 +63,7 @@ public final class TLSConnection: @unchecked Sendable {
     private var resetOnTeardown = false
     private var timer: DispatchSourceTimer?
 
-    init(
+    package init(
         fd: Int32,
         context: IOContext,
         tls: TLSContext,
@@ -198,7 +198,7 @@ public final class TLSConnection: @unchecked Sendable {
 
     /// Starts the handshake; `completion` runs on `queue` once it succeeded or failed. Set the callbacks
     /// inside `completion`: plaintext that arrived with the handshake is delivered right after it returns.
-    func start(completion: @escaping (Result<TLSConnection, SalvoIOError>) -> Void) {
+    package func start(completion: @escaping (Result<TLSConnection, SalvoIOError>) -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
         handshakeCompletion = completion
         transport.delegate = self

@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
 import SalvoEngine
+import SalvoTestSupport
 
 @testable import SalvoHTTP2
 
@@ -88,7 +89,7 @@ func jobConfigurationForTests(
     port: Int,
     authentication: APNSAuthentication,
     connections: Int = 1,
-    trustRoots: NIOSSLTrustRoots = TestCredentials.shared.trustRoots
+    trustRoots: NIOSSLTrustRoots = CertificateFactory.shared.trustRoots
 ) -> HTTP2JobConfiguration {
     var client = HTTP2ClientConfiguration(host: "127.0.0.1", port: port, authentication: authentication)
     client.serverName = "localhost"
@@ -114,9 +115,19 @@ func jobConfigurationForTests(
     return job
 }
 
+/// The test client certificate (for topic `testTopic`), from the shared factory.
+let sharedClient: CertificateFactory.Identity = {
+    do {
+        return try CertificateFactory.shared.client(topic: testTopic)
+    } catch {
+        fatalError("cannot make the test client certificate: \(error)")
+    }
+}()
+
 /// Certificate authentication with the test client certificate.
 var clientCertificate: APNSAuthentication {
-    .certificate(chain: [TestCredentials.shared.client.certificate], key: TestCredentials.shared.client.key)
+    // The factory's own PEM always parses.
+    .certificate(chain: [try! sharedClient.certificate], key: try! sharedClient.key)
 }
 
 /// Starts a server with the test identity (mutual TLS unless `mutualTLS` is false).
@@ -125,7 +136,7 @@ func startServer(
     options: HTTP2LoopbackServer.Options = HTTP2LoopbackServer.Options(),
     responder: @escaping HTTP2LoopbackServer.Responder
 ) async throws -> HTTP2LoopbackServer {
-    let credentials = TestCredentials.shared
+    let credentials = CertificateFactory.shared
     return try await HTTP2LoopbackServer(
         certificateChain: [credentials.server.certificate],
         privateKey: credentials.server.key,
