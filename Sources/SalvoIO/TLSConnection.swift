@@ -175,14 +175,15 @@ public final class TLSConnection: @unchecked Sendable {
         teardown(ConnectionEnd(reason: .closedLocally))
     }
 
-    /// Stops reading from the socket (the peer's sends then stall once buffers fill).
-    public func pauseReading() {
+    /// Stops reading from the socket (the peer's sends then stall once buffers fill). For test peers that
+    /// play a slow reader; a sender never stops reading its gateway's answers.
+    package func pauseReading() {
         dispatchPrecondition(condition: .onQueue(queue))
         transport.pauseReceiving()
     }
 
     /// Continues reading after `pauseReading`.
-    public func resumeReading() {
+    package func resumeReading() {
         dispatchPrecondition(condition: .onQueue(queue))
         if state != .closed {
             transport.resumeReceiving()

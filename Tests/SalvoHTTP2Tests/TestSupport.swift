@@ -166,11 +166,27 @@ final class ManualClock: Sendable {
 /// Checks a JWT's ES256 signature with `publicKey` and returns its header and claims JSON text.
 func verifyJWT(_ token: String, publicKey: P256.Signing.PublicKey) -> (header: String, claims: String)? {
     let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-    guard parts.count == 3, let header = JWTSigner.decodeBase64URL(parts[0]),
-        let claims = JWTSigner.decodeBase64URL(parts[1]), let signature = JWTSigner.decodeBase64URL(parts[2]),
+    guard parts.count == 3, let header = decodeBase64URL(parts[0]),
+        let claims = decodeBase64URL(parts[1]), let signature = decodeBase64URL(parts[2]),
         let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature)
     else { return nil }
     let input = Array((parts[0] + "." + parts[1]).utf8)
     guard publicKey.isValidSignature(ecdsa, for: input) else { return nil }
     return (String(decoding: header, as: UTF8.self), String(decoding: claims, as: UTF8.self))
+}
+
+/// Decodes base64url with or without padding; nil for other characters (the inverse of `JWTSigner.base64URL`,
+/// for reading the tokens the signer makes).
+func decodeBase64URL(_ text: some StringProtocol) -> [UInt8]? {
+    var standard = String(
+        text.map { character -> Character in
+            switch character {
+            case "-": "+"
+            case "_": "/"
+            default: character
+            }
+        }
+    )
+    while standard.utf8.count % 4 != 0 { standard += "=" }
+    return Data(base64Encoded: standard).map { Array($0) }
 }
