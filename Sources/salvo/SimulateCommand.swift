@@ -102,7 +102,8 @@ struct SimulateCommand: AsyncParsableCommand {
             """
         let tokens =
             signingKey.map {
-                " signed with \($0.path), --key-id \(DevelopmentSigningKey.keyID) --team-id \(DevelopmentSigningKey.teamID)"
+                "\n            signed with \($0.path), --key-id \(DevelopmentSigningKey.keyID) "
+                    + "--team-id \(DevelopmentSigningKey.teamID)"
             } ?? ""
         // Written straight to the file descriptor: scripts read the ports from a pipe or a file, where
         // print's buffer would hold them until exit.
