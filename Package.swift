@@ -46,7 +46,8 @@ let package = Package(
             swiftSettings: strictness
         ),
 
-        // Sockets, the io_uring ring, TLS sessions over buffers, and the plain-socket fallback.
+        // Sockets, the io_uring ring, TLS sessions over buffers, and the plain-socket fallback. Reads no environment
+        // variable: the caller passes the transport, or the probe chooses.
         .target(
             name: "SalvoIO",
             dependencies: [
