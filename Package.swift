@@ -47,7 +47,8 @@ let package = Package(
             swiftSettings: strictness
         ),
 
-        // Sockets, the io_uring ring, TLS sessions over buffers, and the plain-socket fallback.
+        // Sockets, the io_uring ring, TLS sessions over buffers, and the plain-socket fallback. Reads no environment
+        // variable: the caller passes the transport, or the probe chooses.
         .target(
             name: "SalvoIO",
             dependencies: [
@@ -72,8 +73,9 @@ let package = Package(
             swiftSettings: strictness
         ),
 
-        // The APNs gateway, feedback service, fault plans, ledger and dev certificates. Never imports the
-        // sender's modules, so two independent stacks meet in every test.
+        // The APNs gateway, feedback service, HTTP/2 endpoint, fault plans, ledger and verdict. Serves the
+        // certificates it is given (it makes none). Never imports the sender's modules, so two independent
+        // stacks meet in every test.
         .target(
             name: "SalvoSimulator",
             dependencies: [
@@ -93,6 +95,7 @@ let package = Package(
         ),
 
         // The HTTP/2 provider API client: connection pool, JWT signer and refresh, responses into a job report.
+        // Holds no server: test and benchmark servers are in SalvoTestSupport and SalvoBenchmarkSupport.
         .target(
             name: "SalvoHTTP2",
             dependencies: [
@@ -120,6 +123,54 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // Scaffolding, not product (no library product contains it): the one certificate factory (CA, server,
+        // clients, an expired client, a client of another CA, encrypted key, PKCS#12, ES256 signing key), the
+        // TLS listener over SalvoIO, the scriptable loopback HTTP/2 server, SHA-256 over streams, the simulator
+        // configured with fresh certificates, and the reconciliation of a sender's report with the simulator's
+        // verdict. Used by the tests, `salvo demo`/`simulate` and SalvoBenchmarkSupport.
+        .target(
+            name: "SalvoTestSupport",
+            dependencies: [
+                "APNSWire",
+                "SalvoIO",
+                "SalvoEngine",
+                "SalvoSimulator",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: strictness
+        ),
+
+        // Benchmark drivers and sinks behind `salvo bench` (not a product): the TLS transport benchmark, the
+        // HTTP/2 client benchmark and its always-200 sink, and the gateway blast that loads the simulator.
+        .target(
+            name: "SalvoBenchmarkSupport",
+            dependencies: [
+                "APNSWire",
+                "SalvoIO",
+                "SalvoEngine",
+                "SalvoHTTP2",
+                "SalvoTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strictness
+        ),
+
+        // The command line. An executable may use the non-product scaffolding: `demo` and `simulate` take their
+        // development certificates from SalvoTestSupport, `bench` its drivers from SalvoBenchmarkSupport.
         .executableTarget(
             name: "salvo",
             dependencies: [
@@ -129,6 +180,8 @@ let package = Package(
                 "SalvoIO",
                 "SalvoSimulator",
                 "SalvoHTTP2",
+                "SalvoTestSupport",
+                "SalvoBenchmarkSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -144,7 +197,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SalvoEngineTests",
-            dependencies: ["SalvoEngine", "APNSWire", "SalvoIO", "SalvoSimulator"],
+            dependencies: ["SalvoEngine", "APNSWire", "SalvoIO", "SalvoSimulator", "SalvoTestSupport"],
             swiftSettings: strictness
         ),
         .testTarget(
@@ -164,17 +217,32 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 "SalvoSimulator",
+                "SalvoTestSupport",
+                "SalvoBenchmarkSupport",
             ],
             swiftSettings: strictness
         ),
         .testTarget(
             name: "SalvoSendTests",
-            dependencies: ["SalvoSend", "SalvoEngine", "SalvoHTTP2", "APNSWire", "SalvoSimulator"],
+            dependencies: [
+                "SalvoSend", "SalvoEngine", "SalvoHTTP2", "SalvoIO", "APNSWire", "SalvoSimulator", "SalvoTestSupport",
+            ],
             swiftSettings: strictness
         ),
         .testTarget(
             name: "SalvoIOTests",
-            dependencies: ["SalvoIO", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["SalvoIO", "SalvoTestSupport", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoTestSupportTests",
+            dependencies: [
+                "SalvoTestSupport",
+                "SalvoSimulator",
+                "SalvoEngine",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
             swiftSettings: strictness
         ),
         .testTarget(
@@ -182,6 +250,8 @@ let package = Package(
             dependencies: [
                 "SalvoSimulator",
                 "APNSWire",
+                "SalvoTestSupport",
+                "SalvoBenchmarkSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -75,20 +75,4 @@ public struct FrameTemplate: Sendable {
             }
         }
     }
-
-    /// Writes the frame for `token` with `identifier` at the start of `out`, which must hold at least
-    /// `frameByteCount` bytes. For callers that encode a whole batch inside one
-    /// `ByteBuffer.writeWithUnsafeMutableBytes`.
-    @inlinable
-    public func encode(token: DeviceToken, identifier: UInt32, into out: UnsafeMutableRawBufferPointer) {
-        precondition(out.count >= self.layout.byteCount)
-        let layout = self.layout
-        self.bytes.withUnsafeBytes { template in
-            out.baseAddress!.copyMemory(from: template.baseAddress!, byteCount: template.count)
-        }
-        layout.patch(out, token: token)
-        if layout.identifierOffset >= 0 {
-            out.storeBytes(of: identifier.bigEndian, toByteOffset: layout.identifierOffset, as: UInt32.self)
-        }
-    }
 }

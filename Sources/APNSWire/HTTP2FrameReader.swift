@@ -39,7 +39,7 @@ public struct HTTP2FrameReader {
         case headers(streamID: UInt32, block: ByteBuffer, endStream: Bool)
         /// DATA without padding; `flowControlled` is the whole frame payload, padding included (§6.9.1).
         case data(streamID: UInt32, payload: ByteBuffer, endStream: Bool, flowControlled: Int)
-        case settings([(parameter: UInt16, value: UInt32)])
+        case settings([(parameter: HTTP2SettingIdentifier, value: UInt32)])
         case settingsAcknowledged
         case ping(UInt64)
         case pingAcknowledged
@@ -167,10 +167,10 @@ public struct HTTP2FrameReader {
                 return .settingsAcknowledged
             }
             guard payload.readableBytes % 6 == 0 else { throw HTTP2ConnectionError(.frameSizeError, "SETTINGS size") }
-            var settings: [(parameter: UInt16, value: UInt32)] = []
+            var settings: [(parameter: HTTP2SettingIdentifier, value: UInt32)] = []
             while let parameter = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self)
             {
-                settings.append((parameter, value))
+                settings.append((HTTP2SettingIdentifier(rawValue: parameter), value))
             }
             return .settings(settings)
         case 5:  // PUSH_PROMISE

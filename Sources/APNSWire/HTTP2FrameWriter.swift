@@ -20,10 +20,13 @@ public enum HTTP2FrameWriter {
         buffer.writeInteger(streamID)
     }
 
-    public static func settings(_ settings: [(parameter: UInt16, value: UInt32)], into buffer: inout ByteBuffer) {
+    public static func settings(
+        _ settings: [(parameter: HTTP2SettingIdentifier, value: UInt32)],
+        into buffer: inout ByteBuffer
+    ) {
         self.frameHeader(length: 6 * settings.count, type: 4, flags: 0, streamID: 0, into: &buffer)
         for setting in settings {
-            buffer.writeInteger(setting.parameter)
+            buffer.writeInteger(setting.parameter.rawValue)
             buffer.writeInteger(setting.value)
         }
     }

@@ -85,21 +85,6 @@ public struct JWTSigner: Sendable {
         )
     }
 
-    /// Decodes base64url with or without padding; nil for other characters.
-    public static func decodeBase64URL(_ text: some StringProtocol) -> [UInt8]? {
-        var standard = String(
-            text.map { character -> Character in
-                switch character {
-                case "-": "+"
-                case "_": "/"
-                default: character
-                }
-            }
-        )
-        while standard.utf8.count % 4 != 0 { standard += "=" }
-        return Data(base64Encoded: standard).map { Array($0) }
-    }
-
     // The identifiers go into JSON unescaped, so only letters and digits are allowed.
     private static func checkIdentifier(_ value: String, name: String) throws(HTTP2ClientError) {
         let isAlphanumeric = value.utf8.allSatisfy {

@@ -6,9 +6,9 @@ import Musl
 
 /// The one funnel through which every system call result and every io_uring completion result passes:
 /// retries `EINTR`, reports `EAGAIN`, and turns any other errno into a `SalvoIOError` with a code.
-enum Errno {
+package enum Errno {
     /// How a result should be handled.
-    enum Outcome {
+    package enum Outcome {
         /// The call succeeded with this (non-negative) value.
         case success(Int)
         /// The call would block or was interrupted: try again (later, for `EAGAIN`).

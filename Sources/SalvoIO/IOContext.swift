@@ -12,12 +12,11 @@ public final class IOContext: @unchecked Sendable {
     public let transport: TransportKind
     let ring: IORing?
 
-    /// Creates a context on `queue`. With `transport == nil` the choice follows `SALVO_TRANSPORT` and the
-    /// probe (`TransportKind.fromEnvironment()`). Throws `.ioUringUnavailable` when io_uring is asked
-    /// for but refused.
+    /// Creates a context on `queue`. With `transport == nil` the probe chooses (`TransportKind.probed`); the
+    /// caller passes a user's choice. Throws `.ioUringUnavailable` when io_uring is asked for but refused.
     public init(queue: DispatchQueue, transport: TransportKind? = nil) throws {
         self.queue = queue
-        let kind = try transport ?? TransportKind.fromEnvironment()
+        let kind = transport ?? TransportKind.probed
         self.transport = kind
         if kind == .uring {
             if let refusal = TransportKind.uringRefusal {

@@ -51,7 +51,7 @@ final class IORing: @unchecked Sendable {
             throw SalvoIOError(
                 .ioUringUnavailable,
                 "io_uring_queue_init refused: \(String(cString: strerror(-rc))) (errno \(-rc)); "
-                    + "use SALVO_TRANSPORT=socket or allow io_uring (kernel.io_uring_disabled, seccomp)",
+                    + "use the socket transport or allow io_uring (kernel.io_uring_disabled, seccomp)",
                 errno: -rc
             )
         }

@@ -6,7 +6,7 @@ import Glibc
 
 /// Small socket helpers shared by both transports: address parsing, non-blocking connect with a
 /// timeout, listening, and socket options. Descriptors are plain `Int32`s owned by the caller.
-enum Socket {
+package enum Socket {
     /// `MSG_NOSIGNAL`: a send to a reset peer returns EPIPE instead of raising SIGPIPE. Glibc's Swift
     /// overlay does not export the constant, so it is spelled out (Linux value).
     static let noSignal: Int32 = 0x4000
@@ -140,7 +140,7 @@ enum Socket {
 
     /// A listening TCP socket bound to `host:port` (port 0 picks a free one); returns the descriptor and
     /// the bound port.
-    static func listen(host: String, port: Int, backlog: Int32 = 128) throws -> (fd: Int32, port: Int) {
+    package static func listen(host: String, port: Int, backlog: Int32 = 128) throws -> (fd: Int32, port: Int) {
         guard let address = Address(numericHost: host, port: port) else {
             throw SalvoIOError(.invalidConfiguration, "listen address must be numeric, got \(host)")
         }
@@ -163,5 +163,18 @@ enum Socket {
             UInt16(bigEndian: raw.load(fromByteOffset: 2, as: UInt16.self))
         }
         return (fd, Int(boundPort))
+    }
+
+    /// Accepts one pending connection on the listening socket `fd`: close-on-exec and `TCP_NODELAY` set, or
+    /// `.retry` when none is pending.
+    package static func accept(_ fd: Int32) -> Errno.Outcome {
+        // accept4 is hidden behind _GNU_SOURCE in Glibc's overlay: accept, then set close-on-exec.
+        let outcome = Errno.call("accept") { Int(Glibc.accept(fd, nil, nil)) }
+        if case .success(let accepted) = outcome {
+            let client = Int32(accepted)
+            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+            setOption(client, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
+        }
+        return outcome
     }
 }

@@ -63,7 +63,7 @@ public final class TLSConnection: @unchecked Sendable {
     private var resetOnTeardown = false
     private var timer: DispatchSourceTimer?
 
-    init(
+    package init(
         fd: Int32,
         context: IOContext,
         tls: TLSContext,
@@ -175,14 +175,15 @@ public final class TLSConnection: @unchecked Sendable {
         teardown(ConnectionEnd(reason: .closedLocally))
     }
 
-    /// Stops reading from the socket (the peer's sends then stall once buffers fill).
-    public func pauseReading() {
+    /// Stops reading from the socket (the peer's sends then stall once buffers fill). For test peers that
+    /// play a slow reader; a sender never stops reading its gateway's answers.
+    package func pauseReading() {
         dispatchPrecondition(condition: .onQueue(queue))
         transport.pauseReceiving()
     }
 
     /// Continues reading after `pauseReading`.
-    public func resumeReading() {
+    package func resumeReading() {
         dispatchPrecondition(condition: .onQueue(queue))
         if state != .closed {
             transport.resumeReceiving()
@@ -198,7 +199,7 @@ public final class TLSConnection: @unchecked Sendable {
 
     /// Starts the handshake; `completion` runs on `queue` once it succeeded or failed. Set the callbacks
     /// inside `completion`: plaintext that arrived with the handshake is delivered right after it returns.
-    func start(completion: @escaping (Result<TLSConnection, SalvoIOError>) -> Void) {
+    package func start(completion: @escaping (Result<TLSConnection, SalvoIOError>) -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
         handshakeCompletion = completion
         transport.delegate = self

@@ -136,8 +136,9 @@ public final class TLSContext: @unchecked Sendable {
         }
     }
 
-    /// Forgets the cached session for `key` (e.g. after the peer rejected it).
-    public func forgetSession(forHost host: String, port: Int) {
+    /// Forgets the cached session for `host:port`, so that the next handshake is a full one (tests of
+    /// resumption use it; OpenSSL itself drops a session the peer refused).
+    package func forgetSession(forHost host: String, port: Int) {
         let previous = lock.withLock { sessions.removeValue(forKey: "\(host):\(port)") }
         if let previous {
             SSL_SESSION_free(previous)

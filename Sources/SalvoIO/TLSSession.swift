@@ -28,7 +28,6 @@ final class TLSSession {
     /// "host:port" under which the client caches its session for resumption (nil: no resumption).
     let peerKey: String?
     private let ssl: OpaquePointer
-    private(set) var handshakeDone = false
 
     init(context: TLSContext, serverName: String?, peerKey: String?, outboundCapacity: Int) throws {
         self.context = context
@@ -103,7 +102,6 @@ final class TLSSession {
         OpenSSLErrors.clear()
         let rc = SSL_do_handshake(ssl)
         if rc == 1 {
-            handshakeDone = true
             return .complete
         }
         let code = SSL_get_error(ssl, rc)

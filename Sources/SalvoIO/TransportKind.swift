@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Which byte transport a connection uses: io_uring (`IORING_OP_SEND`/`IORING_OP_RECV`) or non-blocking
 /// sockets driven by `DispatchSource` read/write sources. Both behave the same; io_uring needs fewer
 /// system calls.
@@ -22,34 +18,38 @@ public struct TransportKind: Hashable, Sendable, CustomStringConvertible {
     /// Why io_uring cannot be used in this process, or nil when it can (probed once per process).
     public static var uringRefusal: String? { IORing.probe.refusal }
 
-    /// The transport chosen by `SALVO_TRANSPORT` (`socket` forces the fallback, `uring` requires io_uring)
-    /// and, when unset, by the probe.
-    public static func fromEnvironment() throws -> TransportKind {
-        try select(requested: getenv("SALVO_TRANSPORT").map { String(cString: $0) }, uringRefusal: uringRefusal)
+    /// What the probe chooses: io_uring where this process may set up a ring, else sockets.
+    public static var probed: TransportKind { uringRefusal == nil ? .uring : .socket }
+
+    /// The transport a user names (`uring` or `io_uring`, `socket`); nil for any other name.
+    public init?(named name: String) {
+        switch name.lowercased() {
+        case "uring", "io_uring": self = .uring
+        case "socket": self = .socket
+        default: return nil
+        }
     }
 
-    /// The pure decision behind `fromEnvironment`: `requested` is the variable's value, `uringRefusal`
-    /// the probe's answer. Throws when io_uring is required but refused, or the value is unknown.
+    /// The decision for a transport a user asked for by name (the command line reads it from an option or
+    /// the environment; this module reads neither): nil, empty or `auto` take the probe's answer
+    /// (`uringRefusal`), `socket` forces the fallback, `uring` requires io_uring. Throws when io_uring is
+    /// required but refused, or the name is unknown.
     public static func select(requested: String?, uringRefusal: String?) throws -> TransportKind {
-        switch requested?.lowercased() {
-        case nil, "", "auto":
+        guard let requested, !requested.isEmpty, requested.lowercased() != "auto" else {
             return uringRefusal == nil ? .uring : .socket
-        case "socket":
-            return .socket
-        case "uring", "io_uring":
-            if let refusal = uringRefusal {
-                throw SalvoIOError(
-                    .ioUringUnavailable,
-                    "SALVO_TRANSPORT=uring requires io_uring, which is refused here: \(refusal); "
-                        + "unset it or use SALVO_TRANSPORT=socket"
-                )
-            }
-            return .uring
-        case let other?:
+        }
+        guard let kind = TransportKind(named: requested) else {
             throw SalvoIOError(
                 .invalidConfiguration,
-                "SALVO_TRANSPORT=\(other) is not understood; use socket, uring or auto"
+                "transport \(requested) is not understood; use socket, uring or auto"
             )
         }
+        if kind == .uring, let refusal = uringRefusal {
+            throw SalvoIOError(
+                .ioUringUnavailable,
+                "transport uring requires io_uring, which is refused here: \(refusal); use socket or auto"
+            )
+        }
+        return kind
     }
 }

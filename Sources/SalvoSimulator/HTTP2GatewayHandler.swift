@@ -116,9 +116,9 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
     func channelActive(context: ChannelHandlerContext) {
         HTTP2FrameWriter.settings(
             [
-                (3, UInt32(min(self.shared.maximumConcurrentStreams, Int(Int32.max)))),  // MAX_CONCURRENT_STREAMS
-                (4, UInt32(Self.initialStreamWindow)),  // INITIAL_WINDOW_SIZE
-                (6, UInt32(Self.maximumHeaderListSize)),  // MAX_HEADER_LIST_SIZE
+                (.maxConcurrentStreams, UInt32(min(self.shared.maximumConcurrentStreams, Int(Int32.max)))),
+                (.initialWindowSize, UInt32(Self.initialStreamWindow)),
+                (.maxHeaderListSize, UInt32(Self.maximumHeaderListSize)),
             ],
             into: &self.output
         )
@@ -232,7 +232,7 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         case .settings(let settings):
             for setting in settings {
                 switch setting.parameter {
-                case 4:  // INITIAL_WINDOW_SIZE: changes the window of every open stream (§6.9.2)
+                case .initialWindowSize:  // changes the window of every open stream (§6.9.2)
                     guard setting.value <= 0x7FFF_FFFF else {
                         throw HTTP2ConnectionError(.flowControlError, "INITIAL_WINDOW_SIZE \(setting.value)")
                     }
@@ -451,7 +451,7 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
     private func applyConnectionFaults() {
         let faults = self.shared.faults
         if let after = faults.shrinkAfterStreams, self.requests == after {
-            HTTP2FrameWriter.settings([(3, UInt32(faults.shrinkTo))], into: &self.output)
+            HTTP2FrameWriter.settings([(.maxConcurrentStreams, UInt32(faults.shrinkTo))], into: &self.output)
             self.pendingLimits.append(faults.shrinkTo)
         }
         if let after = faults.goAwayAfterStreams, self.requests == after, self.goAwayStreamID == nil {

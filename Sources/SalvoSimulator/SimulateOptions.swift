@@ -4,10 +4,6 @@ public struct SimulateOptions: Sendable {
     /// 0 picks a free port.
     public var gatewayPort: Int = 2195
     public var feedbackPort: Int = 2196
-    /// Where the development certificates live; made (with a client for `topic`) if missing.
-    public var certificateFolder: String = "out/certs"
-    /// The topic of the client certificate made with a new certificate folder.
-    public var topic: String = "com.example.app"
     /// A fault plan JSON file (`data/faults/*.json`); nil = the clean plan.
     public var faultPlanPath: String?
     /// `name=value` fault options applied on top of the plan (see `FaultPlan.optionNames`).

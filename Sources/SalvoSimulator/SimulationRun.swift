@@ -1,38 +1,35 @@
 import Dispatch
 import Foundation
 
-/// One `salvo simulate` run: certificates made if missing, plan loaded, simulator started; on
-/// `finish()` the ledger and the verdict are written. Keeps the command line thin.
+/// One `salvo simulate` run: plan loaded, simulator started with the certificates it is given; on `finish()`
+/// the ledger and the verdict are written. Keeps the command line thin.
 public final class SimulationRun: Sendable {
     public let options: SimulateOptions
     public let simulator: Simulator
-    public let certificates: DevelopmentCertificates.Paths
-    /// The token-signing key the HTTP/2 endpoint knows, when it runs.
-    public let signingKey: DevelopmentSigningKey?
 
-    private init(
-        options: SimulateOptions,
-        simulator: Simulator,
-        certificates: DevelopmentCertificates.Paths,
-        signingKey: DevelopmentSigningKey?
-    ) {
+    private init(options: SimulateOptions, simulator: Simulator) {
         self.options = options
         self.simulator = simulator
-        self.certificates = certificates
-        self.signingKey = signingKey
     }
 
     /// Prepares everything and starts the simulator.
-    public static func start(_ options: SimulateOptions) async throws -> SimulationRun {
+    ///
+    /// - Parameters:
+    ///   - tls: the servers' certificate, key and the CA clients must chain to.
+    ///   - providerKeys: the keys whose provider tokens the HTTP/2 endpoint accepts (with `http2Port`).
+    public static func start(
+        _ options: SimulateOptions,
+        tls: SimulatorConfiguration.TLS,
+        providerKeys: [HTTP2EndpointConfiguration.ProviderKey] = []
+    ) async throws -> SimulationRun {
         if options.verdictPath != nil && options.expectedPath == nil {
             throw SimulatorError(.expectedTokens, "a verdict needs the expected tokens (--expected tokens.csv)")
         }
-        let paths = try DevelopmentCertificates.ensure(in: options.certificateFolder, topic: options.topic)
         var plan =
             try options.faultPlanPath.map { path throws(SimulatorError) in try FaultPlan.load(contentsOf: path) }
             ?? FaultPlan()
         try plan.apply(options: options.faultOptions)
-        var configuration = SimulatorConfiguration(tls: try SimulatorConfiguration.TLS(paths: paths))
+        var configuration = SimulatorConfiguration(tls: tls)
         configuration.host = options.host
         configuration.gatewayPort = options.gatewayPort
         configuration.feedbackPort = options.feedbackPort
@@ -45,37 +42,30 @@ public final class SimulationRun: Sendable {
         {
             configuration.expectedTokens = size / 65
         }
-        var signingKey: DevelopmentSigningKey?
         if let http2Port = options.http2Port {
-            let key = try DevelopmentSigningKey.ensure(in: options.certificateFolder)
-            var http2 = HTTP2EndpointConfiguration(port: http2Port, providerKeys: [key.providerKey])
+            var http2 = HTTP2EndpointConfiguration(port: http2Port, providerKeys: providerKeys)
             http2.cleartextPort = options.http2CleartextPort
             configuration.http2 = http2
-            signingKey = key
         }
         let simulator = try await Simulator.start(configuration)
-        return SimulationRun(options: options, simulator: simulator, certificates: paths, signingKey: signingKey)
+        return SimulationRun(options: options, simulator: simulator)
     }
 
-    /// What a user needs to connect: ports, plan and the client certificate files.
-    public var banner: String {
+    /// Where the services listen. `credentials` (lines naming the files to connect with) goes after the
+    /// binary services; `tokens` (how to sign provider tokens) after the HTTP/2 endpoint.
+    public func banner(credentials: String = "", tokens: String = "") -> String {
         """
         APNs simulator (plan "\(self.simulator.plan.name)", seed \(self.simulator.plan.seed))
           gateway   \(self.options.host):\(self.simulator.gatewayPort)
           feedback  \(self.options.host):\(self.simulator.feedbackPort)
-          CA        \(self.certificates.ca)
-          client    \(self.certificates.client)
-          key       \(self.certificates.clientKey)
-          (a client from another CA, refused: \(self.certificates.foreignClient))
-        \(self.http2Banner)Stop with Ctrl-C (SIGINT) or SIGTERM; the ledger and the verdict are written on exit.
+        \(credentials)\(self.http2Banner(tokens: tokens))Stop with Ctrl-C (SIGINT) or SIGTERM; the ledger and the verdict are written on exit.
         """
     }
 
-    private var http2Banner: String {
-        guard let port = self.simulator.http2Port, let key = self.signingKey else { return "" }
+    private func http2Banner(tokens: String) -> String {
+        guard let port = self.simulator.http2Port else { return "" }
         return """
-              http2     \(self.options.host):\(port) (TLS, ALPN h2 or none; the client certificate above, or tokens
-                        signed with \(key.path), --key-id \(DevelopmentSigningKey.keyID) --team-id \(DevelopmentSigningKey.teamID))
+              http2     \(self.options.host):\(port) (TLS, ALPN h2 or none; a client certificate, or provider tokens\(tokens))
             \(self.cleartextBanner)
             """
     }

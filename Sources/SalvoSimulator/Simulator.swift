@@ -8,9 +8,9 @@ import NIOSSL
 /// mutual TLS, a fault plan, a delivery ledger and a quality-of-service model.
 ///
 /// ```swift
-/// let certificates = try DevelopmentCertificates()
-/// let sim = try await Simulator.start(SimulatorConfiguration(tls: .init(certificates)))
-/// // connect to 127.0.0.1:\(sim.gatewayPort) with certificates.client(topic: "com.example.app") …
+/// let tls = SimulatorConfiguration.TLS(certificatePEM: server, privateKeyPEM: serverKey, clientCAPEM: ca)
+/// let sim = try await Simulator.start(SimulatorConfiguration(tls: tls))
+/// // connect to 127.0.0.1:\(sim.gatewayPort) with a client certificate the CA signed …
 /// let verdict = sim.verdict(expected: expectedTokens)
 /// try await sim.shutdown()
 /// ```

@@ -1,6 +1,7 @@
 import Foundation
 
-/// Everything `Simulator.start` needs: where to listen, which certificates, which fault plan.
+/// Everything `Simulator.start` needs: where to listen, which certificates (given, never made here), which
+/// fault plan.
 public struct SimulatorConfiguration: Sendable {
     /// PEM texts for the servers' TLS: their certificate and key, and the CA that client
     /// certificates must chain to (connections without one are refused at the handshake).
@@ -15,26 +16,20 @@ public struct SimulatorConfiguration: Sendable {
             self.clientCAPEM = clientCAPEM
         }
 
-        /// Reads a certificate folder written by `DevelopmentCertificates` (server, its key, the CA).
-        public init(paths: DevelopmentCertificates.Paths) throws(SimulatorError) {
+        /// Reads the three PEM files: the server's certificate (chain), its key, and the CA for clients.
+        public init(certificateFile: String, privateKeyFile: String, clientCAFile: String) throws(SimulatorError) {
             do {
                 self.init(
-                    certificatePEM: try String(contentsOfFile: paths.server, encoding: .utf8),
-                    privateKeyPEM: try String(contentsOfFile: paths.serverKey, encoding: .utf8),
-                    clientCAPEM: try String(contentsOfFile: paths.ca, encoding: .utf8)
+                    certificatePEM: try String(contentsOfFile: certificateFile, encoding: .utf8),
+                    privateKeyPEM: try String(contentsOfFile: privateKeyFile, encoding: .utf8),
+                    clientCAPEM: try String(contentsOfFile: clientCAFile, encoding: .utf8)
                 )
             } catch {
-                throw SimulatorError(.certificates, "cannot read the certificates in \(paths.folder): \(error)")
+                throw SimulatorError(
+                    .certificates,
+                    "cannot read the certificates \(certificateFile), \(privateKeyFile), \(clientCAFile): \(error)"
+                )
             }
-        }
-
-        /// The development CA's server identity and trust root.
-        public init(_ certificates: DevelopmentCertificates) {
-            self.init(
-                certificatePEM: certificates.server.certificatePEM,
-                privateKeyPEM: certificates.server.privateKeyPEM,
-                clientCAPEM: certificates.ca.certificatePEM
-            )
         }
     }
 

@@ -1,6 +1,8 @@
 import APNSWire
 import ArgumentParser
+import SalvoBenchmarkSupport
 import SalvoSimulator
+import SalvoTestSupport
 
 extension BenchCommand {
     /// `salvo bench gateway`: the simulator's gateway on one event loop thread, blasted over TLS on
@@ -35,7 +37,7 @@ extension BenchCommand {
                 json:
                     #"{"aps":{"alert":"Benchmark notification","badge":1,"sound":"default"},"campaign":"c-0001","p":"xxx"}"#
             )
-            let certificates = try DevelopmentCertificates()
+            let certificates = try CertificateFactory()
             let client = try certificates.client(topic: "com.example.app")
             var best = 0.0
             for round in 1...self.rounds {

@@ -3,9 +3,11 @@ import ArgumentParser
 import Crypto
 import Foundation
 import NIOSSL
+import SalvoBenchmarkSupport
 import SalvoEngine
 import SalvoHTTP2
 import SalvoSimulator
+import SalvoTestSupport
 
 extension BenchCommand {
     /// `salvo bench h2`: notifications/s of the HTTP/2 client to an always-200 HTTP/2 server on loopback, over TLS,
@@ -73,15 +75,11 @@ extension BenchCommand {
             handle.write(Data(chunk.utf8))
             try handle.close()
 
-            let certificates = try DevelopmentCertificates()
+            let certificates = try CertificateFactory()
             let identity = HTTP2Benchmark.ServerIdentity(
-                certificateChain: [
-                    try NIOSSLCertificate(bytes: Array(certificates.server.certificatePEM.utf8), format: .pem)
-                ],
-                privateKey: try NIOSSLPrivateKey(bytes: Array(certificates.server.privateKeyPEM.utf8), format: .pem),
-                trustRoots: .certificates([
-                    try NIOSSLCertificate(bytes: Array(certificates.ca.certificatePEM.utf8), format: .pem)
-                ]),
+                certificateChain: [try certificates.server.certificate],
+                privateKey: try certificates.server.key,
+                trustRoots: .certificates([try certificates.ca.certificate]),
                 serverName: "localhost"
             )
             let payloadBytes = try Payload(json: HTTP2Benchmark.payloadJSON).byteCount
@@ -131,7 +129,7 @@ extension BenchCommand {
         private func simulatorRun(
             tokenFile: String,
             connections: Int,
-            certificates: DevelopmentCertificates,
+            certificates: CertificateFactory,
             trustRoots: NIOSSLTrustRoots
         ) async throws -> HTTP2Benchmark.Row {
             let key = P256.Signing.PrivateKey()
@@ -140,9 +138,7 @@ extension BenchCommand {
             configuration.maximumTokens = self.tokens + self.tokens / 4 + 1024
             configuration.expectedTokens = self.tokens
             configuration.http2 = HTTP2EndpointConfiguration(
-                providerKeys: [
-                    .init(keyID: "BENCHKEY01", teamID: "BENCHTEAM1", publicKey: Array(key.publicKey.rawRepresentation))
-                ]
+                providerKeys: [DevelopmentSigningKey.providerKey(for: key, keyID: "BENCHKEY01", teamID: "BENCHTEAM1")]
             )
             configuration.http2?.maximumConcurrentStreams = self.streams
             let simulator = try await Simulator.start(configuration)

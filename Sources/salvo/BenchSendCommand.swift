@@ -4,6 +4,7 @@ import Foundation
 import SalvoEngine
 import SalvoIO
 import SalvoSimulator
+import SalvoTestSupport
 
 extension BenchCommand {
     /// `salvo bench send`: end-to-end bulk sends to the embedded simulator, one row per transport and
@@ -70,7 +71,7 @@ extension BenchCommand {
                     #"{"aps":{"alert":"Benchmark notification","badge":1,"sound":"default"},"campaign":"c-0001","p":"xxx"}"#
             )
             let template = try FrameTemplate(command: .framed, payload: payload)
-            let certificates = try DevelopmentCertificates()
+            let certificates = try CertificateFactory()
             let paths = try certificates.write(to: folder + "/certificates", topic: "com.example.bench")
             let tls = try TLSContext(
                 configuration: .client(

@@ -1,4 +1,5 @@
 import ArgumentParser
+import SalvoBenchmarkSupport
 import SalvoIO
 
 extension BenchCommand {

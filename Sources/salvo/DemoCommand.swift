@@ -6,6 +6,7 @@ import SalvoHTTP2
 import SalvoIO
 import SalvoSend
 import SalvoSimulator
+import SalvoTestSupport
 
 /// `salvo demo`: a realistic bulk send to the embedded simulator, with the report and the simulator's
 /// verdict side by side.
@@ -81,7 +82,7 @@ struct DemoCommand: AsyncParsableCommand {
 
         // The simulator, with certificates made for this run.
         let topic = "com.example.salvo.demo"
-        let certificates = try DevelopmentCertificates()
+        let certificates = try CertificateFactory()
         let paths = try certificates.write(to: folder + "/certificates", topic: topic)
         var simulatorConfiguration = SimulatorConfiguration(tls: .init(certificates))
         let planPath = self.plan ?? self.data + "/faults/demo.json"
@@ -133,26 +134,10 @@ struct DemoCommand: AsyncParsableCommand {
         )
         // Exactly once, except where the binary protocol cannot know: a connection that ends without an
         // error response leaves its rows uncertain, and resending them may deliver some twice.
-        let duplicates = verdict.deliveredMoreThanOnce
-        let agrees =
-            verdict.neverDelivered == 0 && verdict.unexpected == 0 && verdict.invalidButDelivered == 0
-            && duplicates <= report.uncertainEvents
-            && report.rejectedTotal == verdict.invalidNeverDelivered
+        let reconciliation = Reconciliation(report: report, verdict: verdict)
         print("")
-        if !agrees {
-            print("The ledger and the report DISAGREE: see above.")
-        } else if duplicates == 0 {
-            print(
-                "The ledger agrees with the report: every valid token delivered exactly once; every refusal accounted for."
-            )
-        } else {
-            print(
-                "The ledger agrees with the report: nothing lost; \(duplicates) token(s) delivered more than once, all "
-                    + "among the \(report.uncertainEvents) rows the report called uncertain (on connections that "
-                    + "ended without an answer)."
-            )
-        }
-        if !agrees { throw ExitCode(1) }
+        print(reconciliation)
+        if !reconciliation.agrees { throw ExitCode(1) }
     }
 }
 
@@ -160,7 +145,7 @@ extension DemoCommand {
     fileprivate func sendBinary(
         tokenFile: String,
         port: Int,
-        paths: DevelopmentCertificates.Paths
+        paths: CertificateFactory.Paths
     ) async throws -> JobReport {
         let tls = try TLSContext(
             configuration: .client(

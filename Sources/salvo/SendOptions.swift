@@ -1,5 +1,6 @@
 import APNSWire
 import ArgumentParser
+import Foundation
 import SalvoEngine
 import SalvoIO
 import SalvoSend
@@ -56,8 +57,21 @@ struct DeliveryOptions: ParsableArguments {
     @Option(help: "Least milliseconds between two connects of one connection slot.")
     var reconnectFloorMilliseconds: Int = Int(ReconnectPolicy.default.minimumInterval / .milliseconds(1))
 
-    @Option(help: "Transport: uring or socket (default: io_uring where the kernel allows it).")
+    @Option(help: "Transport: uring or socket (default: SALVO_TRANSPORT, else io_uring where the kernel allows it).")
     var transport: String?
+
+    /// `--transport`, else the `SALVO_TRANSPORT` environment variable (`socket` forces the fallback, `uring`
+    /// requires io_uring, `auto` or unset lets SalvoIO's probe choose). Read here, not in SalvoIO: the library
+    /// takes the choice as an argument.
+    var requestedTransport: String? {
+        self.transport ?? ProcessInfo.processInfo.environment["SALVO_TRANSPORT"]
+    }
+
+    /// The transport for `BinaryJobConfiguration.transport`: nil (the probe decides) unless one was named;
+    /// `validate()` has refused unknown names.
+    var transportChoice: TransportKind? {
+        self.requestedTransport.flatMap { TransportKind(named: $0) }
+    }
 
     func validate() throws {
         guard [0, 1, 2].contains(self.format) else {
@@ -78,6 +92,14 @@ struct DeliveryOptions: ParsableArguments {
         _ = try self.expirySeconds()
         if let transport, transport != "uring" && transport != "socket" {
             throw ValidationError("--transport is uring or socket (got \(transport))")
+        }
+        if self.transport == nil, let variable = self.requestedTransport {
+            do {
+                // Only the name is checked here (no probe): a refused io_uring fails when the job starts.
+                _ = try TransportKind.select(requested: variable, uringRefusal: nil)
+            } catch {
+                throw ValidationError("SALVO_TRANSPORT=\(variable) is not understood; use socket, uring or auto")
+            }
         }
     }
 
@@ -135,7 +157,7 @@ struct DeliveryOptions: ParsableArguments {
             settle: .milliseconds(self.settleMilliseconds),
             windowRows: self.windowRows,
             onUncertain: self.onUncertain,
-            transport: self.transport.map { $0 == "uring" ? TransportKind.uring : .socket }
+            transport: self.transportChoice
         )
     }
 }

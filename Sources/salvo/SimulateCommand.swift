@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SalvoSimulator
+import SalvoTestSupport
 
 /// `salvo simulate`: the APNs simulator (binary gateway + feedback service) until SIGINT/SIGTERM.
 struct SimulateCommand: AsyncParsableCommand {
@@ -65,8 +66,6 @@ struct SimulateCommand: AsyncParsableCommand {
         options.host = self.host
         options.gatewayPort = self.gatewayPort
         options.feedbackPort = self.feedbackPort
-        options.certificateFolder = self.certificates
-        options.topic = self.topic
         options.faultPlanPath = self.planPath
         options.faultOptions = self.faults
         options.ledgerPath = self.ledger
@@ -76,14 +75,39 @@ struct SimulateCommand: AsyncParsableCommand {
         options.http2Port = self.http2Port
         options.http2CleartextPort = self.http2CleartextPort
         let run: SimulationRun
+        let paths: CertificateFactory.Paths
+        var signingKey: DevelopmentSigningKey?
         do {
-            run = try await SimulationRun.start(options)
+            // Development certificates, made when the folder has none; the simulator serves what it is given.
+            paths = try CertificateFactory.ensure(in: self.certificates, topic: self.topic)
+            if self.http2Port != nil {
+                signingKey = try DevelopmentSigningKey.ensure(in: self.certificates)
+            }
+            run = try await SimulationRun.start(
+                options,
+                tls: try SimulatorConfiguration.TLS(paths: paths),
+                providerKeys: signingKey.map { [$0.providerKey] } ?? []
+            )
         } catch let error as SimulatorError {
             throw UserError(error.reason)
+        } catch let error as CertificateFactoryError {
+            throw UserError(error.reason)
         }
+        let credentials = """
+              CA        \(paths.ca)
+              client    \(paths.client)
+              key       \(paths.clientKey)
+              (a client from another CA, refused: \(paths.foreignClient))
+
+            """
+        let tokens =
+            signingKey.map {
+                "\n            signed with \($0.path), --key-id \(DevelopmentSigningKey.keyID) "
+                    + "--team-id \(DevelopmentSigningKey.teamID)"
+            } ?? ""
         // Written straight to the file descriptor: scripts read the ports from a pipe or a file, where
         // print's buffer would hold them until exit.
-        FileHandle.standardOutput.write(Data((run.banner + "\n").utf8))
+        FileHandle.standardOutput.write(Data((run.banner(credentials: credentials, tokens: tokens) + "\n").utf8))
         await run.waitForTermination()
         print(try await run.finish())
     }

@@ -66,19 +66,13 @@ import Testing
         }
     }
 
-    @Test func templateEncodesIntoARawBatch() throws {
+    @Test func templateWritesABatchOfFramesBackToBack() throws {
         let template = try FrameTemplate(command: .framed, payload: try Payload(jsonBytes: Fixtures.hello))
         var buffer = ByteBuffer()
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 3 * template.frameByteCount) { out in
-            for index in 0..<3 {
-                template.encode(
-                    token: Fixtures.token,
-                    identifier: UInt32(index + 1),
-                    into: UnsafeMutableRawBufferPointer(rebasing: out[(index * template.frameByteCount)...])
-                )
-            }
-            return 3 * template.frameByteCount
+        for index in 0..<3 {
+            template.write(token: Fixtures.token, identifier: UInt32(index + 1), to: &buffer)
         }
+        #expect(buffer.readableBytes == 3 * template.frameByteCount)
         let decoder = FrameDecoder()
         for expected in 1...3 {
             guard case .notification(let notification)? = decoder.decode(&buffer) else {

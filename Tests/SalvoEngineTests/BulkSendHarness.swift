@@ -3,6 +3,7 @@ import Foundation
 import SalvoEngine
 import SalvoIO
 import SalvoSimulator
+import SalvoTestSupport
 
 /// A simulator with fresh development certificates, a client TLS context for it, and a token file.
 struct BulkSendHarness {
@@ -20,11 +21,13 @@ struct BulkSendHarness {
     ) async throws -> BulkSendHarness {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-job-\(UUID().uuidString)")
             .path
-        let certificates = try DevelopmentCertificates()
+        let certificates = try CertificateFactory()
         let paths = try certificates.write(to: folder, topic: Self.topic)
-        var configuration = SimulatorConfiguration(tls: .init(certificates))
-        configuration.plan = plan
-        configuration.maximumTokens = max(1024, 2 * count)
+        let configuration = SimulatorConfiguration.testing(
+            certificates,
+            plan: plan,
+            maximumTokens: max(1024, 2 * count)
+        )
         let simulator = try await Simulator.start(configuration)
         let tls = try TLSContext(
             configuration: .client(
@@ -83,6 +86,11 @@ struct BulkSendHarness {
 
     func verdict() -> Verdict {
         self.simulator.verdict(expected: ExpectedTokens(self.tokens))
+    }
+
+    /// The job's report checked against the simulator's verdict, as `salvo demo` checks it.
+    func reconcile(_ result: JobResult) -> Reconciliation {
+        Reconciliation(report: result.report, verdict: self.verdict())
     }
 
     func stop() async throws {

@@ -15,7 +15,7 @@ import Testing
         #expect(parts.header == #"{"alg":"ES256","kid":"ABC123DEFG"}"#)
         // iat is a JSON number, not a string.
         #expect(parts.claims == #"{"iss":"DEF123GHIJ","iat":1700000000}"#)
-        let signature = try #require(JWTSigner.decodeBase64URL(token.split(separator: ".")[2]))
+        let signature = try #require(decodeBase64URL(token.split(separator: ".")[2]))
         #expect(signature.count == 64)
     }
 

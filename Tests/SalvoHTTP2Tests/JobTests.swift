@@ -4,7 +4,9 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
+import SalvoBenchmarkSupport
 import SalvoEngine
+import SalvoTestSupport
 import Testing
 
 @testable import SalvoHTTP2
@@ -424,7 +426,7 @@ import Testing
         defer { folder.remove() }
         let file = try TokenFile(count: 10, seed: 11, in: folder)
         let server = try await startServer { _ in .ok(apnsID: nil) }
-        let foreign = TestCredentials.shared.foreignClient
+        let foreign = try CertificateFactory.shared.foreignClient(topic: testTopic)
         let result = try await HTTP2Job.run(
             configuration: jobConfigurationForTests(
                 port: server.port,
@@ -443,15 +445,10 @@ import Testing
     @Test func certificatesLoadFromPEMFilesAndPKCS12() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let client = TestCredentials.shared.client
-        try client.certificatePEM.write(toFile: folder.file("client.pem"), atomically: true, encoding: .utf8)
-        try client.keyPEM.write(toFile: folder.file("client.key"), atomically: true, encoding: .utf8)
+        let certificates = CertificateFactory.sharedFolder
         let file = try TokenFile(count: 5, seed: 12, in: folder)
         let server = try await startServer { _ in .ok(apnsID: nil) }
-        let pem = try APNSAuthentication.certificate(
-            pemFile: folder.file("client.pem"),
-            keyFile: folder.file("client.key")
-        )
+        let pem = try APNSAuthentication.certificate(pemFile: certificates.client, keyFile: certificates.clientKey)
         let result = try await HTTP2Job.run(
             configuration: jobConfigurationForTests(port: server.port, authentication: pem),
             source: file.source,
@@ -459,32 +456,23 @@ import Testing
         )
         #expect(result.report.confirmed == 5)
 
-        // PKCS#12 made with the openssl command line, when the machine has it.
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
-            "openssl", "pkcs12", "-export", "-in", folder.file("client.pem"), "-inkey", folder.file("client.key"),
-            "-out", folder.file("client.p12"), "-passout", "pass:battery staple",
-        ]
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        if process.terminationStatus == 0 {
-            let p12 = try APNSAuthentication.pkcs12(file: folder.file("client.p12"), passphrase: "battery staple")
-            let source = TokenSource(files: file.source.files)
-            let again = try await HTTP2Job.run(
-                configuration: jobConfigurationForTests(port: server.port, authentication: p12),
-                source: source,
-                summary: try source.validate()
-            )
-            #expect(again.report.confirmed == 5)
-            #expect(throws: HTTP2ClientError.self) {
-                try APNSAuthentication.pkcs12(file: folder.file("client.p12"), passphrase: "wrong")
-            }
+        let p12 = try APNSAuthentication.pkcs12(
+            file: certificates.clientPKCS12,
+            passphrase: CertificateFactory.pkcs12Passphrase
+        )
+        let source = TokenSource(files: file.source.files)
+        let again = try await HTTP2Job.run(
+            configuration: jobConfigurationForTests(port: server.port, authentication: p12),
+            source: source,
+            summary: try source.validate()
+        )
+        #expect(again.report.confirmed == 5)
+        #expect(throws: HTTP2ClientError.self) {
+            try APNSAuthentication.pkcs12(file: certificates.clientPKCS12, passphrase: "wrong")
         }
         await server.stop()
         #expect(throws: HTTP2ClientError.self) {
-            try APNSAuthentication.certificate(pemFile: folder.file("missing.pem"), keyFile: folder.file("client.key"))
+            try APNSAuthentication.certificate(pemFile: folder.file("missing.pem"), keyFile: certificates.clientKey)
         }
     }
 
@@ -515,7 +503,7 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 300, seed: 17, in: folder)
-        let credentials = TestCredentials.shared
+        let credentials = CertificateFactory.shared
         // Every connection answers 50 requests, then nothing: no answers, no PING acknowledgements.
         let sink = try await HTTP2SinkServer(
             certificateChain: [credentials.server.certificate],
@@ -587,7 +575,7 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 500, seed: 16, in: folder)
-        let credentials = TestCredentials.shared
+        let credentials = CertificateFactory.shared
         let sink = try await HTTP2SinkServer(
             certificateChain: [credentials.server.certificate],
             privateKey: credentials.server.key

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import NIOSSL
 import SalvoEngine
+import SalvoTestSupport
 import Testing
 
 @testable import SalvoHTTP2
@@ -15,7 +16,7 @@ import Testing
 
     struct Setup {
         let simulator: Simulator
-        let certificates: DevelopmentCertificates
+        let certificates: CertificateFactory
         let signer: JWTSigner
 
         var trustRoots: NIOSSLTrustRoots {
@@ -49,7 +50,7 @@ import Testing
         faults: HTTP2EndpointConfiguration.Faults = .init(),
         plan: FaultPlan = FaultPlan()
     ) async throws -> Setup {
-        let certificates = try DevelopmentCertificates()
+        let certificates = try CertificateFactory()
         let key = P256.Signing.PrivateKey()
         let signer = try JWTSigner(privateKey: key, keyID: keyID, teamID: teamID)
         var configuration = SimulatorConfiguration(tls: .init(certificates))

@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
 import SalvoEngine
+import SalvoTestSupport
 
 @testable import SalvoHTTP2
 
@@ -88,7 +89,7 @@ func jobConfigurationForTests(
     port: Int,
     authentication: APNSAuthentication,
     connections: Int = 1,
-    trustRoots: NIOSSLTrustRoots = TestCredentials.shared.trustRoots
+    trustRoots: NIOSSLTrustRoots = CertificateFactory.shared.trustRoots
 ) -> HTTP2JobConfiguration {
     var client = HTTP2ClientConfiguration(host: "127.0.0.1", port: port, authentication: authentication)
     client.serverName = "localhost"
@@ -114,9 +115,19 @@ func jobConfigurationForTests(
     return job
 }
 
+/// The test client certificate (for topic `testTopic`), from the shared factory.
+let sharedClient: CertificateFactory.Identity = {
+    do {
+        return try CertificateFactory.shared.client(topic: testTopic)
+    } catch {
+        fatalError("cannot make the test client certificate: \(error)")
+    }
+}()
+
 /// Certificate authentication with the test client certificate.
 var clientCertificate: APNSAuthentication {
-    .certificate(chain: [TestCredentials.shared.client.certificate], key: TestCredentials.shared.client.key)
+    // The factory's own PEM always parses.
+    .certificate(chain: [try! sharedClient.certificate], key: try! sharedClient.key)
 }
 
 /// Starts a server with the test identity (mutual TLS unless `mutualTLS` is false).
@@ -125,7 +136,7 @@ func startServer(
     options: HTTP2LoopbackServer.Options = HTTP2LoopbackServer.Options(),
     responder: @escaping HTTP2LoopbackServer.Responder
 ) async throws -> HTTP2LoopbackServer {
-    let credentials = TestCredentials.shared
+    let credentials = CertificateFactory.shared
     return try await HTTP2LoopbackServer(
         certificateChain: [credentials.server.certificate],
         privateKey: credentials.server.key,
@@ -155,11 +166,27 @@ final class ManualClock: Sendable {
 /// Checks a JWT's ES256 signature with `publicKey` and returns its header and claims JSON text.
 func verifyJWT(_ token: String, publicKey: P256.Signing.PublicKey) -> (header: String, claims: String)? {
     let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-    guard parts.count == 3, let header = JWTSigner.decodeBase64URL(parts[0]),
-        let claims = JWTSigner.decodeBase64URL(parts[1]), let signature = JWTSigner.decodeBase64URL(parts[2]),
+    guard parts.count == 3, let header = decodeBase64URL(parts[0]),
+        let claims = decodeBase64URL(parts[1]), let signature = decodeBase64URL(parts[2]),
         let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature)
     else { return nil }
     let input = Array((parts[0] + "." + parts[1]).utf8)
     guard publicKey.isValidSignature(ecdsa, for: input) else { return nil }
     return (String(decoding: header, as: UTF8.self), String(decoding: claims, as: UTF8.self))
+}
+
+/// Decodes base64url with or without padding; nil for other characters (the inverse of `JWTSigner.base64URL`,
+/// for reading the tokens the signer makes).
+func decodeBase64URL(_ text: some StringProtocol) -> [UInt8]? {
+    var standard = String(
+        text.map { character -> Character in
+            switch character {
+            case "-": "+"
+            case "_": "/"
+            default: character
+            }
+        }
+    )
+    while standard.utf8.count % 4 != 0 { standard += "=" }
+    return Data(base64Encoded: standard).map { Array($0) }
 }

@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import SalvoEngine
+import SalvoTestSupport
 import Testing
 
 @testable import SalvoHTTP2

@@ -1,4 +1,5 @@
 import SalvoIO
+import SalvoTestSupport
 import Testing
 
 @Suite("Loading certificates and keys")
@@ -6,7 +7,7 @@ struct CredentialTests {
     let c = TLSFixtures.certificates
 
     private func clientContext(_ credentials: TLSCredentials) throws -> TLSContext {
-        try TLSContext(configuration: .client(credentials: credentials, trustedCAFile: c.caFile))
+        try TLSContext(configuration: .client(credentials: credentials, trustedCAFile: c.ca))
     }
 
     private func error(_ body: () throws -> Void) -> SalvoIOError? {
@@ -22,9 +23,9 @@ struct CredentialTests {
     func encryptedKeyWithPassphrase() throws {
         _ = try clientContext(
             .pem(
-                certificateChainFile: c.clientCertificate,
+                certificateChainFile: c.client,
                 privateKeyFile: c.encryptedClientKey,
-                passphrase: TestCertificates.keyPassphrase
+                passphrase: CertificateFactory.keyPassphrase
             )
         )
     }
@@ -34,7 +35,7 @@ struct CredentialTests {
         let wrong = error {
             _ = try clientContext(
                 .pem(
-                    certificateChainFile: c.clientCertificate,
+                    certificateChainFile: c.client,
                     privateKeyFile: c.encryptedClientKey,
                     passphrase: "wrong"
                 )
@@ -46,7 +47,7 @@ struct CredentialTests {
         let missing = error {
             _ = try clientContext(
                 .pem(
-                    certificateChainFile: c.clientCertificate,
+                    certificateChainFile: c.client,
                     privateKeyFile: c.encryptedClientKey
                 )
             )
@@ -57,7 +58,7 @@ struct CredentialTests {
 
     @Test("a PKCS#12 bundle loads with its passphrase and refuses a wrong one")
     func pkcs12() throws {
-        _ = try clientContext(.pkcs12(file: c.clientPKCS12, passphrase: TestCertificates.pkcs12Passphrase))
+        _ = try clientContext(.pkcs12(file: c.clientPKCS12, passphrase: CertificateFactory.pkcs12Passphrase))
         let wrong = error { _ = try clientContext(.pkcs12(file: c.clientPKCS12, passphrase: "nope")) }
         #expect(wrong?.code == .wrongPassphrase)
     }
@@ -65,7 +66,7 @@ struct CredentialTests {
     @Test("a key that belongs to another certificate is refused")
     func keyMismatch() throws {
         let mismatch = error {
-            _ = try clientContext(.pem(certificateChainFile: c.clientCertificate, privateKeyFile: c.serverKey))
+            _ = try clientContext(.pem(certificateChainFile: c.client, privateKeyFile: c.serverKey))
         }
         #expect(mismatch?.code == .keyMismatch, "\(String(describing: mismatch))")
     }
@@ -75,8 +76,8 @@ struct CredentialTests {
         let expired = error {
             _ = try clientContext(
                 .pem(
-                    certificateChainFile: c.expiredClientCertificate,
-                    privateKeyFile: c.path("expired.key")
+                    certificateChainFile: c.expiredClient,
+                    privateKeyFile: c.expiredClientKey
                 )
             )
         }

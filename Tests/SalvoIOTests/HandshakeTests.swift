@@ -2,6 +2,7 @@ import Dispatch
 import Glibc
 import NIOCore
 import SalvoIO
+import SalvoTestSupport
 import Testing
 
 @Suite("TLS handshakes over both transports")
@@ -41,7 +42,7 @@ struct HandshakeTests {
         #expect(client.transportKind == transport)
 
         let (uid, version, subject) = try #require(serverSide.wait())
-        #expect(uid == TestCertificates.topic)
+        #expect(uid == CertificateFactory.sharedTopic)
         #expect(version == "TLSv1.3")
         #expect(subject.contains("Apple Push Services"))
         #expect(echoed.wait() == "HELLO GATEWAY")
@@ -70,7 +71,7 @@ struct HandshakeTests {
         let c = TLSFixtures.certificates
         try expectRefused(
             transport: transport,
-            client: try TLSFixtures.client(certificate: c.rogueClientCertificate, key: c.rogueClientKey),
+            client: try TLSFixtures.client(certificate: c.foreignClient, key: c.foreignClientKey),
             serverCode: .unknownCA
         )
     }
@@ -80,8 +81,8 @@ struct HandshakeTests {
         guard Transports.available(transport) else { return }
         let c = TLSFixtures.certificates
         var configuration = TLSConfiguration.client(
-            credentials: .pem(certificateChainFile: c.rogueClientCertificate, privateKeyFile: c.rogueClientKey),
-            trustedCAFile: c.caFile
+            credentials: .pem(certificateChainFile: c.foreignClient, privateKeyFile: c.foreignClientKey),
+            trustedCAFile: c.ca
         )
         configuration.maximumVersion = "TLS1.2"
         let server = try TestServer(transport: transport, tls: try TLSFixtures.server()) { _ in }
@@ -139,15 +140,15 @@ struct HandshakeTests {
         defer { server.stop() }
         let c = TLSFixtures.certificates
         let forms: [TLSCredentials] = [
-            .pkcs12(file: c.clientPKCS12, passphrase: TestCertificates.pkcs12Passphrase),
+            .pkcs12(file: c.clientPKCS12, passphrase: CertificateFactory.pkcs12Passphrase),
             .pem(
-                certificateChainFile: c.clientCertificate,
+                certificateChainFile: c.client,
                 privateKeyFile: c.encryptedClientKey,
-                passphrase: TestCertificates.keyPassphrase
+                passphrase: CertificateFactory.keyPassphrase
             ),
         ]
         for credentials in forms {
-            let tls = try TLSContext(configuration: .client(credentials: credentials, trustedCAFile: c.caFile))
+            let tls = try TLSContext(configuration: .client(credentials: credentials, trustedCAFile: c.ca))
             let echoed = Waiter<Void>()
             let (_, result) = try connectClient(transport: .socket, port: server.port, tls: tls) { connection in
                 // The echo proves the server accepted the certificate (TLS 1.3 checks it after `connect`).
@@ -158,7 +159,7 @@ struct HandshakeTests {
             #expect(echoed.wait() != nil)
             connection.queue.async { connection.close() }
         }
-        #expect(uids.wait() == [TestCertificates.topic, TestCertificates.topic])
+        #expect(uids.wait() == [CertificateFactory.sharedTopic, CertificateFactory.sharedTopic])
     }
 
     @Test("IPv6 loopback works and the certificate's IP address is checked", arguments: [TransportKind.uring, .socket])
@@ -204,7 +205,7 @@ struct HandshakeTests {
     func untrustedServer() throws {
         let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { _ in }
         defer { server.stop() }
-        let tls = try TLSFixtures.client(trusting: TLSFixtures.certificates.rogueCAFile)
+        let tls = try TLSFixtures.client(trusting: TLSFixtures.certificates.foreignCA)
         let (_, result) = try connectClient(transport: .socket, port: server.port, tls: tls)
         guard case .failure(let error) = try #require(result) else {
             Issue.record("an untrusted server was accepted")

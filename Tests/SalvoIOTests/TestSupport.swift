@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import NIOCore
 import SalvoIO
+import SalvoTestSupport
 
 /// A value delivered from some queue and awaited (bounded) by the test.
 final class Waiter<Value>: @unchecked Sendable {
@@ -42,22 +43,22 @@ enum Transports {
 }
 
 enum TLSFixtures {
-    static var certificates: TestCertificates { TestCertificates.shared }
+    static var certificates: CertificateFactory.Paths { CertificateFactory.sharedFolder }
 
     static func server(requireClientCertificate: Bool = true) throws -> TLSContext {
         let c = certificates
         return try TLSContext(
             configuration: .server(
-                credentials: .pem(certificateChainFile: c.serverCertificate, privateKeyFile: c.serverKey),
-                clientCAFile: requireClientCertificate ? c.caFile : nil
+                credentials: .pem(certificateChainFile: c.server, privateKeyFile: c.serverKey),
+                clientCAFile: requireClientCertificate ? c.ca : nil
             )
         )
     }
 
     static func client(
-        certificate: String? = certificates.clientCertificate,
+        certificate: String? = certificates.client,
         key: String? = certificates.clientKey,
-        trusting caFile: String = certificates.caFile,
+        trusting caFile: String = certificates.ca,
         cipherSuites: String? = nil
     ) throws -> TLSContext {
         var credentials: TLSCredentials?

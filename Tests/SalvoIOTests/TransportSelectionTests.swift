@@ -6,7 +6,7 @@ import Testing
 
 @Suite("Choosing a transport")
 struct TransportSelectionTests {
-    @Test("SALVO_TRANSPORT and the probe decide the transport")
+    @Test("a transport named by the caller, or the probe, decides the transport")
     func selection() throws {
         #expect(try TransportKind.select(requested: nil, uringRefusal: nil) == .uring)
         #expect(try TransportKind.select(requested: nil, uringRefusal: "EPERM") == .socket)
@@ -14,16 +14,15 @@ struct TransportSelectionTests {
         #expect(try TransportKind.select(requested: "uring", uringRefusal: nil) == .uring)
         #expect(throws: SalvoIOError.self) { try TransportKind.select(requested: "uring", uringRefusal: "EPERM") }
         #expect(throws: SalvoIOError.self) { try TransportKind.select(requested: "carrier-pigeon", uringRefusal: nil) }
+        #expect(try TransportKind.select(requested: "auto", uringRefusal: nil) == .uring)
+        #expect(TransportKind(named: "io_uring") == .uring && TransportKind(named: "Socket") == .socket)
+        #expect(TransportKind(named: "auto") == nil)
     }
 
-    @Test("the forced fallback is chosen from the environment and carries a TLS conversation")
+    @Test("the forced fallback, chosen by name, carries a TLS conversation")
     func forcedFallbackWorks() throws {
-        // Other tests always name their transport, so changing the variable here affects no one else. The
-        // certificates are made first: making them spawns processes, which read the environment.
-        _ = TLSFixtures.certificates
-        setenv("SALVO_TRANSPORT", "socket", 1)
-        let context = try IOContext(queue: DispatchQueue(label: "test.env"))
-        unsetenv("SALVO_TRANSPORT")
+        let forced = try TransportKind.select(requested: "socket", uringRefusal: TransportKind.uringRefusal)
+        let context = try IOContext(queue: DispatchQueue(label: "test.forced"), transport: forced)
         #expect(context.transport == .socket)
 
         let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { result in
@@ -56,6 +55,10 @@ struct TransportSelectionTests {
 
     @Test("the probe's answer is consistent with setting up a ring")
     func probe() throws {
+        // No transport named: the probe decides (SalvoIO reads no environment variable).
+        let probed = try IOContext(queue: DispatchQueue(label: "test.probed"))
+        #expect(probed.transport == TransportKind.probed)
+        #expect(probed.transport == (TransportKind.uringRefusal == nil ? .uring : .socket))
         if let refusal = TransportKind.uringRefusal {
             print("io_uring refused: \(refusal)")
             #expect(throws: SalvoIOError.self) {

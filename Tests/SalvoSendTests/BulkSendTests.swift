@@ -4,6 +4,7 @@ import SalvoEngine
 import SalvoIO
 import SalvoSend
 import SalvoSimulator
+import SalvoTestSupport
 import Testing
 
 /// A folder of its own for each test.
@@ -98,14 +99,13 @@ private func unusedBinaryInterface() throws -> SendRequest.Interface {
 @Suite struct BulkSendTests {
     @Test func aBinarySendWritesTheReportAndEveryRefusedRowWithItsFile() async throws {
         let here = try folder()
-        let certificates = try DevelopmentCertificates()
+        let certificates = try CertificateFactory()
         let paths = try certificates.write(to: here + "/certs", topic: "com.example.salvo")
         var generator = TokenGenerator(seed: 11)
         let tokens = (0..<500).map { _ in generator.next() }
         var plan = FaultPlan()
         plan.invalidTokens = [tokens[7].hexString, tokens[300].hexString]
-        var configuration = SimulatorConfiguration(tls: .init(certificates))
-        configuration.plan = plan
+        let configuration = SimulatorConfiguration.testing(certificates, plan: plan)
         let simulator = try await Simulator.start(configuration)
 
         let input = try tokenFile(in: here, tokens: tokens, extra: "not-a-token\n")

@@ -1,5 +1,7 @@
 import APNSWire
 import Foundation
+import SalvoBenchmarkSupport
+import SalvoTestSupport
 import Testing
 
 @testable import SalvoSimulator
@@ -17,7 +19,7 @@ import Testing
                 #"{"aps":{"alert":"Benchmark notification","badge":1,"sound":"default"},"campaign":"c-0001","p":"xxx"}"#
         )
         #expect(payload.byteCount == 100)
-        let certificates = try DevelopmentCertificates()
+        let certificates = try CertificateFactory()
         var configuration = SimulatorConfiguration(tls: .init(certificates))
         configuration.threads = 1
         configuration.maximumTokens = max(distinct, 1024)

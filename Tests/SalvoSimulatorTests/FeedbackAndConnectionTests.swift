@@ -1,5 +1,6 @@
 import APNSWire
 import NIOCore
+import SalvoTestSupport
 import Testing
 
 @testable import SalvoSimulator
@@ -46,7 +47,7 @@ import Testing
 
     @Test func clientCertificatesFromAnotherCAAreRefused() async throws {
         try await Harness.run { h in
-            let foreign = try DevelopmentCertificates().client(topic: Harness.topic)
+            let foreign = try CertificateFactory().client(topic: Harness.topic)
             let outcome = try await h.send([Frames.valid(TestTokens.token(1), identifier: 1)], identity: foreign)
             #expect(outcome.received.isEmpty)
             #expect(outcome.error != nil)

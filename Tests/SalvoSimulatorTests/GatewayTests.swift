@@ -1,5 +1,6 @@
 import APNSWire
 import NIOCore
+import SalvoTestSupport
 import Testing
 
 @testable import SalvoSimulator

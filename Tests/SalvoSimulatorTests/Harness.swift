@@ -1,13 +1,14 @@
 import NIOCore
 import SalvoSimulator
+import SalvoTestSupport
 
 /// Starts a simulator on free loopback ports with fresh certificates, runs `body`, and always shuts
 /// the simulator down.
 struct Harness {
     static let topic = "com.example.app"
-    let certificates: DevelopmentCertificates
+    let certificates: CertificateFactory
     let simulator: Simulator
-    let client: DevelopmentCertificates.Identity
+    let client: CertificateFactory.Identity
 
     static func run<R>(
         plan: FaultPlan = FaultPlan(),
@@ -15,10 +16,8 @@ struct Harness {
         http2: HTTP2EndpointConfiguration? = nil,
         _ body: (Harness) async throws -> R
     ) async throws -> R {
-        let certificates = try DevelopmentCertificates()
-        var configuration = SimulatorConfiguration(tls: .init(certificates))
-        configuration.plan = plan
-        configuration.maximumTokens = 100_000
+        let certificates = try CertificateFactory()
+        var configuration = SimulatorConfiguration.testing(certificates, plan: plan)
         if let clock { configuration.clock = clock }
         configuration.http2 = http2
         let simulator = try await Simulator.start(configuration)
@@ -40,7 +39,7 @@ struct Harness {
     /// Sends `frames` on a new gateway connection and returns what came back.
     func send(
         _ frames: [ByteBuffer],
-        identity: DevelopmentCertificates.Identity? = nil,
+        identity: CertificateFactory.Identity? = nil,
         withoutCertificate: Bool = false
     ) async throws -> TestClient.Outcome {
         try await TestClient.exchange(
@@ -52,7 +51,7 @@ struct Harness {
     }
 
     /// Reads the feedback service once with `identity` (default: the topic's client).
-    func readFeedback(identity: DevelopmentCertificates.Identity? = nil) async throws -> TestClient.Outcome {
+    func readFeedback(identity: CertificateFactory.Identity? = nil) async throws -> TestClient.Outcome {
         try await TestClient.exchange(
             port: self.simulator.feedbackPort,
             identity: identity ?? self.client,

@@ -1,12 +1,13 @@
 import APNSWire
 import Foundation
 import NIOCore
+import SalvoTestSupport
 import Testing
 
 @testable import SalvoSimulator
 
 @Suite struct SimulationRunTests {
-    @Test func makesCertificatesServesAndWritesLedgerAndVerdictOnFinish() async throws {
+    @Test func servesTheGivenCertificatesAndWritesLedgerAndVerdictOnFinish() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-run-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: folder) }
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -17,23 +18,24 @@ import Testing
         var options = SimulateOptions()
         options.gatewayPort = 0
         options.feedbackPort = 0
-        options.certificateFolder = folder + "/certs"
         options.faultOptions = ["seed=3"]
         options.ledgerPath = folder + "/ledger.json"
         options.expectedPath = expectedPath
         options.verdictPath = folder + "/verdict.json"
-        let run = try await SimulationRun.start(options)
-        #expect(run.banner.contains(run.certificates.client))
+        // As `salvo simulate` does: the certificates are made outside the simulator, which reads the files.
+        let certificates = try CertificateFactory.ensure(in: folder + "/certs", topic: "com.example.app")
+        let run = try await SimulationRun.start(options, tls: try .init(paths: certificates))
+        #expect(run.banner(credentials: "  client    \(certificates.client)\n").contains(certificates.client))
         #expect(run.simulator.plan.seed == 3)
-        // Connect with the client certificate the run wrote, as a user would.
-        let client = DevelopmentCertificates.Identity(
-            certificatePEM: try String(contentsOfFile: run.certificates.client, encoding: .utf8),
-            privateKeyPEM: try String(contentsOfFile: run.certificates.clientKey, encoding: .utf8)
+        // Connect with the client certificate from the folder, as a user would.
+        let client = CertificateFactory.Identity(
+            certificatePEM: try String(contentsOfFile: certificates.client, encoding: .utf8),
+            privateKeyPEM: try String(contentsOfFile: certificates.clientKey, encoding: .utf8)
         )
         let outcome = try await TestClient.exchange(
             port: run.simulator.gatewayPort,
             identity: client,
-            trusting: try String(contentsOfFile: run.certificates.ca, encoding: .utf8),
+            trusting: try String(contentsOfFile: certificates.ca, encoding: .utf8),
             send: Frames.joined([
                 Frames.valid(tokens[0], identifier: 1),
                 Frames.framed(token: nil, payload: Frames.payload, identifier: 2),
@@ -57,6 +59,7 @@ import Testing
     @Test func aVerdictWithoutExpectedTokensIsRefused() async throws {
         var options = SimulateOptions()
         options.verdictPath = "verdict.json"
-        await #expect(throws: SimulatorError.self) { _ = try await SimulationRun.start(options) }
+        let tls = SimulatorConfiguration.TLS(try CertificateFactory())
+        await #expect(throws: SimulatorError.self) { _ = try await SimulationRun.start(options, tls: tls) }
     }
 }

@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import SalvoSimulator
+import SalvoTestSupport
 
 /// A small TLS client for the simulator's tests: connects with a client identity (or none), writes
 /// bytes, and collects everything the server sends until it closes the connection (bounded by a
@@ -19,7 +20,7 @@ enum TestClient {
 
     static func exchange(
         port: Int,
-        identity: DevelopmentCertificates.Identity?,
+        identity: CertificateFactory.Identity?,
         trusting caPEM: String,
         send: ByteBuffer,
         timeout: TimeAmount = .seconds(5),

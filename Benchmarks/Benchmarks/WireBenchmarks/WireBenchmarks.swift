@@ -36,31 +36,6 @@ let benchmarks: @Sendable () -> Void = {
         blackHole(buffer.readableBytes)
     }
 
-    Benchmark("FrameTemplate.encode command 2, batch of 4096 in one write") { benchmark in
-        var buffer = ByteBuffer()
-        buffer.reserveCapacity(batchFrames * template.frameByteCount)
-        let frameBytes = template.frameByteCount
-        benchmark.startMeasurement()
-        var index = 0
-        let total = benchmark.scaledIterations.count
-        while index < total {
-            buffer.clear()
-            let count = min(batchFrames, total - index)
-            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count * frameBytes) { out in
-                for slot in 0..<count {
-                    template.encode(
-                        token: tokens[(index + slot) & 1023],
-                        identifier: UInt32(truncatingIfNeeded: index + slot),
-                        into: UnsafeMutableRawBufferPointer(rebasing: out[(slot * frameBytes)...])
-                    )
-                }
-                return count * frameBytes
-            }
-            index += count
-        }
-        blackHole(buffer.readableBytes)
-    }
-
     let hexTokens: [[UInt8]] = tokens.map { Array($0.hexString.utf8) }
     Benchmark("DeviceToken hex decode") { benchmark in
         var sum: UInt64 = 0

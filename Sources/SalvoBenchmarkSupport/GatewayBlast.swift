@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import NIOTLS
+import SalvoTestSupport
 
 /// A load generator for measuring the gateway: one TLS connection that writes `count` command-2
 /// frames as fast as the socket takes them, then a barrier frame (no token) whose error response
@@ -30,7 +31,7 @@ public enum GatewayBlast {
     public static func run(
         host: String = "127.0.0.1",
         port: Int,
-        identity: DevelopmentCertificates.Identity,
+        identity: CertificateFactory.Identity,
         caPEM: String,
         count: Int,
         distinctTokens: Int,
@@ -149,25 +150,23 @@ public enum GatewayBlast {
                 let size = self.template.frameByteCount
                 var buffer = context.channel.allocator.buffer(capacity: frames * size)
                 let first = self.sent
-                buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: frames * size) { out in
-                    var raw = [UInt8](repeating: 0, count: DeviceToken.byteCount)
-                    for index in 0..<frames {
-                        let n = UInt64((first + index) % self.distinctTokens)
-                        let token = raw.withUnsafeMutableBytes { bytes in
-                            // Spread the index over the token so every word differs; first byte even.
-                            bytes.storeBytes(of: (n &* 0x9E37_79B9_7F4A_7C15) & ~1, toByteOffset: 0, as: UInt64.self)
-                            bytes.storeBytes(of: n, toByteOffset: 8, as: UInt64.self)
-                            bytes.storeBytes(of: n ^ 0x5A5A_5A5A, toByteOffset: 16, as: UInt64.self)
-                            bytes.storeBytes(of: ~n, toByteOffset: 24, as: UInt64.self)
-                            return DeviceToken(unsafeBytes: UnsafeRawBufferPointer(bytes))
-                        }
-                        self.template.encode(
-                            token: token,
-                            identifier: UInt32(truncatingIfNeeded: first + index + 1),
-                            into: UnsafeMutableRawBufferPointer(rebasing: out[(index * size)..<((index + 1) * size)])
-                        )
+                // The buffer holds the whole batch, so each `write` is one copy and two patches, no growth.
+                var raw = [UInt8](repeating: 0, count: DeviceToken.byteCount)
+                for index in 0..<frames {
+                    let n = UInt64((first + index) % self.distinctTokens)
+                    let token = raw.withUnsafeMutableBytes { bytes in
+                        // Spread the index over the token so every word differs; first byte even.
+                        bytes.storeBytes(of: (n &* 0x9E37_79B9_7F4A_7C15) & ~1, toByteOffset: 0, as: UInt64.self)
+                        bytes.storeBytes(of: n, toByteOffset: 8, as: UInt64.self)
+                        bytes.storeBytes(of: n ^ 0x5A5A_5A5A, toByteOffset: 16, as: UInt64.self)
+                        bytes.storeBytes(of: ~n, toByteOffset: 24, as: UInt64.self)
+                        return DeviceToken(unsafeBytes: UnsafeRawBufferPointer(bytes))
                     }
-                    return frames * size
+                    self.template.write(
+                        token: token,
+                        identifier: UInt32(truncatingIfNeeded: first + index + 1),
+                        to: &buffer
+                    )
                 }
                 self.sent += frames
                 self.bytes += buffer.readableBytes

@@ -1,11 +1,12 @@
 import Dispatch
+import SalvoIO
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Accepts TCP connections and runs the server side of the TLS handshake on each, with the same
-/// transports as clients. Used for local TLS peers (tests, benchmark sink) and anything serving TLS.
+/// Accepts TCP connections and runs the server side of the TLS handshake on each, with SalvoIO's transports:
+/// the TLS peer of SalvoIO's tests and of the transport benchmark's sink.
 ///
 /// Accepted connections live on `context.queue`; `onConnection` runs there with each connection after
 /// its handshake, or with the handshake's error (a missing or untrusted client certificate, say).
@@ -64,14 +65,9 @@ public final class TLSListener: @unchecked Sendable {
         guard !closed else { return }
         // Bounded per wake-up; the read source fires again while the backlog is not empty.
         for _ in 0..<64 {
-            // accept4 is hidden behind _GNU_SOURCE in Glibc's overlay: accept, then set close-on-exec.
-            let listening = fd
-            let outcome = Errno.call("accept") { Int(accept(listening, nil, nil)) }
-            switch outcome {
+            switch Socket.accept(fd) {
             case .success(let accepted):
                 let client = Int32(accepted)
-                _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-                Socket.setOption(client, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
                 do {
                     let connection = try TLSConnection(
                         fd: client,

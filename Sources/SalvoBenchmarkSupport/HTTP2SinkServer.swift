@@ -109,7 +109,7 @@ final class SinkConnectionHandler: ChannelInboundHandler {
     func channelActive(context: ChannelHandlerContext) {
         var out = context.channel.allocator.buffer(capacity: 64)
         HTTP2FrameWriter.settings(
-            [(3, UInt32(self.maximumConcurrentStreams)), (4, UInt32(1 << 20))],  // MAX_CONCURRENT_STREAMS, window
+            [(.maxConcurrentStreams, UInt32(self.maximumConcurrentStreams)), (.initialWindowSize, UInt32(1 << 20))],
             into: &out
         )
         HTTP2FrameWriter.windowUpdate(streamID: 0, increment: 1 << 30, into: &out)

@@ -2,6 +2,8 @@ import APNSWire
 import NIOCore
 import NIOSSL
 import SalvoEngine
+import SalvoHTTP2
+import SalvoTestSupport
 
 /// Notifications per second from the HTTP/2 client to an always-200 server on loopback, over TLS: what the client
 /// itself can do. The server is `HTTP2SinkServer` (frame headers only, no HPACK decoding) or the NIOHTTP2-based

@@ -1,6 +1,8 @@
 import Dispatch
 import NIOConcurrencyHelpers
 import NIOCore
+import SalvoIO
+import SalvoTestSupport
 
 /// Bulk TLS throughput of one connection to a local sink on 127.0.0.1: the client writes batches of
 /// 160-byte frames (the size of a typical binary-interface notification) with AES-GCM, the sink (same
@@ -45,10 +47,9 @@ public enum TransportBenchmark {
         frameSize: Int = 160,
         timeLimit: Duration = .seconds(30)
     ) throws -> Result {
-        let certificate = try SelfSignedCertificate(commonName: "salvo-iobench")
-        defer { certificate.remove() }
+        let certificates = CertificateFactory.sharedFolder
         var serverConfiguration = TLSConfiguration.server(
-            credentials: .pem(certificateChainFile: certificate.certificateFile, privateKeyFile: certificate.keyFile)
+            credentials: .pem(certificateChainFile: certificates.server, privateKeyFile: certificates.serverKey)
         )
         serverConfiguration.cipherSuites = "TLS_AES_128_GCM_SHA256"
         var clientConfiguration = TLSConfiguration(
@@ -107,7 +108,7 @@ public enum TransportBenchmark {
             }
         }
 
-        let timedOut = done.wait(timeout: .now() + timeLimit.dispatchInterval) == .timedOut
+        let timedOut = done.wait(timeout: .now() + .milliseconds(Int(timeLimit / .milliseconds(1)))) == .timedOut
         if let error = failure.withLockedValue({ $0 }) {
             throw error
         }
