@@ -1,7 +1,7 @@
 import APNSWire
 import Dispatch
 import NIOConcurrencyHelpers
-import SalvoIO
+internal import SalvoIO
 
 /// The outcome of a job: the report, and the rows the gateway refused.
 public struct JobResult: Sendable {
@@ -37,8 +37,9 @@ public enum BinaryJob {
     ) async throws -> JobResult {
         precondition(configuration.connections >= 1 && configuration.connections <= 64, "1 to 64 connections")
         let capacity = max(1024, configuration.windowRows / configuration.connections)
+        let tls = try configuration.credentials.makeContext()
         let shards = try (0..<configuration.connections).map { index in
-            try Shard(index: index, configuration: configuration, source: source, windowCapacity: capacity)
+            try Shard(index: index, configuration: configuration, tls: tls, source: source, windowCapacity: capacity)
         }
         let started = DispatchTime.now().uptimeNanoseconds
         let seconds = { @Sendable in Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9 }

@@ -1,5 +1,4 @@
 import APNSWire
-import SalvoIO
 
 /// Everything a binary-interface job needs besides its rows.
 public struct BinaryJobConfiguration: Sendable {
@@ -8,8 +7,8 @@ public struct BinaryJobConfiguration: Sendable {
     public var port: Int
     /// The name the gateway's certificate must carry (default: `host`).
     public var serverName: String?
-    /// The client's TLS context (certificate, key, trusted CAs); shared by every connection.
-    public var tls: TLSContext
+    /// The client certificate and the CAs to trust, loaded once when the job starts.
+    public var credentials: GatewayCredentials
     /// The frame of this job: command, payload, expiry, priority.
     public var template: FrameTemplate
     /// Gateway connections, one shard each.
@@ -30,15 +29,18 @@ public struct BinaryJobConfiguration: Sendable {
     /// Tries of a row that ends in a processing error (status 1) before it is reported rejected.
     public var processingErrorRetries: Int
     public var onUncertain: OnUncertain
-    /// nil: choose by probe and `SALVO_TRANSPORT`.
-    public var transport: TransportKind?
-    public var connectionOptions: ConnectionOptions
+    /// nil: io_uring where the kernel allows it (a probe decides), else sockets.
+    public var transport: BinaryTransport?
+    /// The most a TCP connect may take.
+    public var connectTimeout: Duration
+    /// The most a TLS handshake may take.
+    public var handshakeTimeout: Duration
 
     public init(
         host: String,
         port: Int,
         serverName: String? = nil,
-        tls: TLSContext,
+        credentials: GatewayCredentials,
         template: FrameTemplate,
         connections: Int = 2,
         flush: FlushPolicy = .default,
@@ -49,13 +51,14 @@ public struct BinaryJobConfiguration: Sendable {
         chunkRows: Int = 8192,
         processingErrorRetries: Int = 3,
         onUncertain: OnUncertain = .resend,
-        transport: TransportKind? = nil,
-        connectionOptions: ConnectionOptions = ConnectionOptions()
+        transport: BinaryTransport? = nil,
+        connectTimeout: Duration = .seconds(10),
+        handshakeTimeout: Duration = .seconds(10)
     ) {
         self.host = host
         self.port = port
         self.serverName = serverName
-        self.tls = tls
+        self.credentials = credentials
         self.template = template
         self.connections = connections
         self.flush = flush
@@ -67,7 +70,8 @@ public struct BinaryJobConfiguration: Sendable {
         self.processingErrorRetries = processingErrorRetries
         self.onUncertain = onUncertain
         self.transport = transport
-        self.connectionOptions = connectionOptions
+        self.connectTimeout = connectTimeout
+        self.handshakeTimeout = handshakeTimeout
     }
 
     /// "binary command 2", for reports.

@@ -1,7 +1,7 @@
 import APNSWire
 import Dispatch
 import NIOCore
-import SalvoIO
+internal import SalvoIO
 
 /// One gateway connection's share of a job, as I/O: connects, encodes the rows its `BinaryConnectionMachine`
 /// hands out into one preallocated buffer, writes batches, reads error responses, runs the timers — and carries
@@ -17,6 +17,7 @@ final class Shard: @unchecked Sendable {
     let index: Int
     let queue: DispatchQueue
     private let configuration: BinaryJobConfiguration
+    private let tls: TLSContext
     private let context: IOContext
     private let source: TokenSource
     private(set) var machine: BinaryConnectionMachine
@@ -26,11 +27,18 @@ final class Shard: @unchecked Sendable {
     private var timer: DispatchSourceTimer?
     private var completion: ((Result<Void, JobError>) -> Void)?
 
-    init(index: Int, configuration: BinaryJobConfiguration, source: TokenSource, windowCapacity: Int) throws {
+    init(
+        index: Int,
+        configuration: BinaryJobConfiguration,
+        tls: TLSContext,
+        source: TokenSource,
+        windowCapacity: Int
+    ) throws {
         self.index = index
         self.queue = DispatchQueue(label: "salvo.shard.\(index)")
         self.configuration = configuration
-        self.context = try IOContext(queue: self.queue, transport: configuration.transport)
+        self.tls = tls
+        self.context = try IOContext(queue: self.queue, transport: configuration.transport?.kind)
         self.source = source
         let template = configuration.template
         self.machine = BinaryConnectionMachine(
@@ -115,14 +123,21 @@ final class Shard: @unchecked Sendable {
         }
     }
 
+    private var connectionOptions: ConnectionOptions {
+        var options = ConnectionOptions()
+        options.connectTimeout = self.configuration.connectTimeout
+        options.handshakeTimeout = self.configuration.handshakeTimeout
+        return options
+    }
+
     private func connect() {
         TLSConnection.connect(
             host: self.configuration.host,
             port: self.configuration.port,
             serverName: self.configuration.serverName,
-            tls: self.configuration.tls,
+            tls: self.tls,
             context: self.context,
-            options: self.configuration.connectionOptions
+            options: self.connectionOptions
         ) { result in
             switch result {
             case .success(let connection):

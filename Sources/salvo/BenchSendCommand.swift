@@ -73,17 +73,15 @@ extension BenchCommand {
             let template = try FrameTemplate(command: .framed, payload: payload)
             let certificates = try CertificateFactory()
             let paths = try certificates.write(to: folder + "/certificates", topic: "com.example.bench")
-            let tls = try TLSContext(
-                configuration: .client(
-                    credentials: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
-                    trustedCAFile: paths.ca
-                )
+            let credentials = GatewayCredentials(
+                identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
+                trustedCAFile: paths.ca
             )
             print("\(self.tokens) notifications of \(template.frameByteCount) bytes, best of \(self.runs) run(s)")
             print("transport  shards  notifications/s  seconds  ledger")
             var failed = false
             for transportName in self.transports {
-                let transport: TransportKind = transportName == "uring" ? .uring : .socket
+                let transport: BinaryTransport = transportName == "uring" ? .uring : .socket
                 if transport == .uring, let refusal = TransportKind.uringRefusal {
                     print("uring: skipped, io_uring is refused here: \(refusal)")
                     continue
@@ -100,7 +98,7 @@ extension BenchCommand {
                         let job = BinaryJobConfiguration(
                             host: "127.0.0.1",
                             port: simulator.gatewayPort,
-                            tls: tls,
+                            credentials: credentials,
                             template: template,
                             connections: shards,
                             transport: transport

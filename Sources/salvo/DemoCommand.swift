@@ -147,20 +147,18 @@ extension DemoCommand {
         port: Int,
         paths: CertificateFactory.Paths
     ) async throws -> JobReport {
-        let tls = try TLSContext(
-            configuration: .client(
-                credentials: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
-                trustedCAFile: paths.ca
-            )
+        let credentials = GatewayCredentials(
+            identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
+            trustedCAFile: paths.ca
         )
         let template = try self.delivery.template(
             payloadFile: self.payload ?? self.data + "/payloads/guide-example-2.json"
         )
-        let configuration = self.delivery.configuration(
+        let configuration = try self.delivery.configuration(
             host: "127.0.0.1",
             port: port,
             serverName: nil,
-            tls: tls,
+            credentials: credentials,
             template: template
         )
         let request = SendRequest(files: [tokenFile], interface: .binary(configuration), outputs: self.output.outputs())

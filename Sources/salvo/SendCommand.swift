@@ -132,21 +132,15 @@ struct SendCommand: AsyncParsableCommand {
     private func binaryConfiguration() throws -> BinaryJobConfiguration {
         let gateway = try GatewayAddress(parsing: self.gateway, for: .binary)
         let template = try self.delivery.template(payloadFile: self.payload)
-        let credentials: TLSCredentials =
+        let identity: GatewayCredentials.Identity =
             if let pkcs12 { .pkcs12(file: pkcs12, passphrase: self.passphrase) } else {
                 .pem(certificateChainFile: self.cert!, privateKeyFile: self.key!, passphrase: self.passphrase)
             }
-        let tls: TLSContext
-        do {
-            tls = try TLSContext(configuration: .client(credentials: credentials, trustedCAFile: self.ca))
-        } catch let error as SalvoIOError {
-            throw UserError(error.message)
-        }
-        return self.delivery.configuration(
+        return try self.delivery.configuration(
             host: gateway.host,
             port: gateway.port,
             serverName: self.serverName,
-            tls: tls,
+            credentials: GatewayCredentials(identity: identity, trustedCAFile: self.ca),
             template: template
         )
     }

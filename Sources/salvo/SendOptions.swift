@@ -58,19 +58,20 @@ struct DeliveryOptions: ParsableArguments {
     var reconnectFloorMilliseconds: Int = Int(ReconnectPolicy.default.minimumInterval / .milliseconds(1))
 
     @Option(help: "Transport: uring or socket (default: SALVO_TRANSPORT, else io_uring where the kernel allows it).")
-    var transport: String?
+    var transport: BinaryTransport?
 
     /// `--transport`, else the `SALVO_TRANSPORT` environment variable (`socket` forces the fallback, `uring`
-    /// requires io_uring, `auto` or unset lets SalvoIO's probe choose). Read here, not in SalvoIO: the library
-    /// takes the choice as an argument.
-    var requestedTransport: String? {
-        self.transport ?? ProcessInfo.processInfo.environment["SALVO_TRANSPORT"]
-    }
-
-    /// The transport for `BinaryJobConfiguration.transport`: nil (the probe decides) unless one was named;
-    /// `validate()` has refused unknown names.
-    var transportChoice: TransportKind? {
-        self.requestedTransport.flatMap { TransportKind(named: $0) }
+    /// requires io_uring, `auto` or unset lets the probe choose). Read here, not in the libraries: they take the
+    /// choice as an argument.
+    func transportChoice() throws -> BinaryTransport? {
+        if let transport { return transport }
+        guard let variable = ProcessInfo.processInfo.environment["SALVO_TRANSPORT"], variable != "auto" else {
+            return nil
+        }
+        guard let transport = BinaryTransport(rawValue: variable) else {
+            throw ValidationError("SALVO_TRANSPORT=\(variable) is not understood; use socket, uring or auto")
+        }
+        return transport
     }
 
     func validate() throws {
@@ -90,17 +91,7 @@ struct DeliveryOptions: ParsableArguments {
             throw ValidationError("--flush-microseconds ≥ 0, --settle-milliseconds ≥ 1, --window-rows ≥ 1024")
         }
         _ = try self.expirySeconds()
-        if let transport, transport != "uring" && transport != "socket" {
-            throw ValidationError("--transport is uring or socket (got \(transport))")
-        }
-        if self.transport == nil, let variable = self.requestedTransport {
-            do {
-                // Only the name is checked here (no probe): a refused io_uring fails when the job starts.
-                _ = try TransportKind.select(requested: variable, uringRefusal: nil)
-            } catch {
-                throw ValidationError("SALVO_TRANSPORT=\(variable) is not understood; use socket, uring or auto")
-            }
-        }
+        _ = try self.transportChoice()
     }
 
     /// `--priority`, or when it is absent what the push type wants: 5 for background pushes (APNs refuses 10
@@ -138,18 +129,16 @@ struct DeliveryOptions: ParsableArguments {
         host: String,
         port: Int,
         serverName: String?,
-        tls: TLSContext,
+        credentials: GatewayCredentials,
         template: FrameTemplate
-    )
-        -> BinaryJobConfiguration
-    {
+    ) throws -> BinaryJobConfiguration {
         var reconnect = ReconnectPolicy.default
         reconnect.minimumInterval = .milliseconds(self.reconnectFloorMilliseconds)
         return BinaryJobConfiguration(
             host: host,
             port: port,
             serverName: serverName,
-            tls: tls,
+            credentials: credentials,
             template: template,
             connections: self.connections,
             flush: FlushPolicy(bytes: self.flushBytes, delay: .microseconds(self.flushMicroseconds)),
@@ -157,7 +146,7 @@ struct DeliveryOptions: ParsableArguments {
             settle: .milliseconds(self.settleMilliseconds),
             windowRows: self.windowRows,
             onUncertain: self.onUncertain,
-            transport: self.transportChoice
+            transport: try self.transportChoice()
         )
     }
 }
@@ -165,6 +154,7 @@ struct DeliveryOptions: ParsableArguments {
 // The library's option enums are the command line's values: no mirror enums to keep in step.
 extension HeaderMode: ExpressibleByArgument {}
 extension OnUncertain: ExpressibleByArgument {}
+extension BinaryTransport: ExpressibleByArgument {}
 
 /// Where the results go (shared by `send` and `demo`).
 struct OutputOptions: ParsableArguments {

@@ -5,12 +5,12 @@ import SalvoIO
 import SalvoSimulator
 import SalvoTestSupport
 
-/// A simulator with fresh development certificates, a client TLS context for it, and a token file.
+/// A simulator with fresh development certificates, the client credentials for it, and a token file.
 struct BulkSendHarness {
     static let topic = "com.example.salvo"
 
     let simulator: Simulator
-    let tls: TLSContext
+    let credentials: GatewayCredentials
     let tokens: [DeviceToken]
     let tokenFile: String
 
@@ -29,18 +29,16 @@ struct BulkSendHarness {
             maximumTokens: max(1024, 2 * count)
         )
         let simulator = try await Simulator.start(configuration)
-        let tls = try TLSContext(
-            configuration: .client(
-                credentials: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
-                trustedCAFile: paths.ca
-            )
+        let credentials = GatewayCredentials(
+            identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
+            trustedCAFile: paths.ca
         )
         var generator = TokenGenerator(seed: seed)
         let tokens = (0..<count).map { _ in generator.next() }
         let file = folder + "/tokens.csv"
         try Data(("token\n" + tokens.map(\.hexString).joined(separator: "\n") + "\n").utf8)
             .write(to: URL(fileURLWithPath: file))
-        return BulkSendHarness(simulator: simulator, tls: tls, tokens: tokens, tokenFile: file)
+        return BulkSendHarness(simulator: simulator, credentials: credentials, tokens: tokens, tokenFile: file)
     }
 
     /// A job configuration for tests: quick settling, no politeness delay between reconnects.
@@ -48,14 +46,14 @@ struct BulkSendHarness {
         command: FrameCommand = .framed,
         connections: Int = 2,
         onUncertain: OnUncertain = .resend,
-        transport: TransportKind? = nil,
+        transport: BinaryTransport? = nil,
         flushBytes: Int = 16 * 1024
     ) throws -> BinaryJobConfiguration {
         let payload = try Payload(json: #"{"aps":{"alert":"Hello from the test"},"n":1}"#)
         return BinaryJobConfiguration(
             host: "127.0.0.1",
             port: self.simulator.gatewayPort,
-            tls: self.tls,
+            credentials: self.credentials,
             template: try FrameTemplate(command: command, payload: payload),
             connections: connections,
             flush: FlushPolicy(bytes: flushBytes, delay: .microseconds(200)),

@@ -137,7 +137,7 @@ import Testing
 
     @Test(arguments: ["uring", "socket"])
     func bothTransports(transport: String) async throws {
-        let kind: TransportKind = transport == "uring" ? .uring : .socket
+        let kind = BinaryTransport(rawValue: transport)!
         if kind == .uring, let refusal = TransportKind.uringRefusal {
             print("skipping the io_uring run: \(refusal)")
             return

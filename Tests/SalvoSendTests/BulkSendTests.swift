@@ -33,7 +33,7 @@ private func unusedBinaryInterface() throws -> SendRequest.Interface {
         BinaryJobConfiguration(
             host: "127.0.0.1",
             port: 9,
-            tls: try TLSContext(configuration: .client(credentials: nil)),
+            credentials: GatewayCredentials(identity: nil),
             template: try FrameTemplate(command: .framed, payload: payload)
         )
     )
@@ -113,11 +113,9 @@ private func unusedBinaryInterface() throws -> SendRequest.Interface {
         var job = BinaryJobConfiguration(
             host: "127.0.0.1",
             port: simulator.gatewayPort,
-            tls: try TLSContext(
-                configuration: .client(
-                    credentials: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
-                    trustedCAFile: paths.ca
-                )
+            credentials: GatewayCredentials(
+                identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
+                trustedCAFile: paths.ca
             ),
             template: try FrameTemplate(command: .framed, payload: payload)
         )
