@@ -174,11 +174,11 @@ public enum GatewayBlast {
                 if self.sent == self.count {
                     // The barrier: no token, so the gateway answers 8 | 2 | count + 1 once it got here.
                     var barrier = context.channel.allocator.buffer(capacity: 16)
-                    barrier.writeInteger(UInt8(2))
-                    barrier.writeInteger(UInt32(7))
-                    barrier.writeInteger(UInt8(3))
-                    barrier.writeInteger(UInt16(4))
-                    barrier.writeInteger(UInt32(truncatingIfNeeded: self.count + 1))
+                    BarrierFrame.write(
+                        command: .framed,
+                        identifier: UInt32(truncatingIfNeeded: self.count + 1),
+                        to: &barrier
+                    )
                     context.write(self.wrapOutboundOut(barrier), promise: nil)
                 }
                 context.flush()

@@ -42,20 +42,7 @@ final class Shard: @unchecked Sendable {
         self.source = source
         let template = configuration.template
         self.machine = BinaryConnectionMachine(
-            configuration: .init(
-                gateway: "\(configuration.host):\(configuration.port)",
-                command: template.command,
-                frameByteCount: template.frameByteCount,
-                expiry: template.expiry,
-                flush: configuration.flush,
-                reconnect: configuration.reconnect,
-                settleNanoseconds: configuration.settle.nanoseconds,
-                peerReceiveBufferBytes: configuration.peerReceiveBufferBytes,
-                windowCapacity: windowCapacity,
-                processingErrorRetries: configuration.processingErrorRetries,
-                onUncertain: configuration.onUncertain,
-                queueLimitBytes: 4 * configuration.flush.bytes
-            ),
+            configuration: .init(configuration, windowCapacity: windowCapacity),
             files: source.files,
             seed: UInt64(index) &+ 0x5A17_0000
         )
@@ -143,19 +130,10 @@ final class Shard: @unchecked Sendable {
             case .success(let connection):
                 self.opened(connection)
             case .failure(let error):
-                let failure: BinaryConnectionMachine.ConnectFailure =
-                    Self.credentialCodes.contains(error.code)
-                    ? .credentials(error.message) : .unreachable(error.message)
-                self.perform(self.machine.connectFailed(failure, now: Self.now()))
+                self.perform(self.machine.connectFailed(.init(error), now: Self.now()))
             }
         }
     }
-
-    /// Certificate problems: every connect would fail the same way.
-    private static let credentialCodes: Set<SalvoIOError.Code> = [
-        .unknownCA, .certificateExpired, .keyMismatch, .wrongPassphrase, .hostnameMismatch, .certificateRejected,
-        .handshakeRefused, .unreadableCredential, .invalidConfiguration, .peerCertificateMissing,
-    ]
 
     private func opened(_ connection: TLSConnection) {
         self.machine.opened()
@@ -271,14 +249,3 @@ final class Shard: @unchecked Sendable {
         self.completion = nil
     }
 }
-
-/// Seconds since 1970, for expiry checks.
-public func wallClockSeconds() -> Int {
-    var now = timespec()
-    clock_gettime(CLOCK_REALTIME, &now)
-    return now.tv_sec
-}
-
-#if canImport(Glibc)
-import Glibc
-#endif

@@ -5,12 +5,8 @@ import SalvoEngine
 /// Where and how to connect: the server, credentials, trust, connection count and the timing of requests,
 /// health checks and reconnects.
 public struct HTTP2ClientConfiguration: Sendable {
-    /// APNs production: `api.push.apple.com`.
-    public static let productionHost = "api.push.apple.com"
-    /// APNs development: `api.sandbox.push.apple.com`.
-    public static let sandboxHost = "api.sandbox.push.apple.com"
-
-    /// The server's host name or address (`productionHost`, `sandboxHost`, or a simulator's address).
+    /// The server's host name or address (`GatewayAddress.production(.http2)`, `.sandbox(.http2)`, or a
+    /// simulator's address).
     public var host: String
     /// 443 for APNs (2197 also works).
     public var port: Int
@@ -29,13 +25,13 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// already cover the round trip at these rates. More connections, not more streams, add throughput.
     public var maximumStreamsPerConnection = 100
     /// How long a request may wait for its answer before its stream is cancelled and its row is uncertain.
-    public var requestTimeout: TimeAmount = .seconds(10)
+    public var requestTimeout: Duration = .seconds(10)
     /// How long a TCP connect may take.
-    public var connectTimeout: TimeAmount = .seconds(10)
+    public var connectTimeout: Duration = .seconds(10)
     /// An idle connection is checked with PING this often …
-    public var pingInterval: TimeAmount = .seconds(60)
+    public var pingInterval: Duration = .seconds(60)
     /// … and closed when the answer takes longer than this.
-    public var pingTimeout: TimeAmount = .seconds(10)
+    public var pingTimeout: Duration = .seconds(10)
     /// When to connect again after a connection failed or was closed.
     public var reconnect: ReconnectPolicy = .default
     /// HTTP/2 with prior knowledge over plain TCP: no TLS, no ALPN, `:scheme http`. For testing a server on this

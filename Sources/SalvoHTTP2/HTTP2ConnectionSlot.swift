@@ -79,7 +79,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         let serverName =
             self.configuration.serverName ?? (Self.isIPAddress(self.configuration.host) ? nil : self.configuration.host)
         let bootstrap = ClientBootstrap(group: self.eventLoop)
-            .connectTimeout(self.configuration.connectTimeout)
+            .connectTimeout(TimeAmount(self.configuration.connectTimeout))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

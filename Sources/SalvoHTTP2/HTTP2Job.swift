@@ -63,9 +63,9 @@ public enum HTTP2Job {
             token: client.authentication.providerToken,
             connectionConfiguration: HTTP2ConnectionStateMachine.Configuration(
                 maximumStreams: client.maximumStreamsPerConnection,
-                requestTimeout: client.requestTimeout,
-                pingInterval: client.pingInterval,
-                pingTimeout: client.pingTimeout,
+                requestTimeout: TimeAmount(client.requestTimeout),
+                pingInterval: TimeAmount(client.pingInterval),
+                pingTimeout: TimeAmount(client.pingTimeout),
                 retry: configuration.retry,
                 recordDeliveries: configuration.recordDeliveries
             ),

@@ -6,27 +6,41 @@ import SalvoEngine
 ///
 /// Pure: the caller passes the random value, so tests check the delays exactly.
 public struct HTTP2RetryPolicy: Hashable, Sendable {
-    /// The backoff ceiling after the first failure (nanoseconds).
-    public var initialDelay: UInt64
-    /// The largest backoff (nanoseconds); `Retry-After` may ask for more and is honoured.
-    public var maximumDelay: UInt64
+    /// The backoff ceiling after the first failure.
+    public var initialDelay: Duration {
+        get { .nanoseconds(self.initialNanoseconds) }
+        set { self.initialNanoseconds = newValue.nanoseconds }
+    }
+    /// The largest backoff; `Retry-After` may ask for more and is honoured.
+    public var maximumDelay: Duration {
+        get { .nanoseconds(self.maximumNanoseconds) }
+        set { self.maximumNanoseconds = newValue.nanoseconds }
+    }
     /// Sends per row, the first included, before a retryable answer becomes a rejection.
     public var maximumAttempts: Int
-    /// The largest `Retry-After` honoured (nanoseconds), so a hostile or broken header cannot park a job.
-    public var maximumRetryAfter: UInt64
+    /// The largest `Retry-After` honoured, so a hostile or broken header cannot park a job.
+    public var maximumRetryAfter: Duration {
+        get { .nanoseconds(self.retryAfterCapNanoseconds) }
+        set { self.retryAfterCapNanoseconds = newValue.nanoseconds }
+    }
+
+    // Nanoseconds of the monotonic clock the connections read, so that `delay` does no conversion.
+    private var initialNanoseconds: UInt64
+    private var maximumNanoseconds: UInt64
+    private var retryAfterCapNanoseconds: UInt64
 
     public static let `default` = HTTP2RetryPolicy(
-        initialDelay: 50_000_000,
-        maximumDelay: 10_000_000_000,
+        initialDelay: .milliseconds(50),
+        maximumDelay: .seconds(10),
         maximumAttempts: 8,
-        maximumRetryAfter: 60_000_000_000
+        maximumRetryAfter: .seconds(60)
     )
 
-    public init(initialDelay: UInt64, maximumDelay: UInt64, maximumAttempts: Int, maximumRetryAfter: UInt64) {
-        self.initialDelay = initialDelay
-        self.maximumDelay = maximumDelay
+    public init(initialDelay: Duration, maximumDelay: Duration, maximumAttempts: Int, maximumRetryAfter: Duration) {
+        self.initialNanoseconds = initialDelay.nanoseconds
+        self.maximumNanoseconds = maximumDelay.nanoseconds
         self.maximumAttempts = maximumAttempts
-        self.maximumRetryAfter = maximumRetryAfter
+        self.retryAfterCapNanoseconds = maximumRetryAfter.nanoseconds
     }
 
     /// Whether a row that has been sent `attempts` times may be sent again.
@@ -42,14 +56,15 @@ public struct HTTP2RetryPolicy: Hashable, Sendable {
     ///   - random: a value in [0, 1) (full jitter).
     public func delay(attempts: Int, retryAfter: Int64?, random: Double) -> UInt64 {
         let backoff = fullJitterBackoff(
-            initialDelay: self.initialDelay,
-            maximumDelay: self.maximumDelay,
+            initialDelay: self.initialNanoseconds,
+            maximumDelay: self.maximumNanoseconds,
             attempt: attempts,
             random: random
         )
         guard let retryAfter, retryAfter > 0 else { return backoff }
         let asked = UInt64(retryAfter).multipliedReportingOverflow(by: 1_000_000_000)
-        let floor = asked.overflow ? self.maximumRetryAfter : min(asked.partialValue, self.maximumRetryAfter)
+        let floor =
+            asked.overflow ? self.retryAfterCapNanoseconds : min(asked.partialValue, self.retryAfterCapNanoseconds)
         return max(backoff, floor)
     }
 }

@@ -95,11 +95,7 @@ struct SendCommand: AsyncParsableCommand {
                 throw ValidationError("--auth-key needs --protocol h2 (the binary interface takes certificates only)")
             }
         }
-        do {
-            _ = try GatewayAddress(parsing: self.gateway, for: self.wireProtocol == .h2 ? .http2 : .binary)
-        } catch {
-            throw ValidationError("--gateway: \(error.message)")
-        }
+        _ = try self.gatewayAddress()
         if self.wireProtocol == .h2 { try self.validatePushType() }
     }
 
@@ -130,7 +126,7 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     private func binaryConfiguration() throws -> BinaryJobConfiguration {
-        let gateway = try GatewayAddress(parsing: self.gateway, for: .binary)
+        let gateway = try self.gatewayAddress()
         let template = try self.delivery.template(payloadFile: self.payload)
         let identity: GatewayCredentials.Identity =
             if let pkcs12 { .pkcs12(file: pkcs12, passphrase: self.passphrase) } else {
@@ -146,7 +142,7 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     private func http2Configuration() throws -> HTTP2JobConfiguration {
-        let gateway = try GatewayAddress(parsing: self.gateway, for: .http2)
+        let gateway = try self.gatewayAddress()
         let payload: Payload
         do {
             payload = try Payload(jsonBytes: try readFile(self.payload))
@@ -177,6 +173,14 @@ func trustRoots(caFile: String) throws -> NIOSSLTrustRoots {
 }
 
 extension SendCommand {
+    fileprivate func gatewayAddress() throws(ValidationError) -> GatewayAddress {
+        guard let address = GatewayAddress(parsing: self.gateway, for: self.wireProtocol == .h2 ? .http2 : .binary)
+        else {
+            throw ValidationError("--gateway is HOST:PORT, production or sandbox (got \(self.gateway))")
+        }
+        return address
+    }
+
     fileprivate func authentication() throws(UserError) -> APNSAuthentication {
         do {
             if let authKey {

@@ -13,10 +13,10 @@ import Testing
     static let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
     static let seed: UInt64 = 42
     static let retry = HTTP2RetryPolicy(
-        initialDelay: 100_000_000,
-        maximumDelay: 5_000_000_000,
+        initialDelay: .milliseconds(100),
+        maximumDelay: .seconds(5),
         maximumAttempts: 3,
-        maximumRetryAfter: 60_000_000_000
+        maximumRetryAfter: .seconds(60)
     )
 
     static func machine(

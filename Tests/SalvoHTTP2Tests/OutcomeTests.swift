@@ -59,10 +59,10 @@ import Testing
 
     @Test func backoffGrowsIsCappedAndHonoursRetryAfter() {
         let policy = HTTP2RetryPolicy(
-            initialDelay: 100,
-            maximumDelay: 1000,
+            initialDelay: .nanoseconds(100),
+            maximumDelay: .nanoseconds(1000),
             maximumAttempts: 5,
-            maximumRetryAfter: 30_000_000_000
+            maximumRetryAfter: .seconds(30)
         )
         #expect(policy.delay(attempts: 1, retryAfter: nil, random: 0.999_999) == 99)
         #expect(policy.delay(attempts: 3, retryAfter: nil, random: 0.5) == 200)

@@ -106,10 +106,10 @@ func jobConfigurationForTests(
     let headers = try! APNSRequestHeaders(pushType: .alert, priority: .immediate, topic: testTopic)
     var job = HTTP2JobConfiguration(client: client, headers: headers, payload: testPayload)
     job.retry = HTTP2RetryPolicy(
-        initialDelay: 2_000_000,
-        maximumDelay: 20_000_000,
+        initialDelay: .milliseconds(2),
+        maximumDelay: .milliseconds(20),
         maximumAttempts: 4,
-        maximumRetryAfter: 5_000_000_000
+        maximumRetryAfter: .seconds(5)
     )
     job.recordDeliveries = true
     return job

@@ -1,4 +1,4 @@
-/// Apple's gateways for both provider interfaces, and the parsing of a `HOST:PORT` address.
+/// Apple's gateways for both provider interfaces side by side, and the parsing of a `HOST:PORT` address.
 public struct GatewayAddress: Hashable, Sendable, CustomStringConvertible {
     public var host: String
     public var port: Int
@@ -40,10 +40,8 @@ public struct GatewayAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// `production`, `sandbox`, `HOST:PORT` or `[IPv6]:PORT`.
-    ///
-    /// - Throws: `SendError(.configuration)` naming the text when it is none of those.
-    public init(parsing text: String, for service: Service) throws(SendError) {
+    /// `production`, `sandbox`, `HOST:PORT` or `[IPv6]:PORT`; nil for anything else.
+    public init?(parsing text: String, for service: Service) {
         switch text {
         case "production":
             self = .production(service)
@@ -52,12 +50,10 @@ public struct GatewayAddress: Hashable, Sendable, CustomStringConvertible {
         default:
             guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
                 (1...65535).contains(port)
-            else {
-                throw SendError(.configuration, "a gateway is HOST:PORT, production or sandbox (got \(text))")
-            }
+            else { return nil }
             var host = String(text[..<colon])
             if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-            guard !host.isEmpty else { throw SendError(.configuration, "a gateway needs a host (got \(text))") }
+            guard !host.isEmpty else { return nil }
             self.init(host: host, port: port)
         }
     }

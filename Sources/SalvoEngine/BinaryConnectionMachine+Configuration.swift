@@ -1,0 +1,47 @@
+internal import SalvoIO
+
+extension BinaryConnectionMachine.Configuration {
+    /// The machine's share of a job's configuration.
+    init(_ job: BinaryJobConfiguration, windowCapacity: Int) {
+        self.init(
+            gateway: "\(job.host):\(job.port)",
+            command: job.template.command,
+            frameByteCount: job.template.frameByteCount,
+            expiry: job.template.expiry,
+            flush: job.flush,
+            reconnect: job.reconnect,
+            settleNanoseconds: job.settle.nanoseconds,
+            peerReceiveBufferBytes: job.peerReceiveBufferBytes,
+            windowCapacity: windowCapacity,
+            processingErrorRetries: job.processingErrorRetries,
+            onUncertain: job.onUncertain,
+            // Encoding pauses while the connection holds this much unsent: enough to keep the socket busy, little
+            // enough that a connection that dies leaves few rows to settle.
+            queueLimitBytes: 4 * job.flush.bytes
+        )
+    }
+}
+
+extension BinaryConnectionMachine.ConnectFailure {
+    /// Certificate problems (every connect would fail the same way) are credentials; the rest is reachability.
+    init(_ error: SalvoIOError) {
+        switch error.code {
+        case .unknownCA, .certificateExpired, .keyMismatch, .wrongPassphrase, .hostnameMismatch, .certificateRejected,
+            .handshakeRefused, .unreadableCredential, .invalidConfiguration, .peerCertificateMissing:
+            self = .credentials(error.message)
+        default:
+            self = .unreachable(error.message)
+        }
+    }
+}
+
+/// Seconds since 1970, for expiry checks.
+public func wallClockSeconds() -> Int {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return now.tv_sec
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif
