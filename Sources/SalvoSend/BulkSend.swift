@@ -16,17 +16,17 @@ public struct BulkSend: Sendable {
 
     /// Validates the input and the outputs.
     ///
-    /// - Throws: `SendError(.input)` for a file that cannot be read at all, `SendError(.output)` for an output that
+    /// - Throws: `JobError(.input)` for a file that cannot be read at all, `JobError(.output)` for an output that
     ///   cannot be written or would overwrite an input or another output.
-    public static func prepare(_ request: SendRequest) throws(SendError) -> BulkSend {
-        guard !request.files.isEmpty else { throw SendError(.input, "name at least one token file") }
+    public static func prepare(_ request: SendRequest) throws(JobError) -> BulkSend {
+        guard !request.files.isEmpty else { throw JobError(.input, "name at least one token file") }
         try OutputFiles.check(request.outputs, inputs: request.files)
         let source = TokenSource(files: request.files, options: request.input)
         let summary: TokenSource.Summary
         do {
             summary = try source.validate()
         } catch {
-            throw SendError(.input, error.description)
+            throw JobError(.input, error.description)
         }
         return BulkSend(request: request, source: source, summary: summary)
     }
@@ -34,9 +34,9 @@ public struct BulkSend: Sendable {
     /// Sends every valid row and writes the results where `request.outputs` says.
     ///
     /// - Parameter progress: binary interface only: called about twice a second while the job runs.
-    /// - Throws: `SendError` when the job cannot run or cannot go on (credentials refused, gateway unreachable,
+    /// - Throws: `JobError` when the job cannot run or cannot go on (credentials refused, gateway unreachable,
     ///   an output that cannot be written); refused rows are in the result, never thrown.
-    public func run(progress: (@Sendable (BinaryJob.Progress) -> Void)? = nil) async throws(SendError) -> SendResult {
+    public func run(progress: (@Sendable (BinaryJob.Progress) -> Void)? = nil) async throws(JobError) -> SendResult {
         let result: SendResult
         switch self.request.interface {
         case .binary(let configuration):
@@ -51,7 +51,7 @@ public struct BulkSend: Sendable {
     private func runBinary(
         _ configuration: BinaryJobConfiguration,
         progress: (@Sendable (BinaryJob.Progress) -> Void)?
-    ) async throws(SendError) -> SendResult {
+    ) async throws(JobError) -> SendResult {
         let job: JobResult
         do {
             job = try await BinaryJob.run(
@@ -62,9 +62,9 @@ public struct BulkSend: Sendable {
                 progress: progress
             )
         } catch let error as JobError {
-            throw SendError(Self.code(of: error), error.message)
+            throw error
         } catch {
-            throw SendError(.unreachable, "\(error)")
+            throw JobError(.unreachable, "\(error)")
         }
         return SendResult(
             report: job.report,
@@ -77,12 +77,12 @@ public struct BulkSend: Sendable {
         )
     }
 
-    private func runHTTP2(_ configuration: HTTP2JobConfiguration) async throws(SendError) -> SendResult {
+    private func runHTTP2(_ configuration: HTTP2JobConfiguration) async throws(JobError) -> SendResult {
         let job: HTTP2JobResult
         do {
             job = try await HTTP2Job.run(configuration: configuration, source: self.source, summary: self.summary)
         } catch {
-            throw SendError(.configuration, error.message)
+            throw JobError(.configuration, error.message)
         }
         return SendResult(
             report: job.report,
@@ -102,13 +102,5 @@ public struct BulkSend: Sendable {
             uniquingKeysWith: { first, _ in first }
         )
         return rows.sorted { (order[$0.file] ?? 0, $0.line) < (order[$1.file] ?? 0, $1.line) }
-    }
-
-    private static func code(of error: JobError) -> SendError.Code {
-        switch error.code {
-        case .input: .input
-        case .credentials: .credentials
-        default: .unreachable
-        }
     }
 }

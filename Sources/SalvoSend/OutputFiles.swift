@@ -7,17 +7,17 @@ import SalvoEngine
 /// user who runs it again sends duplicates; and an output that names an input file or another output would
 /// silently replace it.
 enum OutputFiles {
-    static func check(_ outputs: SendOutputs, inputs: [String]) throws(SendError) {
+    static func check(_ outputs: SendOutputs, inputs: [String]) throws(JobError) {
         let named = outputs.named
         let inputPaths = Set(inputs.map(Self.canonical))
         var seen: [String: String] = [:]
         for (option, path) in named {
             let canonical = Self.canonical(path)
             if inputPaths.contains(canonical) {
-                throw SendError(.output, "\(option) \(path) is an input file: it would be overwritten")
+                throw JobError(.output, "\(option) \(path) is an input file: it would be overwritten")
             }
             if let other = seen[canonical] {
-                throw SendError(.output, "\(option) and \(other) both name \(path): one would overwrite the other")
+                throw JobError(.output, "\(option) and \(other) both name \(path): one would overwrite the other")
             }
             seen[canonical] = option
             try Self.checkWritable(path, option: option)
@@ -25,12 +25,12 @@ enum OutputFiles {
     }
 
     /// A path that exists must be a writable file; a new one needs a writable folder.
-    private static func checkWritable(_ path: String, option: String) throws(SendError) {
+    private static func checkWritable(_ path: String, option: String) throws(JobError) {
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
-            guard !isDirectory.boolValue else { throw SendError(.output, "\(option) \(path) is a folder") }
+            guard !isDirectory.boolValue else { throw JobError(.output, "\(option) \(path) is a folder") }
             guard access(path, W_OK) == 0 else {
-                throw SendError(
+                throw JobError(
                     .output,
                     "\(option) \(path): cannot write the file: \(String(cString: strerror(errno)))"
                 )
@@ -39,7 +39,7 @@ enum OutputFiles {
             let folder = (path as NSString).deletingLastPathComponent
             let parent = folder.isEmpty ? "." : folder
             guard access(parent, W_OK | X_OK) == 0 else {
-                throw SendError(
+                throw JobError(
                     .output,
                     "\(option) \(path): cannot create the file in \(parent): \(String(cString: strerror(errno)))"
                 )
@@ -53,7 +53,7 @@ enum OutputFiles {
         return url.resolvingSymlinksInPath().path
     }
 
-    static func write(_ result: SendResult, to outputs: SendOutputs) throws(SendError) {
+    static func write(_ result: SendResult, to outputs: SendOutputs) throws(JobError) {
         if let path = outputs.report {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -61,7 +61,7 @@ enum OutputFiles {
             do {
                 data = try encoder.encode(result.report)
             } catch {
-                throw SendError(.output, "\(path): cannot encode the report: \(error)")
+                throw JobError(.output, "\(path): cannot encode the report: \(error)")
             }
             try Self.write(data, to: path)
         }
@@ -82,11 +82,11 @@ enum OutputFiles {
         }
     }
 
-    private static func write(_ data: Data, to path: String) throws(SendError) {
+    private static func write(_ data: Data, to path: String) throws(JobError) {
         do {
             try data.write(to: URL(fileURLWithPath: path), options: .atomic)
         } catch {
-            throw SendError(.output, "\(path): cannot write the file: \(error.localizedDescription)")
+            throw JobError(.output, "\(path): cannot write the file: \(error.localizedDescription)")
         }
     }
 }

@@ -48,7 +48,7 @@ private func unusedBinaryInterface() throws -> SendRequest.Interface {
             interface: try unusedBinaryInterface(),
             outputs: SendOutputs(rejects: here + "/./tokens.csv")
         )
-        let error = #expect(throws: SendError.self) { try BulkSend.prepare(request) }
+        let error = #expect(throws: JobError.self) { try BulkSend.prepare(request) }
         #expect(error?.code == .output)
         #expect(error?.message.contains("--rejects") == true)
         #expect(error?.message.contains("is an input file") == true)
@@ -62,7 +62,7 @@ private func unusedBinaryInterface() throws -> SendRequest.Interface {
             interface: try unusedBinaryInterface(),
             outputs: SendOutputs(report: here + "/out.json", rejects: here + "/out.json")
         )
-        let error = #expect(throws: SendError.self) { try BulkSend.prepare(request) }
+        let error = #expect(throws: JobError.self) { try BulkSend.prepare(request) }
         #expect(error?.message.contains("--rejects and --report both name") == true)
     }
 
@@ -74,14 +74,14 @@ private func unusedBinaryInterface() throws -> SendRequest.Interface {
             interface: try unusedBinaryInterface(),
             outputs: SendOutputs(report: here + "/missing/report.json")
         )
-        let error = #expect(throws: SendError.self) { try BulkSend.prepare(request) }
+        let error = #expect(throws: JobError.self) { try BulkSend.prepare(request) }
         #expect(error?.code == .output)
         #expect(error?.message.contains("cannot create the file") == true)
     }
 
     @Test func aMissingInputFileIsAnInputError() throws {
         let request = SendRequest(files: ["/nonexistent/tokens.csv"], interface: try unusedBinaryInterface())
-        let error = #expect(throws: SendError.self) { try BulkSend.prepare(request) }
+        let error = #expect(throws: JobError.self) { try BulkSend.prepare(request) }
         #expect(error?.code == .input)
         #expect(error?.message.contains("/nonexistent/tokens.csv") == true)
     }
