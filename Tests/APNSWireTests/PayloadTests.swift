@@ -14,6 +14,17 @@ import Testing
         #expect(try Payload(jsonBytes: payload.bytes).bytes == payload.bytes)
     }
 
+    @Test func guideExample5IsWholeAcrossThePageBreak() throws {
+        // The guide prints example 5 over two pages; the second holds the sound and the provider's own keys.
+        let payload = try Payload(json: try TestData.text("payloads/guide-example-5.json"))
+        #expect(
+            payload.text.hasSuffix(
+                #""sound":"chime.aiff"},"acme-account":"jane.appleseed@apple.com","acme-message":"message123456"}"#
+            )
+        )
+        #expect(payload.value["acme-account"] != nil)
+    }
+
     @Test func compactFormKeepsOrderAndStrings() throws {
         let payload = try Payload(json: "{ \"aps\" : { \"alert\" : \"a  b : c\" },\n \"z\" : 1, \"a\" : [ 1 , 2 ] }")
         #expect(payload.text == #"{"aps":{"alert":"a  b : c"},"z":1,"a":[1,2]}"#)
