@@ -10,6 +10,12 @@ public struct JobReport: Codable, Hashable, Sendable {
     public var mode: String = ""
     public var gateway: String = ""
     public var connections = 0
+    /// The share of the input this job sent, when it sent one (`send --partition K/N`).
+    public var partition: Partition?
+    /// For a report merged from every partition of a job (`salvo report merge`): how many.
+    public var mergedPartitions: Int?
+    /// The input files with their sizes, so that reports of one job's partitions can be told from others.
+    public var inputFiles: [InputFile]?
 
     /// Rows read from the input (valid and invalid).
     public var inputRows = 0
@@ -71,6 +77,8 @@ public struct JobReport: Codable, Hashable, Sendable {
     public var summary: String {
         var lines: [String] = []
         lines.append("\(self.mode) to \(self.gateway) over \(self.connections) connection(s)")
+        if let partition { lines.append("partition  \(partition) (rows whose token hashes there; bad rows in 0)") }
+        if let mergedPartitions { lines.append("partitions \(mergedPartitions), merged") }
         lines.append(
             "input      \(self.inputRows) rows: \(self.validRows) valid, \(self.invalidInput) invalid (each named with its file and line)"
         )
@@ -90,6 +98,17 @@ public struct JobReport: Codable, Hashable, Sendable {
 
     static func seconds(_ value: Double) -> String {
         String((value * 1000).rounded() / 1000)
+    }
+}
+
+/// An input file as a report names it.
+public struct InputFile: Codable, Hashable, Sendable {
+    public var path: String
+    public var bytes: Int
+
+    public init(path: String, bytes: Int) {
+        self.path = path
+        self.bytes = bytes
     }
 }
 

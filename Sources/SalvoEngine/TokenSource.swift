@@ -86,11 +86,19 @@ public final class TokenSource: @unchecked Sendable {
         public var column: TokenColumn
         public var header: HeaderMode
         public var dedupe: Bool
+        /// Only the rows of this partition are sent (nil: every row).
+        public var partition: Partition?
 
-        public init(column: TokenColumn = .name("token"), header: HeaderMode = .auto, dedupe: Bool = false) {
+        public init(
+            column: TokenColumn = .name("token"),
+            header: HeaderMode = .auto,
+            dedupe: Bool = false,
+            partition: Partition? = nil
+        ) {
             self.column = column
             self.header = header
             self.dedupe = dedupe
+            self.partition = partition
         }
     }
 
@@ -100,6 +108,11 @@ public final class TokenSource: @unchecked Sendable {
         public var validRows: Int
         /// Rows that will not, with reasons, in file and line order.
         public var rejects: [InputReject]
+        /// Rows left to the other partitions (good rows whose token hashes elsewhere, and bad rows outside
+        /// partition 0).
+        public var otherPartitions = 0
+        /// Every row of the input: valid, refused, and in other partitions.
+        public var inputRows: Int { self.validRows + self.rejects.count + self.otherPartitions }
     }
 
     public let files: [String]
@@ -157,9 +170,14 @@ public final class TokenSource: @unchecked Sendable {
             }
             descriptors.append(descriptor)
             columns.append(reader.tokenColumn)
+            let partition = self.options.partition
             while let row = try reader.next() {
                 switch row {
                 case .token(let row):
+                    if let partition, !partition.contains(row.token) {
+                        summary.otherPartitions += 1
+                        continue
+                    }
                     if seen != nil {
                         if let first = seen![row.token] {
                             rejected.insert(row.line)
@@ -179,7 +197,11 @@ public final class TokenSource: @unchecked Sendable {
                     summary.validRows += 1
                 case .reject(let reject):
                     rejected.insert(reject.line)
-                    summary.rejects.append(reject)
+                    if partition?.ownsBadRows == false {
+                        summary.otherPartitions += 1
+                    } else {
+                        summary.rejects.append(reject)
+                    }
                 }
             }
             rejectedLines.append(rejected)
@@ -218,7 +240,9 @@ public final class TokenSource: @unchecked Sendable {
                         state.fileIndex += 1
                         continue
                     }
-                    if case .token(let good) = row, !state.rejectedLines[state.fileIndex].contains(good.line) {
+                    if case .token(let good) = row, !state.rejectedLines[state.fileIndex].contains(good.line),
+                        self.options.partition?.contains(good.token) ?? true
+                    {
                         rows.append(good)
                     }
                 }

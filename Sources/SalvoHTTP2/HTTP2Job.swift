@@ -43,7 +43,7 @@ public enum HTTP2Job {
         report.connections = client.connections
         report.validRows = summary.validRows
         report.invalidInput = summary.rejects.count
-        report.inputRows = summary.validRows + summary.rejects.count
+        report.inputRows = summary.inputRows
         report.onUncertain = configuration.onUncertain.rawValue
         guard summary.validRows > 0 else { return HTTP2JobResult(report: report) }
 

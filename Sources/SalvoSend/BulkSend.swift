@@ -13,6 +13,8 @@ public struct BulkSend: Sendable {
     public let source: TokenSource
     /// What validation found.
     public let summary: TokenSource.Summary
+    /// The input files as they were when validated.
+    public let inputFiles: [InputFile]
 
     /// Validates the input and the outputs.
     ///
@@ -28,7 +30,11 @@ public struct BulkSend: Sendable {
         } catch {
             throw JobError(.input, error.description)
         }
-        return BulkSend(request: request, source: source, summary: summary)
+        let inputFiles = request.files.map { path in
+            var status = stat()
+            return InputFile(path: path, bytes: stat(path, &status) == 0 ? Int(status.st_size) : 0)
+        }
+        return BulkSend(request: request, source: source, summary: summary, inputFiles: inputFiles)
     }
 
     /// Sends every valid row and writes the results where `request.outputs` says.
@@ -37,13 +43,15 @@ public struct BulkSend: Sendable {
     /// - Throws: `JobError` when the job cannot run or cannot go on (credentials refused, gateway unreachable,
     ///   an output that cannot be written); refused rows are in the result, never thrown.
     public func run(progress: (@Sendable (BinaryJob.Progress) -> Void)? = nil) async throws(JobError) -> SendResult {
-        let result: SendResult
+        var result: SendResult
         switch self.request.interface {
         case .binary(let configuration):
             result = try await self.runBinary(configuration, progress: progress)
         case .http2(let configuration):
             result = try await self.runHTTP2(configuration)
         }
+        result.report.partition = self.request.input.partition
+        result.report.inputFiles = self.inputFiles
         try OutputFiles.write(result, to: self.request.outputs)
         return result
     }
@@ -58,7 +66,7 @@ public struct BulkSend: Sendable {
                 configuration: configuration,
                 source: self.source,
                 summary: self.summary,
-                inputRows: self.summary.validRows + self.summary.rejects.count,
+                inputRows: self.summary.inputRows,
                 progress: progress
             )
         } catch let error as JobError {
@@ -104,3 +112,7 @@ public struct BulkSend: Sendable {
         return rows.sorted { (order[$0.file] ?? 0, $0.line) < (order[$1.file] ?? 0, $1.line) }
     }
 }
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -16,9 +16,56 @@ struct InputOptions: ParsableArguments {
     @Flag(help: "Refuse a token already seen earlier in the input (keeps a set of every token in memory).")
     var dedupe = false
 
+    @Option(
+        help:
+            "Send only partition K of N (K/N, K from 0): the rows whose token hashes to K; N workers with K = 0…N−1 send every row once."
+    )
+    var partition: String?
+
+    @Option(
+        name: .customLong("partition-from-env"),
+        help:
+            "Take K from this environment variable (e.g. JOB_COMPLETION_INDEX of a Kubernetes Indexed Job); needs --partitions."
+    )
+    var partitionVariable: String?
+
+    @Option(help: "N, with --partition-from-env.")
+    var partitions: Int?
+
     var tokenSourceOptions: TokenSource.Options {
         let column: TokenColumn = Int(self.column).map { .number($0) } ?? .name(self.column)
-        return TokenSource.Options(column: column, header: self.header, dedupe: self.dedupe)
+        // `validate()` has checked the partition.
+        let partition = try? self.resolvedPartition()
+        return TokenSource.Options(column: column, header: self.header, dedupe: self.dedupe, partition: partition)
+    }
+
+    func validate() throws {
+        _ = try self.resolvedPartition()
+    }
+
+    /// `--partition K/N`, or K from `--partition-from-env VAR` with `--partitions N`; nil when neither is given.
+    func resolvedPartition() throws(ValidationError) -> Partition? {
+        switch (self.partition, self.partitionVariable, self.partitions) {
+        case (nil, nil, nil):
+            return nil
+        case (let text?, nil, nil):
+            guard let partition = Partition(text) else {
+                throw ValidationError("--partition is K/N with 0 ≤ K < N (got \(text))")
+            }
+            return partition
+        case (nil, let variable?, let count?):
+            guard let value = ProcessInfo.processInfo.environment[variable] else {
+                throw ValidationError("--partition-from-env \(variable): the variable is not set")
+            }
+            guard let index = Int(value), let partition = Partition(index: index, count: count) else {
+                throw ValidationError(
+                    "--partition-from-env \(variable)=\(value) with --partitions \(count): need 0 ≤ K < N"
+                )
+            }
+            return partition
+        default:
+            throw ValidationError("give --partition K/N, or --partition-from-env VAR with --partitions N")
+        }
     }
 }
 
