@@ -21,7 +21,15 @@ public struct BulkSend: Sendable {
     public static func prepare(_ request: SendRequest) throws(JobError) -> BulkSend {
         guard !request.files.isEmpty else { throw JobError(.input, "name at least one token file") }
         try OutputFiles.check(request.outputs, inputs: request.files)
-        let source = TokenSource(files: request.files, options: request.input)
+        var suppression: SuppressionList?
+        if let path = request.suppress {
+            do {
+                suppression = try SuppressionList.load(path: path)
+            } catch {
+                throw JobError(.input, "--suppress \(error.description)")
+            }
+        }
+        let source = TokenSource(files: request.files, options: request.input, suppression: suppression)
         let summary: TokenSource.Summary
         do {
             summary = try source.validate()
@@ -37,13 +45,15 @@ public struct BulkSend: Sendable {
     /// - Throws: `JobError` when the job cannot run or cannot go on (credentials refused, gateway unreachable,
     ///   an output that cannot be written); refused rows are in the result, never thrown.
     public func run(progress: (@Sendable (BinaryJob.Progress) -> Void)? = nil) async throws(JobError) -> SendResult {
-        let result: SendResult
+        var result: SendResult
         switch self.request.interface {
         case .binary(let configuration):
             result = try await self.runBinary(configuration, progress: progress)
         case .http2(let configuration):
             result = try await self.runHTTP2(configuration)
         }
+        result.report.suppressed = self.summary.suppressed
+        result.report.inputRows += self.summary.suppressed
         try OutputFiles.write(result, to: self.request.outputs)
         return result
     }
@@ -70,7 +80,7 @@ public struct BulkSend: Sendable {
             report: job.report,
             inputRejects: self.summary.rejects,
             rejectedRows: self.inInputOrder(job.rejectedRows),
-            unregistered: [],
+            unregistered: job.unregistered,
             stopped: nil,
             notSent: 0,
             connectionErrors: []

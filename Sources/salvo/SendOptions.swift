@@ -16,9 +16,17 @@ struct InputOptions: ParsableArguments {
     @Flag(help: "Refuse a token already seen earlier in the input (keeps a set of every token in memory).")
     var dedupe = false
 
+    @Option(help: "How the column writes tokens: hex (64 digits, spaces or <…> allowed) or base64 (32 raw bytes).")
+    var tokenEncoding: TokenEncoding = .hex
+
     var tokenSourceOptions: TokenSource.Options {
         let column: TokenColumn = Int(self.column).map { .number($0) } ?? .name(self.column)
-        return TokenSource.Options(column: column, header: self.header, dedupe: self.dedupe)
+        return TokenSource.Options(
+            column: column,
+            header: self.header,
+            dedupe: self.dedupe,
+            encoding: self.tokenEncoding
+        )
     }
 }
 
@@ -155,6 +163,7 @@ struct DeliveryOptions: ParsableArguments {
 extension HeaderMode: ExpressibleByArgument {}
 extension OnUncertain: ExpressibleByArgument {}
 extension BinaryTransport: ExpressibleByArgument {}
+extension TokenEncoding: ExpressibleByArgument {}
 
 /// Where the results go (shared by `send` and `demo`).
 struct OutputOptions: ParsableArguments {
