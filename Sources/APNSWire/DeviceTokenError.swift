@@ -14,6 +14,10 @@ public struct DeviceTokenError: Error, Hashable, Sendable {
         public static let wrongByteCount = Code(name: "wrongByteCount")
         /// A `<` without its `>`.
         public static let unbalancedBracket = Code(name: "unbalancedBracket")
+        /// A character outside the base64 alphabets (`--token-encoding base64`).
+        public static let invalidBase64Character = Code(name: "invalidBase64Character")
+        /// Base64 that is not 32 bytes (43 characters, or 44 ending in `=`).
+        public static let wrongBase64Length = Code(name: "wrongBase64Length")
         public var description: String { self.name }
     }
 
@@ -47,6 +51,15 @@ extension DeviceTokenError: CustomStringConvertible {
             return "a token has 32 bytes; this one has \(self.found)"
         case .unbalancedBracket:
             return "'<' at column \(self.column ?? 0) has no closing '>'"
+        case .invalidBase64Character:
+            let shown =
+                self.found >= 0x21 && self.found < 0x7f
+                ? "'\(Character(Unicode.Scalar(UInt8(truncatingIfNeeded: self.found))))'"
+                : "byte 0x\(String(self.found, radix: 16))"
+            return
+                "invalid character \(shown) at column \(self.column ?? 0): a base64 token uses A-Z, a-z, 0-9, + and /"
+        case .wrongBase64Length:
+            return "a base64 token has 43 characters, or 44 ending in '='; this one has \(self.found)"
         default:
             return "\(self.code) (\(self.found))"
         }

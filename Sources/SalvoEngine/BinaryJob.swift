@@ -7,6 +7,8 @@ internal import SalvoIO
 public struct JobResult: Sendable {
     public var report: JobReport
     public var rejectedRows: [RejectedRow]
+    /// Tokens the gateway refused as invalid (status 8), for the suppression list.
+    public var unregistered: [UnregisteredToken] = []
 }
 
 /// A bulk send over the binary interface: N shards, each with its own queue, connection, buffers and sent
@@ -107,6 +109,6 @@ public enum BinaryJob {
         report.seconds = seconds()
         report.notificationsPerSecond = report.seconds > 0 ? Double(report.delivered) / report.seconds : 0
         rejectedRows.sort { $0.line < $1.line }
-        return JobResult(report: report, rejectedRows: rejectedRows)
+        return JobResult(report: report, rejectedRows: rejectedRows, unregistered: outcomes.unregistered)
     }
 }

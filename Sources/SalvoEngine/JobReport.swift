@@ -23,6 +23,8 @@ public struct JobReport: Codable, Hashable, Sendable {
     public var invalidInput = 0
     /// Rows that passed input validation.
     public var validRows = 0
+    /// Valid rows not sent because the suppression list named their token (`send --suppress`).
+    public var suppressed = 0
 
     /// Accepted for certain: the gateway answered for a later notification on the same connection.
     public var confirmed = 0
@@ -82,6 +84,7 @@ public struct JobReport: Codable, Hashable, Sendable {
         lines.append(
             "input      \(self.inputRows) rows: \(self.validRows) valid, \(self.invalidInput) invalid (each named with its file and line)"
         )
+        if self.suppressed > 0 { lines.append("suppressed \(self.suppressed) (on the suppression list, not sent)") }
         lines.append("delivered  \(self.delivered) (\(self.confirmed) confirmed, \(self.presumed) presumed)")
         let statuses = self.rejected.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
         lines.append(
@@ -150,7 +153,8 @@ public struct RejectedRow: Hashable, Sendable, Codable {
     }
 }
 
-/// A token the service called inactive (HTTP/2 410 Unregistered): feed these to token pruning.
+/// A token the service called inactive (HTTP/2 410 Unregistered), or that either interface refused as invalid:
+/// written to a `SuppressionList` file for token pruning.
 public struct UnregisteredToken: Hashable, Sendable, Codable {
     /// The input file the row came from.
     public var file: String
@@ -159,22 +163,23 @@ public struct UnregisteredToken: Hashable, Sendable, Codable {
     public var token: String
     /// Since when the token has been inactive (milliseconds since 1970), when the service said.
     public var timestamp: Int64?
+    /// Why: `Unregistered`, `InvalidToken`, `BadDeviceToken`.
+    public var reason: String
 
-    public init(file: String = "", line: Int, token: String, timestamp: Int64?) {
+    public init(file: String = "", line: Int, token: String, timestamp: Int64?, reason: String = "Unregistered") {
         self.file = file
         self.line = line
         self.token = token
         self.timestamp = timestamp
+        self.reason = reason
     }
 
-    /// The CSV header of an unregistered-tokens file.
-    public static let csvHeader = "file,line,token,timestamp"
-
-    /// One CSV line.
-    public var csvLine: String {
-        [self.file, String(self.line), self.token, self.timestamp.map(String.init) ?? ""].map(csvField).joined(
-            separator: ","
-        )
+    /// The token's entry of a suppression list: since the service's timestamp (milliseconds, rounded down to
+    /// seconds), or since `now` (UNIX seconds) when the service gave none, as for an invalid-token refusal.
+    public func suppressionEntry(now: Int64) -> SuppressionList.Entry? {
+        guard let token = try? DeviceToken(hex: self.token) else { return nil }
+        let seconds = self.timestamp.map { $0 >= 0 ? $0 / 1000 : ($0 - 999) / 1000 } ?? now
+        return SuppressionList.Entry(token: token, timestamp: seconds, reason: self.reason)
     }
 }
 

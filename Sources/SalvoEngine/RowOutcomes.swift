@@ -12,7 +12,8 @@ public struct RowOutcomes: Sendable {
     public private(set) var report = JobReport()
     /// Every row the gateway or the service refused, for the rejects file.
     public private(set) var rejectedRows: [RejectedRow] = []
-    /// Tokens the service called unregistered (HTTP/2 410), for token pruning.
+    /// Tokens the service called unregistered (HTTP/2 410) and tokens either interface refused as invalid
+    /// (`tokenReasons`), for the suppression list.
     public private(set) var unregistered: [UnregisteredToken] = []
     /// What happens to a row whose fate is unknown.
     public let onUncertain: OnUncertain
@@ -56,12 +57,22 @@ public struct RowOutcomes: Sendable {
         self.rejectedRows.append(
             RejectedRow(file: file, line: row.line, token: row.token.hexString, status: status, reason: reason)
         )
-        if unregistered {
+        if unregistered || Self.tokenReasons.contains(reason) {
             self.unregistered.append(
-                UnregisteredToken(file: file, line: row.line, token: row.token.hexString, timestamp: unregisteredSince)
+                UnregisteredToken(
+                    file: file,
+                    line: row.line,
+                    token: row.token.hexString,
+                    timestamp: unregisteredSince,
+                    reason: reason
+                )
             )
         }
     }
+
+    /// Refusals that condemn the token itself rather than the notification: listed in `unregistered` with their
+    /// reason (binary status 8, HTTP/2 400 BadDeviceToken).
+    public static let tokenReasons: Set<String> = ["InvalidToken", "BadDeviceToken"]
 
     /// A row whose connection ended (or whose request timed out) with no answer: it may or may not have been
     /// delivered. Follows the policy: with `.resend`, and while `mayRetry` (the protocol's own bound on tries),

@@ -61,6 +61,23 @@ public enum TokenColumn: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+/// How a token column writes a token.
+public enum TokenEncoding: String, Hashable, Sendable, CaseIterable {
+    /// 64 hex digits, either case; spaces and Apple's `<…>` allowed.
+    case hex
+    /// The 32 raw bytes in base64 (43 characters, or 44 ending in `=`).
+    case base64
+
+    /// Parses one field.
+    @inlinable
+    public func token(_ text: UnsafeRawBufferPointer) throws(DeviceTokenError) -> DeviceToken {
+        switch self {
+        case .hex: try DeviceToken(hexUTF8: text)
+        case .base64: try DeviceToken(base64UTF8: text)
+        }
+    }
+}
+
 /// How a token file's first row is read.
 public enum HeaderMode: String, Hashable, Sendable, CaseIterable {
     /// The first row names the columns.
@@ -88,17 +105,21 @@ public final class TokenSource: @unchecked Sendable {
         public var dedupe: Bool
         /// Only the rows of this partition are sent (nil: every row).
         public var partition: Partition?
+        /// How the token column writes a token.
+        public var encoding: TokenEncoding
 
         public init(
             column: TokenColumn = .name("token"),
             header: HeaderMode = .auto,
             dedupe: Bool = false,
-            partition: Partition? = nil
+            partition: Partition? = nil,
+            encoding: TokenEncoding = .hex
         ) {
             self.column = column
             self.header = header
             self.dedupe = dedupe
             self.partition = partition
+            self.encoding = encoding
         }
     }
 
@@ -108,15 +129,19 @@ public final class TokenSource: @unchecked Sendable {
         public var validRows: Int
         /// Rows that will not, with reasons, in file and line order.
         public var rejects: [InputReject]
+        /// Valid rows left out because `suppression` lists their token (not sent, not in `validRows`).
+        public var suppressed = 0
         /// Rows left to the other partitions (good rows whose token hashes elsewhere, and bad rows outside
         /// partition 0).
         public var otherPartitions = 0
-        /// Every row of the input: valid, refused, and in other partitions.
-        public var inputRows: Int { self.validRows + self.rejects.count + self.otherPartitions }
+        /// Every row of the input: valid, refused, suppressed and in other partitions.
+        public var inputRows: Int { self.validRows + self.rejects.count + self.suppressed + self.otherPartitions }
     }
 
     public let files: [String]
     public let options: Options
+    /// Tokens not to send (Apple's rule, without registration times): their rows are counted as suppressed.
+    public let suppression: SuppressionList?
     private let state: NIOLockedValueBox<State>
 
     private struct State {
@@ -133,9 +158,10 @@ public final class TokenSource: @unchecked Sendable {
         var finished = false
     }
 
-    public init(files: [String], options: Options = Options()) {
+    public init(files: [String], options: Options = Options(), suppression: SuppressionList? = nil) {
         self.files = files
         self.options = options
+        self.suppression = suppression
         self.state = NIOLockedValueBox(State())
     }
 
@@ -193,6 +219,11 @@ public final class TokenSource: @unchecked Sendable {
                             continue
                         }
                         seen![row.token] = row.line
+                    }
+                    if let suppression = self.suppression, suppression.suppresses(row.token) != nil {
+                        rejected.insert(row.line)
+                        summary.suppressed += 1
+                        continue
                     }
                     summary.validRows += 1
                 case .reject(let reject):
@@ -281,7 +312,7 @@ extension TokenSource {
                 let field = fields[column]
                 var text = Array(piece[field.start..<field.end])
                 if field.hasEscapedQuotes { text.removeAll { $0 == UInt8(ascii: "\"") } }
-                return .some(text.withUnsafeBytes { try? DeviceToken(hexUTF8: $0) })
+                return .some(text.withUnsafeBytes { try? self.options.encoding.token($0) })
             }
             switch token {
             case .some(.some(let token)): return token
@@ -381,7 +412,7 @@ final class RowReader {
             )
         }
         let parsed: Result<DeviceToken, DeviceTokenError> = self.csv.withField(column) { bytes in
-            Result { () throws(DeviceTokenError) in try DeviceToken(hexUTF8: bytes) }
+            Result { () throws(DeviceTokenError) in try self.options.encoding.token(bytes) }
         }
         switch parsed {
         case .success(let token):

@@ -23,7 +23,15 @@ public struct BulkSend: Sendable {
     public static func prepare(_ request: SendRequest) throws(JobError) -> BulkSend {
         guard !request.files.isEmpty else { throw JobError(.input, "name at least one token file") }
         try OutputFiles.check(request.outputs, inputs: request.files)
-        let source = TokenSource(files: request.files, options: request.input)
+        var suppression: SuppressionList?
+        if let path = request.suppress {
+            do {
+                suppression = try SuppressionList.load(path: path)
+            } catch {
+                throw JobError(.input, "--suppress \(error.description)")
+            }
+        }
+        let source = TokenSource(files: request.files, options: request.input, suppression: suppression)
         let summary: TokenSource.Summary
         do {
             summary = try source.validate()
@@ -52,6 +60,7 @@ public struct BulkSend: Sendable {
         }
         result.report.partition = self.request.input.partition
         result.report.inputFiles = self.inputFiles
+        result.report.suppressed = self.summary.suppressed
         try OutputFiles.write(result, to: self.request.outputs)
         return result
     }
@@ -78,7 +87,7 @@ public struct BulkSend: Sendable {
             report: job.report,
             inputRejects: self.summary.rejects,
             rejectedRows: self.inInputOrder(job.rejectedRows),
-            unregistered: [],
+            unregistered: job.unregistered,
             stopped: nil,
             notSent: 0,
             connectionErrors: []

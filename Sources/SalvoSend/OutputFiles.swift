@@ -22,6 +22,14 @@ enum OutputFiles {
             seen[canonical] = option
             try Self.checkWritable(path, option: option)
         }
+        // The suppression file is merged into after the send: one that cannot be read would fail it then.
+        if let path = outputs.unregistered {
+            do {
+                _ = try SuppressionList.loadIfPresent(path: path)
+            } catch {
+                throw JobError(.output, "--unregistered \(error.description): fix the file or name another")
+            }
+        }
     }
 
     /// A path that exists must be a writable file; a new one needs a writable folder.
@@ -76,9 +84,12 @@ enum OutputFiles {
             try Self.write(Data(csv.utf8), to: path)
         }
         if let path = outputs.unregistered {
-            let csv =
-                ([UnregisteredToken.csvHeader] + result.unregistered.map(\.csvLine)).joined(separator: "\n") + "\n"
-            try Self.write(Data(csv.utf8), to: path)
+            let now = Int64(Date().timeIntervalSince1970)
+            var list = SuppressionList()
+            for token in result.unregistered {
+                if let entry = token.suppressionEntry(now: now) { list.add(entry) }
+            }
+            try list.merge(into: path)
         }
     }
 

@@ -17,17 +17,21 @@ public struct SendRequest: Sendable {
     public var input: TokenSource.Options
     public var interface: Interface
     public var outputs: SendOutputs
+    /// A suppression file (`SuppressionList`): rows whose token it lists are counted as suppressed, never sent.
+    public var suppress: String?
 
     public init(
         files: [String],
         input: TokenSource.Options = TokenSource.Options(),
         interface: Interface,
-        outputs: SendOutputs = SendOutputs()
+        outputs: SendOutputs = SendOutputs(),
+        suppress: String? = nil
     ) {
         self.files = files
         self.input = input
         self.interface = interface
         self.outputs = outputs
+        self.suppress = suppress
     }
 
     /// "HOST:PORT" of the gateway.
@@ -53,7 +57,7 @@ public struct SendOutputs: Hashable, Sendable {
     public var report: String?
     /// Refused rows as CSV: bad input rows, then the gateway's refusals (`RejectedRow.csvHeader`).
     public var rejects: String?
-    /// Tokens the service called unregistered, as CSV (`UnregisteredToken.csvHeader`).
+    /// A suppression file (`SuppressionList`) to merge the unregistered and invalid tokens into.
     public var unregistered: String?
 
     public init(report: String? = nil, rejects: String? = nil, unregistered: String? = nil) {

@@ -4,8 +4,10 @@ import APNSWire
 ///
 /// A device is offline when the plan lists it (or its token falls in the plan's offline fraction)
 /// until `onlineAt` (nil: for the whole run). While offline, APNs keeps only the newest
-/// notification per device (coalescing); one with expiry 0 is not stored at all; a stored one whose
-/// expiry has passed when the device comes back is dropped. The device comes online at `onlineAt`
+/// notification per device (coalescing); one with expiry 0 is not stored at all; a command-0 notification
+/// carries no expiry and is stored like any other ("delivered regardless… can become stale"); a stored one
+/// whose expiry has passed when the device comes back, or that waited longer than `storageLimit` seconds (the
+/// guide's "limited period"), is dropped. The device comes online at `onlineAt`
 /// and then displays what was stored (if still valid), and everything sent later as it arrives.
 /// Devices that are never offline display each accepted notification at once, so their final
 /// display is the ledger's last payload digest and the model keeps nothing for them.
@@ -23,7 +25,9 @@ final class DeviceModel {
     private let offlineFraction: Double
     private let seed: UInt64
     let onlineAt: UInt32?
-    private var stored: [DeviceToken: (digest: UInt64, expiry: UInt32)] = [:]
+    /// Seconds a stored notification waits for its device at most; nil: no limit.
+    let storageLimit: UInt32?
+    private var stored: [DeviceToken: (digest: UInt64, expiry: UInt32, storedAt: UInt32)] = [:]
     private var displayed: [DeviceToken: UInt64] = [:]
 
     /// Notifications kept for an offline device.
@@ -34,14 +38,17 @@ final class DeviceModel {
     private(set) var notStoredCount = 0
     /// Stored notifications whose expiry passed before the device came back.
     private(set) var expiredCount = 0
+    /// Stored notifications discarded because the device stayed away longer than `storageLimit`.
+    private(set) var discardedCount = 0
     /// Stored notifications delivered when the device came back.
     private(set) var deliveredLaterCount = 0
 
-    init(offline: TokenSet, offlineFraction: Double, seed: UInt64, onlineAt: UInt32?) {
+    init(offline: TokenSet, offlineFraction: Double, seed: UInt64, onlineAt: UInt32?, storageLimit: UInt32? = nil) {
         self.offline = offline
         self.offlineFraction = offlineFraction
         self.seed = seed
         self.onlineAt = onlineAt
+        self.storageLimit = storageLimit
     }
 
     /// True when the model has any offline devices at all (otherwise the ledger skips it).
@@ -59,7 +66,10 @@ final class DeviceModel {
         guard self.isOfflineDevice(entry) else { return }
         let key = DeviceToken(unsafeBytes: UnsafeRawBufferPointer(start: entry, count: DeviceToken.byteCount))
         let digest = entry.loadUnaligned(fromByteOffset: LedgerRecordLayout.digest, as: UInt64.self)
-        let expiry = entry.loadUnaligned(fromByteOffset: LedgerRecordLayout.expiry, as: UInt32.self)
+        let command = entry.load(fromByteOffset: LedgerRecordLayout.command, as: UInt8.self)
+        // Command 0 has no expiry field: it is kept until it is delivered (or the storage limit passes).
+        let expiry =
+            command == 0 ? UInt32.max : entry.loadUnaligned(fromByteOffset: LedgerRecordLayout.expiry, as: UInt32.self)
         if let onlineAt = self.onlineAt, now >= onlineAt {
             self.deliverStored(key)
             self.displayed[key] = digest
@@ -69,7 +79,7 @@ final class DeviceModel {
             self.notStoredCount += 1
             return
         }
-        if self.stored.updateValue((digest, expiry), forKey: key) != nil {
+        if self.stored.updateValue((digest, expiry, now), forKey: key) != nil {
             self.coalescedCount += 1
         } else {
             self.storedCount += 1
@@ -92,7 +102,9 @@ final class DeviceModel {
     private func deliverStored(_ key: DeviceToken) {
         guard let onlineAt = self.onlineAt, let entry = self.stored.removeValue(forKey: key) else { return }
         // The expiry is the last second the notification is valid: it "passes" after that second.
-        if entry.expiry >= onlineAt {
+        if let limit = self.storageLimit, onlineAt &- entry.storedAt > limit {
+            self.discardedCount += 1
+        } else if entry.expiry >= onlineAt {
             self.displayed[key] = entry.digest
             self.deliveredLaterCount += 1
         } else {

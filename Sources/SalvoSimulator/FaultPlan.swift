@@ -89,11 +89,19 @@ public struct FaultPlan: Codable, Sendable, Equatable {
         public var offlineFraction: Double
         /// Seconds after the simulator starts when offline devices come back; nil = never in this run.
         public var onlineAfterSeconds: UInt32?
+        /// Seconds APNs keeps a notification for an offline device ("for a limited period"); nil = no limit.
+        public var storageLimitSeconds: UInt32?
 
-        public init(offlineTokens: [String] = [], offlineFraction: Double = 0, onlineAfterSeconds: UInt32? = nil) {
+        public init(
+            offlineTokens: [String] = [],
+            offlineFraction: Double = 0,
+            onlineAfterSeconds: UInt32? = nil,
+            storageLimitSeconds: UInt32? = nil
+        ) {
             self.offlineTokens = offlineTokens
             self.offlineFraction = offlineFraction
             self.onlineAfterSeconds = onlineAfterSeconds
+            self.storageLimitSeconds = storageLimitSeconds
         }
     }
 
@@ -232,7 +240,8 @@ extension FaultPlan.Devices {
         self.init(
             offlineTokens: try c.decodeIfPresent([String].self, forKey: .offlineTokens) ?? [],
             offlineFraction: try c.decodeIfPresent(Double.self, forKey: .offlineFraction) ?? 0,
-            onlineAfterSeconds: try c.decodeIfPresent(UInt32.self, forKey: .onlineAfterSeconds)
+            onlineAfterSeconds: try c.decodeIfPresent(UInt32.self, forKey: .onlineAfterSeconds),
+            storageLimitSeconds: try c.decodeIfPresent(UInt32.self, forKey: .storageLimitSeconds)
         )
     }
 }

@@ -73,7 +73,8 @@ public final class Simulator: Sendable {
             offline: plan.offlineTokens,
             offlineFraction: plan.plan.devices.offlineFraction,
             seed: plan.plan.seed,
-            onlineAt: plan.plan.devices.onlineAfterSeconds.map { startTime &+ $0 }
+            onlineAt: plan.plan.devices.onlineAfterSeconds.map { startTime &+ $0 },
+            storageLimit: plan.plan.devices.storageLimitSeconds
         )
         let ledger = DeliveryLedger(
             maximumTokens: configuration.maximumTokens,

@@ -7,8 +7,8 @@ struct Salvo: AsyncParsableCommand {
         commandName: "salvo",
         abstract: "Send Apple push notifications in bulk: fast, and with nothing lost or duplicated.",
         subcommands: [
-            SendCommand.self, DemoCommand.self, SimulateCommand.self, PayloadCommand.self, TokensCommand.self,
-            BenchCommand.self, ReportCommand.self,
+            SendCommand.self, FeedbackCommand.self, PruneCommand.self, DemoCommand.self, SimulateCommand.self,
+            PayloadCommand.self, TokensCommand.self, BenchCommand.self, ReportCommand.self,
         ]
     )
 }

@@ -66,8 +66,14 @@ struct SendCommand: AsyncParsableCommand {
     @Option(name: .customLong("collapse-id"), help: "HTTP/2 apns-collapse-id (at most 64 bytes).")
     var collapseID: String?
 
-    @Option(help: "HTTP/2: write the tokens APNs called unregistered (410) as CSV to this file.")
+    @Option(
+        help:
+            "Merge the tokens APNs called unregistered (HTTP/2 410) or invalid into this suppression file (as `feedback --into`)."
+    )
     var unregistered: String?
+
+    @Option(help: "A suppression file (from `feedback --into` or --unregistered): its tokens are not sent.")
+    var suppress: String?
 
     @OptionGroup var input: InputOptions
     @OptionGroup var delivery: DeliveryOptions
@@ -119,7 +125,8 @@ struct SendCommand: AsyncParsableCommand {
             files: self.tokens,
             input: self.input.tokenSourceOptions,
             interface: interface,
-            outputs: self.output.outputs(unregistered: self.unregistered)
+            outputs: self.output.outputs(unregistered: self.unregistered),
+            suppress: self.suppress
         )
         let result = try await SendConsole.run(request, what: what, quiet: self.output.quiet)
         if !result.isComplete { throw ExitCode(1) }

@@ -16,6 +16,9 @@ struct InputOptions: ParsableArguments {
     @Flag(help: "Refuse a token already seen earlier in the input (keeps a set of every token in memory).")
     var dedupe = false
 
+    @Option(help: "How the column writes tokens: hex (64 digits, spaces or <…> allowed) or base64 (32 raw bytes).")
+    var tokenEncoding: TokenEncoding = .hex
+
     @Option(
         help:
             "Send only partition K of N (K/N, K from 0): the rows whose token hashes to K; N workers with K = 0…N−1 send every row once."
@@ -36,7 +39,13 @@ struct InputOptions: ParsableArguments {
         let column: TokenColumn = Int(self.column).map { .number($0) } ?? .name(self.column)
         // `validate()` has checked the partition.
         let partition = try? self.resolvedPartition()
-        return TokenSource.Options(column: column, header: self.header, dedupe: self.dedupe, partition: partition)
+        return TokenSource.Options(
+            column: column,
+            header: self.header,
+            dedupe: self.dedupe,
+            partition: partition,
+            encoding: self.tokenEncoding
+        )
     }
 
     func validate() throws {
@@ -202,6 +211,7 @@ struct DeliveryOptions: ParsableArguments {
 extension HeaderMode: ExpressibleByArgument {}
 extension OnUncertain: ExpressibleByArgument {}
 extension BinaryTransport: ExpressibleByArgument {}
+extension TokenEncoding: ExpressibleByArgument {}
 
 /// Where the results go (shared by `send` and `demo`).
 struct OutputOptions: ParsableArguments {

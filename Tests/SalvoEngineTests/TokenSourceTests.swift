@@ -167,3 +167,32 @@ func drain(_ source: TokenSource, chunk: Int = 3) throws -> [TokenRow] {
         for row in rows { #expect(try source.token(at: row.reference) == row.token) }
     }
 }
+
+@Suite struct TokenEncodingTests {
+    @Test func aBase64ColumnReadsAndReadsAgain() throws {
+        let tokens = (1...5).map { token(UInt8($0 * 40)) }
+        let path = try temporaryFile(
+            "token\n" + tokens.map(\.base64String).joined(separator: "\n") + "\n\(hex(1))\n"
+        )
+        let source = TokenSource(files: [path], options: TokenSource.Options(encoding: .base64))
+        let summary = try source.validate()
+        #expect(summary.validRows == 5)
+        #expect(summary.rejects.map(\.line) == [7])
+        let rows = try drain(source)
+        #expect(rows.map(\.token) == tokens)
+        #expect(try rows.map { try source.token(at: $0.reference) } == tokens)
+    }
+
+    @Test func hexAsApplePrintsIt() throws {
+        let spaced =
+            "<"
+            + stride(from: 0, to: 64, by: 8).map { offset in
+                let text = hex(0xAB).uppercased()
+                return String(text.dropFirst(offset).prefix(8))
+            }.joined(separator: " ") + ">"
+        let path = try temporaryFile("token\n\"\(spaced)\"\n")
+        let source = TokenSource(files: [path])
+        #expect(try source.validate().validRows == 1)
+        #expect(try drain(source).map(\.token) == [token(0xAB)])
+    }
+}

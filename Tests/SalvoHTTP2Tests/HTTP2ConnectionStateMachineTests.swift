@@ -141,7 +141,9 @@ import Testing
         #expect(results.deliveries.map(\.apnsID) == ["a-1", "a-4"])
         #expect(results.outcomes.rejectedRows.map(\.line) == [2, 3])
         #expect(results.outcomes.rejectedRows.allSatisfy { $0.file == "tokens.csv" })
-        #expect(results.outcomes.unregistered.map(\.timestamp) == [1_600_000_000_000])
+        // The suppression list: the 410 with its timestamp, the bad token with its reason.
+        #expect(results.outcomes.unregistered.map(\.timestamp) == [nil, 1_600_000_000_000])
+        #expect(results.outcomes.unregistered.map(\.reason) == ["BadDeviceToken", "Unregistered"])
         #expect(machine.takeResults() == nil)
         #expect(!machine.readComplete().giveBack)
     }

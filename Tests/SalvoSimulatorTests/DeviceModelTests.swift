@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import SalvoSimulator
@@ -51,5 +52,57 @@ import Testing
         #expect(model.expiredCount == 1)
         // A device the plan never took offline is not the model's business.
         #expect(TestTokens.token(3).withUnsafeBytes { model.outcome($0.baseAddress!) } == nil)
+    }
+}
+
+@Suite struct DeviceModelStorageTests {
+    private func send(_ model: DeviceModel, _ token: [UInt8], digest: UInt64, command: UInt8, now: UInt32) {
+        let batch = LedgerBatch(capacity: 1)
+        token.withUnsafeBytes {
+            batch.append(
+                token: $0,
+                identifier: 0,
+                connection: 1,
+                expiry: 0,
+                priority: 10,
+                command: command,
+                digest: digest
+            )
+        }
+        batch.drainAll { entry, _ in model.accept(entry, now: now) }
+    }
+
+    @Test func aCommandZeroNotificationIsStoredLikeAnyOther() throws {
+        let device = TestTokens.token(4)
+        var offline = TokenSet()
+        device.withUnsafeBytes { _ = offline.insert($0) }
+        let model = DeviceModel(offline: offline, offlineFraction: 0, seed: 1, onlineAt: 1_000)
+        self.send(model, device, digest: 7, command: 0, now: 10)
+        // Command 2 with expiry 0 is still "deliver once or never".
+        self.send(model, TestTokens.token(4), digest: 8, command: 2, now: 20)
+        #expect(model.storedCount == 1 && model.notStoredCount == 1)
+        model.advance(to: 5_000)
+        #expect(device.withUnsafeBytes { model.outcome($0.baseAddress!) }?.displayed == 7)
+    }
+
+    @Test func aNotificationStoredLongerThanTheLimitIsDiscarded() throws {
+        let (early, late) = (TestTokens.token(5), TestTokens.token(6))
+        var offline = TokenSet()
+        for device in [early, late] { device.withUnsafeBytes { _ = offline.insert($0) } }
+        let model = DeviceModel(offline: offline, offlineFraction: 0, seed: 1, onlineAt: 1_000, storageLimit: 500)
+        self.send(model, early, digest: 1, command: 0, now: 100)  // waits 900 s: over the limit
+        self.send(model, late, digest: 2, command: 0, now: 600)  // waits 400 s
+        model.advance(to: 1_000)
+        #expect(early.withUnsafeBytes { model.outcome($0.baseAddress!) }?.displayed == nil)
+        #expect(late.withUnsafeBytes { model.outcome($0.baseAddress!) }?.displayed == 2)
+        #expect(model.discardedCount == 1 && model.deliveredLaterCount == 1)
+    }
+
+    @Test func thePlanCarriesTheStorageLimit() throws {
+        let plan = try JSONDecoder().decode(
+            FaultPlan.self,
+            from: Data(#"{"devices":{"offlineFraction":0.1,"storageLimitSeconds":2419200}}"#.utf8)
+        )
+        #expect(plan.devices.storageLimitSeconds == 2_419_200)
     }
 }

@@ -1,0 +1,125 @@
+import ArgumentParser
+import Foundation
+import SalvoEngine
+
+/// `salvo feedback --gateway production --cert C --key K [--output FILE] [--into SUPPRESSION.csv]`
+struct FeedbackCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "feedback",
+        abstract: "Read the feedback service's list of devices that no longer take notifications (binary interface).",
+        discussion: """
+            Writes CSV `token,timestamp,time` (64 lowercase hex digits, UNIX seconds, ISO 8601) to standard \
+            output or --output; --into merges the tuples into a suppression file (one row per token, the newest \
+            timestamp kept). The service clears its list once read: keep the output. Exit status: 0 when every \
+            tuple was read; 1 when something was wrong with the stream (named; the whole tuples are still \
+            written); 3 when the service could not be read at all.
+            """
+    )
+
+    @Option(help: "HOST:PORT, or `production` / `sandbox` for feedback[.sandbox].push.apple.com:2196.")
+    var gateway: String
+
+    @Option(help: "The client certificate (PEM).")
+    var cert: String?
+
+    @Option(help: "The client certificate's private key (PEM).")
+    var key: String?
+
+    @Option(help: "The client certificate and key as one PKCS#12 file (instead of --cert and --key).")
+    var pkcs12: String?
+
+    @Option(help: "The passphrase of the key or the PKCS#12 file.")
+    var passphrase: String?
+
+    @Option(help: "CA certificates (PEM) to trust for the service (default: the system's).")
+    var ca: String?
+
+    @Option(help: "The name the service's certificate must carry (default: the host).")
+    var serverName: String?
+
+    @Option(help: "Write the CSV to this file (atomically) instead of standard output.")
+    var output: String?
+
+    @Option(help: "Merge the tuples into this suppression file (created when missing).")
+    var into: String?
+
+    @Option(help: "Seconds the whole read may take.")
+    var timeout: Int = 60
+
+    @Option(help: "Transport: uring or socket (default: SALVO_TRANSPORT, else io_uring where the kernel allows it).")
+    var transport: BinaryTransport?
+
+    func validate() throws {
+        guard (self.cert != nil && self.key != nil) != (self.pkcs12 != nil) else {
+            throw ValidationError("give --cert and --key, or --pkcs12")
+        }
+        _ = try self.address()
+        guard self.timeout >= 1 else { throw ValidationError("--timeout is at least 1 second (got \(self.timeout))") }
+        if let output, let into, output == into {
+            throw ValidationError("--output and --into both name \(output): give two files")
+        }
+    }
+
+    func run() async throws {
+        try await exitingOnUserError { try await self.read() }
+    }
+
+    private func address() throws(ValidationError) -> GatewayAddress {
+        guard let address = GatewayAddress(parsing: self.gateway, for: .feedback) else {
+            throw ValidationError("--gateway is HOST:PORT, production or sandbox (got \(self.gateway))")
+        }
+        return address
+    }
+
+    private func read() async throws {
+        let identity: GatewayCredentials.Identity =
+            if let pkcs12 { .pkcs12(file: pkcs12, passphrase: self.passphrase) } else {
+                .pem(certificateChainFile: self.cert!, privateKeyFile: self.key!, passphrase: self.passphrase)
+            }
+        var transport = self.transport
+        if transport == nil, let variable = ProcessInfo.processInfo.environment["SALVO_TRANSPORT"], variable != "auto" {
+            transport = BinaryTransport(rawValue: variable)
+        }
+        let configuration = FeedbackClient.Configuration(
+            gateway: try self.address(),
+            serverName: self.serverName,
+            credentials: GatewayCredentials(identity: identity, trustedCAFile: self.ca),
+            timeout: .seconds(self.timeout),
+            transport: transport
+        )
+        let read: FeedbackRead
+        do {
+            read = try await FeedbackClient.read(configuration)
+        } catch {
+            throw UserError(error.message)
+        }
+        var list = SuppressionList()
+        for entry in read.entries {
+            list.add(.init(token: entry.token, timestamp: Int64(entry.timestamp), reason: "Feedback"))
+        }
+        do {
+            if let output {
+                try list.write(to: output, header: SuppressionList.feedbackHeader)
+            } else {
+                var text = SuppressionList.feedbackHeader + "\n"
+                for entry in list.sortedEntries {
+                    text += "\(entry.token.hexString),\(entry.timestamp),\(UnixTime.iso8601(entry.timestamp))\n"
+                }
+                FileHandle.standardOutput.write(Data(text.utf8))
+            }
+            if let into {
+                let merged = try list.merge(into: into)
+                FileHandle.standardError.write(Data("\(into): \(merged.count) token(s) suppressed\n".utf8))
+            }
+        } catch {
+            throw UserError(error.message)
+        }
+        FileHandle.standardError.write(
+            Data("read \(read.entries.count) tuple(s) from \(configuration.gateway)\n".utf8)
+        )
+        for problem in read.problems {
+            FileHandle.standardError.write(Data("Warning: \(problem)\n".utf8))
+        }
+        if !read.problems.isEmpty { throw ExitCode(1) }
+    }
+}
