@@ -43,6 +43,24 @@ public struct BulkSend: Sendable {
         stop: JobStop? = nil
     ) async throws(JobError) -> SendResult {
         var result: SendResult
+        // Nothing valid to send: no connection at all (a gateway sees no empty session), and the files say so.
+        guard self.summary.validRows > 0 else {
+            var report = JobReport()
+            report.gateway = self.request.gateway
+            report.inputRows = self.summary.rejects.count
+            report.invalidInput = self.summary.rejects.count
+            result = SendResult(
+                report: report,
+                inputRejects: self.summary.rejects,
+                rejectedRows: [],
+                unregistered: [],
+                stopped: nil,
+                notSent: 0,
+                connectionErrors: []
+            )
+            try OutputFiles.write(result, to: self.request.outputs)
+            return result
+        }
         switch self.request.interface {
         case .binary(let configuration):
             result = try await self.runBinary(configuration, progress: progress, stop: stop)
