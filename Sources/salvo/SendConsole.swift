@@ -21,7 +21,10 @@ enum SendConsole {
         }
         let rejects = send.summary.rejects
         for reject in rejects.prefix(10) {
-            log("\(reject.file): line \(reject.line): \(reject.reason) (value: \(reject.value))")
+            // Input text is escaped: a token file may hold escape sequences that would act on the terminal.
+            log(
+                TerminalText.escaped("\(reject.file): line \(reject.line): \(reject.reason) (value: \(reject.value))")
+            )
         }
         if rejects.count > 10 {
             log("… and \(rejects.count - 10) more bad rows\(request.outputs.rejects.map { " (all in \($0))" } ?? "")")

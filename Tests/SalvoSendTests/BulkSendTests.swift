@@ -40,6 +40,11 @@ private func unusedBinaryInterface() throws -> SendRequest.Interface {
 }
 
 @Suite struct SendRequestCheckTests {
+    @Test func controlCharactersFromTheInputAreEscapedBeforeTheyReachATerminal() {
+        #expect(TerminalText.escaped("ab\u{1B}[2Jc\r\u{7}") == "ab\\u{1B}[2Jc\\u{D}\\u{7}")
+        #expect(TerminalText.escaped("plain, é") == "plain, é")
+    }
+
     @Test func anEmptyTokenFileConnectsToNothingAndStillWritesTheReport() async throws {
         let here = try folder()
         let input = try tokenFile(in: here, tokens: [])
