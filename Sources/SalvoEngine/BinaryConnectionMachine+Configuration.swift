@@ -17,7 +17,8 @@ extension BinaryConnectionMachine.Configuration {
             onUncertain: job.onUncertain,
             // Encoding pauses while the connection holds this much unsent: enough to keep the socket busy, little
             // enough that a connection that dies leaves few rows to settle.
-            queueLimitBytes: 4 * job.flush.bytes
+            queueLimitBytes: 4 * job.flush.bytes,
+            answerTimeoutNanoseconds: job.answerTimeout.nanoseconds
         )
     }
 }
@@ -29,6 +30,8 @@ extension BinaryConnectionMachine.ConnectFailure {
         case .unknownCA, .certificateExpired, .keyMismatch, .wrongPassphrase, .hostnameMismatch, .certificateRejected,
             .handshakeRefused, .unreadableCredential, .invalidConfiguration, .peerCertificateMissing:
             self = .credentials(error.message)
+        case .nameResolution, .protocolMismatch:
+            self = .hopeless(error.message)
         default:
             self = .unreachable(error.message)
         }

@@ -26,6 +26,10 @@ struct BinaryConnectionMachine {
         var onUncertain: OnUncertain
         /// Ciphertext the connection may hold unsent before encoding pauses.
         var queueLimitBytes: Int
+        /// How long a barrier waits for its answer, and how long written bytes may wait to be read, counted from
+        /// the last time the gateway's TCP acknowledged anything: a gateway silent that long is left (at least
+        /// the settle time).
+        var answerTimeoutNanoseconds: UInt64 = 10_000_000_000
     }
 
     /// What the driver does next.
@@ -62,6 +66,8 @@ struct BinaryConnectionMachine {
         case credentials(String)
         /// The gateway could not be reached (refused, reset, timed out).
         case unreachable(String)
+        /// Retrying cannot help (the name does not resolve, the peer does not speak TLS): stop at once.
+        case hopeless(String)
     }
 
     /// Why a connection ended.
@@ -96,6 +102,12 @@ struct BinaryConnectionMachine {
         var flushScheduled = false
         /// The peer said something that is not an error response: its close counts as a failure.
         var misbehaved = false
+        /// When the barrier was written.
+        var barrierAt: UInt64?
+        /// Ciphertext the connection has written, and what the peer's TCP acknowledged, since when.
+        var ciphertextEnd = 0
+        var acknowledged = 0
+        var acknowledgedSince: UInt64 = 0
     }
 
     private(set) var state = State.idle
@@ -114,6 +126,8 @@ struct BinaryConnectionMachine {
     /// Connections in a row that settled nothing (a connect that failed counts too).
     private(set) var failures = 0
     private var lastConnectAt: UInt64 = 0
+    /// When the job (this shard, or another through `noteProgress`) last settled a row; 0 before the start.
+    private(set) var lastProgressAt: UInt64 = 0
     private var generator: SplitMix64
 
     init(configuration: Configuration, files: [String], seed: UInt64) {
@@ -138,7 +152,25 @@ struct BinaryConnectionMachine {
         }
         self.state = .connecting
         self.lastConnectAt = now
+        if self.lastProgressAt == 0 { self.lastProgressAt = now }
         return .connect
+    }
+
+    /// The job settled rows at `time` (another shard's progress counts: the gateway is alive).
+    mutating func noteProgress(at time: UInt64) {
+        self.lastProgressAt = max(self.lastProgressAt, time)
+    }
+
+    /// Whether failures in a row have lasted long enough, with no progress, to give up.
+    private func givesUp(now: UInt64) -> Bool {
+        let since = now > self.lastProgressAt ? now - self.lastProgressAt : 0
+        return self.configuration.reconnect.givesUp(after: self.failures, sinceProgress: since)
+    }
+
+    /// "N connects in a row failed and no row settled for S s", for messages.
+    private func streak(_ what: String, now: UInt64) -> String {
+        let since = now > self.lastProgressAt ? now - self.lastProgressAt : 0
+        return "\(self.failures) \(what) in a row and no row settled for \(since / 1_000_000_000) s"
     }
 
     /// A reconnect delay ran out.
@@ -160,12 +192,15 @@ struct BinaryConnectionMachine {
         switch failure {
         case .credentials(let message):
             return self.fail(.credentials, "the TLS handshake with the gateway failed: \(message)")
+        case .hopeless(let message):
+            return self.fail(.unreachable, "cannot reach \(self.configuration.gateway): \(message)")
         case .unreachable(let message):
             self.failures += 1
-            if self.configuration.reconnect.givesUp(after: self.failures) {
+            if self.givesUp(now: now) {
                 return self.fail(
                     .unreachable,
-                    "cannot reach \(self.configuration.gateway) after \(self.failures) tries: \(message)"
+                    "cannot reach \(self.configuration.gateway) (\(self.streak("failed connects", now: now))): "
+                        + message
                 )
             }
             return self.reconnectAction(now: now)
@@ -209,7 +244,7 @@ struct BinaryConnectionMachine {
             self.state = .finished
             return .finish
         }
-        if self.configuration.reconnect.givesUp(after: self.failures) {
+        if self.givesUp(now: now) {
             let reason: String
             switch cause {
             case .local: reason = "closed locally"
@@ -217,10 +252,26 @@ struct BinaryConnectionMachine {
             }
             return self.fail(
                 .unreachable,
-                "\(self.configuration.gateway) closed \(self.failures) connections in a row: \(reason)"
+                "\(self.configuration.gateway) closed connections without settling anything "
+                    + "(\(self.streak("connections", now: now))): \(reason)"
             )
         }
         return self.reconnectAction(now: now)
+    }
+
+    /// Stops taking rows (the job was asked to stop): rows not yet written are dropped (the job counts them not
+    /// sent); what is in flight settles as usual, with the barrier.
+    mutating func interrupt() -> Action {
+        self.pending.removeAll()
+        self.exhausted = true
+        switch self.state {
+        case .open:
+            return .write
+        case .idle, .connecting:
+            return self.finishNow()
+        case .answered, .finished, .failed:
+            return .none
+        }
     }
 
     /// Stops at once (another shard failed): nothing more is decided.
@@ -316,6 +367,7 @@ struct BinaryConnectionMachine {
             // rather than waiting for rows to be presumed (which a slow gateway, or a small flight, may never
             // allow).
             open.barrierWritten = true
+            open.barrierAt = now
             action = .writeBarrier(identifier: self.window.record(SentWindow.barrierRow))
         } else if open.unflushedBytes > 0 {
             if configuration.flush.shouldFlush(
@@ -349,6 +401,7 @@ struct BinaryConnectionMachine {
         guard case .open(var open) = self.state else { return }
         self.window.markWritten(ciphertextStart: ciphertextStart, ciphertextEnd: ciphertextEnd)
         self.outcomes.wrote(bytes: bytes)
+        open.ciphertextEnd = ciphertextEnd
         open.unflushedBytes = 0
         open.unflushedSince = nil
         self.state = .open(open)
@@ -381,12 +434,16 @@ struct BinaryConnectionMachine {
         return .close
     }
 
-    /// The peer said something that is not an error response: nothing it says can be trusted.
-    mutating func receivedGarbage() -> Action {
-        guard case .open(var open) = self.state else { return .none }
-        open.misbehaved = true
-        self.state = .open(open)
-        return .abort
+    /// The peer said something that is not an error response: it is not an APNs binary gateway (an HTTP/2 port,
+    /// another service), and retrying cannot help. The rows on the connection stay unsettled.
+    mutating func receivedGarbage(_ bytes: String = "") -> Action {
+        guard case .open = self.state else { return .none }
+        let sample = bytes.isEmpty ? "" : " (\(bytes))"
+        return self.fail(
+            .unreachable,
+            "\(self.configuration.gateway) answered bytes that are not an APNs error response\(sample): "
+                + "is it the binary interface's port (2195, or the simulator's gateway port)?"
+        )
     }
 
     /// Presumes accepted what the gateway has certainly read at least the settle time ago.
@@ -399,6 +456,12 @@ struct BinaryConnectionMachine {
     /// - Parameter acknowledged: ciphertext the peer's TCP acknowledged.
     mutating func tick(acknowledged: Int, now: UInt64) -> Action {
         guard case .open(var open) = self.state, now > self.configuration.settleNanoseconds else { return .none }
+        if acknowledged != open.acknowledged || open.acknowledgedSince == 0 {
+            open.acknowledged = acknowledged
+            open.acknowledgedSince = now
+            self.state = .open(open)
+        }
+        if let action = self.timeOut(&open, now: now) { return action }
         var consumed = acknowledged
         if self.configuration.command != .simple { consumed -= self.configuration.peerReceiveBufferBytes }
         if consumed > 0 { self.window.observe(consumedThrough: consumed, at: now) }
@@ -407,10 +470,32 @@ struct BinaryConnectionMachine {
         guard presumed > 0 else { return .none }
         self.outcomes.presume(presumed)
         open.settledAny = true
+        self.lastProgressAt = now
         self.state = .open(open)
         self.flightLimit = min(self.configuration.windowCapacity, 2 * self.flightLimit)
         if self.isDone { return self.finishNow() }
         return wasFull || self.configuration.command == .simple ? .write : .none
+    }
+
+    /// Leaves a gateway that has been silent too long: a barrier with no answer, or written bytes it does not
+    /// read. Rows its TCP acknowledged at least the settle time ago are presumed (it read them and said nothing);
+    /// the rest follow the uncertain policy when the connection is gone.
+    private mutating func timeOut(_ open: inout Open, now: UInt64) -> Action? {
+        let timeout = max(self.configuration.answerTimeoutNanoseconds, self.configuration.settleNanoseconds)
+        let quietSince = max(open.barrierAt ?? 0, open.acknowledgedSince)
+        let waiting = open.barrierAt != nil || open.ciphertextEnd > open.acknowledged
+        guard waiting, now > quietSince, now - quietSince >= timeout else { return nil }
+        self.window.observe(consumedThrough: open.acknowledged, at: open.acknowledgedSince)
+        let presumed = self.window.presume(readBefore: now - self.configuration.settleNanoseconds)
+        if presumed > 0 {
+            self.outcomes.presume(presumed)
+            open.settledAny = true
+            self.lastProgressAt = now
+        }
+        if open.barrierAt != nil { self.outcomes.barrierUnanswered() }
+        open.misbehaved = true
+        self.state = .open(open)
+        return .abort
     }
 
     private mutating func settle(_ settlement: SentWindow.Settlement) {

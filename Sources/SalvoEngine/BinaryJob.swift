@@ -9,6 +9,8 @@ public struct JobResult: Sendable {
     public var rejectedRows: [RejectedRow]
     /// Tokens the gateway refused as invalid (status 8), for the suppression list.
     public var unregistered: [UnregisteredToken] = []
+    /// The error that stopped the job before every row was settled (the report says how far it got).
+    public var error: JobError?
 }
 
 /// A bulk send over the binary interface: N shards, each with its own queue, connection, buffers and sent
@@ -27,21 +29,36 @@ public enum BinaryJob {
     /// - Parameters:
     ///   - source: validated (`validate()` returned `summary`).
     ///   - progress: called about every `progressInterval` on a private queue while the job runs.
-    /// - Throws: `JobError` when the job cannot go on (credentials refused, gateway unreachable after every
-    ///   retry, input unreadable); rows already settled stay settled at the gateway.
+    ///   - stop: lets the caller stop the job (a signal): it drains, then returns what it settled.
+    /// - Throws: `JobError` only when the job cannot start (credentials unreadable). A job that cannot go on
+    ///   (credentials refused, gateway unreachable after every retry, input unreadable) returns its result with
+    ///   `error` set and the rows it did not settle in `report.notSent`.
     public static func run(
         configuration: BinaryJobConfiguration,
         source: TokenSource,
         summary: TokenSource.Summary,
         inputRows: Int,
         progressInterval: Duration = .milliseconds(500),
-        progress: (@Sendable (Progress) -> Void)? = nil
+        progress: (@Sendable (Progress) -> Void)? = nil,
+        stop: JobStop? = nil
     ) async throws -> JobResult {
         precondition(configuration.connections >= 1 && configuration.connections <= 64, "1 to 64 connections")
         let capacity = max(1024, configuration.windowRows / configuration.connections)
         let tls = try configuration.credentials.makeContext()
+        let pacer = ConnectPacer(
+            floor: configuration.reconnect.minimumInterval.nanoseconds,
+            ceiling: configuration.reconnect.maximumDelay.nanoseconds,
+            now: DispatchTime.now().uptimeNanoseconds
+        )
         let shards = try (0..<configuration.connections).map { index in
-            try Shard(index: index, configuration: configuration, tls: tls, source: source, windowCapacity: capacity)
+            try Shard(
+                index: index,
+                configuration: configuration,
+                tls: tls,
+                source: source,
+                pacer: pacer,
+                windowCapacity: capacity
+            )
         }
         let started = DispatchTime.now().uptimeNanoseconds
         let seconds = { @Sendable in Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9 }
@@ -70,6 +87,11 @@ public enum BinaryJob {
         defer { ticker?.cancel() }
 
         let failure = NIOLockedValueBox<JobError?>(nil)
+        stop?.install { immediate in
+            for shard in shards {
+                if immediate { shard.stop() } else { shard.drain(grace: stop?.grace ?? .zero) }
+            }
+        }
         await withTaskGroup(of: Void.self) { group in
             for shard in shards {
                 group.addTask {
@@ -91,7 +113,7 @@ public enum BinaryJob {
                 }
             }
         }
-        if let error = failure.withLockedValue({ $0 }) { throw error }
+        let error = failure.withLockedValue { $0 }
 
         var outcomes = RowOutcomes(onUncertain: configuration.onUncertain, files: source.files)
         for shard in shards {
@@ -106,9 +128,11 @@ public enum BinaryJob {
         report.validRows = summary.validRows
         report.invalidInput = summary.rejects.count
         report.onUncertain = configuration.onUncertain.rawValue
+        report.notSent = max(0, summary.validRows - outcomes.settled)
+        if report.notSent > 0 { report.stopped = error?.message ?? stop?.reason }
         report.seconds = seconds()
         report.notificationsPerSecond = report.seconds > 0 ? Double(report.delivered) / report.seconds : 0
         rejectedRows.sort { $0.line < $1.line }
-        return JobResult(report: report, rejectedRows: rejectedRows, unregistered: outcomes.unregistered)
+        return JobResult(report: report, rejectedRows: rejectedRows, unregistered: outcomes.unregistered, error: error)
     }
 }

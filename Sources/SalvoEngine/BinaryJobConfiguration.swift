@@ -35,6 +35,10 @@ public struct BinaryJobConfiguration: Sendable {
     public var connectTimeout: Duration
     /// The most a TLS handshake may take.
     public var handshakeTimeout: Duration
+    /// How long a connection waits for the barrier's answer, or for the gateway to read what was written, after
+    /// the gateway last showed life: then the connection is left (rows read the settle time before are presumed,
+    /// the report counts the unanswered barrier).
+    public var answerTimeout: Duration
 
     public init(
         host: String,
@@ -53,7 +57,8 @@ public struct BinaryJobConfiguration: Sendable {
         onUncertain: OnUncertain = .resend,
         transport: BinaryTransport? = nil,
         connectTimeout: Duration = .seconds(10),
-        handshakeTimeout: Duration = .seconds(10)
+        handshakeTimeout: Duration = .seconds(10),
+        answerTimeout: Duration = .seconds(10)
     ) {
         self.host = host
         self.port = port
@@ -72,6 +77,7 @@ public struct BinaryJobConfiguration: Sendable {
         self.transport = transport
         self.connectTimeout = connectTimeout
         self.handshakeTimeout = handshakeTimeout
+        self.answerTimeout = answerTimeout
     }
 
     /// "binary command 2", for reports.

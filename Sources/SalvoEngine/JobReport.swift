@@ -44,7 +44,16 @@ public struct JobReport: Codable, Hashable, Sendable {
     public var uncertainEvents = 0
     /// What happens to uncertain rows: "resend" (at least once) or "report" (at most once).
     public var onUncertain = OnUncertain.resend.rawValue
+    /// Valid rows with no end because the job stopped first (interrupted, or a fatal error): never written, or
+    /// written and unanswered when it stopped. `confirmed + presumed + rejected + expired + uncertain + notSent`
+    /// is `validRows`.
+    public var notSent = 0
+    /// Why the job stopped before every row was settled; nil when it ran to the end.
+    public var stopped: String?
     public var reconnects = 0
+    /// Barriers the gateway never answered: their connections were left after the answer timeout, the rows read
+    /// long enough before presumed, the rest uncertain.
+    public var unansweredBarriers = 0
     /// Error responses whose identifier named no unsettled notification (late or unknown).
     public var unmatchedErrors = 0
     public var bytesWritten = 0
@@ -71,6 +80,7 @@ public struct JobReport: Codable, Hashable, Sendable {
         self.resent += other.resent
         self.uncertainEvents += other.uncertainEvents
         self.reconnects += other.reconnects
+        self.unansweredBarriers += other.unansweredBarriers
         self.unmatchedErrors += other.unmatchedErrors
         self.bytesWritten += other.bytesWritten
     }
@@ -93,8 +103,15 @@ public struct JobReport: Codable, Hashable, Sendable {
         lines.append("expired    \(self.expired)")
         lines.append("uncertain  \(self.uncertain) left, \(self.uncertainEvents) seen (policy: \(self.onUncertain))")
         lines.append("resent     \(self.resent); reconnects \(self.reconnects)")
+        if self.unansweredBarriers > 0 {
+            lines.append(
+                "barriers   \(self.unansweredBarriers) unanswered: the gateway went silent; rows it read before are "
+                    + "presumed, not confirmed"
+            )
+        }
         let rate = Int(self.notificationsPerSecond.rounded())
         lines.append("time       \(Self.seconds(self.seconds)) s, \(rate) notifications/s")
+        if let stopped = self.stopped { lines.append("stopped    \(stopped); \(self.notSent) rows not settled") }
         lines.append(self.isComplete ? "result     every row delivered" : "result     NOT every row delivered")
         return lines.joined(separator: "\n")
     }

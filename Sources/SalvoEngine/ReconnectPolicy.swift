@@ -20,6 +20,10 @@ public struct ReconnectPolicy: Hashable, Sendable {
     }
     /// Give up after this many failures in a row (a connect that succeeds resets the count).
     public var maximumAttempts: Int
+    /// With the binary interface, give up only when, besides `maximumAttempts` failures in a row, the job has
+    /// settled no row for this long: a gateway that refuses some connects (pacing them) while the job makes
+    /// progress is backed off from, never abandoned.
+    public var giveUpAfter: Duration
 
     // Kept in nanoseconds of the monotonic clock the callers read, so that `delay` does no conversion.
     private var initialNanoseconds: UInt64
@@ -30,14 +34,22 @@ public struct ReconnectPolicy: Hashable, Sendable {
         initialDelay: .milliseconds(100),
         maximumDelay: .seconds(30),
         minimumInterval: .milliseconds(50),
-        maximumAttempts: 12
+        maximumAttempts: 12,
+        giveUpAfter: .seconds(30)
     )
 
-    public init(initialDelay: Duration, maximumDelay: Duration, minimumInterval: Duration, maximumAttempts: Int) {
+    public init(
+        initialDelay: Duration,
+        maximumDelay: Duration,
+        minimumInterval: Duration,
+        maximumAttempts: Int,
+        giveUpAfter: Duration = .zero
+    ) {
         self.initialNanoseconds = initialDelay.nanoseconds
         self.maximumNanoseconds = maximumDelay.nanoseconds
         self.floorNanoseconds = minimumInterval.nanoseconds
         self.maximumAttempts = maximumAttempts
+        self.giveUpAfter = giveUpAfter
     }
 
     /// How long to wait before the next connect.
@@ -64,6 +76,13 @@ public struct ReconnectPolicy: Hashable, Sendable {
     /// Whether to stop trying.
     public func givesUp(after failures: Int) -> Bool {
         failures >= self.maximumAttempts
+    }
+
+    /// Whether to stop trying: `maximumAttempts` failures in a row and no progress for `giveUpAfter`.
+    ///
+    /// - Parameter sinceProgress: nanoseconds since the job last settled a row (or started).
+    public func givesUp(after failures: Int, sinceProgress: UInt64) -> Bool {
+        failures >= self.maximumAttempts && sinceProgress >= self.giveUpAfter.nanoseconds
     }
 }
 

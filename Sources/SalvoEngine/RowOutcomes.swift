@@ -89,6 +89,9 @@ public struct RowOutcomes: Sendable {
         return false
     }
 
+    /// A barrier the gateway never answered (the connection was left after the answer timeout).
+    public mutating func barrierUnanswered() { self.report.unansweredBarriers += 1 }
+
     /// A connection that ends (reconnects count toward the report).
     public mutating func reconnected() { self.report.reconnects += 1 }
 

@@ -20,6 +20,9 @@ final class Shard: @unchecked Sendable {
     private let tls: TLSContext
     private let context: IOContext
     private let source: TokenSource
+    private let pacer: ConnectPacer
+    /// Rows this shard had settled when it last told the pacer.
+    private var settledReported = 0
     private(set) var machine: BinaryConnectionMachine
     private var connection: TLSConnection?
     private var outbound: ByteBuffer
@@ -32,8 +35,10 @@ final class Shard: @unchecked Sendable {
         configuration: BinaryJobConfiguration,
         tls: TLSContext,
         source: TokenSource,
+        pacer: ConnectPacer,
         windowCapacity: Int
     ) throws {
+        self.pacer = pacer
         self.index = index
         self.queue = DispatchQueue(label: "salvo.shard.\(index)")
         self.configuration = configuration
@@ -70,6 +75,19 @@ final class Shard: @unchecked Sendable {
         }
     }
 
+    /// Stops taking rows; the rows in flight have `grace` to settle, then the shard stops.
+    func drain(grace: Duration) {
+        self.queue.async {
+            guard self.completion != nil else { return }
+            self.perform(self.machine.interrupt())
+            self.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(grace.nanoseconds))) {
+                guard self.completion != nil else { return }
+                self.machine.stop()
+                self.end(.success(()), abort: true)
+            }
+        }
+    }
+
     /// Stops at once (another shard hit a fatal error): closes the connection, keeps the counts.
     func stop() {
         self.queue.async {
@@ -86,7 +104,14 @@ final class Shard: @unchecked Sendable {
         case .none:
             break
         case .connect:
-            self.connect()
+            // Every connect of the job takes a slot from the shared pacer.
+            let now = Self.now()
+            let at = self.pacer.slot(earliest: now)
+            guard at > now else { return self.connect() }
+            self.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(at - now))) { [weak self] in
+                guard let self, case .connecting = self.machine.state else { return }
+                self.connect()
+            }
         case .reconnect(let delay):
             self.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay))) { [weak self] in
                 guard let self else { return }
@@ -130,12 +155,16 @@ final class Shard: @unchecked Sendable {
             case .success(let connection):
                 self.opened(connection)
             case .failure(let error):
-                self.perform(self.machine.connectFailed(.init(error), now: Self.now()))
+                let failure = BinaryConnectionMachine.ConnectFailure(error)
+                if case .unreachable = failure { self.pacer.refused() }
+                self.machine.noteProgress(at: self.pacer.lastProgressAt)
+                self.perform(self.machine.connectFailed(failure, now: Self.now()))
             }
         }
     }
 
     private func opened(_ connection: TLSConnection) {
+        self.pacer.connected()
         self.machine.opened()
         guard case .open = self.machine.state else {
             connection.close()
@@ -209,9 +238,21 @@ final class Shard: @unchecked Sendable {
             while let response = try ErrorResponse.read(from: &self.inbound) {
                 self.perform(self.machine.received(response, resolve: self.resolve))
             }
+            self.reportProgress()
         } catch {
-            self.perform(self.machine.receivedGarbage())
+            let sample = self.inbound.readableBytesView.prefix(16).map { byte in
+                String(byte, radix: 16).count == 1 ? "0" + String(byte, radix: 16) : String(byte, radix: 16)
+            }
+            self.perform(self.machine.receivedGarbage("first bytes " + sample.joined()))
         }
+    }
+
+    /// Tells the pacer when this shard settled rows, so that other shards know the gateway is alive.
+    private func reportProgress() {
+        let settled = self.machine.outcomes.settled
+        guard settled > self.settledReported else { return }
+        self.settledReported = settled
+        self.pacer.progressed(at: Self.now())
     }
 
     private func resolve(_ journaled: SentWindow.Journaled) throws(InputError) -> DeviceToken {
@@ -221,6 +262,7 @@ final class Shard: @unchecked Sendable {
     private func tick() {
         guard let connection = self.connection else { return }
         self.perform(self.machine.tick(acknowledged: connection.ciphertextBytesAcknowledged, now: Self.now()))
+        self.reportProgress()
     }
 
     private func closed(_ end: ConnectionEnd, connection: TLSConnection) {
@@ -234,6 +276,7 @@ final class Shard: @unchecked Sendable {
             cause = end.reason == .closedLocally ? .local : .remote(end.description)
         }
         let sent = connection.statistics.bytesSent
+        self.machine.noteProgress(at: self.pacer.lastProgressAt)
         self.perform(self.machine.closed(cause, sentThrough: sent, now: Self.now(), resolve: self.resolve))
     }
 

@@ -48,6 +48,11 @@ public struct SalvoIOError: Error, CustomStringConvertible, Sendable {
         public static let handshakeRefused = Code("handshakeRefused")
         /// The TLS handshake failed for another reason (protocol version, ciphers, garbage).
         public static let handshakeFailed = Code("handshakeFailed")
+        /// The peer answered the handshake with something that is not TLS as we speak it (a plain-text service,
+        /// another protocol on that port): retrying cannot help.
+        public static let protocolMismatch = Code("protocolMismatch")
+        /// The host name cannot be resolved.
+        public static let nameResolution = Code("nameResolution")
         /// A TLS record could not be processed after the handshake.
         public static let tlsProtocol = Code("tlsProtocol")
     }

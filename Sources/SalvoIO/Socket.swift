@@ -51,7 +51,7 @@ package enum Socket {
             let rc = getaddrinfo(host, String(port), &hints, &list)
             guard rc == 0, let first = list else {
                 throw SalvoIOError(
-                    .invalidConfiguration,
+                    .nameResolution,
                     "cannot resolve host \(host): \(String(cString: gai_strerror(rc)))"
                 )
             }

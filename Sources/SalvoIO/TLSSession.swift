@@ -262,9 +262,13 @@ final class TLSSession {
                 OpenSSLErrors.message(what, details: details)
             )
         }
-        let what = inHandshake ? "TLS handshake failed" : "TLS error"
+        let what =
+            inHandshake
+            ? "TLS handshake failed: the peer's answer is not a TLS handshake we accept (another protocol on this "
+                + "port, or no common TLS version)"
+            : "TLS error"
         return SalvoIOError(
-            inHandshake ? .handshakeFailed : .tlsProtocol,
+            inHandshake ? .protocolMismatch : .tlsProtocol,
             OpenSSLErrors.message(what, details: details)
         )
     }

@@ -50,13 +50,38 @@ public struct BulkSend: Sendable {
     /// - Parameter progress: binary interface only: called about twice a second while the job runs.
     /// - Throws: `JobError` when the job cannot run or cannot go on (credentials refused, gateway unreachable,
     ///   an output that cannot be written); refused rows are in the result, never thrown.
-    public func run(progress: (@Sendable (BinaryJob.Progress) -> Void)? = nil) async throws(JobError) -> SendResult {
+    /// - Parameter stop: binary interface: lets the caller stop the job (a signal); the result counts what did not
+    ///   settle and the files are written.
+    public func run(
+        progress: (@Sendable (BinaryJob.Progress) -> Void)? = nil,
+        stop: JobStop? = nil
+    ) async throws(JobError) -> SendResult {
         var result: SendResult
+        // Nothing valid to send: no connection at all (a gateway sees no empty session), and the files say so.
+        guard self.summary.validRows > 0 else {
+            var report = JobReport()
+            report.gateway = self.request.gateway
+            report.inputRows = self.summary.inputRows
+            report.invalidInput = self.summary.rejects.count
+            result = SendResult(
+                report: report,
+                inputRejects: self.summary.rejects,
+                rejectedRows: [],
+                unregistered: [],
+                stopped: nil,
+                notSent: 0,
+                connectionErrors: []
+            )
+            try OutputFiles.write(result, to: self.request.outputs)
+            return result
+        }
         switch self.request.interface {
         case .binary(let configuration):
-            result = try await self.runBinary(configuration, progress: progress)
+            result = try await self.runBinary(configuration, progress: progress, stop: stop)
         case .http2(let configuration):
             result = try await self.runHTTP2(configuration)
+            result.report.notSent = result.notSent
+            if result.notSent > 0 { result.report.stopped = result.stopped }
         }
         result.report.partition = self.request.input.partition
         result.report.inputFiles = self.inputFiles
@@ -67,7 +92,8 @@ public struct BulkSend: Sendable {
 
     private func runBinary(
         _ configuration: BinaryJobConfiguration,
-        progress: (@Sendable (BinaryJob.Progress) -> Void)?
+        progress: (@Sendable (BinaryJob.Progress) -> Void)?,
+        stop: JobStop?
     ) async throws(JobError) -> SendResult {
         let job: JobResult
         do {
@@ -76,7 +102,8 @@ public struct BulkSend: Sendable {
                 source: self.source,
                 summary: self.summary,
                 inputRows: self.summary.inputRows,
-                progress: progress
+                progress: progress,
+                stop: stop
             )
         } catch let error as JobError {
             throw error
@@ -88,8 +115,9 @@ public struct BulkSend: Sendable {
             inputRejects: self.summary.rejects,
             rejectedRows: self.inInputOrder(job.rejectedRows),
             unregistered: job.unregistered,
-            stopped: nil,
-            notSent: 0,
+            stopped: job.report.stopped,
+            notSent: job.report.notSent,
+            error: job.error,
             connectionErrors: []
         )
     }

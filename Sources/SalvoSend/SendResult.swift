@@ -14,6 +14,9 @@ public struct SendResult: Sendable {
     public var stopped: String?
     /// Valid rows never answered because the job stopped.
     public var notSent: Int
+    /// The error that stopped the job (binary: gateway unreachable, credentials refused, input unreadable); the
+    /// result and the files are still written.
+    public var error: JobError? = nil
     /// The first connection failures and protocol errors, to explain reconnects.
     public var connectionErrors: [String]
 

@@ -111,6 +111,7 @@ extension BenchCommand {
                             summary: summary,
                             inputRows: summary.validRows
                         )
+                        if let error = result.error { throw error }
                         let verdict = simulator.verdict(expected: ExpectedTokens(expected), listLimit: 3)
                         try await simulator.shutdown()
                         ledgerOK = ledgerOK && verdict.passed && result.report.isComplete

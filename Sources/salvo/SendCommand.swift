@@ -128,7 +128,12 @@ struct SendCommand: AsyncParsableCommand {
             outputs: self.output.outputs(unregistered: self.unregistered),
             suppress: self.suppress
         )
-        let result = try await SendConsole.run(request, what: what, quiet: self.output.quiet)
+        // The binary job stops in order on a signal; the HTTP/2 job ends at once, as before.
+        let stop = self.wireProtocol == .h2 ? nil : JobStop(grace: .seconds(2))
+        let signals = SignalStop(stop: stop)
+        defer { signals.cancel() }
+        let result = try await SendConsole.run(request, what: what, quiet: self.output.quiet, stop: stop)
+        if let signal = signals.signal { throw ExitCode(128 + signal) }
         if !result.isComplete { throw ExitCode(1) }
     }
 

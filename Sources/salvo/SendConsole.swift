@@ -10,6 +10,7 @@ enum SendConsole {
         what: String,
         quiet: Bool,
         printSummary: Bool = true,
+        stop: JobStop? = nil,
         log: (String) -> Void = { print($0) }
     ) async throws -> SendResult {
         let send: BulkSend
@@ -20,7 +21,10 @@ enum SendConsole {
         }
         let rejects = send.summary.rejects
         for reject in rejects.prefix(10) {
-            log("\(reject.file): line \(reject.line): \(reject.reason) (value: \(reject.value))")
+            // Input text is escaped: a token file may hold escape sequences that would act on the terminal.
+            log(
+                TerminalText.escaped("\(reject.file): line \(reject.line): \(reject.reason) (value: \(reject.value))")
+            )
         }
         if rejects.count > 10 {
             log("… and \(rejects.count - 10) more bad rows\(request.outputs.rejects.map { " (all in \($0))" } ?? "")")
@@ -34,7 +38,7 @@ enum SendConsole {
         if terminal { progress = { @Sendable in SendConsole.show($0) } }
         let result: SendResult
         do {
-            result = try await send.run(progress: progress)
+            result = try await send.run(progress: progress, stop: stop)
         } catch {
             if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
             throw UserError(error.message)
@@ -44,8 +48,13 @@ enum SendConsole {
             log(result.report.summary)
             log("memory     \(peakResidentBytes() >> 20) MiB peak resident")
         }
-        if result.notSent > 0 { log("not sent   \(result.notSent)") }
-        if let stopped = result.stopped { log("stopped    \(stopped)") }
+        // The summary names why the job stopped and what it left; without it, say so here.
+        if !printSummary || result.report.stopped == nil {
+            if result.notSent > 0 { log("not sent   \(result.notSent)") }
+            if let stopped = result.stopped { log("stopped    \(stopped)") }
+        }
+        // The report and the files are written; the job still failed (exit 3).
+        if let error = result.error { throw UserError(error.message) }
         if !result.unregistered.isEmpty {
             log("unregistered \(result.unregistered.count)\(request.outputs.unregistered.map { " (in \($0))" } ?? "")")
         }

@@ -143,8 +143,15 @@ struct DeliveryOptions: ParsableArguments {
         guard self.flushBytes >= 256 && self.flushBytes <= 16 << 20 else {
             throw ValidationError("--flush-bytes is 256 to 16777216 (got \(self.flushBytes))")
         }
-        guard self.flushMicroseconds >= 0, self.settleMilliseconds >= 1, self.windowRows >= 1024 else {
-            throw ValidationError("--flush-microseconds ≥ 0, --settle-milliseconds ≥ 1, --window-rows ≥ 1024")
+        // Ranges, not only signs: a value past these would overflow a duration or ask for memory no machine has.
+        let ranges: [(option: String, value: Int, range: ClosedRange<Int>)] = [
+            ("--flush-microseconds", self.flushMicroseconds, 0...10_000_000),
+            ("--settle-milliseconds", self.settleMilliseconds, 1...600_000),
+            ("--window-rows", self.windowRows, 1024...100_000_000),
+            ("--reconnect-floor-milliseconds", self.reconnectFloorMilliseconds, 0...60_000),
+        ]
+        for (option, value, range) in ranges where !range.contains(value) {
+            throw ValidationError("\(option) is \(range.lowerBound) to \(range.upperBound) (got \(value))")
         }
         _ = try self.expirySeconds()
         _ = try self.transportChoice()

@@ -58,6 +58,19 @@ struct SimulateCommand: AsyncParsableCommand {
     )
     var http2CleartextPort: Int?
 
+    func validate() throws {
+        let ports: [(String, Int?)] = [
+            ("--gateway-port", self.gatewayPort), ("--feedback-port", self.feedbackPort),
+            ("--h2-port", self.http2Port), ("--h2c-port", self.http2CleartextPort),
+        ]
+        for case (let option, let port?) in ports where !(0...65535).contains(port) {
+            throw ValidationError("\(option) is 0 to 65535 (0 = any free port; got \(port))")
+        }
+        guard (1...256).contains(self.threads) else {
+            throw ValidationError("--threads is 1 to 256 (got \(self.threads))")
+        }
+    }
+
     func run() async throws {
         if self.http2CleartextPort != nil && self.http2Port == nil {
             throw ValidationError("--h2c-port needs --h2-port: the cleartext port is a second door to the HTTP/2 API")

@@ -321,18 +321,118 @@ extension BinaryConnectionMachine {
                     return
                 }
                 #expect(error.code == .unreachable)
-                #expect(error.message.contains("gateway:2195 closed 3 connections in a row"))
+                #expect(
+                    error.message.contains("gateway:2195 closed connections without settling anything (3 connections")
+                )
             }
         }
     }
 
-    @Test func aPeerThatAnswersJunkIsAbortedAndCountsAsAFailure() {
+    @Test func aPeerThatAnswersJunkEndsTheJobAtOnce() {
         var harness = Harness(rows: 4)
         harness.open()
         harness.pump()
-        #expect(harness.machine.receivedGarbage() == .abort)
-        _ = harness.close(.local)
+        guard case .fail(let error) = harness.machine.receivedGarbage("first bytes 000012") else {
+            Issue.record("junk is not a gateway: retrying cannot help")
+            return
+        }
+        #expect(error.code == .unreachable)
+        #expect(error.message.contains("not an APNs error response (first bytes 000012)"))
+    }
+
+    @Test func anUnansweredBarrierIsLeftAfterTheAnswerTimeoutPresumingWhatWasRead() {
+        var harness = Harness(rows: 10, onUncertain: .report)
+        harness.open()
+        #expect(harness.pump() == .writeBarrier(identifier: 11))
+        let start = harness.now
+        // The gateway's TCP took the first 6 bytes (one whole batch of 4 rows), then nothing more.
+        #expect(harness.machine.tick(acknowledged: 6, now: start) == .none)
+        #expect(harness.machine.tick(acknowledged: 6, now: start + 9_000_000_000) == .none)
+        #expect(harness.report.presumed == 4, "read more than the settle time ago")
+        #expect(harness.machine.tick(acknowledged: 6, now: start + 10_000_000_000) == .abort)
+        harness.now = start + 10_000_000_000
+        #expect(harness.close(.local) == .finish)
+        #expect(harness.report.presumed == 4)
+        #expect(harness.report.uncertain == 6, "written, never acknowledged: per the policy")
+        #expect(harness.report.unansweredBarriers == 1)
+    }
+
+    @Test func theAnswerTimeoutCountsFromTheGatewaysLastSignOfLife() {
+        var harness = Harness(rows: 10)
+        harness.open()
+        harness.pump()
+        let start = harness.now
+        #expect(harness.machine.tick(acknowledged: 2, now: start) == .none)
+        #expect(harness.machine.tick(acknowledged: 4, now: start + 8_000_000_000) == .none)
+        #expect(harness.machine.tick(acknowledged: 4, now: start + 12_000_000_000) == .none, "it read 4 s ago")
+        #expect(harness.machine.tick(acknowledged: 4, now: start + 18_000_000_000) == .abort)
+    }
+
+    @Test func aGatewayThatStopsReadingIsLeftAndTheRowsFollowThePolicy() {
+        var harness = Harness(rows: 8, command: .simple)
+        harness.open()
+        harness.pump()
+        #expect(harness.written.count == 8)
+        #expect(harness.machine.tick(acknowledged: 0, now: harness.now) == .none)
+        harness.now += 10_000_000_000
+        #expect(harness.machine.tick(acknowledged: 0, now: harness.now) == .abort)
+        guard case .reconnect = harness.close(.local) else {
+            Issue.record("the rows are resent on a new connection")
+            return
+        }
+        #expect(harness.report.uncertainEvents == 8)
+        #expect(harness.report.unansweredBarriers == 0, "command 0 writes no barrier")
         #expect(harness.machine.failures == 1)
+    }
+
+    @Test func failedConnectsGiveUpOnlyAfterABoundInTimeWithoutProgress() {
+        var harness = Harness(
+            rows: 4,
+            reconnect: ReconnectPolicy(
+                initialDelay: .microseconds(1),
+                maximumDelay: .microseconds(10),
+                minimumInterval: .zero,
+                maximumAttempts: 3,
+                giveUpAfter: .seconds(60)
+            )
+        )
+        let start = harness.now
+        #expect(harness.machine.start(now: start) == .connect)
+        for attempt in 1...5 {
+            guard case .reconnect = harness.machine.connectFailed(.unreachable("reset"), now: start) else {
+                Issue.record("attempt \(attempt) is retried: the bound in time has not passed")
+                return
+            }
+            #expect(harness.machine.reconnectDue(now: start) == .connect)
+        }
+        // Another shard settled rows: the gateway is alive, only pacing connects.
+        harness.machine.noteProgress(at: start + 30_000_000_000)
+        guard case .reconnect = harness.machine.connectFailed(.unreachable("reset"), now: start + 61_000_000_000) else {
+            Issue.record("progress 31 s ago keeps the job going")
+            return
+        }
+        #expect(harness.machine.reconnectDue(now: start + 91_000_000_000) == .connect)
+        guard case .fail(let error) = harness.machine.connectFailed(.unreachable("reset"), now: start + 91_000_000_000)
+        else {
+            Issue.record("60 s with no progress and failures in a row end the job")
+            return
+        }
+        #expect(error.code == .unreachable)
+        #expect(error.message.contains("no row settled for 61 s"), "\(error.message)")
+    }
+
+    @Test func connectFailuresThatCannotHealStopAtOnce() {
+        var harness = Harness(rows: 4)
+        #expect(harness.machine.start(now: harness.now) == .connect)
+        guard
+            case .fail(let error) = harness.machine.connectFailed(.hopeless("cannot resolve host x"), now: harness.now)
+        else {
+            Issue.record("a name that does not resolve is not retried")
+            return
+        }
+        #expect(error.code == .unreachable)
+        #expect(error.message.contains("cannot resolve host x"))
+        #expect(harness.report.reconnects == 0)
     }
 
     @Test func refusedCredentialsEndTheJobAtOnce() {

@@ -74,12 +74,14 @@ struct BulkSendHarness {
     func run(_ configuration: BinaryJobConfiguration) async throws -> JobResult {
         let source = TokenSource(files: [self.tokenFile])
         let summary = try source.validate()
-        return try await BinaryJob.run(
+        let result = try await BinaryJob.run(
             configuration: configuration,
             source: source,
             summary: summary,
             inputRows: summary.validRows + summary.rejects.count
         )
+        if let error = result.error { throw error }
+        return result
     }
 
     func verdict() -> Verdict {

@@ -40,6 +40,27 @@ private func unusedBinaryInterface() throws -> SendRequest.Interface {
 }
 
 @Suite struct SendRequestCheckTests {
+    @Test func controlCharactersFromTheInputAreEscapedBeforeTheyReachATerminal() {
+        #expect(TerminalText.escaped("ab\u{1B}[2Jc\r\u{7}") == "ab\\u{1B}[2Jc\\u{D}\\u{7}")
+        #expect(TerminalText.escaped("plain, é") == "plain, é")
+    }
+
+    @Test func anEmptyTokenFileConnectsToNothingAndStillWritesTheReport() async throws {
+        let here = try folder()
+        let input = try tokenFile(in: here, tokens: [])
+        // Port 9 with no client certificate: any connect would fail the job.
+        let request = SendRequest(
+            files: [input],
+            interface: try unusedBinaryInterface(),
+            outputs: SendOutputs(report: here + "/report.json")
+        )
+        let result = try await BulkSend.prepare(request).run()
+        #expect(result.error == nil)
+        #expect(result.report.validRows == 0)
+        #expect(result.report.reconnects == 0)
+        #expect(FileManager.default.fileExists(atPath: here + "/report.json"))
+    }
+
     @Test func anOutputThatNamesAnInputFileIsRefusedBeforeSending() throws {
         let here = try folder()
         let input = try tokenFile(in: here, tokens: [anyToken()])

@@ -1,0 +1,45 @@
+import NIOConcurrencyHelpers
+
+/// A request to stop a running job from outside it (a signal, a caller's deadline), in two steps: the first
+/// `request` stops taking rows and gives the rows in flight `grace` to settle; a second one (or the grace running
+/// out) stops at once. Either way the job returns its result, with the rows it did not settle counted.
+///
+/// Thread-safe: any thread may request; the job registers one handler.
+public final class JobStop: Sendable {
+    private struct State {
+        var requests = 0
+        var reason: String?
+        var handler: (@Sendable (_ immediate: Bool) -> Void)?
+    }
+
+    /// How long rows in flight may take to settle after the first request.
+    public let grace: Duration
+    private let state = NIOLockedValueBox(State())
+
+    public init(grace: Duration = .seconds(2)) {
+        self.grace = grace
+    }
+
+    /// Asks the job to stop; `reason` goes into the report ("interrupted (SIGINT)"). The first call drains,
+    /// the second stops at once.
+    public func request(reason: String) {
+        let (handler, immediate) = self.state.withLockedValue { state in
+            state.requests += 1
+            if state.reason == nil { state.reason = reason }
+            return (state.handler, state.requests > 1)
+        }
+        handler?(immediate)
+    }
+
+    /// Why the job was asked to stop, or nil.
+    public var reason: String? { self.state.withLockedValue { $0.reason } }
+
+    /// The job's way to hear a request (called at once if one came before the job started).
+    func install(_ handler: @escaping @Sendable (_ immediate: Bool) -> Void) {
+        let requests = self.state.withLockedValue { state in
+            state.handler = handler
+            return state.requests
+        }
+        if requests > 0 { handler(requests > 1) }
+    }
+}

@@ -1,0 +1,33 @@
+import Testing
+
+@testable import SalvoEngine
+
+@Suite struct ConnectPacerTests {
+    @Test func everyConnectOfAJobTakesItsOwnSlotAtTheFloorApart() {
+        let pacer = ConnectPacer(floor: 50, ceiling: 1_000, now: 0)
+        // Two shards asking at the same moment are spaced by the job's floor, not each by its own.
+        #expect(pacer.slot(earliest: 100) == 100)
+        #expect(pacer.slot(earliest: 100) == 150)
+        #expect(pacer.slot(earliest: 400) == 400)
+    }
+
+    @Test func refusalsWidenTheSpacingForTheWholeJobAndSuccessesNarrowIt() {
+        let pacer = ConnectPacer(floor: 20_000_000, ceiling: 1_000_000_000, now: 0)
+        pacer.refused()
+        #expect(pacer.interval == 40_000_000)
+        pacer.refused()
+        #expect(pacer.interval == 80_000_000)
+        for _ in 0..<10 { pacer.refused() }
+        #expect(pacer.interval == 1_000_000_000, "never beyond the ceiling")
+        for _ in 0..<100 { pacer.connected() }
+        #expect(pacer.interval == 20_000_000, "back to the floor")
+    }
+
+    @Test func progressFromAnyShardIsRemembered() {
+        let pacer = ConnectPacer(floor: 0, ceiling: 0, now: 5)
+        #expect(pacer.lastProgressAt == 5)
+        pacer.progressed(at: 90)
+        pacer.progressed(at: 70)
+        #expect(pacer.lastProgressAt == 90)
+    }
+}

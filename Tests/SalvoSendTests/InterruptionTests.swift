@@ -1,0 +1,83 @@
+import Foundation
+import SalvoEngine
+import SalvoSimulator
+import SalvoTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The real `salvo` executable, interrupted mid-send: it exits 130 (SIGINT) or 143 (SIGTERM) and writes a report
+/// that accounts for every row.
+@Suite struct InterruptionTests {
+    /// `salvo`, built next to the test bundle by `swift build`.
+    static var executable: String? {
+        var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for _ in 0..<3 {
+            let candidate = folder.appendingPathComponent("salvo").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            folder = folder.deletingLastPathComponent()
+        }
+        return nil
+    }
+
+    @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])
+    func aSignalMidSendWritesTheReportAndExits(signal: Int32, status: Int32) async throws {
+        guard let salvo = Self.executable else {
+            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
+            return
+        }
+        let paths = CertificateFactory.sharedFolder
+        // A gateway that reads and never answers: the job waits for its barrier when the signal comes.
+        let gateway = try MisbehavingGateway(.silent, paths: paths)
+        defer { gateway.stop() }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-int-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        var generator = TokenGenerator(seed: 9)
+        let count = 3000
+        let tokens = (0..<count).map { _ in generator.next().hexString }
+        try Data(("token\n" + tokens.joined(separator: "\n") + "\n").utf8)
+            .write(to: folder.appendingPathComponent("tokens.csv"))
+        try Data(#"{"aps":{"alert":"hi"}}"#.utf8).write(to: folder.appendingPathComponent("payload.json"))
+        let report = folder.appendingPathComponent("report.json")
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: salvo)
+        process.currentDirectoryURL = folder
+        process.arguments = [
+            "send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:\(gateway.port)",
+            "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca, "--connections", "1",
+            "--report", report.path, "--quiet",
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Let it connect and write (the barrier then waits 10 s for an answer that never comes).
+        let clock = ContinuousClock()
+        let start = clock.now
+        while gateway.plaintextBytesRead == 0 && clock.now - start < .seconds(10) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        kill(process.processIdentifier, signal)
+        let signalled = clock.now
+        while process.isRunning && clock.now - signalled < .seconds(10) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        if process.isRunning {
+            process.terminate()
+            Issue.record("salvo did not stop within 10 s of the signal")
+            return
+        }
+        #expect(clock.now - signalled < .seconds(5), "the grace is 2 s")
+        #expect(process.terminationStatus == status)
+        let decoded = try JSONDecoder().decode(JobReport.self, from: Data(contentsOf: report))
+        #expect(decoded.validRows == count)
+        let accounted =
+            decoded.confirmed + decoded.presumed + decoded.rejectedTotal + decoded.expired + decoded.uncertain
+            + decoded.notSent
+        #expect(accounted == count, "every row in exactly one field: \(decoded)")
+        #expect(decoded.stopped?.contains(signal == SIGINT ? "SIGINT" : "SIGTERM") == true)
+    }
+}
