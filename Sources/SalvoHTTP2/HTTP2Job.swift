@@ -62,7 +62,7 @@ public enum HTTP2Job {
             ),
             token: client.authentication.providerToken,
             connectionConfiguration: HTTP2ConnectionStateMachine.Configuration(
-                maximumStreams: client.maximumStreamsPerConnection,
+                maximumStreams: client.maximumStreamsPerConnection ?? Int.max,
                 requestTimeout: TimeAmount(client.requestTimeout),
                 pingInterval: TimeAmount(client.pingInterval),
                 pingTimeout: TimeAmount(client.pingTimeout),
