@@ -25,6 +25,9 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// a real distance (20–150 ms) every one of them is needed. A cap is for a server that announces more than a
     /// job should use.
     public var maximumStreamsPerConnection: Int?
+    /// At most this many requests per second across every connection (a token bucket that starts empty, with a
+    /// burst of 50 ms worth); nil for as fast as the server answers.
+    public var rate: Int?
     /// How long a request may wait for its answer before its stream is cancelled and its row is uncertain.
     public var requestTimeout: Duration = .seconds(10)
     /// How long a TCP connect may take.
@@ -67,6 +70,9 @@ public struct HTTP2ClientConfiguration: Sendable {
         }
         guard (1...256).contains(self.connections) else {
             throw HTTP2ClientError(.configuration, "connections must be 1–256 (got \(self.connections))")
+        }
+        guard (self.rate ?? 1) >= 1 else {
+            throw HTTP2ClientError(.configuration, "the rate must be at least 1 request per second")
         }
         guard (self.maximumStreamsPerConnection ?? 1) >= 1 else {
             throw HTTP2ClientError(.configuration, "maximumStreamsPerConnection must be at least 1")

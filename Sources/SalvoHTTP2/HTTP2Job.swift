@@ -61,6 +61,7 @@ public enum HTTP2Job {
                 payload: configuration.payload
             ),
             token: client.authentication.providerToken,
+            rate: client.rate.map { HTTP2RateLimiter(perSecond: $0, now: .now()) },
             connectionConfiguration: HTTP2ConnectionStateMachine.Configuration(
                 maximumStreams: client.maximumStreamsPerConnection ?? Int.max,
                 requestTimeout: TimeAmount(client.requestTimeout),

@@ -79,6 +79,9 @@ struct SendCommand: AsyncParsableCommand {
     )
     var tokenCache: String?
 
+    @Option(help: "HTTP/2: at most this many notifications per second over all connections (default: no cap).")
+    var rate: Int?
+
     @Option(
         name: .customLong("max-streams"),
         help: "HTTP/2: at most this many streams in flight per connection (default: as many as the server allows)."
@@ -177,6 +180,10 @@ struct SendCommand: AsyncParsableCommand {
         if let streams = self.maximumStreams {
             guard streams >= 1 else { throw UserError("--max-streams needs at least 1 stream, not \(streams)") }
             client.maximumStreamsPerConnection = streams
+        }
+        if let rate = self.rate {
+            guard rate >= 1 else { throw UserError("--rate needs at least 1 notification per second, not \(rate)") }
+            client.rate = rate
         }
         if let ca = self.ca { client.trustRoots = try trustRoots(caFile: ca) }
         var configuration = HTTP2JobConfiguration(client: client, headers: try self.requestHeaders(), payload: payload)
