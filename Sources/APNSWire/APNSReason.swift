@@ -68,10 +68,12 @@ public struct APNSReason: RawRepresentable, Hashable, Sendable, Codable, Error, 
     }
 
     /// Whether the whole job should stop: the credentials or environment are wrong, so every request will
-    /// fail the same way.
+    /// fail the same way. `TooManyProviderTokenUpdates` too: the token stays refused until it is 20 minutes
+    /// younger than the key's previous one, so retrying each row only repeats the refusal.
     public var stopsTheJob: Bool {
         self == .badCertificate || self == .badCertificateEnvironment || self == .invalidProviderToken
             || self == .missingProviderToken || self == .forbidden || self == .topicDisallowed
+            || self == .tooManyProviderTokenUpdates
     }
 
     public var description: String { self.rawValue }

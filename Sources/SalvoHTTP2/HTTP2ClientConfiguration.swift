@@ -18,12 +18,16 @@ public struct HTTP2ClientConfiguration: Sendable {
     public var trustRoots: NIOSSLTrustRoots = .default
     /// Connections to open; each multiplexes many requests.
     public var connections = 1
-    /// Our own cap on streams in flight per connection, below the server's `SETTINGS_MAX_CONCURRENT_STREAMS`.
+    /// Our own cap on streams in flight per connection, below the server's `SETTINGS_MAX_CONCURRENT_STREAMS`; nil
+    /// (the default) follows the server's limit as it changes.
     ///
-    /// 100 by default: NIOHTTP2 keeps per-stream state in sorted buffers whose upkeep grows with the number of
-    /// open streams (measured on loopback: ~25 k requests/s at 1000 streams, ~50 k/s at 100), and 100 streams
-    /// already cover the round trip at these rates. More connections, not more streams, add throughput.
-    public var maximumStreamsPerConnection = 100
+    /// One connection delivers at most (streams in flight) / (round trip): APNs announces 500–1,500 streams, and at
+    /// a real distance (20–150 ms) every one of them is needed. A cap is for a server that announces more than a
+    /// job should use.
+    public var maximumStreamsPerConnection: Int?
+    /// At most this many requests per second across every connection (a token bucket that starts empty, with a
+    /// burst of 50 ms worth); nil for as fast as the server answers.
+    public var rate: Int?
     /// How long a request may wait for its answer before its stream is cancelled and its row is uncertain.
     public var requestTimeout: Duration = .seconds(10)
     /// How long a TCP connect may take.
@@ -67,7 +71,10 @@ public struct HTTP2ClientConfiguration: Sendable {
         guard (1...256).contains(self.connections) else {
             throw HTTP2ClientError(.configuration, "connections must be 1–256 (got \(self.connections))")
         }
-        guard self.maximumStreamsPerConnection >= 1 else {
+        guard (self.rate ?? 1) >= 1 else {
+            throw HTTP2ClientError(.configuration, "the rate must be at least 1 request per second")
+        }
+        guard (self.maximumStreamsPerConnection ?? 1) >= 1 else {
             throw HTTP2ClientError(.configuration, "maximumStreamsPerConnection must be at least 1")
         }
         guard self.requestTimeout > .zero, self.pingInterval > .zero, self.pingTimeout > .zero else {

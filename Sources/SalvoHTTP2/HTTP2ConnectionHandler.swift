@@ -176,18 +176,22 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
     /// Takes as many rows as the machine has room for and writes them, then flushes once.
     private func writeRequests() {
         guard let context = self.context else { return }
-        let room = self.machine.roomToWrite(isWritable: context.channel.isWritable)
+        var room = self.machine.roomToWrite(isWritable: context.channel.isWritable)
         guard room > 0 else { return }
         let now = NIODeadline.now()
-        let items = self.job.work.take(maximum: room, now: now)
+        var nextDelayed = self.job.work.nextDelayed
+        var rateLimited = false
+        if let rate = self.job.rate {
+            let granted = rate.withLockedValue { $0.take(upTo: room, now: now) }
+            rateLimited = granted < room
+            if granted == 0 { nextDelayed = rate.withLockedValue { $0.nextAvailable(now: now) } }
+            room = granted
+        }
+        let items = room > 0 ? self.job.work.take(maximum: room, now: now) : []
+        if let rate = self.job.rate, items.count < room { rate.withLockedValue { $0.giveBack(room - items.count) } }
         guard !items.isEmpty else {
-            guard !self.job.work.isDone,
-                let at = self.machine.noRowsReady(now: now, nextDelayed: self.job.work.nextDelayed)
-            else { return }
-            self.wakeUp = context.eventLoop.assumeIsolated().scheduleTask(deadline: at) {
-                self.wakeUp = nil
-                self.perform(self.machine.wokeUp())
-            }
+            guard !self.job.work.isDone else { return }
+            self.scheduleWakeUp(at: self.machine.noRowsReady(now: now, nextDelayed: nextDelayed))
             return
         }
         let bearer = self.job.token?.current()
@@ -206,6 +210,20 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
         }
         context.flush()
         self.perform(actions)
+        // Held back by the rate: look again when the bucket has refilled, not only when answers come.
+        if rateLimited, let rate = self.job.rate {
+            self.scheduleWakeUp(
+                at: self.machine.noRowsReady(now: now, nextDelayed: rate.withLockedValue { $0.nextAvailable(now: now) })
+            )
+        }
+    }
+
+    private func scheduleWakeUp(at deadline: NIODeadline?) {
+        guard let deadline, let context = self.context else { return }
+        self.wakeUp = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
+            self.wakeUp = nil
+            self.perform(self.machine.wokeUp())
+        }
     }
 
     /// One timer per connection, not one per request.

@@ -51,6 +51,10 @@ extension HTTP2ConnectionStateMachine {
             advice = "the provider token is refused: check the key id, team id and the .p8 key"
         case .topicDisallowed:
             advice = "this topic may not be pushed with these credentials"
+        case .tooManyProviderTokenUpdates:
+            advice =
+                "another process signed a token with this key less than 20 minutes ago; let every process share "
+                + "one token through the same --token-cache file, or run again in 20 minutes"
         default:
             advice = "the credentials are refused"
         }

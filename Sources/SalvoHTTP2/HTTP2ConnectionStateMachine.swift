@@ -23,7 +23,7 @@ import SalvoEngine
 /// A value owned by one driver, confined to its event loop.
 struct HTTP2ConnectionStateMachine {
     struct Configuration: Sendable {
-        /// Our own cap on streams in flight, below the server's `SETTINGS_MAX_CONCURRENT_STREAMS`.
+        /// Our own cap on streams in flight, below the server's `SETTINGS_MAX_CONCURRENT_STREAMS` (`Int.max`: none).
         var maximumStreams: Int
         var requestTimeout: TimeAmount
         var pingInterval: TimeAmount

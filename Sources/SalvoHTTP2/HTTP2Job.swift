@@ -61,8 +61,9 @@ public enum HTTP2Job {
                 payload: configuration.payload
             ),
             token: client.authentication.providerToken,
+            rate: client.rate.map { HTTP2RateLimiter(perSecond: $0, now: .now()) },
             connectionConfiguration: HTTP2ConnectionStateMachine.Configuration(
-                maximumStreams: client.maximumStreamsPerConnection,
+                maximumStreams: client.maximumStreamsPerConnection ?? Int.max,
                 requestTimeout: TimeAmount(client.requestTimeout),
                 pingInterval: TimeAmount(client.pingInterval),
                 pingTimeout: TimeAmount(client.pingTimeout),

@@ -16,6 +16,8 @@ final class HTTP2JobContext: Sendable {
     let work: HTTP2WorkQueue
     let template: HTTP2RequestTemplate
     let token: ProviderToken?
+    /// The job's `--rate`, shared by every connection; nil for none.
+    let rate: NIOLockedValueBox<HTTP2RateLimiter>?
     /// What each connection's state machine needs: the stream cap, timeouts, retry policy.
     let connectionConfiguration: HTTP2ConnectionStateMachine.Configuration
     /// Empty outcomes with the job's policy for uncertain rows and its input files, for a connection to record
@@ -29,12 +31,14 @@ final class HTTP2JobContext: Sendable {
         work: HTTP2WorkQueue,
         template: HTTP2RequestTemplate,
         token: ProviderToken?,
+        rate: HTTP2RateLimiter? = nil,
         connectionConfiguration: HTTP2ConnectionStateMachine.Configuration,
         outcomes: RowOutcomes
     ) {
         self.work = work
         self.template = template
         self.token = token
+        self.rate = rate.map { NIOLockedValueBox($0) }
         self.connectionConfiguration = connectionConfiguration
         self.emptyOutcomes = outcomes
         self.recorded = NIOLockedValueBox(Recorded(outcomes: outcomes))

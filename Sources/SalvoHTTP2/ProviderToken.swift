@@ -8,6 +8,9 @@ import NIOConcurrencyHelpers
 /// token is minted on first use, kept, and re-minted once it is `refreshAfter` old (inside the window). Readers
 /// get the cached `authorization` value: signing happens once per refresh, never per request or per connection.
 ///
+/// With a `ProviderTokenCache`, every process using the key shares one token: a token is taken from the cache while
+/// it is younger than `refreshAfter`, and a newly minted one is written there for the others.
+///
 /// Thread-safe: the state sits behind a lock that connections take once per batch of requests. The clock is
 /// injected (UNIX seconds), so refresh timing is tested without sleeping.
 public final class ProviderToken: Sendable {
@@ -35,6 +38,9 @@ public final class ProviderToken: Sendable {
     public let signer: JWTSigner
     /// Age (seconds) at which the token is replaced; within [20 min, 60 min).
     public let refreshAfter: Int64
+    /// The file shared with other processes using this key; nil keeps the token in this process only.
+    public let cache: ProviderTokenCache?
+    private let cacheKey: String
     private let clock: @Sendable () -> Int64
     private let state = NIOLockedValueBox(State())
 
@@ -47,10 +53,12 @@ public final class ProviderToken: Sendable {
     /// - Parameters:
     ///   - refreshAfter: age in seconds at which a new token is made (default 45 minutes); must lie in
     ///     [20 min, 60 min).
+    ///   - cache: the token file shared with other processes, if any.
     ///   - clock: the current UNIX time in seconds.
     public init(
         signer: JWTSigner,
         refreshAfter: Int64 = 45 * 60,
+        cache: ProviderTokenCache? = nil,
         clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
     ) throws(HTTP2ClientError) {
         guard refreshAfter >= Self.minimumInterval, refreshAfter < Self.lifetime else {
@@ -61,6 +69,8 @@ public final class ProviderToken: Sendable {
         }
         self.signer = signer
         self.refreshAfter = refreshAfter
+        self.cache = cache
+        self.cacheKey = ProviderTokenCache.key(for: signer)
         self.clock = clock
     }
 
@@ -71,7 +81,16 @@ public final class ProviderToken: Sendable {
             if let bearer = state.current, now - bearer.issuedAt < self.refreshAfter {
                 return bearer
             }
-            return self.mint(at: now, into: &state)
+            guard let cache = self.cache else { return self.mint(at: now, into: &state) }
+            let bearer = cache.update(key: self.cacheKey, now: now) { cached in
+                // Another process's token, while it is young enough (and not from a clock far ahead of ours).
+                if let cached, now - cached.issuedAt < self.refreshAfter, cached.issuedAt <= now + 60 {
+                    return cached
+                }
+                return self.mint(at: now, into: &state)
+            }
+            state.current = bearer
+            return bearer
         }
     }
 
@@ -85,20 +104,34 @@ public final class ProviderToken: Sendable {
                 // Another connection has already replaced it.
                 return .renewed
             }
-            let age = now - current.issuedAt
-            guard age >= Self.minimumInterval else {
-                return .refused(
-                    "APNs says a provider token \(age) s old has expired: this machine's clock is probably behind; "
-                        + "fix the clock (NTP) and run the job again"
-                )
+            guard let cache = self.cache else { return self.forceRenewal(of: current, now: now, state: &state) }
+            var renewal = Renewal.renewed
+            state.current = cache.update(key: self.cacheKey, now: now) { cached in
+                // Another process may have renewed it already: take theirs.
+                if let cached, cached.issuedAt > rejected.issuedAt, cached.issuedAt <= now + 60 { return cached }
+                renewal = self.forceRenewal(of: current, now: now, state: &state)
+                return state.current ?? current
             }
-            guard state.forcedRenewals == 0 else {
-                return .refused("APNs refused a freshly renewed provider token as expired; check the machine's clock")
-            }
-            state.forcedRenewals += 1
-            _ = self.mint(at: now, into: &state)
-            return .renewed
+            return renewal
         }
+    }
+
+    /// Mints a replacement for `current`, refused as expired, unless it is too young to be (the clocks disagree)
+    /// or one was already forced in this job.
+    private func forceRenewal(of current: Bearer, now: Int64, state: inout State) -> Renewal {
+        let age = now - current.issuedAt
+        guard age >= Self.minimumInterval else {
+            return .refused(
+                "APNs says a provider token \(age) s old has expired: this machine's clock is probably behind; "
+                    + "fix the clock (NTP) and run the job again"
+            )
+        }
+        guard state.forcedRenewals == 0 else {
+            return .refused("APNs refused a freshly renewed provider token as expired; check the machine's clock")
+        }
+        state.forcedRenewals += 1
+        _ = self.mint(at: now, into: &state)
+        return .renewed
     }
 
     /// How many tokens have been signed so far.

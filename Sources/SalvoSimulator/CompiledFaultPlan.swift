@@ -29,6 +29,11 @@ struct CompiledFaultPlan: Sendable {
         ] where !(0...1).contains(p) {
             throw SimulatorError(.invalidFaultPlan, "\(name) must be between 0 and 1, not \(p)")
         }
+        for (name, milliseconds) in [
+            ("latencyMilliseconds", plan.latencyMilliseconds), ("jitterMilliseconds", plan.jitterMilliseconds),
+        ] where milliseconds < 0 {
+            throw SimulatorError(.invalidFaultPlan, "\(name) must be 0 or more, not \(milliseconds)")
+        }
     }
 
     /// True when the gateway answers the 32-byte token at `token` with status 8: listed, in the
@@ -68,5 +73,18 @@ struct CompiledFaultPlan: Sendable {
             token.withUnsafeBytes { _ = set.insert($0) }
         }
         return set
+    }
+}
+
+extension CompiledFaultPlan {
+    /// The handler that holds a connection's bytes for the plan's latency, nil when the plan has none; `stream`
+    /// tells connections apart for the jitter's generator.
+    func latencyHandler(stream: UInt64) -> LatencyHandler? {
+        guard self.plan.latencyMilliseconds > 0 || self.plan.jitterMilliseconds > 0 else { return nil }
+        return LatencyHandler(
+            latencyMilliseconds: self.plan.latencyMilliseconds,
+            jitterMilliseconds: self.plan.jitterMilliseconds,
+            random: SeededGenerator(seed: self.plan.seed ^ 0x1A7E, stream: stream)
+        )
     }
 }

@@ -7,13 +7,17 @@ extension FaultPlan {
     /// `reset-scope` (notification|connection), `reset-within`, `slow-chunk`, `slow-delay-ms`,
     /// `slow-probability`, `max-open`, `min-connect-interval-ms`, `max-connects-per-second`,
     /// `error-delay-ms`, `offline-token` (hex, repeatable), `offline-fraction`, `online-after-s`,
-    /// `uninstalled` (`topic:hex[:timestamp]`, repeatable).
+    /// `uninstalled` (`topic:hex[:timestamp]`, repeatable), `latency-ms`, `jitter-ms`; HTTP/2: `h2-429-rate`,
+    /// `h2-retry-after-s`, `h2-500-rate`, `h2-503-rate`, `h2-goaway-after`, `h2-shrink-after`, `h2-shrink-to`,
+    /// `h2-answer-delay-ms`, `h2-token-start-one` (true|false), `h2-drop-to-one` (true|false).
     public static let optionNames: [String] = [
         "seed", "environment", "invalid-token", "invalid-fraction", "foreign-token", "foreign-fraction",
         "shutdown-every", "shutdown-probability",
         "reset-probability", "reset-scope", "reset-within", "slow-chunk", "slow-delay-ms", "slow-probability",
         "max-open", "min-connect-interval-ms", "max-connects-per-second", "error-delay-ms", "offline-token",
-        "offline-fraction", "online-after-s", "uninstalled",
+        "offline-fraction", "online-after-s", "uninstalled", "latency-ms", "jitter-ms",
+        "h2-429-rate", "h2-retry-after-s", "h2-500-rate", "h2-503-rate", "h2-goaway-after", "h2-shrink-after",
+        "h2-shrink-to", "h2-answer-delay-ms", "h2-token-start-one", "h2-drop-to-one",
     ]
 
     /// Applies `name=value` options in order, on top of this plan.
@@ -85,6 +89,18 @@ extension FaultPlan {
             } else {
                 self.uninstalled.append(Uninstalled(topic: parts[0], tokens: [parts[1]], timestamp: timestamp))
             }
+        case "latency-ms": self.latencyMilliseconds = try Self.number(name, value)
+        case "jitter-ms": self.jitterMilliseconds = try Self.number(name, value)
+        case "h2-429-rate": self.http2Faults.tooManyRequestsRate = try Self.fraction(name, value)
+        case "h2-retry-after-s": self.http2Faults.retryAfterSeconds = try Self.number(name, value)
+        case "h2-500-rate": self.http2Faults.internalServerErrorRate = try Self.fraction(name, value)
+        case "h2-503-rate": self.http2Faults.serviceUnavailableRate = try Self.fraction(name, value)
+        case "h2-goaway-after": self.http2Faults.goAwayAfterStreams = max(1, try Self.number(name, value))
+        case "h2-shrink-after": self.http2Faults.shrinkAfterStreams = max(1, try Self.number(name, value))
+        case "h2-shrink-to": self.http2Faults.shrinkTo = max(1, try Self.number(name, value))
+        case "h2-answer-delay-ms": self.http2Faults.responseDelayMilliseconds = try Self.number(name, value)
+        case "h2-token-start-one": self.http2Faults.tokenConnectionsStartWithOneStream = try Self.flag(name, value)
+        case "h2-drop-to-one": self.http2Faults.dropToOneAfterRejection = try Self.flag(name, value)
         default:
             throw SimulatorError(
                 .invalidFaultPlan,
@@ -98,6 +114,20 @@ extension FaultPlan {
             throw SimulatorError(.invalidFaultPlan, "\(name) needs a whole number ≥ 0, not '\(value)'")
         }
         return number
+    }
+
+    /// The plan's HTTP/2 faults, made when an option first names one.
+    private var http2Faults: HTTP2EndpointConfiguration.Faults {
+        get { self.http2 ?? HTTP2EndpointConfiguration.Faults() }
+        set { self.http2 = newValue }
+    }
+
+    private static func flag(_ name: String, _ value: String) throws(SimulatorError) -> Bool {
+        switch value {
+        case "true", "on", "1": return true
+        case "false", "off", "0": return false
+        default: throw SimulatorError(.invalidFaultPlan, "\(name) needs true or false, not '\(value)'")
+        }
     }
 
     private static func fraction(_ name: String, _ value: String) throws(SimulatorError) -> Double {

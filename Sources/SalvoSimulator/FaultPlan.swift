@@ -140,6 +140,13 @@ public struct FaultPlan: Codable, Sendable, Equatable {
     public var errorDelayMilliseconds: Int = 0
     public var devices: Devices = Devices()
     public var uninstalled: [Uninstalled] = []
+    /// Every byte of every endpoint (gateway, feedback, HTTP/2) is held this long in each direction, as over a
+    /// network this far away (a round trip is twice this) …
+    public var latencyMilliseconds: Int = 0
+    /// … plus up to this much more, drawn per batch of bytes from the seeded generator (order is kept).
+    public var jitterMilliseconds: Int = 0
+    /// The HTTP/2 endpoint's faults; nil leaves the endpoint's own (`HTTP2EndpointConfiguration.faults`).
+    public var http2: HTTP2EndpointConfiguration.Faults?
 
     /// The clean plan: everything valid is accepted.
     public init() {}
@@ -163,6 +170,7 @@ public struct FaultPlan: Codable, Sendable, Equatable {
         case name, seed, environment, invalidTokens, invalidTokenFraction, foreignTokens, foreignTokenFraction
         case shutdown, reset, slowReader
         case connectionLimits, errorDelayMilliseconds, devices, uninstalled
+        case latencyMilliseconds, jitterMilliseconds, http2
     }
 
     public init(from decoder: any Decoder) throws {
@@ -186,6 +194,9 @@ public struct FaultPlan: Codable, Sendable, Equatable {
             try c.decodeIfPresent(Int.self, forKey: .errorDelayMilliseconds) ?? d.errorDelayMilliseconds
         self.devices = try c.decodeIfPresent(Devices.self, forKey: .devices) ?? d.devices
         self.uninstalled = try c.decodeIfPresent([Uninstalled].self, forKey: .uninstalled) ?? d.uninstalled
+        self.latencyMilliseconds = try c.decodeIfPresent(Int.self, forKey: .latencyMilliseconds) ?? 0
+        self.jitterMilliseconds = try c.decodeIfPresent(Int.self, forKey: .jitterMilliseconds) ?? 0
+        self.http2 = try c.decodeIfPresent(HTTP2EndpointConfiguration.Faults.self, forKey: .http2)
     }
 }
 

@@ -36,8 +36,39 @@ public struct HTTP2EndpointConfiguration: Sendable {
         public var shrinkTo: Int = 1
         /// Every answer waits this long.
         public var responseDelayMilliseconds: Int = 0
+        /// As APNs: a connection without a client certificate (so its requests carry provider tokens) is
+        /// announced 1 stream until its first accepted request, then the endpoint's limit.
+        public var tokenConnectionsStartWithOneStream = true
+        /// As APNs has been seen to do (radar 27870881): after a rejected request the limit drops to 1, and comes
+        /// back after the next accepted one.
+        public var dropToOneAfterRejection = false
 
         public init() {}
+
+        private enum CodingKeys: String, CodingKey {
+            case tooManyRequestsRate, retryAfterSeconds, internalServerErrorRate, serviceUnavailableRate
+            case goAwayAfterStreams, shrinkAfterStreams, shrinkTo, responseDelayMilliseconds
+            case tokenConnectionsStartWithOneStream, dropToOneAfterRejection
+        }
+
+        // Plans are written by hand: every key is optional and takes its default.
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            let d = Faults()
+            self.tooManyRequestsRate = try c.decodeIfPresent(Double.self, forKey: .tooManyRequestsRate) ?? 0
+            self.retryAfterSeconds = try c.decodeIfPresent(Int.self, forKey: .retryAfterSeconds)
+            self.internalServerErrorRate = try c.decodeIfPresent(Double.self, forKey: .internalServerErrorRate) ?? 0
+            self.serviceUnavailableRate = try c.decodeIfPresent(Double.self, forKey: .serviceUnavailableRate) ?? 0
+            self.goAwayAfterStreams = try c.decodeIfPresent(Int.self, forKey: .goAwayAfterStreams)
+            self.shrinkAfterStreams = try c.decodeIfPresent(Int.self, forKey: .shrinkAfterStreams)
+            self.shrinkTo = try c.decodeIfPresent(Int.self, forKey: .shrinkTo) ?? d.shrinkTo
+            self.responseDelayMilliseconds = try c.decodeIfPresent(Int.self, forKey: .responseDelayMilliseconds) ?? 0
+            self.tokenConnectionsStartWithOneStream =
+                try c.decodeIfPresent(Bool.self, forKey: .tokenConnectionsStartWithOneStream)
+                ?? d.tokenConnectionsStartWithOneStream
+            self.dropToOneAfterRejection =
+                try c.decodeIfPresent(Bool.self, forKey: .dropToOneAfterRejection) ?? d.dropToOneAfterRejection
+        }
     }
 
     /// The port (TLS); 0 picks a free one.
@@ -48,8 +79,10 @@ public struct HTTP2EndpointConfiguration: Sendable {
     public var cleartextPort: Int?
     /// Token-signing keys by key id.
     public var providerKeys: [ProviderKey] = []
-    /// `SETTINGS_MAX_CONCURRENT_STREAMS` announced at the start (token-authenticated connections too).
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` announced at the start (to token-authenticated connections once their
+    /// first request is accepted, unless `Faults.tokenConnectionsStartWithOneStream` is off).
     public var maximumConcurrentStreams = 1000
+    /// The endpoint's faults; a plan's `http2` faults (`FaultPlan.http2`), when it has them, replace these.
     public var faults = Faults()
 
     public init(port: Int = 0, providerKeys: [ProviderKey] = []) {

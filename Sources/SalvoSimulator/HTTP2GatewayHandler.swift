@@ -84,6 +84,9 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
     /// The stream limit the client has acknowledged, and limits sent but not yet acknowledged, oldest first.
     private var streamLimit = Int.max
     private var pendingLimits = Deque<Int>()
+    /// The last limit announced (nil before the preface), and the one accepted requests restore.
+    private var announcedLimit: Int?
+    private var fullLimit: Int
     private var peer: PeerTopic?
     private var cachedToken: (text: String, verdict: Result<ProviderTokenVerifier.Accepted, APNSReason>)?
     private var apnsIDs = APNSIDMaker()
@@ -111,22 +114,54 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
             maxHeaderListSize: Self.maximumHeaderListSize
         )
         self.output = allocator.buffer(capacity: 16 << 10)
+        self.fullLimit = shared.maximumConcurrentStreams
     }
 
     func channelActive(context: ChannelHandlerContext) {
+        // Over TLS the preface waits for the handshake, which tells whether the client has a certificate; without
+        // TLS every request carries a provider token.
+        if (try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self)) == nil {
+            self.sendPreface(tokenAuthenticated: true, context: context)
+        }
+        context.fireChannelActive()
+    }
+
+    /// The server's SETTINGS and the first WINDOW_UPDATE. A token-authenticated connection is announced 1 stream
+    /// until its first request is accepted, as APNs does (unless the faults turn that off).
+    private func sendPreface(tokenAuthenticated: Bool, context: ChannelHandlerContext) {
+        let limit = tokenAuthenticated && self.shared.faults.tokenConnectionsStartWithOneStream ? 1 : self.fullLimit
         HTTP2FrameWriter.settings(
             [
-                (.maxConcurrentStreams, UInt32(min(self.shared.maximumConcurrentStreams, Int(Int32.max)))),
+                (.maxConcurrentStreams, UInt32(min(limit, Int(Int32.max)))),
                 (.initialWindowSize, UInt32(Self.initialStreamWindow)),
                 (.maxHeaderListSize, UInt32(Self.maximumHeaderListSize)),
             ],
             into: &self.output
         )
-        self.pendingLimits.append(self.shared.maximumConcurrentStreams)
+        self.announcedLimit = limit
+        self.pendingLimits.append(limit)
         HTTP2FrameWriter.windowUpdate(streamID: 0, increment: Self.windowTarget - 65_535, into: &self.output)
         self.receiveWindow = Self.windowTarget
         self.flush(context: context)
-        context.fireChannelActive()
+    }
+
+    /// Announces a new `SETTINGS_MAX_CONCURRENT_STREAMS` when it differs from the last one announced; the old one
+    /// holds until the client acknowledges it.
+    private func announce(_ limit: Int) {
+        guard limit != self.announcedLimit else { return }
+        HTTP2FrameWriter.settings([(.maxConcurrentStreams, UInt32(min(limit, Int(Int32.max))))], into: &self.output)
+        self.announcedLimit = limit
+        self.pendingLimits.append(limit)
+    }
+
+    /// APNs' limit after an answer: the full limit after an accepted request (the first one lifts a token
+    /// connection's 1), 1 after a rejected one when `dropToOneAfterRejection` is on.
+    private func followLimit(afterStatus status: Int) {
+        if status == 200 {
+            self.announce(self.fullLimit)
+        } else if self.shared.faults.dropToOneAfterRejection {
+            self.announce(1)
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -141,6 +176,9 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
             let certificate = tls.peerCertificate
         {
             self.peer = PeerTopic(peerCertificate: certificate)
+        }
+        if case .handshakeCompleted = event as? TLSUserEvent, self.announcedLimit == nil {
+            self.sendPreface(tokenAuthenticated: self.peer == nil, context: context)
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -335,6 +373,7 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         case .success(let passed):
             answer = self.answer(passed, payload: stream.payload)
         }
+        self.followLimit(afterStatus: answer.status)
         let delay = self.shared.faults.responseDelayMilliseconds
         let echoed = apnsID
         if delay > 0 {
@@ -451,8 +490,8 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
     private func applyConnectionFaults() {
         let faults = self.shared.faults
         if let after = faults.shrinkAfterStreams, self.requests == after {
-            HTTP2FrameWriter.settings([(.maxConcurrentStreams, UInt32(faults.shrinkTo))], into: &self.output)
-            self.pendingLimits.append(faults.shrinkTo)
+            self.fullLimit = faults.shrinkTo
+            self.announce(faults.shrinkTo)
         }
         if let after = faults.goAwayAfterStreams, self.requests == after, self.goAwayStreamID == nil {
             // Every stream up to the highest answered one is (or will be) answered; later ones are dropped

@@ -20,6 +20,12 @@ public struct SimulateOptions: Sendable {
     /// A cleartext (prior-knowledge) HTTP/2 port beside it, token authentication only; needs `http2Port`.
     public var http2CleartextPort: Int?
     public var maximumTokens: Int = 12_000_000
+    /// The one-way delay of every byte (milliseconds), over the plan's; nil keeps the plan's.
+    public var latencyMilliseconds: Int?
+    /// The seeded jitter on top of it (milliseconds), over the plan's; nil keeps the plan's.
+    public var jitterMilliseconds: Int?
+    /// The HTTP/2 endpoint's announced `SETTINGS_MAX_CONCURRENT_STREAMS`; nil for the default (1,000).
+    public var http2MaximumStreams: Int?
 
     public init() {}
 }

@@ -29,6 +29,8 @@ public final class SimulationRun: Sendable {
             try options.faultPlanPath.map { path throws(SimulatorError) in try FaultPlan.load(contentsOf: path) }
             ?? FaultPlan()
         try plan.apply(options: options.faultOptions)
+        if let latency = options.latencyMilliseconds { plan.latencyMilliseconds = latency }
+        if let jitter = options.jitterMilliseconds { plan.jitterMilliseconds = jitter }
         var configuration = SimulatorConfiguration(tls: tls)
         configuration.host = options.host
         configuration.gatewayPort = options.gatewayPort
@@ -45,6 +47,7 @@ public final class SimulationRun: Sendable {
         if let http2Port = options.http2Port {
             var http2 = HTTP2EndpointConfiguration(port: http2Port, providerKeys: providerKeys)
             http2.cleartextPort = options.http2CleartextPort
+            if let streams = options.http2MaximumStreams { http2.maximumConcurrentStreams = streams }
             configuration.http2 = http2
         }
         let simulator = try await Simulator.start(configuration)
@@ -55,7 +58,7 @@ public final class SimulationRun: Sendable {
     /// binary services; `tokens` (how to sign provider tokens) after the HTTP/2 endpoint.
     public func banner(credentials: String = "", tokens: String = "") -> String {
         """
-        APNs simulator (plan "\(self.simulator.plan.name)", seed \(self.simulator.plan.seed))
+        APNs simulator (plan "\(self.simulator.plan.name)", seed \(self.simulator.plan.seed))\(self.latencyBanner)
           gateway   \(self.options.host):\(self.simulator.gatewayPort)
           feedback  \(self.options.host):\(self.simulator.feedbackPort)
         \(credentials)\(self.http2Banner(tokens: tokens))Stop with Ctrl-C (SIGINT) or SIGTERM; the ledger and the verdict are written on exit.
@@ -68,6 +71,13 @@ public final class SimulationRun: Sendable {
               http2     \(self.options.host):\(port) (TLS, ALPN h2 or none; a client certificate, or provider tokens\(tokens))
             \(self.cleartextBanner)
             """
+    }
+
+    private var latencyBanner: String {
+        let plan = self.simulator.plan
+        guard plan.latencyMilliseconds > 0 || plan.jitterMilliseconds > 0 else { return "" }
+        return "\n  latency   \(plan.latencyMilliseconds) ms each way"
+            + (plan.jitterMilliseconds > 0 ? " + up to \(plan.jitterMilliseconds) ms jitter" : "")
     }
 
     private var cleartextBanner: String {

@@ -98,11 +98,19 @@ public final class Simulator: Sendable {
                 ledger: ledger,
                 group: group
             )
+            let feedbackSerials = NIOLockedValueBox<UInt64>(0)
             let feedbackChannel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations
+                        let serial = feedbackSerials.withLockedValue { serial in
+                            serial &+= 1
+                            return serial
+                        }
+                        if let latency = plan.latencyHandler(stream: 0xFEED_0000_0000 | serial) {
+                            try sync.addHandler(latency)
+                        }
                         try sync.addHandler(NIOSSLServerHandler(context: sslContext))
                         try sync.addHandler(FeedbackHandler(store: feedback, ledger: ledger))
                     }
@@ -197,6 +205,7 @@ public final class Simulator: Sendable {
                     }
                     let resetter = ConnectionResetHandler()
                     let sync = channel.pipeline.syncOperations
+                    if let latency = plan.latencyHandler(stream: UInt64(serial)) { try sync.addHandler(latency) }
                     try sync.addHandler(resetter)
                     if let slowReader {
                         try sync.addHandler(SlowReadHandler(delayMilliseconds: slowReader.delayMilliseconds))
@@ -233,7 +242,7 @@ public final class Simulator: Sendable {
             ledger: ledger,
             plan: plan,
             verifier: ProviderTokenVerifier(keys: http2.providerKeys, clock: configuration.clock),
-            faults: http2.faults,
+            faults: plan.plan.http2 ?? http2.faults,
             maximumConcurrentStreams: http2.maximumConcurrentStreams,
             seed: plan.plan.seed,
             uninstalled: uninstalled,
@@ -253,6 +262,9 @@ public final class Simulator: Sendable {
                     ledger.recordConnectionAccepted()
                     return channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations
+                        if let latency = plan.latencyHandler(stream: 0x4832_0000_0000 | UInt64(serial)) {
+                            try sync.addHandler(latency)
+                        }
                         if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
                         try sync.addHandler(
                             HTTP2GatewayHandler(shared: shared, connection: serial, allocator: channel.allocator)

@@ -53,6 +53,18 @@ public struct SimulatorConfiguration: Sendable {
     /// The HTTP/2 provider API endpoint; none when nil.
     public var http2: HTTP2EndpointConfiguration?
 
+    /// The one-way delay of every byte on every endpoint (the plan's `latencyMilliseconds`).
+    public var latencyMilliseconds: Int {
+        get { self.plan.latencyMilliseconds }
+        set { self.plan.latencyMilliseconds = newValue }
+    }
+
+    /// The seeded jitter on top of it (the plan's `jitterMilliseconds`).
+    public var jitterMilliseconds: Int {
+        get { self.plan.jitterMilliseconds }
+        set { self.plan.jitterMilliseconds = newValue }
+    }
+
     public init(tls: TLS) {
         self.tls = tls
     }

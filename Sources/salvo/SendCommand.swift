@@ -1,5 +1,6 @@
 import APNSWire
 import ArgumentParser
+import Foundation
 import NIOSSL
 import SalvoEngine
 import SalvoHTTP2
@@ -75,6 +76,24 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: "A suppression file (from `feedback --into` or --unregistered): its tokens are not sent.")
     var suppress: String?
 
+    @Option(
+        name: .customLong("token-cache"),
+        help: """
+            HTTP/2 with --auth-key: the file where every process using the key shares one provider token \
+            (default: $XDG_CACHE_HOME/salvo/provider-tokens.json, else ~/.cache/salvo/provider-tokens.json).
+            """
+    )
+    var tokenCache: String?
+
+    @Option(help: "HTTP/2: at most this many notifications per second over all connections (default: no cap).")
+    var rate: Int?
+
+    @Option(
+        name: .customLong("max-streams"),
+        help: "HTTP/2: at most this many streams in flight per connection (default: as many as the server allows)."
+    )
+    var maximumStreams: Int?
+
     @OptionGroup var input: InputOptions
     @OptionGroup var delivery: DeliveryOptions
     @OptionGroup var output: OutputOptions
@@ -134,6 +153,8 @@ struct SendCommand: AsyncParsableCommand {
         defer { signals.cancel() }
         let result = try await SendConsole.run(request, what: what, quiet: self.output.quiet, stop: stop)
         if let signal = signals.signal { throw ExitCode(128 + signal) }
+        // A job that stopped early (credentials refused, an error that cannot heal) could not run: 3.
+        if result.stopped != nil { throw ExitCode(3) }
         if !result.isComplete { throw ExitCode(1) }
     }
 
@@ -168,6 +189,14 @@ struct SendCommand: AsyncParsableCommand {
         )
         client.serverName = self.serverName
         client.connections = self.delivery.connections
+        if let streams = self.maximumStreams {
+            guard streams >= 1 else { throw UserError("--max-streams needs at least 1 stream, not \(streams)") }
+            client.maximumStreamsPerConnection = streams
+        }
+        if let rate = self.rate {
+            guard rate >= 1 else { throw UserError("--rate needs at least 1 notification per second, not \(rate)") }
+            client.rate = rate
+        }
         if let ca = self.ca { client.trustRoots = try trustRoots(caFile: ca) }
         var configuration = HTTP2JobConfiguration(client: client, headers: try self.requestHeaders(), payload: payload)
         configuration.onUncertain = self.delivery.onUncertain
@@ -197,7 +226,10 @@ extension SendCommand {
         do {
             if let authKey {
                 let signer = try JWTSigner(p8File: authKey, keyID: self.keyID!, teamID: self.teamID!)
-                return .token(try ProviderToken(signer: signer))
+                let path =
+                    self.tokenCache
+                    ?? ProviderTokenCache.defaultPath(environment: ProcessInfo.processInfo.environment)
+                return .token(try ProviderToken(signer: signer, cache: try path.map(ProviderTokenCache.init(path:))))
             }
             if let pkcs12 { return try .pkcs12(file: pkcs12, passphrase: self.passphrase ?? "") }
             return try .certificate(pemFile: self.cert!, keyFile: self.key!, passphrase: self.passphrase)

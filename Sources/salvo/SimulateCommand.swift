@@ -58,6 +58,21 @@ struct SimulateCommand: AsyncParsableCommand {
     )
     var http2CleartextPort: Int?
 
+    @Option(
+        name: .customLong("latency-ms"),
+        help: "Hold every byte this many milliseconds in each direction on every endpoint (a round trip is twice this)."
+    )
+    var latencyMilliseconds: Int?
+
+    @Option(name: .customLong("jitter-ms"), help: "With --latency-ms, add up to this many milliseconds (seeded).")
+    var jitterMilliseconds: Int?
+
+    @Option(
+        name: .customLong("h2-max-streams"),
+        help: "The HTTP/2 endpoint's announced SETTINGS_MAX_CONCURRENT_STREAMS (default 1000)."
+    )
+    var http2MaximumStreams: Int?
+
     func validate() throws {
         let ports: [(String, Int?)] = [
             ("--gateway-port", self.gatewayPort), ("--feedback-port", self.feedbackPort),
@@ -72,6 +87,14 @@ struct SimulateCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        for (name, value) in [
+            ("--latency-ms", self.latencyMilliseconds), ("--jitter-ms", self.jitterMilliseconds),
+        ] where (value ?? 0) < 0 {
+            throw ValidationError("\(name) needs a whole number of milliseconds ≥ 0, not \(value!)")
+        }
+        if let streams = self.http2MaximumStreams, streams < 1 {
+            throw ValidationError("--h2-max-streams needs at least 1 stream, not \(streams)")
+        }
         if self.http2CleartextPort != nil && self.http2Port == nil {
             throw ValidationError("--h2c-port needs --h2-port: the cleartext port is a second door to the HTTP/2 API")
         }
@@ -87,6 +110,9 @@ struct SimulateCommand: AsyncParsableCommand {
         options.threads = max(1, self.threads)
         options.http2Port = self.http2Port
         options.http2CleartextPort = self.http2CleartextPort
+        options.latencyMilliseconds = self.latencyMilliseconds
+        options.jitterMilliseconds = self.jitterMilliseconds
+        options.http2MaximumStreams = self.http2MaximumStreams
         let run: SimulationRun
         let paths: CertificateFactory.Paths
         var signingKey: DevelopmentSigningKey?

@@ -113,6 +113,34 @@ import Testing
         #expect(machine.takeResults()?.outcomes.report.confirmed == 4)
     }
 
+    @Test func withoutACapTheServersWholeLimitIsFilledAndFollowedBothWays() {
+        var machine = Self.machine(maximumStreams: Int.max)
+        _ = machine.settingsReceived(maximumConcurrentStreams: 1, now: Self.start)
+        #expect(machine.roomToWrite(isWritable: true) == 1, "a token connection's first stream")
+        var (id, _) = machine.writing(Self.items(1...1), bearer: nil, now: Self.start)
+        // APNs lifts the limit after the first accepted request: all of it is used, a batch at a time.
+        _ = machine.settingsReceived(maximumConcurrentStreams: 1000, now: Self.start)
+        _ = machine.answer(id, status: 200, now: Self.start)
+        var written = 0
+        while machine.roomToWrite(isWritable: true) > 0 {
+            let room = machine.roomToWrite(isWritable: true)
+            #expect(room <= machine.configuration.batchLimit)
+            // Items' tokens are made from one byte of the line: at most 255 at a time.
+            let batch = min(room, 255)
+            (id, _) = machine.writing(Self.items(1...batch), bearer: nil, now: Self.start)
+            written += batch
+        }
+        #expect(written == 1000 && machine.openStreams == 1000)
+        // Dropped to 1 after a rejection: nothing new until the flight is below it …
+        _ = machine.settingsReceived(maximumConcurrentStreams: 1, now: Self.start)
+        #expect(machine.roomToWrite(isWritable: true) == 0)
+        _ = machine.answer(id, status: 200, now: Self.start)
+        #expect(machine.roomToWrite(isWritable: true) == 0, "998 still in flight")
+        // … and raised again: the room is there at once, with no answer needed first.
+        _ = machine.settingsReceived(maximumConcurrentStreams: 1500, now: Self.start)
+        #expect(machine.roomToWrite(isWritable: true) == min(1500 - 999, machine.configuration.batchLimit))
+    }
+
     @Test func batchesAreBoundedAndEveryAnswerIsRecordedOnce() {
         var machine = Self.machine(recordDeliveries: true)
         _ = machine.settingsReceived(maximumConcurrentStreams: nil, now: Self.start)

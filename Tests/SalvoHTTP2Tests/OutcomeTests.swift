@@ -48,7 +48,7 @@ import Testing
         let updates = APNSErrorBody(reason: .tooManyProviderTokenUpdates).jsonBytes
         #expect(
             HTTP2Outcome(status: 429, apnsID: nil, body: updates, retryAfter: 3)
-                == .retry(status: 429, reason: .tooManyProviderTokenUpdates, retryAfter: 3)
+                == .stopJob(status: 429, reason: .tooManyProviderTokenUpdates)
         )
         // A body that is not JSON still gives a reason a report can show.
         #expect(

@@ -31,6 +31,29 @@ import Testing
         #expect(roundTrip == plan)
     }
 
+    @Test func latencyAndHTTP2FaultsComeFromOptionsAndJSON() throws {
+        var plan = FaultPlan()
+        try plan.apply(options: [
+            "latency-ms=25", "jitter-ms=5", "h2-429-rate=0.1", "h2-retry-after-s=2", "h2-500-rate=0.01",
+            "h2-503-rate=0.02", "h2-goaway-after=100", "h2-shrink-after=10", "h2-shrink-to=4",
+            "h2-answer-delay-ms=3", "h2-token-start-one=false", "h2-drop-to-one=true",
+        ])
+        #expect(plan.latencyMilliseconds == 25 && plan.jitterMilliseconds == 5)
+        let http2 = try #require(plan.http2)
+        #expect(http2.tooManyRequestsRate == 0.1 && http2.retryAfterSeconds == 2)
+        #expect(http2.internalServerErrorRate == 0.01 && http2.serviceUnavailableRate == 0.02)
+        #expect(http2.goAwayAfterStreams == 100 && http2.shrinkAfterStreams == 10 && http2.shrinkTo == 4)
+        #expect(http2.responseDelayMilliseconds == 3)
+        #expect(!http2.tokenConnectionsStartWithOneStream && http2.dropToOneAfterRejection)
+        #expect(try JSONDecoder().decode(FaultPlan.self, from: JSONEncoder().encode(plan)) == plan)
+        let json = #"{"latencyMilliseconds":50,"http2":{"dropToOneAfterRejection":true}}"#
+        let decoded = try JSONDecoder().decode(FaultPlan.self, from: Data(json.utf8))
+        #expect(decoded.latencyMilliseconds == 50 && decoded.jitterMilliseconds == 0)
+        #expect(decoded.http2?.dropToOneAfterRejection == true)
+        #expect(decoded.http2?.tokenConnectionsStartWithOneStream == true)
+        #expect(throws: SimulatorError.self) { try plan.apply(options: ["h2-drop-to-one=maybe"]) }
+    }
+
     @Test func tokensOfAnotherAppDecodeAndOldPlansStillLoad() throws {
         let hex = TestTokens.hex(TestTokens.token(1))
         let json = #"{"name":"f","foreignTokens":["\#(hex)"],"foreignTokenFraction":0.5}"#
