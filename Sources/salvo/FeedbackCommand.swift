@@ -19,23 +19,7 @@ struct FeedbackCommand: AsyncParsableCommand {
     @Option(help: "HOST:PORT, or `production` / `sandbox` for feedback[.sandbox].push.apple.com:2196.")
     var gateway: String
 
-    @Option(help: "The client certificate (PEM).")
-    var cert: String?
-
-    @Option(help: "The client certificate's private key (PEM).")
-    var key: String?
-
-    @Option(help: "The client certificate and key as one PKCS#12 file (instead of --cert and --key).")
-    var pkcs12: String?
-
-    @Option(help: "The passphrase of the key or the PKCS#12 file.")
-    var passphrase: String?
-
-    @Option(help: "CA certificates (PEM) to trust for the service (default: the system's).")
-    var ca: String?
-
-    @Option(help: "The name the service's certificate must carry (default: the host).")
-    var serverName: String?
+    @OptionGroup var certificate: CertificateOptions
 
     @Option(help: "Write the CSV to this file (atomically) instead of standard output.")
     var output: String?
@@ -50,7 +34,7 @@ struct FeedbackCommand: AsyncParsableCommand {
     var transport: BinaryTransport?
 
     func validate() throws {
-        guard (self.cert != nil && self.key != nil) != (self.pkcs12 != nil) else {
+        guard self.certificate.isGiven else {
             throw ValidationError("give --cert and --key, or --pkcs12")
         }
         _ = try self.address()
@@ -72,18 +56,14 @@ struct FeedbackCommand: AsyncParsableCommand {
     }
 
     private func read() async throws {
-        let identity: GatewayCredentials.Identity =
-            if let pkcs12 { .pkcs12(file: pkcs12, passphrase: self.passphrase) } else {
-                .pem(certificateChainFile: self.cert!, privateKeyFile: self.key!, passphrase: self.passphrase)
-            }
         var transport = self.transport
         if transport == nil, let variable = ProcessInfo.processInfo.environment["SALVO_TRANSPORT"], variable != "auto" {
             transport = BinaryTransport(rawValue: variable)
         }
         let configuration = FeedbackClient.Configuration(
             gateway: try self.address(),
-            serverName: self.serverName,
-            credentials: GatewayCredentials(identity: identity, trustedCAFile: self.ca),
+            serverName: self.certificate.serverName,
+            credentials: self.certificate.credentials,
             timeout: .seconds(self.timeout),
             transport: transport
         )

@@ -28,23 +28,7 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: "HOST:PORT, or `production` / `sandbox` for Apple's gateways.")
     var gateway: String
 
-    @Option(help: "The client certificate (PEM).")
-    var cert: String?
-
-    @Option(help: "The client certificate's private key (PEM).")
-    var key: String?
-
-    @Option(help: "The client certificate and key as one PKCS#12 file (instead of --cert and --key).")
-    var pkcs12: String?
-
-    @Option(help: "The passphrase of the key or the PKCS#12 file.")
-    var passphrase: String?
-
-    @Option(help: "CA certificates (PEM) to trust for the gateway (default: the system's).")
-    var ca: String?
-
-    @Option(help: "The name the gateway's certificate must carry (default: the gateway host).")
-    var serverName: String?
+    @OptionGroup var certificate: CertificateOptions
 
     @Option(name: .customLong("protocol"), help: "binary (the binary provider interface) or h2 (the HTTP/2 API).")
     var wireProtocol: WireProtocol = .binary
@@ -100,16 +84,15 @@ struct SendCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard !self.tokens.isEmpty else { throw ValidationError("name at least one token file") }
-        let certificate = (self.cert != nil && self.key != nil) != (self.pkcs12 != nil)
         if self.wireProtocol == .h2 && self.authKey != nil {
-            guard self.cert == nil && self.key == nil && self.pkcs12 == nil else {
+            guard !self.certificate.isAnyGiven else {
                 throw ValidationError("give --auth-key or a certificate, not both")
             }
             guard self.keyID != nil, self.teamID != nil, self.topic != nil else {
                 throw ValidationError("--auth-key needs --key-id, --team-id and --topic")
             }
         } else {
-            guard certificate else {
+            guard self.certificate.isGiven else {
                 throw ValidationError(
                     self.wireProtocol == .h2
                         ? "give --auth-key (with --key-id, --team-id, --topic), or --cert and --key, or --pkcs12"
@@ -161,15 +144,11 @@ struct SendCommand: AsyncParsableCommand {
     private func binaryConfiguration() throws -> BinaryJobConfiguration {
         let gateway = try self.gatewayAddress()
         let template = try self.delivery.template(payloadFile: self.payload)
-        let identity: GatewayCredentials.Identity =
-            if let pkcs12 { .pkcs12(file: pkcs12, passphrase: self.passphrase) } else {
-                .pem(certificateChainFile: self.cert!, privateKeyFile: self.key!, passphrase: self.passphrase)
-            }
         return try self.delivery.configuration(
             host: gateway.host,
             port: gateway.port,
-            serverName: self.serverName,
-            credentials: GatewayCredentials(identity: identity, trustedCAFile: self.ca),
+            serverName: self.certificate.serverName,
+            credentials: self.certificate.credentials,
             template: template
         )
     }
@@ -187,7 +166,7 @@ struct SendCommand: AsyncParsableCommand {
             port: gateway.port,
             authentication: try self.authentication()
         )
-        client.serverName = self.serverName
+        client.serverName = self.certificate.serverName
         client.connections = self.delivery.connections
         if let streams = self.maximumStreams {
             guard streams >= 1 else { throw UserError("--max-streams needs at least 1 stream, not \(streams)") }
@@ -197,7 +176,7 @@ struct SendCommand: AsyncParsableCommand {
             guard rate >= 1 else { throw UserError("--rate needs at least 1 notification per second, not \(rate)") }
             client.rate = rate
         }
-        if let ca = self.ca { client.trustRoots = try trustRoots(caFile: ca) }
+        if let ca = self.certificate.ca { client.trustRoots = try trustRoots(caFile: ca) }
         var configuration = HTTP2JobConfiguration(client: client, headers: try self.requestHeaders(), payload: payload)
         configuration.onUncertain = self.delivery.onUncertain
         return configuration
@@ -231,8 +210,15 @@ extension SendCommand {
                     ?? ProviderTokenCache.defaultPath(environment: ProcessInfo.processInfo.environment)
                 return .token(try ProviderToken(signer: signer, cache: try path.map(ProviderTokenCache.init(path:))))
             }
-            if let pkcs12 { return try .pkcs12(file: pkcs12, passphrase: self.passphrase ?? "") }
-            return try .certificate(pemFile: self.cert!, keyFile: self.key!, passphrase: self.passphrase)
+            let certificate = self.certificate
+            if let pkcs12 = certificate.pkcs12 {
+                return try .pkcs12(file: pkcs12, passphrase: certificate.passphrase ?? "")
+            }
+            return try .certificate(
+                pemFile: certificate.cert!,
+                keyFile: certificate.key!,
+                passphrase: certificate.passphrase
+            )
         } catch {
             throw UserError(error.message)
         }

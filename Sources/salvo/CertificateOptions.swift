@@ -1,0 +1,40 @@
+import ArgumentParser
+import SalvoEngine
+
+/// The client certificate and the trust for a TLS server (shared by `send` and `feedback`).
+struct CertificateOptions: ParsableArguments {
+    @Option(help: "The client certificate (PEM).")
+    var cert: String?
+
+    @Option(help: "The client certificate's private key (PEM).")
+    var key: String?
+
+    @Option(help: "The client certificate and key as one PKCS#12 file (instead of --cert and --key).")
+    var pkcs12: String?
+
+    @Option(help: "The passphrase of the key or the PKCS#12 file.")
+    var passphrase: String?
+
+    @Option(help: "CA certificates (PEM) to trust for the server (default: the system's).")
+    var ca: String?
+
+    @Option(help: "The name the server's certificate must carry (default: the host).")
+    var serverName: String?
+
+    /// Whether exactly one client certificate was given: `--cert` with `--key`, or `--pkcs12`.
+    var isGiven: Bool { (self.cert != nil && self.key != nil) != (self.pkcs12 != nil) }
+
+    /// Whether any certificate option was given.
+    var isAnyGiven: Bool { self.cert != nil || self.key != nil || self.pkcs12 != nil }
+
+    /// The certificate for the binary interface and the feedback service.
+    ///
+    /// - Precondition: `isGiven`.
+    var credentials: GatewayCredentials {
+        let identity: GatewayCredentials.Identity =
+            if let pkcs12 { .pkcs12(file: pkcs12, passphrase: self.passphrase) } else {
+                .pem(certificateChainFile: self.cert!, privateKeyFile: self.key!, passphrase: self.passphrase)
+            }
+        return GatewayCredentials(identity: identity, trustedCAFile: self.ca)
+    }
+}
