@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
+import SalvoTestSupport
 
 /// The cheapest HTTP/2 server that still speaks the protocol: answers every request `:status 200` and nothing
 /// else, so that a benchmark measures the client. TLS with ALPN `h2` on 127.0.0.1.
@@ -17,11 +18,9 @@ import NIOSSL
 ///
 /// Thread-safe; each connection is confined to its event loop.
 public final class HTTP2SinkServer: Sendable {
-    public let port: Int
-    private let channel: any Channel
-    private let group: MultiThreadedEventLoopGroup
+    public var port: Int { self.listener.port }
+    private let listener: LoopbackListener
     private let answered: NIOLockedValueBox<Int>
-    private let stopped = NIOLockedValueBox(false)
 
     public init(
         certificateChain: [NIOSSLCertificate],
@@ -30,40 +29,21 @@ public final class HTTP2SinkServer: Sendable {
         silentAfterRequests: Int? = nil,
         threads: Int = 1
     ) async throws {
-        var tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: certificateChain.map { .certificate($0) },
-            privateKey: .privateKey(privateKey)
-        )
-        tls.applicationProtocols = ["h2"]
-        tls.minimumTLSVersion = .tlsv12
-        let sslContext = try NIOSSLContext(configuration: tls)
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let sslContext = try LoopbackListener.http2TLS(certificateChain: certificateChain, privateKey: privateKey)
         let answered = NIOLockedValueBox(0)
-        do {
-            self.channel = try await ServerBootstrap(group: group)
-                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-                .childChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
-                        try channel.pipeline.syncOperations.addHandler(
-                            SinkConnectionHandler(
-                                maximumConcurrentStreams: maximumConcurrentStreams,
-                                silentAfterRequests: silentAfterRequests,
-                                answered: answered
-                            )
-                        )
-                    }
-                }
-                .bind(host: "127.0.0.1", port: 0)
-                .get()
-        } catch {
-            try? await group.shutdownGracefully()
-            throw error
+        self.listener = try await LoopbackListener(threads: threads) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                try channel.pipeline.syncOperations.addHandler(
+                    SinkConnectionHandler(
+                        maximumConcurrentStreams: maximumConcurrentStreams,
+                        silentAfterRequests: silentAfterRequests,
+                        answered: answered
+                    )
+                )
+            }
         }
-        self.group = group
         self.answered = answered
-        self.port = self.channel.localAddress?.port ?? 0
     }
 
     /// Requests answered so far.
@@ -71,13 +51,7 @@ public final class HTTP2SinkServer: Sendable {
 
     /// Closes the listener and every connection; a second call does nothing.
     public func stop() async {
-        let first = self.stopped.withLockedValue { stopped in
-            defer { stopped = true }
-            return !stopped
-        }
-        guard first else { return }
-        try? await self.channel.close()
-        try? await self.group.shutdownGracefully()
+        await self.listener.stop()
     }
 }
 

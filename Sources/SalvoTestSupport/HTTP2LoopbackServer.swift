@@ -63,9 +63,8 @@ public final class HTTP2LoopbackServer: Sendable {
     public typealias Responder = @Sendable (Request) -> Action
 
     /// The port the server listens on.
-    public let port: Int
-    private let channel: any Channel
-    private let group: MultiThreadedEventLoopGroup
+    public var port: Int { self.listener.port }
+    private let listener: LoopbackListener
     private let counters: NIOLockedValueBox<(connections: Int, requests: Int, pings: Int, alpnH2: Int)>
 
     /// Starts a server on 127.0.0.1 (any free port).
@@ -82,66 +81,46 @@ public final class HTTP2LoopbackServer: Sendable {
         threads: Int = 1,
         responder: @escaping Responder
     ) async throws {
-        var tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: certificateChain.map { .certificate($0) },
-            privateKey: .privateKey(privateKey)
+        let sslContext = try LoopbackListener.http2TLS(
+            certificateChain: certificateChain,
+            privateKey: privateKey,
+            clientTrustRoots: clientTrustRoots
         )
-        tls.applicationProtocols = ["h2"]
-        tls.minimumTLSVersion = .tlsv12
-        if let clientTrustRoots {
-            tls.trustRoots = clientTrustRoots
-            tls.certificateVerification = .noHostnameVerification
-        }
-        let sslContext = try NIOSSLContext(configuration: tls)
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let counters = NIOLockedValueBox((connections: 0, requests: 0, pings: 0, alpnH2: 0))
-        do {
-            self.channel = try await ServerBootstrap(group: group)
-                .serverChannelOption(.backlog, value: 256)
-                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-                .childChannelInitializer { channel in
-                    let index = counters.withLockedValue { value -> Int in
-                        value.connections += 1
-                        return value.connections - 1
-                    }
-                    return channel.eventLoop.makeCompletedFuture {
-                        let sync = channel.pipeline.syncOperations
-                        if !options.cleartext { try sync.addHandler(NIOSSLServerHandler(context: sslContext)) }
-                        try sync.addHandler(
-                            NIOHTTP2Handler(
-                                mode: .server,
-                                initialSettings: [
-                                    HTTP2Setting(
-                                        parameter: .maxConcurrentStreams,
-                                        value: options.maximumConcurrentStreams
-                                    ),
-                                    HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                                    HTTP2Setting(parameter: .maxHeaderListSize, value: 16 << 10),
-                                ],
-                                headerBlockValidation: .disabled,
-                                contentLengthValidation: .disabled
-                            )
-                        )
-                        try sync.addHandler(
-                            LoopbackConnectionHandler(
-                                connection: index,
-                                options: options,
-                                counters: counters,
-                                responder: responder
-                            )
-                        )
-                    }
-                }
-                .bind(host: "127.0.0.1", port: 0)
-                .get()
-        } catch {
-            try? await group.shutdownGracefully()
-            throw error
+        self.listener = try await LoopbackListener(threads: threads) { channel in
+            let index = counters.withLockedValue { value -> Int in
+                value.connections += 1
+                return value.connections - 1
+            }
+            return channel.eventLoop.makeCompletedFuture {
+                let sync = channel.pipeline.syncOperations
+                if !options.cleartext { try sync.addHandler(NIOSSLServerHandler(context: sslContext)) }
+                try sync.addHandler(
+                    NIOHTTP2Handler(
+                        mode: .server,
+                        initialSettings: [
+                            HTTP2Setting(
+                                parameter: .maxConcurrentStreams,
+                                value: options.maximumConcurrentStreams
+                            ),
+                            HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                            HTTP2Setting(parameter: .maxHeaderListSize, value: 16 << 10),
+                        ],
+                        headerBlockValidation: .disabled,
+                        contentLengthValidation: .disabled
+                    )
+                )
+                try sync.addHandler(
+                    LoopbackConnectionHandler(
+                        connection: index,
+                        options: options,
+                        counters: counters,
+                        responder: responder
+                    )
+                )
+            }
         }
-        self.group = group
         self.counters = counters
-        self.port = self.channel.localAddress?.port ?? 0
     }
 
     /// Connections accepted so far.
@@ -155,8 +134,7 @@ public final class HTTP2LoopbackServer: Sendable {
 
     /// Stops listening, closes every connection and its threads.
     public func stop() async {
-        try? await self.channel.close()
-        try? await self.group.shutdownGracefully()
+        await self.listener.stop()
     }
 }
 
