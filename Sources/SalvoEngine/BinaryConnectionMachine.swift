@@ -126,6 +126,9 @@ struct BinaryConnectionMachine {
     /// Connections in a row that settled nothing (a connect that failed counts too).
     private(set) var failures = 0
     private var lastConnectAt: UInt64 = 0
+    /// Why the last connection ended, for the report's reconnect causes: an error response's reason name
+    /// (`InvalidToken`, `Shutdown`, …), or what happened without one.
+    private var endCause = ReconnectCause.closedWithoutAnswer
     /// When the job (this shard, or another through `noteProgress`) last settled a row; 0 before the start.
     private(set) var lastProgressAt: UInt64 = 0
     private var generator: SplitMix64
@@ -176,7 +179,7 @@ struct BinaryConnectionMachine {
     /// A reconnect delay ran out.
     mutating func reconnectDue(now: UInt64) -> Action {
         guard case .idle = self.state else { return .none }
-        self.outcomes.reconnected()
+        self.outcomes.reconnected(cause: self.endCause)
         return self.start(now: now)
     }
 
@@ -195,6 +198,7 @@ struct BinaryConnectionMachine {
         case .hopeless(let message):
             return self.fail(.unreachable, "cannot reach \(self.configuration.gateway): \(message)")
         case .unreachable(let message):
+            self.endCause = ReconnectCause.connectFailed
             self.failures += 1
             if self.givesUp(now: now) {
                 return self.fail(
@@ -228,6 +232,13 @@ struct BinaryConnectionMachine {
                 return self.fail(.input, "\(error)")
             }
             self.settle(settlement)
+            switch cause {
+            case .local: self.endCause = open.misbehaved ? ReconnectCause.silent : ReconnectCause.closedLocally
+            case .remote, .certificateRefused:
+                // A gateway that pacing connects closes right after accepting, before anything was written.
+                self.endCause =
+                    open.ciphertextEnd == 0 ? ReconnectCause.closedOnConnect : ReconnectCause.closedWithoutAnswer
+            }
             if case .certificateRefused(let message) = cause {
                 return self.fail(.credentials, "the gateway refused the client certificate: \(message)")
             }
@@ -424,6 +435,7 @@ struct BinaryConnectionMachine {
     ) -> Action {
         guard case .open = self.state else { return .none }
         self.state = .answered
+        self.endCause = response.status.reasonName
         let settlement: SentWindow.Settlement
         do {
             settlement = try self.window.apply(response, resolve: resolve)

@@ -25,6 +25,9 @@ public struct JobReport: Codable, Hashable, Sendable {
     public var validRows = 0
     /// Valid rows not sent because the suppression list named their token (`send --suppress`).
     public var suppressed = 0
+    /// Rows sent although the suppression list named their token: the device registered again after the list's
+    /// timestamp (`send --registered-at`, Apple's rule). Counted in `validRows` too.
+    public var reregistered = 0
 
     /// Accepted for certain: the gateway answered for a later notification on the same connection.
     public var confirmed = 0
@@ -51,6 +54,9 @@ public struct JobReport: Codable, Hashable, Sendable {
     /// Why the job stopped before every row was settled; nil when it ran to the end.
     public var stopped: String?
     public var reconnects = 0
+    /// Reconnects by what ended the connection before (binary): an error response's reason (`InvalidToken`: one
+    /// per invalid token, `Shutdown`, …) or a `ReconnectCause`. A dirty token list shows here.
+    public var reconnectCauses: [String: Int] = [:]
     /// Barriers the gateway never answered: their connections were left after the answer timeout, the rows read
     /// long enough before presumed, the rest uncertain.
     public var unansweredBarriers = 0
@@ -80,6 +86,7 @@ public struct JobReport: Codable, Hashable, Sendable {
         self.resent += other.resent
         self.uncertainEvents += other.uncertainEvents
         self.reconnects += other.reconnects
+        for (key, count) in other.reconnectCauses { self.reconnectCauses[key, default: 0] += count }
         self.unansweredBarriers += other.unansweredBarriers
         self.unmatchedErrors += other.unmatchedErrors
         self.bytesWritten += other.bytesWritten
@@ -95,6 +102,9 @@ public struct JobReport: Codable, Hashable, Sendable {
             "input      \(self.inputRows) rows: \(self.validRows) valid, \(self.invalidInput) invalid (each named with its file and line)"
         )
         if self.suppressed > 0 { lines.append("suppressed \(self.suppressed) (on the suppression list, not sent)") }
+        if self.reregistered > 0 {
+            lines.append("registered \(self.reregistered) again after their suppression: sent")
+        }
         lines.append("delivered  \(self.delivered) (\(self.confirmed) confirmed, \(self.presumed) presumed)")
         let statuses = self.rejected.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
         lines.append(
@@ -102,7 +112,11 @@ public struct JobReport: Codable, Hashable, Sendable {
         )
         lines.append("expired    \(self.expired)")
         lines.append("uncertain  \(self.uncertain) left, \(self.uncertainEvents) seen (policy: \(self.onUncertain))")
-        lines.append("resent     \(self.resent); reconnects \(self.reconnects)")
+        let causes = self.reconnectCauses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+        lines.append(
+            "resent     \(self.resent); reconnects \(self.reconnects)"
+                + (causes.isEmpty ? "" : " (after \(causes.joined(separator: ", ")))")
+        )
         if self.unansweredBarriers > 0 {
             lines.append(
                 "barriers   \(self.unansweredBarriers) unanswered: the gateway went silent; rows it read before are "

@@ -92,8 +92,12 @@ public struct RowOutcomes: Sendable {
     /// A barrier the gateway never answered (the connection was left after the answer timeout).
     public mutating func barrierUnanswered() { self.report.unansweredBarriers += 1 }
 
-    /// A connection that ends (reconnects count toward the report).
-    public mutating func reconnected() { self.report.reconnects += 1 }
+    /// A connection that ends (reconnects count toward the report), and why, when the protocol knows
+    /// (`ReconnectCause`, or an error response's reason name).
+    public mutating func reconnected(cause: String? = nil) {
+        self.report.reconnects += 1
+        if let cause { self.report.reconnectCauses[cause, default: 0] += 1 }
+    }
 
     /// An answer whose identifier named no unsettled notification (late, or unknown).
     public mutating func unmatchedAnswer() { self.report.unmatchedErrors += 1 }
@@ -124,4 +128,19 @@ public struct RowOutcomes: Sendable {
         let index = row.reference.file
         return index < self.files.count ? self.files[index] : ""
     }
+}
+
+/// What ended a binary connection without an error response, as `JobReport.reconnectCauses` names it (an error
+/// response is named by its reason instead).
+public enum ReconnectCause {
+    /// The gateway closed or reset the connection after rows were written, without an answer.
+    public static let closedWithoutAnswer = "closed without an answer"
+    /// The gateway closed the connection before anything was written (a gateway pacing connects does this).
+    public static let closedOnConnect = "closed on connect"
+    /// The connect itself failed (refused, timed out).
+    public static let connectFailed = "connect failed"
+    /// The gateway stopped answering or reading, and the connection was left.
+    public static let silent = "silent gateway"
+    /// Closed from this side.
+    public static let closedLocally = "closed locally"
 }

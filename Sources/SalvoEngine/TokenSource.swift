@@ -107,19 +107,25 @@ public final class TokenSource: @unchecked Sendable {
         public var partition: Partition?
         /// How the token column writes a token.
         public var encoding: TokenEncoding
+        /// The column with each device's last registration (UNIX seconds or ISO 8601): a suppressed token whose
+        /// device registered after the list's timestamp is sent (Apple's rule). Nil: every listed token is left
+        /// out.
+        public var registeredAt: TokenColumn?
 
         public init(
             column: TokenColumn = .name("token"),
             header: HeaderMode = .auto,
             dedupe: Bool = false,
             partition: Partition? = nil,
-            encoding: TokenEncoding = .hex
+            encoding: TokenEncoding = .hex,
+            registeredAt: TokenColumn? = nil
         ) {
             self.column = column
             self.header = header
             self.dedupe = dedupe
             self.partition = partition
             self.encoding = encoding
+            self.registeredAt = registeredAt
         }
     }
 
@@ -131,6 +137,8 @@ public final class TokenSource: @unchecked Sendable {
         public var rejects: [InputReject]
         /// Valid rows left out because `suppression` lists their token (not sent, not in `validRows`).
         public var suppressed = 0
+        /// Listed tokens sent all the same: their device registered again after the list's timestamp.
+        public var reregistered = 0
         /// Rows left to the other partitions (good rows whose token hashes elsewhere, and bad rows outside
         /// partition 0).
         public var otherPartitions = 0
@@ -140,7 +148,8 @@ public final class TokenSource: @unchecked Sendable {
 
     public let files: [String]
     public let options: Options
-    /// Tokens not to send (Apple's rule, without registration times): their rows are counted as suppressed.
+    /// Tokens not to send (Apple's rule, with `Options.registeredAt` when given): their rows are counted as
+    /// suppressed.
     public let suppression: SuppressionList?
     private let state: NIOLockedValueBox<State>
 
@@ -220,10 +229,25 @@ public final class TokenSource: @unchecked Sendable {
                         }
                         seen![row.token] = row.line
                     }
-                    if let suppression = self.suppression, suppression.suppresses(row.token) != nil {
-                        rejected.insert(row.line)
-                        summary.suppressed += 1
-                        continue
+                    if let suppression = self.suppression, suppression.entries[row.token] != nil {
+                        // Only a listed token's registration time matters, so only those are read.
+                        switch reader.registrationTime(line: row.line) {
+                        case .unreadable(let reject):
+                            rejected.insert(row.line)
+                            if partition?.ownsBadRows == false {
+                                summary.otherPartitions += 1
+                            } else {
+                                summary.rejects.append(reject)
+                            }
+                            continue
+                        case .known(let registeredAt):
+                            if suppression.suppresses(row.token, registeredAt: registeredAt) != nil {
+                                rejected.insert(row.line)
+                                summary.suppressed += 1
+                                continue
+                            }
+                            summary.reregistered += 1
+                        }
                     }
                     summary.validRows += 1
                 case .reject(let reject):
@@ -338,12 +362,20 @@ final class RowReader {
         case reject(InputReject)
     }
 
+    /// A row's registration time: known (nil when not given), or a field that is not a time.
+    enum Registration {
+        case known(Int64?)
+        case unreadable(InputReject)
+    }
+
     let path: String
     let fileIndex: Int
     private let csv: CSVReader
     private var column: Int?
     private let options: TokenSource.Options
     private var pending: Row?
+    /// The 0-based index of `options.registeredAt`, once the header is read.
+    private var registrationColumn: Int?
 
     /// The 0-based index of the token column.
     var tokenColumn: Int { self.column ?? 0 }
@@ -372,6 +404,7 @@ final class RowReader {
                 )
             }
             self.column = index
+            self.registrationColumn = try self.registrationIndex(names: names, line: line)
         case .number(let number):
             guard number >= 1 else {
                 throw InputError(file: self.path, line: nil, message: "column numbers start at 1 (got \(number))")
@@ -387,7 +420,56 @@ final class RowReader {
                 let first = self.row(line: line)
                 if case .token = first { self.pending = first }
             }
+            let names =
+                self.pending == nil ? (0..<self.csv.fields.count).map { self.csv.string($0).trimmingSpaces } : nil
+            self.registrationColumn = try self.registrationIndex(names: names, line: line)
         }
+    }
+
+    /// Where `options.registeredAt` is, given the header's names (nil: the file has no header row).
+    private func registrationIndex(names: [String]?, line: Int) throws(InputError) -> Int? {
+        switch self.options.registeredAt {
+        case nil:
+            return nil
+        case .number(let number):
+            guard number >= 1 else {
+                throw InputError(file: self.path, line: nil, message: "column numbers start at 1 (got \(number))")
+            }
+            return number - 1
+        case .name(let name):
+            guard let names else {
+                throw InputError(
+                    file: self.path,
+                    line: nil,
+                    message: "--registered-at '\(name)' needs a header row; give the column's number instead"
+                )
+            }
+            guard let index = names.firstIndex(of: name) else {
+                throw InputError(
+                    file: self.path,
+                    line: line,
+                    message: "no column named '\(name)' in the header (it has: \(names.joined(separator: ", ")))"
+                )
+            }
+            return index
+        }
+    }
+
+    /// The current record's registration time (`Options.registeredAt`): nil when no column is chosen or the field
+    /// is empty; a reject naming the value when it is neither UNIX seconds nor ISO 8601.
+    func registrationTime(line: Int) -> Registration {
+        guard let column = self.registrationColumn, column < self.csv.fields.count else { return .known(nil) }
+        let value = self.csv.string(column)
+        if value.trimmingSpaces.isEmpty { return .known(nil) }
+        if let time = self.csv.withField(column, UnixTime.parse) { return .known(time) }
+        return .unreadable(
+            InputReject(
+                file: self.path,
+                line: line,
+                value: value.count > 80 ? String(value.prefix(77)) + "..." : value,
+                reason: "registration time is not UNIX seconds or ISO 8601"
+            )
+        )
     }
 
     func next() throws(InputError) -> Row? {

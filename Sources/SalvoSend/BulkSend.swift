@@ -86,6 +86,7 @@ public struct BulkSend: Sendable {
         result.report.partition = self.request.input.partition
         result.report.inputFiles = self.inputFiles
         result.report.suppressed = self.summary.suppressed
+        result.report.reregistered = self.summary.reregistered
         try OutputFiles.write(result, to: self.request.outputs)
         return result
     }

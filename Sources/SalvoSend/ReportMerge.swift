@@ -68,6 +68,10 @@ public enum ReportMerge {
             merged.connections += report.connections
             merged.validRows += report.validRows
             merged.invalidInput += report.invalidInput
+            merged.suppressed += report.suppressed
+            merged.reregistered += report.reregistered
+            merged.notSent += report.notSent
+            if merged.stopped == nil { merged.stopped = report.stopped }
             // The workers ran side by side: the job took as long as the slowest.
             merged.seconds = max(merged.seconds, report.seconds)
         }

@@ -7,21 +7,37 @@ struct CompiledFaultPlan: Sendable {
     let invalidTokens: TokenSet
     let foreignTokens: TokenSet
     let offlineTokens: TokenSet
-    /// Feedback lists per topic: (timestamp or nil for "start time", token).
-    let uninstalled: [(topic: String, timestamp: UInt32?, token: DeviceToken)]
+    /// Feedback lists per topic: (timestamp or nil for "start time", token, and when it registered again).
+    let uninstalled: [(topic: String, timestamp: UInt32?, token: DeviceToken, reregisteredAt: UInt32?)]
+    /// Tokens of uninstalled apps that did not register again: not delivering them is right.
+    let goneTokens: TokenSet
+    /// Tokens of apps installed again after the feedback timestamp: they must still be delivered.
+    let reregisteredTokens: TokenSet
 
     init(_ plan: FaultPlan) throws(SimulatorError) {
         self.plan = plan
         self.invalidTokens = try Self.tokenSet(plan.invalidTokens, field: "invalidTokens")
         self.foreignTokens = try Self.tokenSet(plan.foreignTokens, field: "foreignTokens")
         self.offlineTokens = try Self.tokenSet(plan.devices.offlineTokens, field: "devices.offlineTokens")
-        var uninstalled: [(topic: String, timestamp: UInt32?, token: DeviceToken)] = []
+        var uninstalled: [(topic: String, timestamp: UInt32?, token: DeviceToken, reregisteredAt: UInt32?)] = []
+        var gone = TokenSet(expectedCount: plan.uninstalled.reduce(0) { $0 + $1.tokens.count })
+        var reregistered = TokenSet(expectedCount: plan.uninstalled.reduce(0) { $0 + $1.tokens.count })
         for list in plan.uninstalled {
+            if let again = list.reregisteredAt, let timestamp = list.timestamp, again <= timestamp {
+                throw SimulatorError(
+                    .invalidFaultPlan,
+                    "uninstalled.reregisteredAt (\(again)) must be later than its timestamp (\(timestamp))"
+                )
+            }
             for hex in list.tokens {
-                uninstalled.append((list.topic, list.timestamp, try Self.token(hex, field: "uninstalled.tokens")))
+                let token = try Self.token(hex, field: "uninstalled.tokens")
+                uninstalled.append((list.topic, list.timestamp, token, list.reregisteredAt))
+                token.withUnsafeBytes { _ = list.reregisteredAt == nil ? gone.insert($0) : reregistered.insert($0) }
             }
         }
         self.uninstalled = uninstalled
+        self.goneTokens = gone
+        self.reregisteredTokens = reregistered
         for (name, p) in [
             ("invalidTokenFraction", plan.invalidTokenFraction), ("foreignTokenFraction", plan.foreignTokenFraction),
             ("shutdown.probability", plan.shutdown.probability),

@@ -7,7 +7,7 @@ extension FaultPlan {
     /// `reset-scope` (notification|connection), `reset-within`, `slow-chunk`, `slow-delay-ms`,
     /// `slow-probability`, `max-open`, `min-connect-interval-ms`, `max-connects-per-second`,
     /// `error-delay-ms`, `offline-token` (hex, repeatable), `offline-fraction`, `online-after-s`,
-    /// `uninstalled` (`topic:hex[:timestamp]`, repeatable), `latency-ms`, `jitter-ms`; HTTP/2: `h2-429-rate`,
+    /// `uninstalled` (`topic:hex[:timestamp[:reregistered-at]]`, repeatable), `latency-ms`, `jitter-ms`; HTTP/2: `h2-429-rate`,
     /// `h2-retry-after-s`, `h2-500-rate`, `h2-503-rate`, `h2-goaway-after`, `h2-shrink-after`, `h2-shrink-to`,
     /// `h2-answer-delay-ms`, `h2-token-start-one` (true|false), `h2-drop-to-one` (true|false).
     public static let optionNames: [String] = [
@@ -80,14 +80,22 @@ extension FaultPlan {
         case "online-after-s": self.devices.onlineAfterSeconds = try Self.number(name, value)
         case "uninstalled":
             let parts = value.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
-            guard parts.count == 2 || parts.count == 3, !parts[0].isEmpty else {
-                throw SimulatorError(.invalidFaultPlan, "uninstalled must be topic:hex[:timestamp], not '\(value)'")
+            guard (2...4).contains(parts.count), !parts[0].isEmpty else {
+                throw SimulatorError(
+                    .invalidFaultPlan,
+                    "uninstalled must be topic:hex[:timestamp[:reregistered-at]], not '\(value)'"
+                )
             }
-            let timestamp: UInt32? = parts.count == 3 ? try Self.number(name, parts[2]) : nil
-            if let index = self.uninstalled.firstIndex(where: { $0.topic == parts[0] && $0.timestamp == timestamp }) {
+            let timestamp: UInt32? = parts.count >= 3 ? try Self.number(name, parts[2]) : nil
+            let again: UInt32? = parts.count == 4 ? try Self.number(name, parts[3]) : nil
+            if let index = self.uninstalled.firstIndex(where: {
+                $0.topic == parts[0] && $0.timestamp == timestamp && $0.reregisteredAt == again
+            }) {
                 self.uninstalled[index].tokens.append(parts[1])
             } else {
-                self.uninstalled.append(Uninstalled(topic: parts[0], tokens: [parts[1]], timestamp: timestamp))
+                self.uninstalled.append(
+                    Uninstalled(topic: parts[0], tokens: [parts[1]], timestamp: timestamp, reregisteredAt: again)
+                )
             }
         case "latency-ms": self.latencyMilliseconds = try Self.number(name, value)
         case "jitter-ms": self.jitterMilliseconds = try Self.number(name, value)

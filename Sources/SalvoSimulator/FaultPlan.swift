@@ -106,16 +106,25 @@ public struct FaultPlan: Codable, Sendable, Equatable {
     }
 
     /// Tokens whose app is gone, reported by the feedback service to connections of `topic`.
+    ///
+    /// With `reregisteredAt`, the app was installed again and registered the same tokens at that time, after
+    /// the feedback timestamp: the feedback service still lists them (with `timestamp`, as APNs does until it
+    /// has read it), but the gateways deliver to them again (no HTTP/2 410), and the verdict counts such a token
+    /// that never arrived as wrongly dropped — a provider must compare the list's time with the device's last
+    /// registration (Apple's rule, `salvo prune --registered-at`).
     public struct Uninstalled: Codable, Sendable, Equatable {
         public var topic: String
         public var tokens: [String]
         /// The feedback timestamp (UNIX seconds); nil = the simulator's start time.
         public var timestamp: UInt32?
+        /// When the devices registered these tokens again (UNIX seconds); nil: they did not.
+        public var reregisteredAt: UInt32?
 
-        public init(topic: String, tokens: [String], timestamp: UInt32? = nil) {
+        public init(topic: String, tokens: [String], timestamp: UInt32? = nil, reregisteredAt: UInt32? = nil) {
             self.topic = topic
             self.tokens = tokens
             self.timestamp = timestamp
+            self.reregisteredAt = reregisteredAt
         }
     }
 

@@ -235,7 +235,8 @@ public final class Simulator: Sendable {
     ) async throws -> (tls: any Channel, cleartext: (any Channel)?) {
         let sslContext = try self.makeSSLContext(configuration.tls, http2: true)
         var uninstalled: [String: [DeviceToken: UInt32]] = [:]
-        for entry in plan.uninstalled {
+        // A device that registered its token again takes notifications again: no 410 for it.
+        for entry in plan.uninstalled where entry.reregisteredAt == nil {
             uninstalled[entry.topic, default: [:]][entry.token] = entry.timestamp ?? startTime
         }
         let shared = HTTP2GatewayHandler.Shared(

@@ -10,6 +10,11 @@ import APNSWire
 ///   the ledger: status 8 (or HTTP/2 BadDeviceToken) for its invalid tokens, HTTP/2 DeviceTokenNotForTopic for
 ///   its tokens of another app (`FaultPlan.foreignTokens`; the binary gateway accepts those, so one it accepted
 ///   counts as an ordinary delivery);
+/// - *uninstalled, correctly never delivered*: expected, its app uninstalled (`FaultPlan.uninstalled`, not
+///   registered again), and not in the ledger — left out by a suppression list, or answered 410; one the binary
+///   gateway accepted counts as an ordinary delivery;
+/// - *wrongly dropped* (part of *never delivered*): a token whose device registered it again after the feedback
+///   timestamp, never delivered — a suppression list applied without registration times;
 /// - *unexpected*: in the ledger but not expected.
 /// `displays` says what each of the first `listLimit` expected devices finally shows (the QoS model).
 public struct Verdict: Codable, Sendable, Equatable {
@@ -43,11 +48,16 @@ public struct Verdict: Codable, Sendable, Equatable {
     public var invalidNeverDelivered: Int
     /// Expected tokens the plan refuses that were accepted anyway (a simulator fault; should be 0).
     public var invalidButDelivered: Int
+    /// Expected tokens of uninstalled apps (not registered again) that were never delivered: correctly.
+    public var uninstalledNeverDelivered: Int
+    /// Of `neverDelivered`: tokens registered again after their feedback timestamp, dropped wrongly.
+    public var wronglyDropped: Int
     public var unexpected: Int
     public var listLimit: Int
     public var neverDeliveredTokens: [String] = []
     public var deliveredMoreThanOnceTokens: [TokenCount] = []
     public var invalidNeverDeliveredTokens: [String] = []
+    public var wronglyDroppedTokens: [String] = []
     public var unexpectedTokens: [String] = []
     public var displays: [Display] = []
     public var ledger: LedgerSnapshot
@@ -66,12 +76,19 @@ public struct Verdict: Codable, Sendable, Equatable {
             "  never delivered:                     \(self.neverDelivered)",
             "  delivered more than once:            \(self.deliveredMoreThanOnce)",
             "  invalid, correctly never delivered:  \(self.invalidNeverDelivered)",
+            "  uninstalled, correctly not delivered: \(self.uninstalledNeverDelivered)",
             "  unexpected:                          \(self.unexpected)",
             "  accepted \(self.ledger.accepted), discarded after error \(self.ledger.discardedAfterError), "
                 + "errors \(self.ledger.errorResponses.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }), "
                 + "resets \(self.ledger.resets), connections \(self.ledger.connectionsAccepted) "
                 + "(refused \(self.ledger.connectionsRefused.values.reduce(0, +)))",
         ]
+        if self.wronglyDropped > 0 {
+            lines.append(
+                "  of the never delivered, re-registered after the feedback time (wrongly dropped): "
+                    + "\(self.wronglyDropped), first \(self.wronglyDroppedTokens.first ?? "")"
+            )
+        }
         if self.invalidButDelivered > 0 {
             lines.append("  invalid but delivered:               \(self.invalidButDelivered)")
         }
@@ -105,6 +122,8 @@ public struct Verdict: Codable, Sendable, Equatable {
             deliveredMoreThanOnce: 0,
             invalidNeverDelivered: 0,
             invalidButDelivered: 0,
+            uninstalledNeverDelivered: 0,
+            wronglyDropped: 0,
             unexpected: 0,
             listLimit: listLimit,
             ledger: snapshot
@@ -138,10 +157,18 @@ public struct Verdict: Codable, Sendable, Equatable {
                     if verdict.invalidNeverDeliveredTokens.count < listLimit {
                         verdict.invalidNeverDeliveredTokens.append(Self.hex(base))
                     }
+                case (0, false) where plan.goneTokens.contains(base):
+                    verdict.uninstalledNeverDelivered += 1
                 case (0, false):
                     verdict.neverDelivered += 1
                     if verdict.neverDeliveredTokens.count < listLimit {
                         verdict.neverDeliveredTokens.append(Self.hex(base))
+                    }
+                    if plan.reregisteredTokens.contains(base) {
+                        verdict.wronglyDropped += 1
+                        if verdict.wronglyDroppedTokens.count < listLimit {
+                            verdict.wronglyDroppedTokens.append(Self.hex(base))
+                        }
                     }
                 case (_, true):
                     verdict.invalidButDelivered += 1

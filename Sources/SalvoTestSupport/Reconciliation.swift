@@ -4,7 +4,8 @@ import SalvoSimulator
 /// The sender's report checked against the simulator's verdict: what `salvo demo` prints and what the
 /// end-to-end tests expect, decided in one place.
 ///
-/// They agree when nothing arrived that was not expected, every token the plan refuses is a rejected row,
+/// They agree when nothing arrived that was not expected, every token the plan refuses is a rejected row (or a
+/// row the suppression list left out), no token registered again after its feedback time was left out,
 /// nothing was lost beyond the rows the report leaves uncertain (policy `report`), and nothing was duplicated
 /// beyond the rows that were on a connection that ended without an answer and were resent (policy `resend`):
 /// the binary protocol cannot know whether those arrived.
@@ -37,10 +38,19 @@ public struct Reconciliation: Sendable, CustomStringConvertible {
         if self.verdict.invalidButDelivered > 0 {
             lines.append("\(self.verdict.invalidButDelivered) token(s) the plan refuses were accepted")
         }
-        if self.report.rejectedTotal != self.verdict.invalidNeverDelivered {
+        // Suppressed rows were never sent: the simulator counts the invalid ones among them as refused.
+        let refused = self.verdict.invalidNeverDelivered
+        if refused < self.report.rejectedTotal || refused > self.report.rejectedTotal + self.report.suppressed {
             lines.append(
-                "the report rejected \(self.report.rejectedTotal) row(s), the simulator refused "
-                    + "\(self.verdict.invalidNeverDelivered) token(s)"
+                "the report rejected \(self.report.rejectedTotal) row(s)"
+                    + (self.report.suppressed > 0 ? " and suppressed \(self.report.suppressed)" : "")
+                    + ", the simulator refused \(refused) token(s)"
+            )
+        }
+        if self.verdict.wronglyDropped > 0 {
+            lines.append(
+                "\(self.verdict.wronglyDropped) token(s) registered again after the suppression list's time were "
+                    + "left out (apply the list with the registration times: --registered-at)"
             )
         }
         if self.lost > self.lossAllowed {

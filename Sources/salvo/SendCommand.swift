@@ -61,6 +61,15 @@ struct SendCommand: AsyncParsableCommand {
     var suppress: String?
 
     @Option(
+        name: .customLong("registered-at"),
+        help: """
+            With --suppress: the column (header name or 1-based number) with each device's last registration, UNIX \
+            seconds or ISO 8601; a listed token registered after the list's timestamp is sent (Apple's rule).
+            """
+    )
+    var registeredAt: String?
+
+    @Option(
         name: .customLong("token-cache"),
         help: """
             HTTP/2 with --auth-key: the file where every process using the key shares one provider token \
@@ -84,6 +93,9 @@ struct SendCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard !self.tokens.isEmpty else { throw ValidationError("name at least one token file") }
+        if self.registeredAt != nil && self.suppress == nil {
+            throw ValidationError("--registered-at applies the suppression list: give --suppress too")
+        }
         if self.wireProtocol == .h2 && self.authKey != nil {
             guard !self.certificate.isAnyGiven else {
                 throw ValidationError("give --auth-key or a certificate, not both")
@@ -123,9 +135,11 @@ struct SendCommand: AsyncParsableCommand {
             interface = .binary(configuration)
             what = "\(configuration.template.frameByteCount) bytes"
         }
+        var input = self.input.tokenSourceOptions
+        input.registeredAt = self.registeredAt.map { Int($0).map(TokenColumn.number) ?? .name($0) }
         let request = SendRequest(
             files: self.tokens,
-            input: self.input.tokenSourceOptions,
+            input: input,
             interface: interface,
             outputs: self.output.outputs(unregistered: self.unregistered),
             suppress: self.suppress

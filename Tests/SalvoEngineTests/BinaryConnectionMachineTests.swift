@@ -291,6 +291,41 @@ extension BinaryConnectionMachine {
         #expect(harness.written.map(\.line) == [10, 11])
     }
 
+    /// The report says why each reconnect happened: a dirty token list shows as `InvalidToken`, a gateway that
+    /// paces connects as closes before anything was written.
+    @Test func reconnectsAreCountedByWhatEndedTheConnectionBefore() {
+        var harness = Harness(rows: 10)
+        harness.open()
+        harness.pump()
+        #expect(harness.answer(.invalidToken, 4) == .close)
+        guard case .reconnect = harness.close(.local) else {
+            Issue.record("rows are left: the machine reconnects")
+            return
+        }
+        // (The harness's `open` would start afresh here: nothing is in the window and nothing failed.)
+        #expect(harness.machine.reconnectDue(now: harness.now) == .connect)
+        harness.machine.opened()
+        harness.offset = 0
+        guard case .reconnect = harness.close(.remote("closed by the peer"), sentThrough: 0) else {
+            Issue.record("a connection closed before anything was written is reconnected")
+            return
+        }
+        harness.open()
+        harness.pump()
+        guard case .reconnect = harness.close(.remote("reset")) else {
+            Issue.record("a reset with rows written reconnects")
+            return
+        }
+        harness.open()
+        #expect(harness.report.reconnects == 3)
+        #expect(
+            harness.report.reconnectCauses == [
+                "InvalidToken": 1, ReconnectCause.closedOnConnect: 1, ReconnectCause.closedWithoutAnswer: 1,
+            ]
+        )
+        #expect(harness.report.summary.contains("after InvalidToken: 1"))
+    }
+
     @Test func uncertainRowsAreResentWithTheResendPolicy() {
         var harness = Harness(rows: 4, onUncertain: .resend)
         harness.open()

@@ -195,4 +195,44 @@ func drain(_ source: TokenSource, chunk: Int = 3) throws -> [TokenRow] {
         #expect(try source.validate().validRows == 1)
         #expect(try drain(source).map(\.token) == [token(0xAB)])
     }
+
+    /// Apple's rule on the fly: a listed token stays out unless its device registered after the list's time; a
+    /// listed row whose registration time cannot be read is refused with its line; unlisted rows are not read.
+    @Test func suppressionHonoursTheRegistrationColumn() throws {
+        let path = try temporaryFile(
+            """
+            token,registered_at
+            \(hex(1)),1000
+            \(hex(2)),3000
+            \(hex(3)),2024-01-01T00:00:00Z
+            \(hex(4)),soon
+            \(hex(5)),whenever
+            \(hex(6)),
+
+            """
+        )
+        var list = SuppressionList()
+        for byte: UInt8 in [1, 2, 3, 4, 6] {
+            list.add(SuppressionList.Entry(token: token(byte), timestamp: 2000, reason: "Feedback"))
+        }
+        let source = TokenSource(
+            files: [path],
+            options: TokenSource.Options(registeredAt: .name("registered_at")),
+            suppression: list
+        )
+        let summary = try source.validate()
+        #expect(summary.suppressed == 2, "line 2 registered before the list's time; line 7 gives no time")
+        #expect(summary.reregistered == 2, "lines 3 and 4 registered after it")
+        #expect(summary.rejects.map(\.line) == [5])
+        #expect(summary.rejects.first?.value == "soon")
+        #expect(summary.validRows == 3)
+        #expect(try drain(source).map(\.line) == [3, 4, 6])
+
+        let unnamed = TokenSource(
+            files: [path],
+            options: TokenSource.Options(registeredAt: .name("registered")),
+            suppression: list
+        )
+        #expect(throws: InputError.self) { try unnamed.validate() }
+    }
 }

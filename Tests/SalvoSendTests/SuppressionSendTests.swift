@@ -65,4 +65,111 @@ import Testing
         #expect(second.report.inputRows == tokens.count)
         #expect(second.isComplete)
     }
+
+    /// Apple's rule over the wire: the feedback service lists 30 uninstalled apps and 20 that were installed again
+    /// later. Applied without registration times the list drops the 20 too, and the simulator's verdict names them
+    /// as wrongly dropped; with `registeredAt` they are sent, and the ledger agrees with the report.
+    @Test func aDeviceRegisteredAgainAfterItsFeedbackTimeIsSentOnlyWithRegistrationTimes() async throws {
+        var generator = TokenGenerator(seed: 33)
+        let tokens = (0..<600).map { _ in generator.next() }
+        let gone = Array(tokens[100..<130])
+        let back = Array(tokens[300..<320])
+        let uninstalledAt: UInt32 = 1_700_000_000
+        let registeredAgain: UInt32 = 1_700_100_000
+        var plan = FaultPlan()
+        plan.uninstalled = [
+            FaultPlan.Uninstalled(topic: Self.topic, tokens: gone.map(\.hexString), timestamp: uninstalledAt),
+            FaultPlan.Uninstalled(
+                topic: Self.topic,
+                tokens: back.map(\.hexString),
+                timestamp: uninstalledAt,
+                reregisteredAt: registeredAgain
+            ),
+        ]
+        // Every device's last registration: before the feedback time, but the re-registered ones after it.
+        let backSet = Set(back)
+        let rows = tokens.map { "\($0.hexString),\(backSet.contains($0) ? registeredAgain : uninstalledAt - 86_400)" }
+        let withoutTimes = try await self.sendAfterFeedback(plan: plan, rows: rows, registeredAt: nil)
+        #expect(withoutTimes.feedback == 50)
+        #expect(withoutTimes.result.report.suppressed == 50)
+        #expect(withoutTimes.result.report.reregistered == 0)
+        #expect(withoutTimes.verdict.wronglyDropped == back.count)
+        #expect(withoutTimes.verdict.uninstalledNeverDelivered == gone.count)
+        #expect(Set(withoutTimes.verdict.wronglyDroppedTokens) == Set(back.map(\.hexString)))
+        #expect(!Reconciliation(report: withoutTimes.result.report, verdict: withoutTimes.verdict).agrees)
+
+        let withTimes = try await self.sendAfterFeedback(plan: plan, rows: rows, registeredAt: .name("registered_at"))
+        #expect(withTimes.result.report.suppressed == gone.count)
+        #expect(withTimes.result.report.reregistered == back.count)
+        #expect(withTimes.result.report.delivered == tokens.count - gone.count)
+        #expect(withTimes.verdict.wronglyDropped == 0)
+        #expect(withTimes.verdict.neverDelivered == 0)
+        #expect(withTimes.verdict.uninstalledNeverDelivered == gone.count)
+        #expect(withTimes.verdict.deliveredOnce == tokens.count - gone.count)
+        let reconciliation = Reconciliation(report: withTimes.result.report, verdict: withTimes.verdict)
+        #expect(reconciliation.agrees, "\(reconciliation)")
+    }
+
+    static let topic = "com.example.salvo"
+
+    /// Starts a simulator with `plan`, reads its feedback service into a suppression file, sends `rows`
+    /// (`token,registered_at`) with that file as `--suppress`, and judges the ledger.
+    private func sendAfterFeedback(
+        plan: FaultPlan,
+        rows: [String],
+        registeredAt: TokenColumn?
+    ) async throws -> (feedback: Int, result: SendResult, verdict: Verdict) {
+        let here = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-rereg-\(UUID().uuidString)")
+            .path
+        try FileManager.default.createDirectory(atPath: here, withIntermediateDirectories: true)
+        let certificates = try CertificateFactory()
+        let paths = try certificates.write(to: here + "/certs", topic: Self.topic)
+        let simulator = try await Simulator.start(SimulatorConfiguration.testing(certificates, plan: plan))
+        let input = here + "/tokens.csv"
+        try Data(("token,registered_at\n" + rows.joined(separator: "\n") + "\n").utf8)
+            .write(to: URL(fileURLWithPath: input))
+        let credentials = GatewayCredentials(
+            identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
+            trustedCAFile: paths.ca
+        )
+        var job = BinaryJobConfiguration(
+            host: "127.0.0.1",
+            port: simulator.gatewayPort,
+            credentials: credentials,
+            template: try FrameTemplate(command: .framed, payload: try Payload(json: #"{"aps":{"alert":"hi"}}"#)),
+            connections: 1
+        )
+        job.settle = .milliseconds(200)
+        job.reconnect.minimumInterval = .zero
+        let suppression = here + "/suppress.csv"
+        do {
+            let read = try await FeedbackClient.read(
+                FeedbackClient.Configuration(
+                    gateway: GatewayAddress(host: "127.0.0.1", port: simulator.feedbackPort),
+                    credentials: credentials,
+                    timeout: .seconds(20)
+                )
+            )
+            var list = SuppressionList()
+            for entry in read.entries {
+                list.add(
+                    SuppressionList.Entry(token: entry.token, timestamp: Int64(entry.timestamp), reason: "Feedback")
+                )
+            }
+            try list.write(to: suppression)
+            var options = TokenSource.Options()
+            options.registeredAt = registeredAt
+            let result = try await BulkSend.prepare(
+                SendRequest(files: [input], input: options, interface: .binary(job), suppress: suppression)
+            ).run()
+            let verdict = simulator.verdict(
+                expected: ExpectedTokens(try rows.map { try DeviceToken(hex: String($0.prefix(64))) })
+            )
+            try await simulator.shutdown()
+            return (read.entries.count, result, verdict)
+        } catch {
+            try await simulator.shutdown()
+            throw error
+        }
+    }
 }

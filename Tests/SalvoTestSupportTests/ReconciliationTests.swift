@@ -6,10 +6,18 @@ import Testing
 
 @Suite struct ReconciliationTests {
     /// A verdict with these counts (decoded: `Verdict` is made by the simulator, and Codable for files).
-    private func verdict(lost: Int = 0, duplicated: Int = 0, refused: Int = 0, unexpected: Int = 0) -> Verdict {
+    private func verdict(
+        lost: Int = 0,
+        duplicated: Int = 0,
+        refused: Int = 0,
+        unexpected: Int = 0,
+        gone: Int = 0,
+        wronglyDropped: Int = 0
+    ) -> Verdict {
         let ledger = try! JSONSerialization.jsonObject(with: JSONEncoder().encode(LedgerSnapshot()))
         let fields: [String: Any] = [
-            "expected": 100, "deliveredOnce": 100 - lost - duplicated - refused, "neverDelivered": lost,
+            "expected": 100, "deliveredOnce": 100 - lost - duplicated - refused - gone, "neverDelivered": lost,
+            "uninstalledNeverDelivered": gone, "wronglyDropped": wronglyDropped, "wronglyDroppedTokens": [String](),
             "deliveredMoreThanOnce": duplicated, "invalidNeverDelivered": refused, "invalidButDelivered": 0,
             "unexpected": unexpected, "listLimit": 0, "neverDeliveredTokens": [String](),
             "deliveredMoreThanOnceTokens": [String](), "invalidNeverDeliveredTokens": [String](),
@@ -47,5 +55,19 @@ import Testing
     @Test func refusalsMustBeRejectedRowsAndNothingUnexpectedArrives() {
         #expect(!Reconciliation(report: JobReport(), verdict: self.verdict(refused: 1)).agrees)
         #expect(!Reconciliation(report: JobReport(), verdict: self.verdict(unexpected: 1)).agrees)
+    }
+
+    /// Suppressed rows are never sent: the simulator sees the invalid ones among them as refused and the
+    /// uninstalled ones as correctly left out; a re-registered token left out is lost, and named.
+    @Test func suppressedRowsAccountForRefusedAndUninstalledTokens() {
+        var report = JobReport()
+        report.rejected = ["InvalidToken": 2]
+        report.suppressed = 5
+        #expect(Reconciliation(report: report, verdict: self.verdict(refused: 4, gone: 3)).agrees)
+        #expect(!Reconciliation(report: report, verdict: self.verdict(refused: 8)).agrees)
+        #expect(!Reconciliation(report: report, verdict: self.verdict(refused: 1)).agrees)
+        let wrong = Reconciliation(report: report, verdict: self.verdict(lost: 1, refused: 2, wronglyDropped: 1))
+        #expect(!wrong.agrees)
+        #expect(wrong.disagreements.contains { $0.contains("registered again") })
     }
 }
