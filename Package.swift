@@ -26,6 +26,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // C libraries, each reachable from exactly one Swift module (see README, "Module map").
@@ -69,6 +72,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictness
         ),
@@ -90,6 +95,7 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strictness
         ),
@@ -169,6 +175,50 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // What a person or an operator watches, for the command line (not a product): the Prometheus endpoint
+        // (`GET /metrics` over NIOHTTP1), JSON log lines, and samples of the process (memory, descriptors, threads).
+        .target(
+            name: "SalvoObservability",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictness
+        ),
+
+        // The shipped sample data as package resources (token sample, payloads, fault plans), so that `salvo demo`
+        // and `salvo soak` run from any folder. The files live in `data/`; `Resources` links to it.
+        .target(
+            name: "SalvoData",
+            resources: [
+                .copy("Resources/tokens"), .copy("Resources/payloads"), .copy("Resources/faults"),
+            ],
+            swiftSettings: strictness
+        ),
+
+        // Soak runs (not a product): rounds of bulk sends against the embedded simulator, each checked against the
+        // ledger, with samples of the process between rounds, the rules that fail a soak, and its HTML chart.
+        .target(
+            name: "SalvoSoak",
+            dependencies: [
+                "APNSWire",
+                "SalvoEngine",
+                "SalvoHTTP2",
+                "SalvoSend",
+                "SalvoSimulator",
+                "SalvoTestSupport",
+                "SalvoObservability",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strictness
+        ),
+
         // The command line. An executable may use the non-product scaffolding: `demo` and `simulate` take their
         // development certificates from SalvoTestSupport, `bench` its drivers from SalvoBenchmarkSupport.
         .executableTarget(
@@ -182,7 +232,14 @@ let package = Package(
                 "SalvoHTTP2",
                 "SalvoTestSupport",
                 "SalvoBenchmarkSupport",
+                "SalvoObservability",
+                "SalvoData",
+                "SalvoSoak",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -227,6 +284,21 @@ let package = Package(
             dependencies: [
                 "SalvoSend", "SalvoEngine", "SalvoHTTP2", "SalvoIO", "APNSWire", "SalvoSimulator", "SalvoTestSupport",
             ],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoObservabilityTests",
+            dependencies: [
+                "SalvoObservability", "SalvoEngine", "SalvoSend", "SalvoSimulator", "SalvoTestSupport", "APNSWire",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoSoakTests",
+            dependencies: ["SalvoSoak", "SalvoSimulator", "SalvoEngine", "SalvoData"],
             swiftSettings: strictness
         ),
         .testTarget(

@@ -411,7 +411,11 @@ struct BinaryConnectionMachine {
     mutating func flushed(bytes: Int, ciphertextStart: Int, ciphertextEnd: Int) {
         guard case .open(var open) = self.state else { return }
         self.window.markWritten(ciphertextStart: ciphertextStart, ciphertextEnd: ciphertextEnd)
-        self.outcomes.wrote(bytes: bytes)
+        // Only rows count toward the unflushed bytes (the barrier does not): whole frames of one size.
+        self.outcomes.wrote(
+            bytes: bytes,
+            notifications: open.unflushedBytes / max(1, self.configuration.frameByteCount)
+        )
         open.ciphertextEnd = ciphertextEnd
         open.unflushedBytes = 0
         open.unflushedSince = nil

@@ -16,13 +16,8 @@ public struct JobResult: Sendable {
 /// A bulk send over the binary interface: N shards, each with its own queue, connection, buffers and sent
 /// window, drawing rows from one token source; their reports merge at the end.
 public enum BinaryJob {
-    /// A snapshot of a running job, for progress lines.
-    public struct Progress: Sendable {
-        public var settled: Int
-        public var rejected: Int
-        public var validRows: Int
-        public var seconds: Double
-    }
+    /// A snapshot of a running job, for progress lines and metrics.
+    public typealias Progress = JobProgress
 
     /// Runs a job to the end.
     ///
@@ -71,12 +66,12 @@ public enum BinaryJob {
             )
             timer.schedule(deadline: .now() + .milliseconds(interval), repeating: .milliseconds(interval))
             timer.setEventHandler {
-                var snapshot = Progress(settled: 0, rejected: 0, validRows: summary.validRows, seconds: seconds())
+                var snapshot = Progress(validRows: summary.validRows, seconds: seconds())
                 for shard in shards {
                     shard.queue.sync {
-                        let outcomes = shard.machine.outcomes
-                        snapshot.settled += outcomes.settled
-                        snapshot.rejected += outcomes.report.rejectedTotal
+                        snapshot.report.merge(shard.machine.outcomes.report)
+                        snapshot.inFlight += shard.machine.window.count
+                        if case .open = shard.machine.state { snapshot.connections += 1 }
                     }
                 }
                 callback(snapshot)

@@ -63,6 +63,8 @@ public struct JobReport: Codable, Hashable, Sendable {
     /// Error responses whose identifier named no unsettled notification (late or unknown).
     public var unmatchedErrors = 0
     public var bytesWritten = 0
+    /// Notifications written to connections, every resend included.
+    public var written = 0
 
     public var seconds = 0.0
     public var notificationsPerSecond = 0.0
@@ -90,6 +92,7 @@ public struct JobReport: Codable, Hashable, Sendable {
         self.unansweredBarriers += other.unansweredBarriers
         self.unmatchedErrors += other.unmatchedErrors
         self.bytesWritten += other.bytesWritten
+        self.written += other.written
     }
 
     /// A few lines for a person.

@@ -102,8 +102,11 @@ public struct RowOutcomes: Sendable {
     /// An answer whose identifier named no unsettled notification (late, or unknown).
     public mutating func unmatchedAnswer() { self.report.unmatchedErrors += 1 }
 
-    /// Bytes handed to the connection.
-    public mutating func wrote(bytes: Int) { self.report.bytesWritten += bytes }
+    /// Bytes and notifications handed to the connection (counted per batch).
+    public mutating func wrote(bytes: Int = 0, notifications: Int = 0) {
+        self.report.bytesWritten += bytes
+        self.report.written += notifications
+    }
 
     /// Adds another connection's outcomes to these.
     public mutating func merge(_ other: RowOutcomes) {

@@ -123,7 +123,9 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                     let id = ObjectIdentifier(channel)
                     self.channels[id] = channel
                     self.current = id
+                    self.job.openConnections.withLockedValue { $0 += 1 }
                     channel.closeFuture.hop(to: self.eventLoop).assumeIsolated().whenComplete { _ in
+                        self.job.openConnections.withLockedValue { $0 -= 1 }
                         self.closed(id, wasReady: handler.isReady)
                     }
                     if self.stopped { channel.close(promise: nil) }

@@ -17,6 +17,8 @@ public enum HTTP2Job {
     ///   - summary: what validation found (counts for the report).
     ///   - group: the event loops to run on; a group of `min(connections, cores)` threads is made (and shut down)
     ///     when nil.
+    ///   - progressInterval: how often `progress` is called while the job runs.
+    ///   - progress: the counts so far, for progress lines and metrics.
     /// - Throws: `HTTP2ClientError` for a configuration that cannot work (a payload over the push type's limit, a
     ///   topic or priority the push type does not take, unreadable credentials); APNs' answers are in the result,
     ///   never thrown.
@@ -24,7 +26,9 @@ public enum HTTP2Job {
         configuration: HTTP2JobConfiguration,
         source: TokenSource,
         summary: TokenSource.Summary,
-        group: (any EventLoopGroup)? = nil
+        group: (any EventLoopGroup)? = nil,
+        progressInterval: Duration = .milliseconds(500),
+        progress: (@Sendable (JobProgress) -> Void)? = nil
     ) async throws(HTTP2ClientError) -> HTTP2JobResult {
         let client = configuration.client
         try client.validate()
@@ -74,8 +78,17 @@ public enum HTTP2Job {
         )
         let pool = HTTP2ConnectionPool(configuration: client, sslContext: sslContext, job: job, group: loops)
         pool.start()
+        let ticker = progress.map { callback in
+            loops.next().scheduleRepeatedTask(
+                initialDelay: TimeAmount(progressInterval),
+                delay: TimeAmount(progressInterval)
+            ) { _ in
+                callback(Self.progress(job, validRows: summary.validRows, since: start))
+            }
+        }
         // The promise is only ever succeeded.
         try? await finished.futureResult.get()
+        ticker?.cancel()
         await pool.stop()
         try? await ownGroup?.shutdownGracefully()
 
@@ -91,12 +104,34 @@ public enum HTTP2Job {
         result.report.inputRows = report.inputRows
         result.report.onUncertain = report.onUncertain
         result.report.seconds = seconds
+        result.report.written = job.work.counts.taken
         let answered = result.report.confirmed + result.report.rejectedTotal + result.report.uncertain
         result.report.notificationsPerSecond = seconds > 0 ? Double(result.report.confirmed) / seconds : 0
         result.stopped = job.work.stopped
         result.connectionErrors = job.connectionErrors.withLockedValue { $0 }
         result.notSent = max(0, summary.validRows - answered)
         return result
+    }
+
+    /// The counts so far: what the connections recorded, and the rows they hold.
+    private static func progress(
+        _ job: HTTP2JobContext,
+        validRows: Int,
+        since start: ContinuousClock.Instant
+    )
+        -> JobProgress
+    {
+        let elapsed = ContinuousClock.now - start
+        var snapshot = JobProgress(
+            validRows: validRows,
+            seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18,
+            report: job.recorded.withLockedValue { $0.outcomes.report }
+        )
+        let counts = job.work.counts
+        snapshot.inFlight = counts.outstanding
+        snapshot.report.written = counts.taken
+        snapshot.connections = job.openConnections.withLockedValue { $0 }
+        return snapshot
     }
 
     /// Refuses headers every request would be refused for: a topic without the push type's suffix, a priority

@@ -26,6 +26,8 @@ final class HTTP2JobContext: Sendable {
     let recorded: NIOLockedValueBox<Recorded>
     /// Connection failures and protocol errors, for the report's explanation when a job cannot finish.
     let connectionErrors = NIOLockedValueBox([String]())
+    /// Connections that are open (ready to take requests), for progress and metrics.
+    let openConnections = NIOLockedValueBox(0)
 
     init(
         work: HTTP2WorkQueue,

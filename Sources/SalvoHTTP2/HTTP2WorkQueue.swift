@@ -35,6 +35,8 @@ final class HTTP2WorkQueue: Sendable {
         var earliestDelayed: NIODeadline = .distantFuture
         /// Rows taken and not yet given back (final or to retry).
         var outstanding = 0
+        /// Rows handed to connections to write, retries included.
+        var taken = 0
         /// Whether a chunk is being read on `reader`.
         var reading = false
         var sourceExhausted = false
@@ -68,6 +70,7 @@ final class HTTP2WorkQueue: Sendable {
             items.reserveCapacity(count)
             for _ in 0..<count { items.append(state.ready.removeFirst()) }
             state.outstanding += count
+            state.taken += count
             return (items, self.startReadingIfLow(&state), Self.checkFinished(&state))
         }
         if read { self.reader.async { self.readAhead() } }
@@ -111,6 +114,9 @@ final class HTTP2WorkQueue: Sendable {
     /// Rows that were never sent or were waiting to be sent again when the job stopped. Rows the source had not
     /// handed out yet are not counted here (the job counts them from the source's total).
     var abandoned: Int { self.state.withLockedValue { $0.abandoned } }
+
+    /// Rows handed to connections and not given back yet, and every row handed out so far (retries included).
+    var counts: (outstanding: Int, taken: Int) { self.state.withLockedValue { ($0.outstanding, $0.taken) } }
 
     /// When the next delayed row becomes ready, if any waits.
     var nextDelayed: NIODeadline? {

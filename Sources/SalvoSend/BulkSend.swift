@@ -47,14 +47,36 @@ public struct BulkSend: Sendable {
 
     /// Sends every valid row and writes the results where `request.outputs` says.
     ///
-    /// - Parameter progress: binary interface only: called about twice a second while the job runs.
+    /// - Parameter progress: called about twice a second while the job runs (either interface).
+    /// - Parameter metrics: fed from the same snapshots, and once more with the final counts, so that after the run
+    ///   its counters equal the report.
     /// - Throws: `JobError` when the job cannot run or cannot go on (credentials refused, gateway unreachable,
     ///   an output that cannot be written); refused rows are in the result, never thrown.
     /// - Parameter stop: binary interface: lets the caller stop the job (a signal); the result counts what did not
     ///   settle and the files are written.
     public func run(
-        progress: (@Sendable (BinaryJob.Progress) -> Void)? = nil,
+        progress: (@Sendable (JobProgress) -> Void)? = nil,
+        metrics: JobMetrics? = nil,
         stop: JobStop? = nil
+    ) async throws(JobError) -> SendResult {
+        var snapshots: (@Sendable (JobProgress) -> Void)?
+        if metrics != nil || progress != nil {
+            snapshots = { @Sendable (snapshot: JobProgress) -> Void in
+                metrics?.update(snapshot)
+                progress?(snapshot)
+            }
+        }
+        let result = try await self.send(progress: snapshots, stop: stop)
+        // The final counts, so the metrics end equal to the report.
+        metrics?.update(
+            JobProgress(validRows: self.summary.validRows, seconds: result.report.seconds, report: result.report)
+        )
+        return result
+    }
+
+    private func send(
+        progress: (@Sendable (JobProgress) -> Void)?,
+        stop: JobStop?
     ) async throws(JobError) -> SendResult {
         var result: SendResult
         // Nothing valid to send: no connection at all (a gateway sees no empty session), and the files say so.
@@ -79,7 +101,7 @@ public struct BulkSend: Sendable {
         case .binary(let configuration):
             result = try await self.runBinary(configuration, progress: progress, stop: stop)
         case .http2(let configuration):
-            result = try await self.runHTTP2(configuration)
+            result = try await self.runHTTP2(configuration, progress: progress)
             result.report.notSent = result.notSent
             if result.notSent > 0 { result.report.stopped = result.stopped }
         }
@@ -93,7 +115,7 @@ public struct BulkSend: Sendable {
 
     private func runBinary(
         _ configuration: BinaryJobConfiguration,
-        progress: (@Sendable (BinaryJob.Progress) -> Void)?,
+        progress: (@Sendable (JobProgress) -> Void)?,
         stop: JobStop?
     ) async throws(JobError) -> SendResult {
         let job: JobResult
@@ -123,10 +145,18 @@ public struct BulkSend: Sendable {
         )
     }
 
-    private func runHTTP2(_ configuration: HTTP2JobConfiguration) async throws(JobError) -> SendResult {
+    private func runHTTP2(
+        _ configuration: HTTP2JobConfiguration,
+        progress: (@Sendable (JobProgress) -> Void)?
+    ) async throws(JobError) -> SendResult {
         let job: HTTP2JobResult
         do {
-            job = try await HTTP2Job.run(configuration: configuration, source: self.source, summary: self.summary)
+            job = try await HTTP2Job.run(
+                configuration: configuration,
+                source: self.source,
+                summary: self.summary,
+                progress: progress
+            )
         } catch {
             throw JobError(.configuration, error.message)
         }

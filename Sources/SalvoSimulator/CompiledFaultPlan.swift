@@ -42,6 +42,7 @@ struct CompiledFaultPlan: Sendable {
             ("invalidTokenFraction", plan.invalidTokenFraction), ("foreignTokenFraction", plan.foreignTokenFraction),
             ("shutdown.probability", plan.shutdown.probability),
             ("reset.probability", plan.reset.probability), ("devices.offlineFraction", plan.devices.offlineFraction),
+            ("lostFraction", plan.lostFraction),
         ] where !(0...1).contains(p) {
             throw SimulatorError(.invalidFaultPlan, "\(name) must be between 0 and 1, not \(p)")
         }

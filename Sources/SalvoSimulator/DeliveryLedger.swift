@@ -15,10 +15,20 @@ public final class DeliveryLedger: @unchecked Sendable {
     private let clock: any SimulatorClock
     private var counters = LedgerSnapshot()
     private var histogram = [Int](repeating: 0, count: 16)
+    /// A seeded fraction of accepted notifications never recorded (`FaultPlan.lostFraction`).
+    private let lostFraction: Double
+    private let lostSeed: UInt64
 
     /// Creates an empty ledger holding at most `maximumTokens` distinct tokens (rounded to a power
     /// of two of table slots at 3/4 load), with room for `expectedTokens` from the start.
-    init(maximumTokens: Int, expectedTokens: Int = 0, devices: DeviceModel, clock: any SimulatorClock) {
+    init(
+        maximumTokens: Int,
+        expectedTokens: Int = 0,
+        devices: DeviceModel,
+        clock: any SimulatorClock,
+        lostFraction: Double = 0,
+        seed: UInt64 = 0
+    ) {
         func slots(_ tokens: Int) -> Int {
             var slots = 16
             while slots * 3 / 4 < tokens { slots <<= 1 }
@@ -30,6 +40,8 @@ public final class DeliveryLedger: @unchecked Sendable {
         )
         self.devices = devices
         self.clock = clock
+        self.lostFraction = lostFraction
+        self.lostSeed = seed ^ 0x1057_1057
     }
 
     /// Merges one connection's batch and the statistics of one read (`accepted`: notifications
@@ -59,8 +71,11 @@ public final class DeliveryLedger: @unchecked Sendable {
         let now = devices == nil ? 0 : self.clock.now()
         var refused = 0
         var repeated = 0
+        let lost = self.lostFraction
+        let losing: ((UnsafeRawPointer) -> Bool)? =
+            lost > 0 ? { TokenHash.isInFraction($0, fraction: lost, seed: self.lostSeed) } : nil
         batch.drainAll { entries, entryCount in
-            self.table.record(batch: entries, count: entryCount) { entry, count in
+            self.table.record(batch: entries, count: entryCount, losing: losing) { entry, count in
                 if count == 0 {
                     refused += 1
                 } else if count == 2 {

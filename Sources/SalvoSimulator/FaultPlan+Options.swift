@@ -9,7 +9,7 @@ extension FaultPlan {
     /// `error-delay-ms`, `offline-token` (hex, repeatable), `offline-fraction`, `online-after-s`,
     /// `uninstalled` (`topic:hex[:timestamp[:reregistered-at]]`, repeatable), `latency-ms`, `jitter-ms`; HTTP/2: `h2-429-rate`,
     /// `h2-retry-after-s`, `h2-500-rate`, `h2-503-rate`, `h2-goaway-after`, `h2-shrink-after`, `h2-shrink-to`,
-    /// `h2-answer-delay-ms`, `h2-token-start-one` (true|false), `h2-drop-to-one` (true|false).
+    /// `h2-answer-delay-ms`, `h2-token-start-one` (true|false), `h2-drop-to-one` (true|false); `lost-fraction` (a broken gateway that loses what it accepted, to test the checks).
     public static let optionNames: [String] = [
         "seed", "environment", "invalid-token", "invalid-fraction", "foreign-token", "foreign-fraction",
         "shutdown-every", "shutdown-probability",
@@ -17,7 +17,7 @@ extension FaultPlan {
         "max-open", "min-connect-interval-ms", "max-connects-per-second", "error-delay-ms", "offline-token",
         "offline-fraction", "online-after-s", "uninstalled", "latency-ms", "jitter-ms",
         "h2-429-rate", "h2-retry-after-s", "h2-500-rate", "h2-503-rate", "h2-goaway-after", "h2-shrink-after",
-        "h2-shrink-to", "h2-answer-delay-ms", "h2-token-start-one", "h2-drop-to-one",
+        "h2-shrink-to", "h2-answer-delay-ms", "h2-token-start-one", "h2-drop-to-one", "lost-fraction",
     ]
 
     /// Applies `name=value` options in order, on top of this plan.
@@ -98,6 +98,7 @@ extension FaultPlan {
                 )
             }
         case "latency-ms": self.latencyMilliseconds = try Self.number(name, value)
+        case "lost-fraction": self.lostFraction = try Self.fraction(name, value)
         case "jitter-ms": self.jitterMilliseconds = try Self.number(name, value)
         case "h2-429-rate": self.http2Faults.tooManyRequestsRate = try Self.fraction(name, value)
         case "h2-retry-after-s": self.http2Faults.retryAfterSeconds = try Self.number(name, value)

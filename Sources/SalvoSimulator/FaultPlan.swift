@@ -154,6 +154,10 @@ public struct FaultPlan: Codable, Sendable, Equatable {
     public var latencyMilliseconds: Int = 0
     /// … plus up to this much more, drawn per batch of bytes from the seeded generator (order is kept).
     public var jitterMilliseconds: Int = 0
+    /// A seeded fraction of accepted notifications that the simulator never records, as a broken gateway that
+    /// loses what it accepted: no error, no ledger entry. Only for proving that a check (the verdict, `salvo soak`)
+    /// catches a loss; no real gateway is modelled by it.
+    public var lostFraction: Double = 0
     /// The HTTP/2 endpoint's faults; nil leaves the endpoint's own (`HTTP2EndpointConfiguration.faults`).
     public var http2: HTTP2EndpointConfiguration.Faults?
 
@@ -179,7 +183,7 @@ public struct FaultPlan: Codable, Sendable, Equatable {
         case name, seed, environment, invalidTokens, invalidTokenFraction, foreignTokens, foreignTokenFraction
         case shutdown, reset, slowReader
         case connectionLimits, errorDelayMilliseconds, devices, uninstalled
-        case latencyMilliseconds, jitterMilliseconds, http2
+        case latencyMilliseconds, jitterMilliseconds, http2, lostFraction
     }
 
     public init(from decoder: any Decoder) throws {
@@ -206,6 +210,7 @@ public struct FaultPlan: Codable, Sendable, Equatable {
         self.latencyMilliseconds = try c.decodeIfPresent(Int.self, forKey: .latencyMilliseconds) ?? 0
         self.jitterMilliseconds = try c.decodeIfPresent(Int.self, forKey: .jitterMilliseconds) ?? 0
         self.http2 = try c.decodeIfPresent(HTTP2EndpointConfiguration.Faults.self, forKey: .http2)
+        self.lostFraction = try c.decodeIfPresent(Double.self, forKey: .lostFraction) ?? 0
     }
 }
 

@@ -80,7 +80,9 @@ public final class Simulator: Sendable {
             maximumTokens: configuration.maximumTokens,
             expectedTokens: configuration.expectedTokens,
             devices: devices,
-            clock: clock
+            clock: clock,
+            lostFraction: plan.plan.lostFraction,
+            seed: plan.plan.seed
         )
         let feedback = FeedbackStore()
         for entry in plan.uninstalled {

@@ -41,7 +41,15 @@ final class TokenTable {
     /// The table is far larger than the caches, so each entry's first probe is a cache miss. The
     /// batch first touches every entry's home slot in a loop of independent loads, which the CPU
     /// overlaps, and only then probes: the misses are paid together instead of one after another.
-    func record(batch entries: UnsafeRawPointer, count: Int, _ body: (UnsafeRawPointer, UInt32) -> Void) {
+    ///
+    /// - Parameter losing: entries it answers true for are left out, as by a gateway that loses what it accepted
+    ///   (`FaultPlan.lostFraction`, to prove that the checks catch a loss).
+    func record(
+        batch entries: UnsafeRawPointer,
+        count: Int,
+        losing: ((UnsafeRawPointer) -> Bool)? = nil,
+        _ body: (UnsafeRawPointer, UInt32) -> Void
+    ) {
         // Grow first, so that the home slots computed below stay valid for the whole batch.
         while (self.count + count) * 4 > self.capacity * 3 && self.capacity < self.maximumCapacity {
             self.grow()
@@ -59,6 +67,7 @@ final class TokenTable {
             self.touched = touched
             for index in 0..<count {
                 let entry = entries + index * LedgerRecordLayout.size
+                if let losing, losing(entry) { continue }
                 body(entry, self.record(entry, home: homes[index]))
             }
         }

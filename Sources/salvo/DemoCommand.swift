@@ -1,6 +1,7 @@
 import APNSWire
 import ArgumentParser
 import Foundation
+import SalvoData
 import SalvoEngine
 import SalvoHTTP2
 import SalvoIO
@@ -27,8 +28,8 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: "Notifications in all: the sample's rows plus generated tokens.")
     var tokens: Int = 1_000_000
 
-    @Option(help: "The folder with the shipped sample data.")
-    var data: String = "data"
+    @Option(help: "A folder with sample data to use instead of the shipped one (tokens/, payloads/, faults/).")
+    var data: String?
 
     @Option(help: "The payload (default: the guide's example 2 from the data folder).")
     var payload: String?
@@ -41,6 +42,13 @@ struct DemoCommand: AsyncParsableCommand {
 
     @OptionGroup var delivery: DeliveryOptions
     @OptionGroup var output: OutputOptions
+    @OptionGroup var observe: ObservabilityOptions
+
+    /// A file of the sample data: in `--data`, or shipped with the executable.
+    private func dataFile(_ relative: String) -> String {
+        if let data { return data + "/" + relative }
+        return SalvoData.path(relative) ?? "data/" + relative
+    }
 
     func validate() throws {
         guard self.tokens >= 0 && self.tokens <= 50_000_000 else {
@@ -53,9 +61,9 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     private func demo() async throws {
-        let sample = self.data + "/tokens/sample.csv"
+        let sample = self.dataFile("tokens/sample.csv")
         guard FileManager.default.fileExists(atPath: sample) else {
-            throw UserError("\(sample): not found (run from the repository's top folder, or pass --data)")
+            throw UserError("\(sample): not found (the shipped sample is missing: pass --data FOLDER)")
         }
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-demo-\(getpid())").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -85,7 +93,7 @@ struct DemoCommand: AsyncParsableCommand {
         let certificates = try CertificateFactory()
         let paths = try certificates.write(to: folder + "/certificates", topic: topic)
         var simulatorConfiguration = SimulatorConfiguration(tls: .init(certificates))
-        let planPath = self.plan ?? self.data + "/faults/demo.json"
+        let planPath = self.plan.map(SalvoData.faultPlanPath) ?? self.dataFile("faults/demo.json")
         simulatorConfiguration.plan = try FaultPlan.load(contentsOf: planPath)
         simulatorConfiguration.maximumTokens = max(1 << 16, self.tokens + self.tokens / 4)
         simulatorConfiguration.expectedTokens = self.tokens
@@ -152,7 +160,7 @@ extension DemoCommand {
             trustedCAFile: paths.ca
         )
         let template = try self.delivery.template(
-            payloadFile: self.payload ?? self.data + "/payloads/guide-example-2.json"
+            payloadFile: self.payload ?? self.dataFile("payloads/guide-example-2.json")
         )
         let configuration = try self.delivery.configuration(
             host: "127.0.0.1",
@@ -163,7 +171,12 @@ extension DemoCommand {
         )
         let request = SendRequest(files: [tokenFile], interface: .binary(configuration), outputs: self.output.outputs())
         let what = "\(template.frameByteCount) bytes"
-        return try await SendConsole.run(request, what: what, quiet: self.output.quiet, printSummary: false).report
+        return try await SendConsole.run(
+            request,
+            what: what,
+            display: ProgressDisplay(self.observe.progress, quiet: self.output.quiet),
+            printSummary: false
+        ).report
     }
 
     fileprivate func sendHTTP2(
@@ -173,7 +186,7 @@ extension DemoCommand {
         signingKey: DevelopmentSigningKey,
         topic: String
     ) async throws -> JobReport {
-        let payloadFile = self.payload ?? self.data + "/payloads/guide-example-2.json"
+        let payloadFile = self.payload ?? self.dataFile("payloads/guide-example-2.json")
         let payload: Payload
         do {
             payload = try Payload(jsonBytes: try readFile(payloadFile))
@@ -206,7 +219,12 @@ extension DemoCommand {
         configuration.onUncertain = self.delivery.onUncertain
         let request = SendRequest(files: [tokenFile], interface: .http2(configuration), outputs: self.output.outputs())
         let what = "\(payload.byteCount) payload bytes over HTTP/2"
-        return try await SendConsole.run(request, what: what, quiet: self.output.quiet, printSummary: false).report
+        return try await SendConsole.run(
+            request,
+            what: what,
+            display: ProgressDisplay(self.observe.progress, quiet: self.output.quiet),
+            printSummary: false
+        ).report
     }
 }
 

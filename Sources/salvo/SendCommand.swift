@@ -90,6 +90,7 @@ struct SendCommand: AsyncParsableCommand {
     @OptionGroup var input: InputOptions
     @OptionGroup var delivery: DeliveryOptions
     @OptionGroup var output: OutputOptions
+    @OptionGroup var observe: ObservabilityOptions
 
     func validate() throws {
         guard !self.tokens.isEmpty else { throw ValidationError("name at least one token file") }
@@ -148,7 +149,21 @@ struct SendCommand: AsyncParsableCommand {
         let stop = self.wireProtocol == .h2 ? nil : JobStop(grace: .seconds(2))
         let signals = SignalStop(stop: stop)
         defer { signals.cancel() }
-        let result = try await SendConsole.run(request, what: what, quiet: self.output.quiet, stop: stop)
+        let observability = try await self.observe.start(label: "salvo.send")
+        let result: SendResult
+        do {
+            result = try await SendConsole.run(
+                request,
+                what: what,
+                display: ProgressDisplay(self.observe.progress, quiet: self.output.quiet),
+                metrics: observability.jobMetrics(dimensions: [("protocol", self.wireProtocol.rawValue)]),
+                stop: stop
+            )
+        } catch {
+            await observability.stop()
+            throw error
+        }
+        await observability.stop()
         if let signal = signals.signal { throw ExitCode(128 + signal) }
         // A job that stopped early (credentials refused, an error that cannot heal) could not run: 3.
         if result.stopped != nil { throw ExitCode(3) }

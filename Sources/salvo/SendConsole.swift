@@ -8,7 +8,8 @@ enum SendConsole {
     static func run(
         _ request: SendRequest,
         what: String,
-        quiet: Bool,
+        display: ProgressDisplay,
+        metrics: JobMetrics? = nil,
         printSummary: Bool = true,
         stop: JobStop? = nil,
         log: (String) -> Void = { print($0) }
@@ -33,17 +34,14 @@ enum SendConsole {
             "sending \(send.summary.validRows) notifications of \(what) to \(request.gateway) over "
                 + "\(request.connections) connection(s)"
         )
-        let terminal = !quiet && isatty(STDERR_FILENO) == 1
-        var progress: (@Sendable (BinaryJob.Progress) -> Void)?
-        if terminal { progress = { @Sendable in SendConsole.show($0) } }
         let result: SendResult
         do {
-            result = try await send.run(progress: progress, stop: stop)
+            result = try await send.run(progress: display.callback, metrics: metrics, stop: stop)
         } catch {
-            if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+            display.finish()
             throw UserError(error.message)
         }
-        if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        display.finish()
         if printSummary {
             log(result.report.summary)
             log("memory     \(peakResidentBytes() >> 20) MiB peak resident")
@@ -59,14 +57,5 @@ enum SendConsole {
             log("unregistered \(result.unregistered.count)\(request.outputs.unregistered.map { " (in \($0))" } ?? "")")
         }
         return result
-    }
-
-    private static func show(_ progress: BinaryJob.Progress) {
-        let rate = progress.seconds > 0 ? Double(progress.settled) / progress.seconds : 0
-        let remaining = max(0, progress.validRows - progress.settled)
-        let eta = rate > 0 ? Int(Double(remaining) / rate) : 0
-        let line =
-            "\r\u{1B}[K\(progress.settled)/\(progress.validRows) settled, \(Int(rate))/s, \(progress.rejected) rejected, ETA \(eta) s"
-        FileHandle.standardError.write(Data(line.utf8))
     }
 }

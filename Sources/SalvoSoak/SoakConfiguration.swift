@@ -1,0 +1,62 @@
+import SalvoEngine
+import SalvoSimulator
+
+/// What a soak runs: rounds of bulk sends over one interface to the embedded simulator under one fault plan, until
+/// `duration` has passed (a round that has started finishes) or `maximumRounds` have run.
+public struct SoakConfiguration: Sendable {
+    public enum Interface: String, Sendable, CaseIterable, Codable {
+        case binary
+        case h2
+    }
+
+    public var interface: Interface
+    public var duration: Duration
+    /// At most this many rounds, whatever the duration (nil: no bound but the duration).
+    public var maximumRounds: Int?
+    /// The simulator's plan, and the name to show for it.
+    public var plan: FaultPlan
+    public var planName: String
+    /// Tokens per round (fresh ones each round).
+    public var tokens: Int
+    public var connections: Int
+    public var onUncertain: OnUncertain
+    /// Seeds each round's tokens (round N uses `seed + N`).
+    public var seed: UInt64
+    /// The process is sampled this often during a round (and once after it).
+    public var sampleInterval: Duration
+
+    public init(
+        interface: Interface,
+        duration: Duration,
+        maximumRounds: Int? = nil,
+        plan: FaultPlan = FaultPlan(),
+        planName: String? = nil,
+        tokens: Int? = nil,
+        connections: Int = 2,
+        onUncertain: OnUncertain = .resend,
+        seed: UInt64 = 0x50A4,
+        sampleInterval: Duration = .milliseconds(500)
+    ) {
+        self.interface = interface
+        self.duration = duration
+        self.maximumRounds = maximumRounds
+        self.plan = plan
+        self.planName = planName ?? plan.name
+        self.tokens = tokens ?? Self.defaultTokens(interface: interface, plan: plan)
+        self.connections = connections
+        self.onUncertain = onUncertain
+        self.seed = seed
+        self.sampleInterval = sampleInterval
+    }
+
+    /// Tokens per round when not given: 100,000 over the binary interface and 20,000 over HTTP/2, fewer where the
+    /// plan makes each invalid token cost a reconnect that the gateway paces (binary), so that a round's
+    /// reconnects take a few seconds: invalid tokens ≈ 4 × connects per second.
+    public static func defaultTokens(interface: Interface, plan: FaultPlan) -> Int {
+        let base = interface == .binary ? 100_000 : 20_000
+        let invalid = plan.invalidTokenFraction
+        let pace = plan.connectionLimits.maxConnectsPerSecond
+        guard interface == .binary, invalid > 0, pace > 0 else { return base }
+        return max(1000, min(base, Int(4 * Double(pace) / invalid)))
+    }
+}

@@ -1,0 +1,70 @@
+import SalvoEngine
+import SalvoObservability
+
+/// One round of a soak: what the sender reported, what the ledger proved, and the process around it.
+public struct SoakRound: Codable, Sendable, Equatable {
+    public var index: Int
+    /// Seconds since the soak started, when the round started and how long it took.
+    public var startedAt: Double
+    public var seconds: Double
+    public var rows: Int
+    public var delivered: Int
+    public var rejected: Int
+    /// Rows the report left uncertain, and rows that were on a connection that ended without an answer.
+    public var uncertain: Int
+    public var uncertainEvents: Int
+    public var resent: Int
+    public var reconnects: Int
+    /// Connections opened per second (the first of each shard, and every reconnect).
+    public var connectsPerSecond: Double
+    /// Rows settled per second.
+    public var throughput: Double
+    /// From the ledger: tokens never delivered, delivered more than once, and refused tokens accepted.
+    public var lost: Int
+    public var duplicated: Int
+    public var invalidDelivered: Int
+    /// What disagreed between the report and the ledger (empty when the round passed).
+    public var problems: [String]
+    /// The process after the round (its simulator shut down).
+    public var after: ProcessSample
+    /// The most resident memory seen while the round ran.
+    public var peakResidentBytes: Int
+
+    public var passed: Bool { self.problems.isEmpty }
+}
+
+/// A whole soak: every round with its samples, and the verdict with its reasons.
+public struct SoakReport: Codable, Sendable {
+    public var interface: String
+    public var plan: String
+    public var tokensPerRound: Int
+    public var connections: Int
+    public var onUncertain: String
+    public var seconds: Double
+    public var rounds: [SoakRound]
+    /// Why the soak failed; empty when it passed.
+    public var failures: [String]
+    /// The rules the rounds were judged by, for people.
+    public var rules: [String]
+
+    public var passed: Bool { self.failures.isEmpty && !self.rounds.isEmpty }
+
+    /// The last lines of a soak, for people.
+    public var verdictLines: [String] {
+        let rows = self.rounds.reduce(0) { $0 + $1.rows }
+        let reconnects = self.rounds.reduce(0) { $0 + $1.reconnects }
+        let thirds = SoakRules.thirds(self.rounds.count)
+        func peak(_ range: Range<Int>) -> Int { self.rounds[range].map(\.peakResidentBytes).max() ?? 0 }
+        var lines = [
+            "soak: \(self.passed ? "PASS" : "FAIL") — \(self.interface), plan \(self.plan), \(self.rounds.count) round(s), "
+                + "\(rows) rows, \(reconnects) reconnects, \(Int(self.seconds.rounded())) s"
+        ]
+        if let thirds {
+            lines.append(
+                "  peak memory: first third \(peak(thirds.first) >> 20) MiB, last third \(peak(thirds.last) >> 20) MiB"
+            )
+        }
+        lines += self.failures.map { "  FAIL: \($0)" }
+        return lines
+    }
+}

@@ -1,0 +1,63 @@
+/// The rules a soak is judged by, as a pure function of its rounds (tested without running one).
+///
+/// - Every round: nothing lost beyond the rows the report left uncertain, nothing duplicated beyond the rows that
+///   were on a connection that ended without an answer, no refused token delivered (`Reconciliation`).
+/// - Memory (with at least `minimumRoundsForTrends` rounds): the peak resident memory of the last third of the
+///   rounds may exceed the first third's by at most 10 % (and 8 MiB, below which allocator noise dominates).
+/// - Descriptors and threads (the same number of rounds): counted after each round, once its simulator has shut
+///   down; they leak when every count of the last third exceeds every count of the first third.
+public enum SoakRules {
+    public static let minimumRoundsForTrends = 6
+    public static let memoryGrowth = 0.10
+    public static let memorySlackBytes = 8 << 20
+
+    public static var descriptions: [String] {
+        [
+            "every round: nothing lost beyond rows reported uncertain, nothing duplicated beyond rows on connections "
+                + "that ended without an answer, no refused token delivered",
+            "memory (\(minimumRoundsForTrends)+ rounds): the last third's peak resident memory at most 10 % (and "
+                + "8 MiB) above the first third's",
+            "descriptors and threads (\(minimumRoundsForTrends)+ rounds), counted between rounds: the last third's "
+                + "lowest count not above the first third's highest",
+        ]
+    }
+
+    /// The first and the last third of `count` rounds, when there are enough rounds to compare them.
+    public static func thirds(_ count: Int) -> (first: Range<Int>, last: Range<Int>)? {
+        guard count >= Self.minimumRoundsForTrends else { return nil }
+        let third = count / 3
+        return (0..<third, (count - third)..<count)
+    }
+
+    /// Every failure, one readable line each; empty when the soak passed.
+    public static func failures(_ rounds: [SoakRound]) -> [String] {
+        var failures: [String] = []
+        for round in rounds where !round.passed {
+            failures.append("round \(round.index): " + round.problems.joined(separator: "; "))
+        }
+        guard let thirds = Self.thirds(rounds.count) else { return failures }
+        let first = rounds[thirds.first]
+        let last = rounds[thirds.last]
+        let firstPeak = first.map(\.peakResidentBytes).max() ?? 0
+        let lastPeak = last.map(\.peakResidentBytes).max() ?? 0
+        let allowed = max(Int(Double(firstPeak) * (1 + Self.memoryGrowth)), firstPeak + Self.memorySlackBytes)
+        if lastPeak > allowed {
+            failures.append(
+                "memory keeps growing: the last third's peak is \(lastPeak >> 20) MiB, the first third's "
+                    + "\(firstPeak >> 20) MiB (allowed: \(allowed >> 20) MiB)"
+            )
+        }
+        for (name, value) in [("descriptors", \SoakRound.after.openDescriptors), ("threads", \SoakRound.after.threads)]
+        {
+            let firstHighest = first.map { $0[keyPath: value] }.max() ?? 0
+            let lastLowest = last.map { $0[keyPath: value] }.min() ?? 0
+            if lastLowest > firstHighest {
+                failures.append(
+                    "\(name) leak: at least \(lastLowest) open after each of the last third's rounds, at most "
+                        + "\(firstHighest) after the first third's"
+                )
+            }
+        }
+        return failures
+    }
+}

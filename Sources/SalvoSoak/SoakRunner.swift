@@ -1,0 +1,232 @@
+import APNSWire
+import Foundation
+import NIOConcurrencyHelpers
+import NIOSSL
+import SalvoEngine
+import SalvoHTTP2
+import SalvoObservability
+import SalvoSend
+import SalvoSimulator
+import SalvoTestSupport
+
+/// Runs a soak: round after round, a fresh simulator under the plan, fresh tokens, one bulk send as a user would
+/// make it (library defaults), the report checked against the ledger; the process sampled while each round runs
+/// and after it. A fresh simulator per round keeps its ledger out of the sender's memory trend and makes every
+/// round's verdict its own.
+public enum SoakRunner {
+    /// What the caller sees while a soak runs.
+    public struct Observers: Sendable {
+        /// Each round's job snapshots (twice a second).
+        public var progress: (@Sendable (_ round: Int, JobProgress) -> Void)?
+        /// Each round when it ends.
+        public var round: (@Sendable (SoakRound) -> Void)?
+        /// Each round's job, for its metrics.
+        public var metrics: JobMetrics?
+
+        public init(
+            progress: (@Sendable (_ round: Int, JobProgress) -> Void)? = nil,
+            round: (@Sendable (SoakRound) -> Void)? = nil,
+            metrics: JobMetrics? = nil
+        ) {
+            self.progress = progress
+            self.round = round
+            self.metrics = metrics
+        }
+    }
+
+    public static let topic = "com.example.salvo.soak"
+
+    /// Runs rounds until the duration has passed, then judges them (`SoakRules`).
+    ///
+    /// - Throws: `JobError` when a round cannot run at all (its job could not start); a round whose rows went
+    ///   wrong is a failure in the report, not an error.
+    public static func run(
+        _ configuration: SoakConfiguration,
+        observers: Observers = Observers()
+    ) async throws
+        -> SoakReport
+    {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "salvo-soak-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+        ).path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let certificates = try CertificateFactory()
+        let paths = try certificates.write(to: folder + "/certificates", topic: Self.topic)
+        let signingKey = try DevelopmentSigningKey.ensure(in: paths.folder)
+        // One provider token for the whole soak, as the token cache would give every run.
+        let token = try ProviderToken(
+            signer: try JWTSigner(
+                p8File: signingKey.path,
+                keyID: DevelopmentSigningKey.keyID,
+                teamID: DevelopmentSigningKey.teamID
+            )
+        )
+        let payload = try Payload(json: #"{"aps":{"alert":"soak"},"round":0}"#)
+
+        let start = ContinuousClock.now
+        let deadline = start + configuration.duration
+        var rounds: [SoakRound] = []
+        while ContinuousClock.now < deadline && rounds.count < (configuration.maximumRounds ?? Int.max) {
+            let index = rounds.count + 1
+            var simulatorConfiguration = SimulatorConfiguration(tls: .init(certificates))
+            simulatorConfiguration.plan = configuration.plan
+            simulatorConfiguration.maximumTokens = max(1 << 16, configuration.tokens * 2)
+            simulatorConfiguration.expectedTokens = configuration.tokens
+            if configuration.interface == .h2 {
+                simulatorConfiguration.http2 = HTTP2EndpointConfiguration(providerKeys: [signingKey.providerKey])
+            }
+            let simulator = try await Simulator.start(simulatorConfiguration)
+            let tokenFile = folder + "/tokens-\(index).csv"
+            let tokens = try Self.writeTokens(
+                configuration.tokens,
+                seed: configuration.seed &+ UInt64(index),
+                environment: configuration.plan.environment,
+                to: tokenFile
+            )
+            let interface: SendRequest.Interface
+            switch configuration.interface {
+            case .binary:
+                var job = BinaryJobConfiguration(
+                    host: "127.0.0.1",
+                    port: simulator.gatewayPort,
+                    credentials: GatewayCredentials(
+                        identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
+                        trustedCAFile: paths.ca
+                    ),
+                    template: try FrameTemplate(command: .framed, payload: payload),
+                    connections: configuration.connections
+                )
+                job.onUncertain = configuration.onUncertain
+                interface = .binary(job)
+            case .h2:
+                var client = HTTP2ClientConfiguration(
+                    host: "127.0.0.1",
+                    port: simulator.http2Port!,
+                    authentication: .token(token)
+                )
+                client.serverName = "localhost"
+                client.connections = configuration.connections
+                client.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(paths.ca))
+                let headers = try APNSRequestHeaders(pushType: .alert, topic: Self.topic)
+                var job = HTTP2JobConfiguration(client: client, headers: headers, payload: payload)
+                job.onUncertain = configuration.onUncertain
+                interface = .http2(job)
+            }
+            let roundStart = ContinuousClock.now
+            let peak = NIOLockedValueBox(ProcessSample.now().residentBytes)
+            let sampler = Sampler(interval: configuration.sampleInterval) { sample in
+                peak.withLockedValue { $0 = max($0, sample.residentBytes) }
+            }
+            let result: SendResult
+            do {
+                let send = try BulkSend.prepare(SendRequest(files: [tokenFile], interface: interface))
+                let progress = observers.progress
+                result = try await send.run(
+                    progress: progress.map { callback in { @Sendable snapshot in callback(index, snapshot) } },
+                    metrics: observers.metrics
+                )
+            } catch {
+                sampler.stop()
+                try? await simulator.shutdown()
+                throw error
+            }
+            sampler.stop()
+            let verdict = simulator.verdict(expected: ExpectedTokens(tokens))
+            try await simulator.shutdown()
+            try? FileManager.default.removeItem(atPath: tokenFile)
+            let seconds = Self.seconds(ContinuousClock.now - roundStart)
+            let after = ProcessSample.now()
+            let reconciliation = Reconciliation(report: result.report, verdict: verdict)
+            var problems = reconciliation.disagreements
+            if let error = result.error { problems.append("the job stopped: \(error.message)") }
+            let report = result.report
+            let round = SoakRound(
+                index: index,
+                startedAt: Self.seconds(roundStart - start),
+                seconds: seconds,
+                rows: tokens.count,
+                delivered: report.delivered,
+                rejected: report.rejectedTotal,
+                uncertain: report.uncertain,
+                uncertainEvents: report.uncertainEvents,
+                resent: report.resent,
+                reconnects: report.reconnects,
+                connectsPerSecond: seconds > 0 ? Double(report.reconnects + report.connections) / seconds : 0,
+                throughput: seconds > 0 ? Double(report.delivered + report.rejectedTotal) / seconds : 0,
+                lost: reconciliation.lost,
+                duplicated: reconciliation.duplicated,
+                invalidDelivered: verdict.invalidButDelivered,
+                problems: problems,
+                after: after,
+                peakResidentBytes: max(peak.withLockedValue { $0 }, after.residentBytes)
+            )
+            rounds.append(round)
+            observers.round?(round)
+        }
+        return SoakReport(
+            interface: configuration.interface.rawValue,
+            plan: configuration.planName,
+            tokensPerRound: configuration.tokens,
+            connections: configuration.connections,
+            onUncertain: configuration.onUncertain.rawValue,
+            seconds: Self.seconds(ContinuousClock.now - start),
+            rounds: rounds,
+            failures: SoakRules.failures(rounds),
+            rules: SoakRules.descriptions
+        )
+    }
+
+    /// Writes `count` generated tokens as a token file and returns them: tokens of the plan's environment, as an
+    /// app's list for one environment would hold (the simulator tells the environments apart by the first byte).
+    private static func writeTokens(
+        _ count: Int,
+        seed: UInt64,
+        environment: FaultPlan.Environment,
+        to path: String
+    ) throws -> [DeviceToken] {
+        var generator = TokenGenerator(seed: seed)
+        var tokens: [DeviceToken] = []
+        tokens.reserveCapacity(count)
+        var text = "token\n"
+        text.reserveCapacity(65 * count + 6)
+        for _ in 0..<count {
+            var token = generator.next()
+            if environment != .any {
+                var bytes = token.bytes
+                bytes[0] = environment == .sandbox ? bytes[0] & 0xFE : bytes[0] | 1
+                token = try DeviceToken(bytes: bytes)
+            }
+            tokens.append(token)
+            text += token.hexString
+            text += "\n"
+        }
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        return tokens
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
+    }
+}
+
+/// Samples the process on a timer of its own until stopped. (`@unchecked`: the timer source is only started and
+/// cancelled, both thread-safe.)
+private final class Sampler: @unchecked Sendable {
+    private let timer: any DispatchSourceTimer
+
+    init(interval: Duration, _ body: @escaping @Sendable (ProcessSample) -> Void) {
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "salvo.soak.sampler"))
+        let milliseconds = Int(
+            interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000
+        )
+        timer.schedule(deadline: .now() + .milliseconds(milliseconds), repeating: .milliseconds(max(10, milliseconds)))
+        timer.setEventHandler { body(ProcessSample.now()) }
+        timer.resume()
+        self.timer = timer
+    }
+
+    func stop() {
+        self.timer.cancel()
+    }
+}

@@ -1,0 +1,46 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `GET path` from 127.0.0.1:`port` over a plain socket, HTTP/1.0: the whole answer (head and body), or nil when
+/// nothing listens. Bounded: a 5 s receive timeout.
+func httpGet(port: Int, path: String) -> String? {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { return nil }
+    defer { close(descriptor) }
+    var timeout = timeval(tv_sec: 5, tv_usec: 0)
+    setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+    }
+    guard connected == 0 else { return nil }
+    let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+    guard request.withUnsafeBytes({ send(descriptor, $0.baseAddress, $0.count, 0) }) == request.count else {
+        return nil
+    }
+    var answer: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+        guard count > 0 else { break }
+        answer += buffer[0..<count]
+    }
+    return String(decoding: answer, as: UTF8.self)
+}
+
+/// The value of the sample `name{labels}` in Prometheus text, nil when absent.
+func sample(_ text: String, _ name: String, _ labels: String) -> Double? {
+    let key = "\(name){\(labels)} "
+    for line in text.split(separator: "\n") where line.hasPrefix(key) {
+        return Double(line.dropFirst(key.count))
+    }
+    return nil
+}

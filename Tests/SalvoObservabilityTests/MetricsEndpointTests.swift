@@ -1,0 +1,122 @@
+import APNSWire
+import Foundation
+import NIOConcurrencyHelpers
+import Prometheus
+import SalvoEngine
+import SalvoObservability
+import SalvoSend
+import SalvoSimulator
+import SalvoTestSupport
+import Testing
+
+@Suite struct MetricsEndpointTests {
+    /// A real send over TLS to the simulator, its metrics served by the endpoint: scraped while it runs, the
+    /// counters are there; after it, they equal the report.
+    @Test func metricsDuringASendAndEqualToItsReportAfter() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-metrics-\(UUID().uuidString)")
+            .path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let certificates = try CertificateFactory()
+        let paths = try certificates.write(to: folder + "/certs", topic: "com.example.salvo")
+        var generator = TokenGenerator(seed: 5)
+        let tokens = (0..<30_000).map { _ in generator.next() }
+        var plan = FaultPlan()
+        plan.invalidTokens = [tokens[10], tokens[20_000]].map(\.hexString)
+        // Far enough away that the send outlasts a few progress snapshots.
+        plan.latencyMilliseconds = 40
+        let simulator = try await Simulator.start(SimulatorConfiguration.testing(certificates, plan: plan))
+        let input = folder + "/tokens.csv"
+        try Data(("token\n" + tokens.map(\.hexString).joined(separator: "\n") + "\n").utf8)
+            .write(to: URL(fileURLWithPath: input))
+        var job = BinaryJobConfiguration(
+            host: "127.0.0.1",
+            port: simulator.gatewayPort,
+            credentials: GatewayCredentials(
+                identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
+                trustedCAFile: paths.ca
+            ),
+            template: try FrameTemplate(command: .framed, payload: try Payload(json: #"{"aps":{"alert":"hi"}}"#)),
+            connections: 2
+        )
+        job.settle = .milliseconds(200)
+        job.reconnect.minimumInterval = .zero
+
+        let registry = PrometheusCollectorRegistry()
+        let endpoint = try await MetricsEndpoint.start(registry: registry, port: 0)
+        let metrics = JobMetrics(
+            factory: PrometheusMetricsFactory(registry: registry),
+            dimensions: [("protocol", "binary")]
+        )
+        let scraped = NIOLockedValueBox<String?>(nil)
+        let port = endpoint.port
+        let send = try BulkSend.prepare(SendRequest(files: [input], interface: .binary(job)))
+        let result: SendResult
+        do {
+            result = try await send.run(
+                progress: { _ in
+                    // Scrape once, from the job's own progress tick: the send is certainly running.
+                    let first = scraped.withLockedValue { $0 == nil }
+                    if first, let text = httpGet(port: port, path: "/metrics") {
+                        scraped.withLockedValue { $0 = text }
+                    }
+                },
+                metrics: metrics
+            )
+        } catch {
+            await endpoint.stop()
+            try await simulator.shutdown()
+            throw error
+        }
+        let after = httpGet(port: port, path: "/metrics") ?? ""
+        let missing = httpGet(port: port, path: "/other") ?? ""
+        await endpoint.stop()
+        try await simulator.shutdown()
+
+        let during = try #require(scraped.withLockedValue { $0 })
+        #expect(during.hasPrefix("HTTP/1.0 200") || during.hasPrefix("HTTP/1.1 200"))
+        #expect(sample(during, "salvo_rows_valid", #"protocol="binary""#) == Double(tokens.count))
+        #expect(during.contains("salvo_rows_confirmed_total"))
+        #expect(missing.contains(" 404 "))
+
+        let report = result.report
+        let labels = #"protocol="binary""#
+        #expect(sample(after, "salvo_rows_confirmed_total", labels) == Double(report.confirmed))
+        #expect(sample(after, "salvo_rows_delivered_total", labels) == Double(report.delivered))
+        #expect(sample(after, "salvo_rows_presumed", labels) == Double(report.presumed))
+        #expect(sample(after, "salvo_rows_resent_total", labels) == Double(report.resent))
+        #expect(sample(after, "salvo_reconnects_total", labels) == Double(report.reconnects))
+        #expect(sample(after, "salvo_notifications_written_total", labels) == Double(report.written))
+        #expect(sample(after, "salvo_bytes_written_total", labels) == Double(report.bytesWritten))
+        #expect(
+            sample(after, "salvo_rows_rejected_total", #"protocol="binary",reason="InvalidToken""#)
+                == Double(report.rejected["InvalidToken"] ?? -1)
+        )
+        #expect(report.rejected == ["InvalidToken": 2])
+        #expect(report.written >= tokens.count)
+    }
+
+    @Test func aJSONLogLineEscapesItsFields() {
+        let line = JSONLogHandler.line(
+            level: .info,
+            label: "salvo.shard",
+            message: "reconnect after 50 ms\n\"quoted\"\u{1B}",
+            metadata: ["shard": "1", "status": "8"]
+        )
+        #expect(line.hasSuffix("}\n"))
+        #expect(!line.dropLast().contains("\n"), "one line")
+        let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String]
+        #expect(object?["message"] == "reconnect after 50 ms\n\"quoted\"\u{1B}")
+        #expect(object?["level"] == "info")
+        #expect(object?["label"] == "salvo.shard")
+        #expect(object?["shard"] == "1" && object?["status"] == "8")
+        #expect(object?["time"]?.hasSuffix("Z") == true)
+    }
+
+    @Test func theProcessIsSampled() {
+        let sample = ProcessSample.now()
+        #expect(sample.residentBytes > 1 << 20)
+        #expect(sample.peakResidentBytes >= sample.residentBytes)
+        #expect(sample.threads >= 1)
+        #expect(sample.openDescriptors >= 3)
+    }
+}

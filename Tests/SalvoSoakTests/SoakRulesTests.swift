@@ -1,0 +1,71 @@
+import SalvoObservability
+import Testing
+
+@testable import SalvoSoak
+
+/// A round with these facts (everything else ordinary).
+func round(
+    _ index: Int,
+    memory: Int = 100 << 20,
+    descriptors: Int = 10,
+    threads: Int = 8,
+    problems: [String] = []
+) -> SoakRound {
+    SoakRound(
+        index: index,
+        startedAt: Double(index - 1) * 5,
+        seconds: 5,
+        rows: 1000,
+        delivered: 990,
+        rejected: 10,
+        uncertain: 0,
+        uncertainEvents: index % 3,
+        resent: 20,
+        reconnects: 11,
+        connectsPerSecond: 2.2,
+        throughput: 200 + Double(index),
+        lost: 0,
+        duplicated: 0,
+        invalidDelivered: 0,
+        problems: problems,
+        after: ProcessSample(
+            residentBytes: memory - (4 << 20),
+            peakResidentBytes: memory,
+            openDescriptors: descriptors,
+            threads: threads,
+            cpuSeconds: 1
+        ),
+        peakResidentBytes: memory
+    )
+}
+
+@Suite struct SoakRulesTests {
+    @Test func steadyRoundsPass() {
+        let rounds = (1...9).map { round($0, memory: (100 + $0 % 3) << 20, descriptors: 10 + $0 % 2) }
+        #expect(SoakRules.failures(rounds).isEmpty)
+    }
+
+    @Test func memoryThatKeepsGrowingFails() {
+        let rounds = (1...9).map { round($0, memory: (100 + 10 * $0) << 20) }
+        let failures = SoakRules.failures(rounds)
+        #expect(failures.count == 1)
+        #expect(failures.first?.hasPrefix("memory keeps growing") == true)
+        // Within 10 % (and the 8 MiB of slack): no failure.
+        let calm = (1...9).map { round($0, memory: (100 + ($0 > 6 ? 9 : 0)) << 20) }
+        #expect(SoakRules.failures(calm).isEmpty)
+    }
+
+    @Test func descriptorsOrThreadsThatKeepGrowingLeak() {
+        let leaking = (1...6).map { round($0, descriptors: 10 + $0) }
+        #expect(SoakRules.failures(leaking).map { $0.prefix(17) } == ["descriptors leak:"])
+        let threads = (1...6).map { round($0, threads: 8 + $0) }
+        #expect(SoakRules.failures(threads).first?.hasPrefix("threads leak") == true)
+    }
+
+    @Test func trendsNeedEnoughRoundsButEveryRoundIsJudged() {
+        let few = (1...5).map { round($0, memory: (100 * $0) << 20, descriptors: 10 * $0) }
+        #expect(SoakRules.failures(few).isEmpty, "five rounds say nothing about a trend")
+        let bad = [round(1), round(2, problems: ["3 token(s) lost, 0 reported uncertain"])]
+        #expect(SoakRules.failures(bad) == ["round 2: 3 token(s) lost, 0 reported uncertain"])
+    }
+}
