@@ -117,6 +117,7 @@ let package = Package(
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictness
         ),
@@ -194,6 +195,7 @@ let package = Package(
         // and `salvo soak` run from any folder. The files live in `data/`; `Resources` links to it.
         .target(
             name: "SalvoData",
+            exclude: ["Resources/vectors"],
             resources: [
                 .copy("Resources/tokens"), .copy("Resources/payloads"), .copy("Resources/faults"),
             ],
@@ -254,7 +256,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SalvoEngineTests",
-            dependencies: ["SalvoEngine", "APNSWire", "SalvoIO", "SalvoSimulator", "SalvoTestSupport"],
+            dependencies: [
+                "SalvoEngine", "APNSWire", "SalvoIO", "SalvoSimulator", "SalvoTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strictness
         ),
         .testTarget(

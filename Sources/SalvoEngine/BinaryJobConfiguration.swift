@@ -1,4 +1,5 @@
 import APNSWire
+import Logging
 
 /// Everything a binary-interface job needs besides its rows.
 public struct BinaryJobConfiguration: Sendable {
@@ -39,6 +40,9 @@ public struct BinaryJobConfiguration: Sendable {
     /// the gateway last showed life: then the connection is left (rows read the settle time before are presumed,
     /// the report counts the unanswered barrier).
     public var answerTimeout: Duration
+    /// Connection events (connect, error response with status and identifier, close or reset, reconnect after N ms)
+    /// at info, failed connects at warning; nothing per row above trace. Silent by default.
+    public var logger = Logger(label: "salvo.binary", factory: { _ in SwiftLogNoOpLogHandler() })
 
     public init(
         host: String,

@@ -1,5 +1,6 @@
 import APNSWire
 import Dispatch
+import Logging
 import NIOCore
 internal import SalvoIO
 
@@ -29,6 +30,7 @@ final class Shard: @unchecked Sendable {
     private var inbound = ByteBuffer()
     private var timer: DispatchSourceTimer?
     private var completion: ((Result<Void, JobError>) -> Void)?
+    private var logger: Logger
 
     init(
         index: Int,
@@ -45,6 +47,8 @@ final class Shard: @unchecked Sendable {
         self.tls = tls
         self.context = try IOContext(queue: self.queue, transport: configuration.transport?.kind)
         self.source = source
+        self.logger = configuration.logger
+        self.logger[metadataKey: "shard"] = "\(index)"
         let template = configuration.template
         self.machine = BinaryConnectionMachine(
             configuration: .init(configuration, windowCapacity: windowCapacity),
@@ -113,6 +117,7 @@ final class Shard: @unchecked Sendable {
                 self.connect()
             }
         case .reconnect(let delay):
+            self.logger.info("reconnect", metadata: ["after-ms": "\(delay / 1_000_000)"])
             self.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay))) { [weak self] in
                 guard let self else { return }
                 self.perform(self.machine.reconnectDue(now: Self.now()))
@@ -153,8 +158,16 @@ final class Shard: @unchecked Sendable {
         ) { result in
             switch result {
             case .success(let connection):
+                self.logger.info(
+                    "connected",
+                    metadata: ["gateway": "\(self.configuration.host):\(self.configuration.port)"]
+                )
                 self.opened(connection)
             case .failure(let error):
+                self.logger.warning(
+                    "connect failed",
+                    metadata: ["gateway": "\(self.configuration.host):\(self.configuration.port)", "error": "\(error)"]
+                )
                 let failure = BinaryConnectionMachine.ConnectFailure(error)
                 if case .unreachable = failure { self.pacer.refused() }
                 self.machine.noteProgress(at: self.pacer.lastProgressAt)
@@ -236,6 +249,13 @@ final class Shard: @unchecked Sendable {
         self.inbound.writeImmutableBuffer(bytes)
         do {
             while let response = try ErrorResponse.read(from: &self.inbound) {
+                self.logger.info(
+                    "error response",
+                    metadata: [
+                        "status": "\(response.status.rawValue)", "reason": "\(response.status.reasonName)",
+                        "identifier": "\(response.identifier)",
+                    ]
+                )
                 self.perform(self.machine.received(response, resolve: self.resolve))
             }
             self.reportProgress()
@@ -276,6 +296,7 @@ final class Shard: @unchecked Sendable {
             cause = end.reason == .closedLocally ? .local : .remote(end.description)
         }
         let sent = connection.statistics.bytesSent
+        self.logger.info("closed", metadata: ["cause": "\(end.description)", "bytes-sent": "\(sent)"])
         self.machine.noteProgress(at: self.pacer.lastProgressAt)
         self.perform(self.machine.closed(cause, sentThrough: sent, now: Self.now(), resolve: self.resolve))
     }

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOSSL
 import SalvoEngine
@@ -50,6 +51,9 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// seeded from it and its index, and each connection one seeded from its slot's. Random by default; a fixed
     /// seed makes the delays of a run repeatable.
     public var randomSeed = UInt64.random(in: .min ... .max)
+    /// Connection events (connect, close, GOAWAY, reconnect after N ms) at info, failed connects at warning;
+    /// nothing per request above trace. Silent by default.
+    public var logger = Logger(label: "salvo.h2", factory: { _ in SwiftLogNoOpLogHandler() })
     /// The id of each connection's first stream: odd, 1 in HTTP/2. Tests start near 2^31 − 1 to reach the end of
     /// the id space in a few requests.
     var firstStreamID: Int32 = 1

@@ -110,6 +110,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                 }
             }
         handler.onGoAway = { [self] in
+            self.configuration.logger.info("GOAWAY: a new connection takes over")
             // The replacement opens now; the old connection finishes its streams and closes.
             self.current = nil
             self.connect()
@@ -120,6 +121,10 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                 self.connecting = false
                 switch result {
                 case .success(let channel):
+                    self.configuration.logger.info(
+                        "connected",
+                        metadata: ["gateway": "\(self.configuration.host):\(self.configuration.port)"]
+                    )
                     let id = ObjectIdentifier(channel)
                     self.channels[id] = channel
                     self.current = id
@@ -130,6 +135,10 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                     }
                     if self.stopped { channel.close(promise: nil) }
                 case .failure(let error):
+                    self.configuration.logger.warning(
+                        "connect failed",
+                        metadata: ["error": "\(error)"]
+                    )
                     self.job.noteConnectionError(
                         "cannot connect to \(self.configuration.host):\(self.configuration.port): \(error)"
                     )
@@ -157,6 +166,10 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         }
         let since = self.lastConnect.map { UInt64(max(0, (NIODeadline.now() - $0).nanoseconds)) } ?? UInt64.max
         let delay = policy.delay(failures: self.failures, sinceLastConnect: since, random: self.random.nextUnit())
+        self.configuration.logger.info(
+            "reconnect",
+            metadata: ["after-ms": "\(delay / 1_000_000)"]
+        )
         self.pendingConnect = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Int64(clamping: delay))) {
             self.pendingConnect = nil
             self.connect()

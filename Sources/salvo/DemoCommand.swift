@@ -43,6 +43,7 @@ struct DemoCommand: AsyncParsableCommand {
     @OptionGroup var delivery: DeliveryOptions
     @OptionGroup var output: OutputOptions
     @OptionGroup var observe: ObservabilityOptions
+    @OptionGroup var progressOptions: ProgressOptions
 
     /// A file of the sample data: in `--data`, or shipped with the executable.
     private func dataFile(_ relative: String) -> String {
@@ -174,7 +175,7 @@ extension DemoCommand {
         return try await SendConsole.run(
             request,
             what: what,
-            display: ProgressDisplay(self.observe.progress, quiet: self.output.quiet),
+            display: ProgressDisplay(self.progressOptions.progress, quiet: self.output.quiet),
             printSummary: false
         ).report
     }
@@ -222,7 +223,7 @@ extension DemoCommand {
         return try await SendConsole.run(
             request,
             what: what,
-            display: ProgressDisplay(self.observe.progress, quiet: self.output.quiet),
+            display: ProgressDisplay(self.progressOptions.progress, quiet: self.output.quiet),
             printSummary: false
         ).report
     }

@@ -10,14 +10,17 @@ import SalvoObservability
 extension LogFormat: ExpressibleByArgument {}
 extension Logger.Level: @retroactive ExpressibleByArgument {}
 
-/// What a long job shows while it runs (shared by `send`, `demo`, `soak` and `simulate`): the progress line or
-/// JSON, the Prometheus endpoint and the logs.
-struct ObservabilityOptions: ParsableArguments {
+/// How a running job shows its progress (shared by `send`, `demo` and `soak`).
+struct ProgressOptions: ParsableArguments {
     @Option(
         help: "Progress: auto (a line on a terminal, unless --quiet), json (one object per second on stderr), none."
     )
     var progress: ProgressOption = .auto
+}
 
+/// What a long-running command exposes to operators (shared by `send`, `demo`, `soak` and `simulate`): the
+/// Prometheus endpoint and the logs.
+struct ObservabilityOptions: ParsableArguments {
     @Option(
         name: .customLong("metrics-port"),
         help: "Serve Prometheus metrics at http://HOST:PORT/metrics while the command runs (0: any free port)."

@@ -91,6 +91,7 @@ struct SendCommand: AsyncParsableCommand {
     @OptionGroup var delivery: DeliveryOptions
     @OptionGroup var output: OutputOptions
     @OptionGroup var observe: ObservabilityOptions
+    @OptionGroup var progressOptions: ProgressOptions
 
     func validate() throws {
         guard !self.tokens.isEmpty else { throw ValidationError("name at least one token file") }
@@ -127,12 +128,15 @@ struct SendCommand: AsyncParsableCommand {
     private func send() async throws {
         let interface: SendRequest.Interface
         let what: String
+        let observability = try await self.observe.start(label: "salvo.send")
         if self.wireProtocol == .h2 {
-            let configuration = try self.http2Configuration()
+            var configuration = try self.http2Configuration()
+            configuration.client.logger = observability.logger
             interface = .http2(configuration)
             what = "\(configuration.payload.byteCount) payload bytes over HTTP/2"
         } else {
-            let configuration = try self.binaryConfiguration()
+            var configuration = try self.binaryConfiguration()
+            configuration.logger = observability.logger
             interface = .binary(configuration)
             what = "\(configuration.template.frameByteCount) bytes"
         }
@@ -149,13 +153,12 @@ struct SendCommand: AsyncParsableCommand {
         let stop = self.wireProtocol == .h2 ? nil : JobStop(grace: .seconds(2))
         let signals = SignalStop(stop: stop)
         defer { signals.cancel() }
-        let observability = try await self.observe.start(label: "salvo.send")
         let result: SendResult
         do {
             result = try await SendConsole.run(
                 request,
                 what: what,
-                display: ProgressDisplay(self.observe.progress, quiet: self.output.quiet),
+                display: ProgressDisplay(self.progressOptions.progress, quiet: self.output.quiet),
                 metrics: observability.jobMetrics(dimensions: [("protocol", self.wireProtocol.rawValue)]),
                 stop: stop
             )

@@ -73,6 +73,8 @@ struct SimulateCommand: AsyncParsableCommand {
     )
     var http2MaximumStreams: Int?
 
+    @OptionGroup var observe: ObservabilityOptions
+
     func validate() throws {
         let ports: [(String, Int?)] = [
             ("--gateway-port", self.gatewayPort), ("--feedback-port", self.feedbackPort),
@@ -147,7 +149,12 @@ struct SimulateCommand: AsyncParsableCommand {
         // Written straight to the file descriptor: scripts read the ports from a pipe or a file, where
         // print's buffer would hold them until exit.
         FileHandle.standardOutput.write(Data((run.banner(credentials: credentials, tokens: tokens) + "\n").utf8))
+        let observability = try await self.observe.start(label: "salvo.simulate")
+        let metrics = observability.factory.map { SimulatorMetrics(simulator: run.simulator, factory: $0) }
+        metrics?.start()
         await run.waitForTermination()
+        metrics?.stop()
+        await observability.stop()
         print(try await run.finish())
     }
 }

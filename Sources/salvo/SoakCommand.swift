@@ -54,6 +54,7 @@ struct SoakCommand: AsyncParsableCommand {
     var quiet = false
 
     @OptionGroup var observe: ObservabilityOptions
+    @OptionGroup var progressOptions: ProgressOptions
 
     func validate() throws {
         guard Self.seconds(self.duration) != nil else {
@@ -102,7 +103,7 @@ struct SoakCommand: AsyncParsableCommand {
             "soak: \(configuration.interface.rawValue), plan \(plan.name) (\(planPath)), "
                 + "\(configuration.tokens) tokens per round over \(self.connections) connection(s), for \(self.duration)"
         )
-        let progressOption = self.observe.progress
+        let progressOption = self.progressOptions.progress
         let quiet = self.quiet
         let displays = NIOLockedDisplays()
         let observers = SoakRunner.Observers(

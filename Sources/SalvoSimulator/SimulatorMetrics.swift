@@ -1,0 +1,99 @@
+import CoreMetrics
+import Dispatch
+import NIOConcurrencyHelpers
+
+/// The simulator's own counts as swift-metrics, sampled from its ledger once a second (never per notification):
+/// `salvo_simulator_accepted_total`, `salvo_simulator_discarded_after_error_total`,
+/// `salvo_simulator_error_responses_total{status}`, `salvo_simulator_resets_total`,
+/// `salvo_simulator_connections_total`, `salvo_simulator_connections_refused_total{reason}`; gauges
+/// `salvo_simulator_ledger_tokens` and `salvo_simulator_ledger_bytes`.
+///
+/// `@unchecked Sendable`: the counts are behind `state`'s lock and the timer behind its own; Dispatch's timer type
+/// is not marked Sendable, though starting and cancelling it are thread-safe.
+public final class SimulatorMetrics: @unchecked Sendable {
+    private let simulator: Simulator
+    private let factory: any MetricsFactory
+    private let accepted: Counter
+    private let discarded: Counter
+    private let resets: Counter
+    private let connections: Counter
+    private let tokens: Gauge
+    private let bytes: Gauge
+    private let state = NIOLockedValueBox(State())
+    private let timer: NIOLockedValueBox<(any DispatchSourceTimer)?> = NIOLockedValueBox(nil)
+
+    private struct State {
+        var last = LedgerSnapshot()
+        var errors: [String: Counter] = [:]
+        var refused: [String: Counter] = [:]
+    }
+
+    public init(simulator: Simulator, factory: any MetricsFactory = MetricsSystem.factory) {
+        self.simulator = simulator
+        self.factory = factory
+        self.accepted = Counter(label: "salvo_simulator_accepted_total", factory: factory)
+        self.discarded = Counter(label: "salvo_simulator_discarded_after_error_total", factory: factory)
+        self.resets = Counter(label: "salvo_simulator_resets_total", factory: factory)
+        self.connections = Counter(label: "salvo_simulator_connections_total", factory: factory)
+        self.tokens = Gauge(label: "salvo_simulator_ledger_tokens", factory: factory)
+        self.bytes = Gauge(label: "salvo_simulator_ledger_bytes", factory: factory)
+    }
+
+    /// Samples now, then once a second until `stop()`.
+    public func start(interval: DispatchTimeInterval = .seconds(1)) {
+        self.update()
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "salvo.simulator.metrics"))
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.setEventHandler { [weak self] in self?.update() }
+        timer.resume()
+        self.timer.withLockedValue { $0 = timer }
+    }
+
+    public func stop() {
+        self.timer.withLockedValue {
+            $0?.cancel()
+            $0 = nil
+        }
+        self.update()
+    }
+
+    /// Advances the metrics to the ledger's counts now.
+    public func update() {
+        let now = self.simulator.ledger.snapshot()
+        self.tokens.record(now.distinctTokens)
+        self.bytes.record(now.tableBytes)
+        self.state.withLockedValue { state in
+            let last = state.last
+            func advance(_ counter: Counter, _ new: Int, _ old: Int) {
+                if new > old { counter.increment(by: new - old) }
+            }
+            advance(self.accepted, now.accepted, last.accepted)
+            advance(self.discarded, now.discardedAfterError, last.discardedAfterError)
+            advance(self.resets, now.resets, last.resets)
+            advance(self.connections, now.connectionsAccepted, last.connectionsAccepted)
+            for (status, count) in now.errorResponses {
+                let counter =
+                    state.errors[status]
+                    ?? Counter(
+                        label: "salvo_simulator_error_responses_total",
+                        dimensions: [("status", status)],
+                        factory: self.factory
+                    )
+                state.errors[status] = counter
+                advance(counter, count, last.errorResponses[status] ?? 0)
+            }
+            for (reason, count) in now.connectionsRefused {
+                let counter =
+                    state.refused[reason]
+                    ?? Counter(
+                        label: "salvo_simulator_connections_refused_total",
+                        dimensions: [("reason", reason)],
+                        factory: self.factory
+                    )
+                state.refused[reason] = counter
+                advance(counter, count, last.connectionsRefused[reason] ?? 0)
+            }
+            state.last = now
+        }
+    }
+}
