@@ -471,7 +471,10 @@ struct HTTP2ConnectionStateMachine {
     private mutating func uncertain(_ item: HTTP2WorkItem, now: NIODeadline) {
         var item = item
         item.attempts += 1
-        if self.outcomes.uncertain(mayRetry: self.configuration.retry.allowsRetry(after: item.attempts)) {
+        if self.outcomes.uncertain(
+            CollectionOfOne(item.row),
+            mayRetry: self.configuration.retry.allowsRetry(after: item.attempts)
+        ) {
             item.notBefore = now
             self.retries.append(item)
         } else {

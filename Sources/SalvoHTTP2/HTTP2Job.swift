@@ -1,4 +1,5 @@
 import APNSWire
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SalvoEngine
@@ -17,6 +18,9 @@ public enum HTTP2Job {
     ///   - summary: what validation found (counts for the report).
     ///   - group: the event loops to run on; a group of `min(connections, cores)` threads is made (and shut down)
     ///     when nil.
+    ///   - stop: lets the caller stop the job (a signal): no new rows are sent, the streams in flight have the
+    ///     stop's grace to answer (none after a second request), then the job ends with `stopped` set and the
+    ///     rows without an answer counted in `notSent`.
     /// - Throws: `HTTP2ClientError` for a configuration that cannot work (a payload over the push type's limit, a
     ///   topic or priority the push type does not take, unreadable credentials); APNs' answers are in the result,
     ///   never thrown.
@@ -24,7 +28,8 @@ public enum HTTP2Job {
         configuration: HTTP2JobConfiguration,
         source: TokenSource,
         summary: TokenSource.Summary,
-        group: (any EventLoopGroup)? = nil
+        group: (any EventLoopGroup)? = nil,
+        stop: JobStop? = nil
     ) async throws(HTTP2ClientError) -> HTTP2JobResult {
         let client = configuration.client
         try client.validate()
@@ -74,12 +79,45 @@ public enum HTTP2Job {
         )
         let pool = HTTP2ConnectionPool(configuration: client, sslContext: sslContext, job: job, group: loops)
         pool.start()
+        // The job ends when every row has its answer, or when a stop's grace runs out.
+        let ended = loops.next().makePromise(of: Void.self)
+        let endedOnce = NIOLockedValueBox(false)
+        let end: @Sendable () -> Void = {
+            if endedOnce.withLockedValue({ done in
+                defer { done = true }
+                return !done
+            }) {
+                ended.succeed()
+            }
+        }
+        finished.futureResult.whenComplete { _ in end() }
+        if let stop {
+            let loop = loops.next()
+            let grace = stop.grace
+            stop.install { [weak stop] immediate in
+                job.work.stop(HTTP2JobStop(reason: nil, message: stop?.reason ?? "interrupted"))
+                if immediate {
+                    end()
+                } else {
+                    loop.scheduleTask(in: TimeAmount(grace)) { end() }
+                }
+            }
+        }
         // The promise is only ever succeeded.
-        try? await finished.futureResult.get()
+        try? await ended.futureResult.get()
+        // Closing the connections gives back the rows still in flight (they count as not sent).
         await pool.stop()
         try? await ownGroup?.shutdownGracefully()
 
-        let recorded = job.recorded.withLockedValue { $0 }
+        var recorded = job.recorded.withLockedValue { $0 }
+        // Rows never answered because the job stopped: given back, never handed out, or never read.
+        job.work.waitForReadAhead()
+        for row in job.work.abandonedRows { recorded.outcomes.leave(row, .unsent) }
+        if job.work.stopped != nil {
+            while let chunk = try? source.nextChunk(maximumRows: 4096) {
+                for row in chunk { recorded.outcomes.leave(row, .unsent) }
+            }
+        }
         var result = HTTP2JobResult(outcomes: recorded.outcomes, deliveries: recorded.deliveries)
         let elapsed = ContinuousClock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18

@@ -130,8 +130,8 @@ struct SendCommand: AsyncParsableCommand {
             outputs: self.output.outputs(unregistered: self.unregistered),
             suppress: self.suppress
         )
-        // The binary job stops in order on a signal; the HTTP/2 job ends at once, as before.
-        let stop = self.wireProtocol == .h2 ? nil : JobStop(grace: .seconds(2))
+        // Either job stops in order on a signal: no new rows, 2 s for those in flight, then the record.
+        let stop = JobStop(grace: .seconds(2))
         let signals = SignalStop(stop: stop)
         defer { signals.cancel() }
         let result = try await SendConsole.run(request, what: what, quiet: self.output.quiet, stop: stop)

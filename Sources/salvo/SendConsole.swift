@@ -53,6 +53,12 @@ enum SendConsole {
             if result.notSent > 0 { log("not sent   \(result.notSent)") }
             if let stopped = result.stopped { log("stopped    \(stopped)") }
         }
+        if !result.unsettledRows.isEmpty {
+            log(
+                "unsettled  \(result.unsettledRows.count) rows"
+                    + (request.outputs.unsettled.map { " (in \($0): send it again to retry them)" } ?? "")
+            )
+        }
         // The report and the files are written; the job still failed (exit 3).
         if let error = result.error { throw UserError(error.message) }
         if !result.unregistered.isEmpty {
