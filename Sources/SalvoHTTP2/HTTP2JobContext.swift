@@ -26,6 +26,9 @@ final class HTTP2JobContext: Sendable {
     let recorded: NIOLockedValueBox<Recorded>
     /// Connection failures and protocol errors, for the report's explanation when a job cannot finish.
     let connectionErrors = NIOLockedValueBox([String]())
+    /// Whether any connection of the job has passed its credentials: until then, a failure that cannot heal
+    /// (`HTTP2ConnectFailure`) stops the job at once.
+    let anyReady = NIOLockedValueBox(false)
 
     init(
         work: HTTP2WorkQueue,
