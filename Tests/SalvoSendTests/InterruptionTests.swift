@@ -165,4 +165,42 @@ import Glibc
         #expect(rows.count == decoded.uncertain + decoded.notSent)
         #expect(Set(rows.map { String($0[0]) }) == Set(tokens), "every row is listed, once")
     }
+
+    @Test func standardOutputIsLineBufferedIntoAPipe() async throws {
+        guard let salvo = Self.executable else {
+            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
+            return
+        }
+        let paths = CertificateFactory.sharedFolder
+        let gateway = try MisbehavingGateway(.silent, paths: paths)
+        defer { gateway.stop() }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-buf-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        var generator = TokenGenerator(seed: 12)
+        let tokens = (0..<100).map { _ in generator.next().hexString }
+        try Data(("token\n" + tokens.joined(separator: "\n") + "\n").utf8)
+            .write(to: folder.appendingPathComponent("tokens.csv"))
+        try Data(#"{"aps":{"alert":"hi"}}"#.utf8).write(to: folder.appendingPathComponent("payload.json"))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: salvo)
+        process.currentDirectoryURL = folder
+        process.arguments = [
+            "send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:\(gateway.port)",
+            "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca, "--connections", "1", "--quiet",
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let clock = ContinuousClock()
+        let start = clock.now
+        while gateway.plaintextBytesRead == 0 && clock.now - start < .seconds(10) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        // Killed outright: only what reached the pipe survives.
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(printed.contains("sending 100 notifications"), "printed before the kill: \(printed)")
+    }
 }
