@@ -25,6 +25,9 @@ public struct JobReport: Codable, Hashable, Sendable {
     public var validRows = 0
     /// Valid rows not sent because the suppression list named their token (`send --suppress`).
     public var suppressed = 0
+    /// Valid rows whose token an earlier row of the input already holds, sent again (without `--dedupe`); nil
+    /// when there were none.
+    public var duplicates: Int?
 
     /// Accepted for certain: the gateway answered for a later notification on the same connection.
     public var confirmed = 0
@@ -95,6 +98,11 @@ public struct JobReport: Codable, Hashable, Sendable {
             "input      \(self.inputRows) rows: \(self.validRows) valid, \(self.invalidInput) invalid (each named with its file and line)"
         )
         if self.suppressed > 0 { lines.append("suppressed \(self.suppressed) (on the suppression list, not sent)") }
+        if let duplicates, duplicates > 0 {
+            lines.append(
+                "duplicates \(duplicates) rows repeat an earlier row's token (sent again; --dedupe leaves them out)"
+            )
+        }
         lines.append("delivered  \(self.delivered) (\(self.confirmed) confirmed, \(self.presumed) presumed)")
         let statuses = self.rejected.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
         lines.append(

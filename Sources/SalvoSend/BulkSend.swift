@@ -86,6 +86,7 @@ public struct BulkSend: Sendable {
         result.report.partition = self.request.input.partition
         result.report.inputFiles = self.inputFiles
         result.report.suppressed = self.summary.suppressed
+        if self.summary.duplicates > 0 { result.report.duplicates = self.summary.duplicates }
         try OutputFiles.write(result, to: self.request.outputs)
         return result
     }

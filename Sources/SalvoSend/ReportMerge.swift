@@ -68,6 +68,7 @@ public enum ReportMerge {
             merged.connections += report.connections
             merged.validRows += report.validRows
             merged.invalidInput += report.invalidInput
+            if let duplicates = report.duplicates { merged.duplicates = (merged.duplicates ?? 0) + duplicates }
             // The workers ran side by side: the job took as long as the slowest.
             merged.seconds = max(merged.seconds, report.seconds)
         }

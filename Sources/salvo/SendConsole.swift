@@ -29,6 +29,12 @@ enum SendConsole {
         if rejects.count > 10 {
             log("… and \(rejects.count - 10) more bad rows\(request.outputs.rejects.map { " (all in \($0))" } ?? "")")
         }
+        if send.summary.duplicates > 0 {
+            log(
+                "warning: \(send.summary.duplicates) rows repeat the token of an earlier row and will be sent again "
+                    + "(--dedupe leaves them out)"
+            )
+        }
         log(
             "sending \(send.summary.validRows) notifications of \(what) to \(request.gateway) over "
                 + "\(request.connections) connection(s)"
