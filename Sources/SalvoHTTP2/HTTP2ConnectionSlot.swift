@@ -86,6 +86,14 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                     let sync = channel.pipeline.syncOperations
                     if let sslContext {
                         try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
+                        if let serverName {
+                            try sync.addHandler(
+                                ServerNameCheckHandler(serverName: serverName) { message in
+                                    job.noteConnectionError(message)
+                                    if boundHandler.value.hopeless == nil { boundHandler.value.hopeless = message }
+                                }
+                            )
+                        }
                         // Without an offer, a server cannot choose `h2` with ALPN: HTTP/2 is then spoken by prior
                         // knowledge, and only a server that does not speak it fails (at the HTTP/2 preface).
                         if offersALPN {

@@ -87,4 +87,21 @@ import Testing
         self.expectStoppedAtOnce(result, saying: "TLS handshake failed")
         #expect(requests == 0)
     }
+
+    @Test func aServerNameTheCertificateDoesNotNameIsRefusedEvenWhenItNamesTheAddress() async throws {
+        let server = try await startServer { _ in .ok(apnsID: nil) }
+        // The test server's certificate names localhost and 127.0.0.1; the job connects to 127.0.0.1.
+        var configuration = jobConfigurationForTests(port: server.port, authentication: clientCertificate)
+        configuration.client.serverName = "evil.example"
+        let refused = try await self.run(configuration, seed: 46)
+        var named = jobConfigurationForTests(port: server.port, authentication: clientCertificate)
+        named.client.serverName = "LOCALHOST"
+        let accepted = try await self.run(named, seed: 47)
+        let requests = server.requestCount
+        await server.stop()
+        self.expectStoppedAtOnce(refused, saying: "does not name evil.example")
+        #expect(accepted.stopped == nil)
+        #expect(accepted.report.confirmed == 20)
+        #expect(requests == 20, "only the job whose name the certificate holds sent anything")
+    }
 }
