@@ -1,4 +1,5 @@
 import Foundation
+import SalvoEngine
 import SalvoTestSupport
 import Testing
 
@@ -65,6 +66,24 @@ import Testing
         guard let (status, error) = try self.salvo(arguments) else { return }
         #expect(status == 64, "\(error)")
         #expect(error.contains("--key-id is 10 letters and digits"), "\(error)")
+    }
+
+    @Test func anHTTP2SendToNothingListeningStopsAtOnceWithExitStatus3AndWritesTheRecord() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let report = folder.appendingPathComponent("report.json").path
+        guard let (status, error) = try self.salvo(self.http2Send(["--report", report])) else { return }
+        #expect(status == 3, "\(error)")
+        let unsettled = try String(
+            contentsOfFile: folder.appendingPathComponent("report.unsettled.csv").path,
+            encoding: .utf8
+        )
+        #expect(unsettled.split(separator: "\n").count == 2, "the header and the one row, to send again")
+        let text = try String(contentsOfFile: report, encoding: .utf8)
+        #expect(text.contains("connection refused"), "the report says why: \(text)")
+        let decoded = try JSONDecoder().decode(JobReport.self, from: Data(text.utf8))
+        #expect(decoded.reconnects == 0, "not retried")
+        #expect(decoded.notSent == 1)
     }
 
     @Test func payloadCheckRefusesAPriorityAppleDoesNotDefine() throws {
