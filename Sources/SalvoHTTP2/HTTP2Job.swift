@@ -110,9 +110,12 @@ public enum HTTP2Job {
         try? await ownGroup?.shutdownGracefully()
 
         var recorded = job.recorded.withLockedValue { $0 }
-        // Rows never answered because the job stopped: given back, never handed out, or never read.
+        // Rows never answered because the job stopped: sent and unanswered, given back, never handed out, or
+        // never read.
         job.work.waitForReadAhead()
-        for row in job.work.abandonedRows { recorded.outcomes.leave(row, .unsent) }
+        for item in job.work.abandonedItems {
+            recorded.outcomes.leave(item.row, item.unanswered ? .unanswered : .unsent)
+        }
         if job.work.stopped != nil {
             while let chunk = try? source.nextChunk(maximumRows: 4096) {
                 for row in chunk { recorded.outcomes.leave(row, .unsent) }

@@ -40,7 +40,7 @@ final class HTTP2WorkQueue: Sendable {
         var sourceExhausted = false
         var stop: HTTP2JobStop?
         /// Rows never sent, or waiting for a retry, when the job stopped.
-        var abandoned: [TokenRow] = []
+        var abandoned: [HTTP2WorkItem] = []
         var isFinished = false
     }
 
@@ -81,7 +81,7 @@ final class HTTP2WorkQueue: Sendable {
             state.outstanding -= finals + retries.count
             precondition(state.outstanding >= 0, "more rows given back than taken")
             if state.stop != nil {
-                state.abandoned.append(contentsOf: retries.lazy.map(\.row))
+                state.abandoned.append(contentsOf: retries)
             } else {
                 for item in retries {
                     state.delayed.append(item)
@@ -113,7 +113,7 @@ final class HTTP2WorkQueue: Sendable {
     var abandoned: Int { self.state.withLockedValue { $0.abandoned.count } }
 
     /// The rows counted in `abandoned`, in no particular order.
-    var abandonedRows: [TokenRow] { self.state.withLockedValue { $0.abandoned } }
+    var abandonedItems: [HTTP2WorkItem] { self.state.withLockedValue { $0.abandoned } }
 
     /// When the next delayed row becomes ready, if any waits.
     var nextDelayed: NIODeadline? {
@@ -144,7 +144,7 @@ final class HTTP2WorkQueue: Sendable {
                 state.reading = false
                 switch chunk {
                 case .success(let rows?) where state.stop != nil:
-                    state.abandoned.append(contentsOf: rows)
+                    state.abandoned.append(contentsOf: rows.lazy.map { HTTP2WorkItem(row: $0) })
                 case .success(let rows?):
                     state.ready.append(contentsOf: rows.lazy.map { HTTP2WorkItem(row: $0) })
                 case .success(nil):
@@ -181,8 +181,8 @@ final class HTTP2WorkQueue: Sendable {
     private static func stop(_ stop: HTTP2JobStop, state: inout State) {
         guard state.stop == nil else { return }
         state.stop = stop
-        state.abandoned.append(contentsOf: state.ready.lazy.map(\.row))
-        state.abandoned.append(contentsOf: state.delayed.lazy.map(\.row))
+        state.abandoned.append(contentsOf: state.ready)
+        state.abandoned.append(contentsOf: state.delayed)
         state.ready.removeAll()
         state.delayed.removeAll()
         state.earliestDelayed = .distantFuture

@@ -164,6 +164,9 @@ import Glibc
         let rows = unsettled.dropFirst().map { $0.split(separator: ",") }
         #expect(rows.count == decoded.uncertain + decoded.notSent)
         #expect(Set(rows.map { String($0[0]) }) == Set(tokens), "every row is listed, once")
+        // One stream was in flight (a connection takes one until the credentials pass): sent, never answered.
+        #expect(rows.filter { $0.count == 4 && $0[3] == "unanswered" }.count == 1)
+        #expect(rows.filter { $0.count == 4 && $0[3] == "unsent" }.count == count - 1)
     }
 
     @Test func standardOutputIsLineBufferedIntoAPipe() async throws {
