@@ -19,6 +19,9 @@ struct JSONScanner {
     /// Parses `input`; returns its value and compact form, or throws a message with line and column.
     static func parse(_ input: [UInt8]) throws(Failure) -> (value: JSONValue, compact: [UInt8]) {
         var scanner = JSONScanner(input: input)
+        if input.starts(with: [0xEF, 0xBB, 0xBF]) {
+            throw scanner.failure("the text starts with a UTF-8 byte order mark (BOM), which JSON does not allow")
+        }
         scanner.output.reserveCapacity(input.count)
         scanner.skipWhitespace()
         let value = try scanner.value()
@@ -97,6 +100,7 @@ struct JSONScanner {
         self.emit()
         self.skipWhitespace()
         var members: [JSONMember] = []
+        var keys: Set<String> = []
         if self.current == UInt8(ascii: "}") {
             self.emit()
             self.depth -= 1
@@ -110,7 +114,13 @@ struct JSONScanner {
                         : "a key in double quotes was expected, found \(Self.show(self.current!))"
                 )
             }
+            let keyStart = self.index
             let key = try self.string()
+            guard keys.insert(key).inserted else {
+                // Which of the two the service would read is unspecified: refused, as a strict parser should.
+                self.index = keyStart
+                throw self.failure("the key \"\(key)\" appears twice in one object")
+            }
             self.skipWhitespace()
             try self.expect(UInt8(ascii: ":"), "':' was expected after the key")
             self.skipWhitespace()

@@ -108,6 +108,9 @@ struct BinaryConnectionMachine {
         var ciphertextEnd = 0
         var acknowledged = 0
         var acknowledgedSince: UInt64 = 0
+        /// Rows presumed on this connection: an answer that proves them (an error response for a later row, the
+        /// barrier's) makes them confirmed.
+        var presumed = 0
     }
 
     private(set) var state = State.idle
@@ -273,6 +276,7 @@ struct BinaryConnectionMachine {
     /// Stops taking rows (the job was asked to stop): rows not yet written are dropped (the job counts them not
     /// sent); what is in flight settles as usual, with the barrier.
     mutating func interrupt() -> Action {
+        for row in self.pending { self.outcomes.leave(row, .unsent) }
         self.pending.removeAll()
         self.exhausted = true
         switch self.state {
@@ -288,6 +292,17 @@ struct BinaryConnectionMachine {
     /// Stops at once (another shard failed): nothing more is decided.
     mutating func stop() {
         self.state = .failed
+    }
+
+    /// The job ends here (stopped, or failed): every row still in the shard's hands is listed as unsettled —
+    /// written and unanswered, or never written. Nothing is left to settle afterwards.
+    mutating func leaveUnsettled<Failure: Error>(resolve: (SentWindow.Journaled) throws(Failure) -> DeviceToken) {
+        if !self.window.isEmpty, let settlement = try? self.window.abandon(sentThrough: .max, resolve: resolve) {
+            for entry in settlement.uncertain where !entry.isBarrier { self.outcomes.leave(entry.row, .unanswered) }
+            for entry in settlement.unsent where !entry.isBarrier { self.outcomes.leave(entry.row, .unsent) }
+        }
+        for row in self.pending { self.outcomes.leave(row, .unsent) }
+        self.pending.removeAll()
     }
 
     private mutating func reconnectAction(now: UInt64) -> Action {
@@ -437,7 +452,7 @@ struct BinaryConnectionMachine {
         _ response: ErrorResponse,
         resolve: (SentWindow.Journaled) throws(Failure) -> DeviceToken
     ) -> Action {
-        guard case .open = self.state else { return .none }
+        guard case .open(let open) = self.state else { return .none }
         self.state = .answered
         self.endCause = response.status.reasonName
         let settlement: SentWindow.Settlement
@@ -447,6 +462,9 @@ struct BinaryConnectionMachine {
             return self.fail(.input, "\(error)")
         }
         self.settle(settlement)
+        // The answer names a row of this connection: every row written before it was accepted, the presumed ones
+        // too.
+        if !settlement.unknownIdentifier { self.outcomes.upgradePresumed(open.presumed) }
         return .close
     }
 
@@ -485,6 +503,7 @@ struct BinaryConnectionMachine {
         let presumed = self.window.presume(readBefore: now - self.configuration.settleNanoseconds)
         guard presumed > 0 else { return .none }
         self.outcomes.presume(presumed)
+        open.presumed += presumed
         open.settledAny = true
         self.lastProgressAt = now
         self.state = .open(open)
@@ -505,6 +524,7 @@ struct BinaryConnectionMachine {
         let presumed = self.window.presume(readBefore: now - self.configuration.settleNanoseconds)
         if presumed > 0 {
             self.outcomes.presume(presumed)
+            open.presumed += presumed
             open.settledAny = true
             self.lastProgressAt = now
         }
@@ -528,7 +548,7 @@ struct BinaryConnectionMachine {
         if let row = failedRow, let status = settlement.status {
             if status == .noErrors {
                 // "No errors encountered" refuses nothing: whether the gateway kept the row is unknown.
-                if self.outcomes.uncertain() { requeue.append(row) }
+                if self.outcomes.uncertain(CollectionOfOne(row)) { requeue.append(row) }
             } else if status == .processingError,
                 self.processingErrors[row.reference, default: 0] < self.configuration.processingErrorRetries
             {
@@ -544,7 +564,7 @@ struct BinaryConnectionMachine {
         self.outcomes.resend(resend.count)
         requeue.append(contentsOf: resend)
         let uncertain = settlement.uncertain.filter { !$0.isBarrier }
-        if !uncertain.isEmpty && self.outcomes.uncertain(uncertain.count) {
+        if !uncertain.isEmpty && self.outcomes.uncertain(uncertain.map(\.row)) {
             requeue.append(contentsOf: uncertain.map(\.row))
         }
         // Never left the process: written again, neither resent nor uncertain.

@@ -9,6 +9,8 @@ public struct JobResult: Sendable {
     public var rejectedRows: [RejectedRow]
     /// Tokens the gateway refused as invalid (status 8), for the suppression list.
     public var unregistered: [UnregisteredToken] = []
+    /// Every valid row the job did not settle (uncertain and not resent, or unsent or unanswered when it stopped).
+    public var unsettledRows: [UnsettledRow] = []
     /// The error that stopped the job before every row was settled (the report says how far it got).
     public var error: JobError?
 }
@@ -114,6 +116,10 @@ public enum BinaryJob {
         for shard in shards {
             shard.queue.sync { outcomes.merge(shard.machine.outcomes) }
         }
+        // Rows no shard took before the job stopped.
+        while let chunk = try? source.nextChunk(maximumRows: configuration.chunkRows) {
+            for row in chunk { outcomes.leave(row, .unsent) }
+        }
         var report = outcomes.report
         var rejectedRows = outcomes.rejectedRows
         report.mode = configuration.modeName + " over " + (shards.first?.transportKind.description ?? "?")
@@ -128,6 +134,12 @@ public enum BinaryJob {
         report.seconds = seconds()
         report.notificationsPerSecond = report.seconds > 0 ? Double(report.delivered) / report.seconds : 0
         rejectedRows.sort { $0.line < $1.line }
-        return JobResult(report: report, rejectedRows: rejectedRows, unregistered: outcomes.unregistered, error: error)
+        return JobResult(
+            report: report,
+            rejectedRows: rejectedRows,
+            unregistered: outcomes.unregistered,
+            unsettledRows: outcomes.unsettledRows,
+            error: error
+        )
     }
 }

@@ -28,6 +28,9 @@ public struct JobReport: Codable, Hashable, Sendable {
     /// Rows sent although the suppression list named their token: the device registered again after the list's
     /// timestamp (`send --registered-at`, Apple's rule). Counted in `validRows` too.
     public var reregistered = 0
+    /// Valid rows whose token an earlier row of the input already holds, sent again (without `--dedupe`); nil
+    /// when there were none.
+    public var duplicates: Int?
 
     /// Accepted for certain: the gateway answered for a later notification on the same connection.
     public var confirmed = 0
@@ -107,6 +110,11 @@ public struct JobReport: Codable, Hashable, Sendable {
         if self.suppressed > 0 { lines.append("suppressed \(self.suppressed) (on the suppression list, not sent)") }
         if self.reregistered > 0 {
             lines.append("registered \(self.reregistered) again after their suppression: sent")
+        }
+        if let duplicates, duplicates > 0 {
+            lines.append(
+                "duplicates \(duplicates) rows repeat an earlier row's token (sent again; --dedupe leaves them out)"
+            )
         }
         lines.append("delivered  \(self.delivered) (\(self.confirmed) confirmed, \(self.presumed) presumed)")
         let statuses = self.rejected.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }

@@ -35,7 +35,7 @@ public final class JobStop: Sendable {
     public var reason: String? { self.state.withLockedValue { $0.reason } }
 
     /// The job's way to hear a request (called at once if one came before the job started).
-    func install(_ handler: @escaping @Sendable (_ immediate: Bool) -> Void) {
+    public func install(_ handler: @escaping @Sendable (_ immediate: Bool) -> Void) {
         let requests = self.state.withLockedValue { state in
             state.handler = handler
             return state.requests

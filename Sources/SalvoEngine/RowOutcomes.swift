@@ -15,6 +15,9 @@ public struct RowOutcomes: Sendable {
     /// Tokens the service called unregistered (HTTP/2 410) and tokens either interface refused as invalid
     /// (`tokenReasons`), for the suppression list.
     public private(set) var unregistered: [UnregisteredToken] = []
+    /// Every row left without an end (uncertain and not resent, or unsent or unanswered when the job stopped),
+    /// for the unsettled file.
+    public private(set) var unsettledRows: [UnsettledRow] = []
     /// What happens to a row whose fate is unknown.
     public let onUncertain: OnUncertain
     /// The input files, so that a refused row names its file (`RowReference.file` indexes this).
@@ -31,6 +34,14 @@ public struct RowOutcomes: Sendable {
 
     /// On a live connection longer than the settle time with no error.
     public mutating func presume(_ count: Int) { self.report.presumed += count }
+
+    /// Rows presumed earlier that a later answer proved accepted (an error response for a row written after them
+    /// on the same connection, or the barrier's): counted as confirmed instead.
+    public mutating func upgradePresumed(_ count: Int) {
+        let count = min(count, self.report.presumed)
+        self.report.presumed -= count
+        self.report.confirmed += count
+    }
 
     /// Not sent (or not sent again) because its expiry passed.
     public mutating func expire(_ count: Int = 1) { self.report.expired += count }
@@ -89,6 +100,23 @@ public struct RowOutcomes: Sendable {
         return false
     }
 
+    /// Like `uncertain(_:mayRetry:)` for these rows: those not to be sent again are listed as unsettled.
+    ///
+    /// - Returns: whether to send the rows again.
+    public mutating func uncertain(_ rows: some Collection<TokenRow>, mayRetry: Bool = true) -> Bool {
+        guard !self.uncertain(rows.count, mayRetry: mayRetry) else { return true }
+        for row in rows { self.leave(row, .uncertain) }
+        return false
+    }
+
+    /// A valid row the job ends without settling: listed in the unsettled file with why. An `.uncertain` row is
+    /// counted by `uncertain`; the others are the report's `notSent`, which the job counts.
+    public mutating func leave(_ row: TokenRow, _ outcome: UnsettledRow.Outcome) {
+        self.unsettledRows.append(
+            UnsettledRow(token: row.token.hexString, file: self.fileName(of: row), line: row.line, outcome: outcome)
+        )
+    }
+
     /// A barrier the gateway never answered (the connection was left after the answer timeout).
     public mutating func barrierUnanswered() { self.report.unansweredBarriers += 1 }
 
@@ -113,6 +141,7 @@ public struct RowOutcomes: Sendable {
         self.report.merge(other.report)
         self.rejectedRows.append(contentsOf: other.rejectedRows)
         self.unregistered.append(contentsOf: other.unregistered)
+        self.unsettledRows.append(contentsOf: other.unsettledRows)
     }
 
     /// Takes the outcomes recorded so far, leaving these empty (a connection hands a batch to its job).

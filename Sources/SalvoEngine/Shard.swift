@@ -302,6 +302,7 @@ final class Shard: @unchecked Sendable {
     }
 
     private func end(_ result: Result<Void, JobError>, abort: Bool) {
+        self.machine.leaveUnsettled(resolve: self.resolve)
         if let connection = self.connection {
             self.connection = nil
             connection.onClose = nil

@@ -139,6 +139,8 @@ public final class TokenSource: @unchecked Sendable {
         public var suppressed = 0
         /// Listed tokens sent all the same: their device registered again after the list's timestamp.
         public var reregistered = 0
+        /// Without `dedupe`: valid rows whose token an earlier valid row already holds (sent all the same).
+        public var duplicates = 0
         /// Rows left to the other partitions (good rows whose token hashes elsewhere, and bad rows outside
         /// partition 0).
         public var otherPartitions = 0
@@ -187,6 +189,8 @@ public final class TokenSource: @unchecked Sendable {
         var rejectedLines: [Set<Int>] = []
         var columns: [Int] = []
         var seen: [DeviceToken: Int]? = self.options.dedupe ? [:] : nil
+        // Without dedupe, repeated tokens are only counted: 8 bytes a row (the token's 64-bit hash), sorted once.
+        var hashes: [UInt64] = []
         var descriptors: [Int32] = []
         defer {
             // Kept for reading rows again; a validation that fails closes what it opened.
@@ -250,6 +254,7 @@ public final class TokenSource: @unchecked Sendable {
                         }
                     }
                     summary.validRows += 1
+                    if seen == nil { hashes.append(row.token.stableHash) }
                 case .reject(let reject):
                     rejected.insert(reject.line)
                     if partition?.ownsBadRows == false {
@@ -261,6 +266,8 @@ public final class TokenSource: @unchecked Sendable {
             }
             rejectedLines.append(rejected)
         }
+        hashes.sort()
+        summary.duplicates = hashes.indices.dropFirst().reduce(0) { $0 + (hashes[$1] == hashes[$1 - 1] ? 1 : 0) }
         self.state.withLockedValue {
             $0.summary = summary
             $0.rejectedLines = rejectedLines
@@ -396,15 +403,27 @@ final class RowReader {
                 throw InputError(file: self.path, line: nil, message: "a column chosen by name needs a header row")
             }
             let names = (0..<self.csv.fields.count).map { self.csv.string($0).trimmingSpaces }
-            guard let index = names.firstIndex(of: name) else {
-                throw InputError(
-                    file: self.path,
-                    line: line,
-                    message: "no column named '\(name)' in the header (it has: \(names.joined(separator: ", ")))"
-                )
+            // Header names are matched without regard to case ("Token", "TOKEN").
+            let wanted = name.lowercased()
+            if let index = names.firstIndex(where: { $0.lowercased() == wanted }) {
+                self.column = index
+                self.registrationColumn = try self.registrationIndex(names: names, line: line)
+                return
             }
-            self.column = index
-            self.registrationColumn = try self.registrationIndex(names: names, line: line)
+            // No header at all: a plain list whose first row already holds a token is data from its first row.
+            if self.options.header == .auto,
+                let index = (0..<self.csv.fields.count).first(where: { self.isToken(field: $0) })
+            {
+                self.column = index
+                self.pending = self.row(line: line)
+                self.registrationColumn = try self.registrationIndex(names: nil, line: line)
+                return
+            }
+            throw InputError(
+                file: self.path,
+                line: line,
+                message: "no column named '\(name)' in the header (it has: \(names.joined(separator: ", ")))"
+            )
         case .number(let number):
             guard number >= 1 else {
                 throw InputError(file: self.path, line: nil, message: "column numbers start at 1 (got \(number))")
@@ -444,7 +463,7 @@ final class RowReader {
                     message: "--registered-at '\(name)' needs a header row; give the column's number instead"
                 )
             }
-            guard let index = names.firstIndex(of: name) else {
+            guard let index = names.firstIndex(where: { $0.lowercased() == name.lowercased() }) else {
                 throw InputError(
                     file: self.path,
                     line: line,
@@ -470,6 +489,11 @@ final class RowReader {
                 reason: "registration time is not UNIX seconds or ISO 8601"
             )
         )
+    }
+
+    /// Whether field `index` of the current record holds a token.
+    private func isToken(field index: Int) -> Bool {
+        self.csv.withField(index) { bytes in (try? self.options.encoding.token(bytes)) != nil }
     }
 
     func next() throws(InputError) -> Row? {

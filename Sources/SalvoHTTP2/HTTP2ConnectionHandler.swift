@@ -22,6 +22,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
     var onReady: (() -> Void)?
     /// Whether the server's SETTINGS have arrived on this connection.
     var isReady: Bool { self.machine.isReady }
+    /// Why this connection failed before it was ready in a way retrying cannot heal, if it did.
+    var hopeless: String?
 
     private let job: HTTP2JobContext
     private var machine: HTTP2ConnectionStateMachine
@@ -138,6 +140,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
         // Stream errors only end their stream (the StreamClosedEvent settles it); anything else ends the
         // connection.
         if error is NIOHTTP2Errors.StreamError { return }
+        if self.hopeless == nil && !self.isReady {
+            self.hopeless = HTTP2ConnectFailure.hopeless(connectionError: error)
+        }
         self.perform(self.machine.failed("\(error)", now: .now()))
     }
 

@@ -86,9 +86,24 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                     let sync = channel.pipeline.syncOperations
                     if let sslContext {
                         try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
+                        if let serverName {
+                            try sync.addHandler(
+                                ServerNameCheckHandler(serverName: serverName) { message in
+                                    job.noteConnectionError(message)
+                                    if boundHandler.value.hopeless == nil { boundHandler.value.hopeless = message }
+                                }
+                            )
+                        }
                         // Without an offer, a server cannot choose `h2` with ALPN: HTTP/2 is then spoken by prior
                         // knowledge, and only a server that does not speak it fails (at the HTTP/2 preface).
-                        if offersALPN { try sync.addHandler(ALPNCheckHandler { job.noteConnectionError($0) }) }
+                        if offersALPN {
+                            try sync.addHandler(
+                                ALPNCheckHandler { message in
+                                    job.noteConnectionError(message)
+                                    if boundHandler.value.hopeless == nil { boundHandler.value.hopeless = message }
+                                }
+                            )
+                        }
                         try sync.addHandler(WriteCoalescingHandler())
                     }
                     try sync.addHandler(
@@ -115,7 +130,10 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
             self.current = nil
             self.connect()
         }
-        handler.onReady = { [self] in self.failures = 0 }
+        handler.onReady = { [self] in
+            self.failures = 0
+            self.job.anyReady.withLockedValue { $0 = true }
+        }
         bootstrap.connect(host: self.configuration.host, port: self.configuration.port).hop(to: self.eventLoop)
             .assumeIsolated().whenComplete { result in
                 self.connecting = false
@@ -131,6 +149,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                     self.job.openConnections.withLockedValue { $0 += 1 }
                     channel.closeFuture.hop(to: self.eventLoop).assumeIsolated().whenComplete { _ in
                         self.job.openConnections.withLockedValue { $0 -= 1 }
+                        if !handler.isReady, let hopeless = handler.hopeless { self.stopJob(hopeless) }
                         self.closed(id, wasReady: handler.isReady)
                     }
                     if self.stopped { channel.close(promise: nil) }
@@ -142,10 +161,23 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                     self.job.noteConnectionError(
                         "cannot connect to \(self.configuration.host):\(self.configuration.port): \(error)"
                     )
+                    if let hopeless = HTTP2ConnectFailure.hopeless(connectError: error) { self.stopJob(hopeless) }
                     self.failures += 1
                     self.scheduleReconnect()
                 }
             }
+    }
+
+    /// A failure that cannot heal, before any connection of the job worked: the job stops at once with the cause.
+    private func stopJob(_ cause: String) {
+        guard !self.job.anyReady.withLockedValue({ $0 }) else { return }
+        self.job.work.stop(
+            HTTP2JobStop(
+                reason: nil,
+                message: "cannot connect to \(self.configuration.host):\(self.configuration.port): \(cause); "
+                    + "the job stopped rather than retry"
+            )
+        )
     }
 
     private func closed(_ id: ObjectIdentifier, wasReady: Bool) {

@@ -455,6 +455,7 @@ struct HTTP2ConnectionStateMachine {
     ) {
         var item = item
         item.attempts += 1
+        item.unanswered = false
         let retry = self.configuration.retry
         guard retry.allowsRetry(after: item.attempts) else {
             self.reject(item, status: status, reason: reason)
@@ -471,7 +472,11 @@ struct HTTP2ConnectionStateMachine {
     private mutating func uncertain(_ item: HTTP2WorkItem, now: NIODeadline) {
         var item = item
         item.attempts += 1
-        if self.outcomes.uncertain(mayRetry: self.configuration.retry.allowsRetry(after: item.attempts)) {
+        item.unanswered = true
+        if self.outcomes.uncertain(
+            CollectionOfOne(item.row),
+            mayRetry: self.configuration.retry.allowsRetry(after: item.attempts)
+        ) {
             item.notBefore = now
             self.retries.append(item)
         } else {

@@ -1,4 +1,5 @@
 import APNSWire
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SalvoEngine
@@ -19,6 +20,9 @@ public enum HTTP2Job {
     ///     when nil.
     ///   - progressInterval: how often `progress` is called while the job runs.
     ///   - progress: the counts so far, for progress lines and metrics.
+    ///   - stop: lets the caller stop the job (a signal): no new rows are sent, the streams in flight have the
+    ///     stop's grace to answer (none after a second request), then the job ends with `stopped` set and the
+    ///     rows without an answer counted in `notSent`.
     /// - Throws: `HTTP2ClientError` for a configuration that cannot work (a payload over the push type's limit, a
     ///   topic or priority the push type does not take, unreadable credentials); APNs' answers are in the result,
     ///   never thrown.
@@ -28,7 +32,8 @@ public enum HTTP2Job {
         summary: TokenSource.Summary,
         group: (any EventLoopGroup)? = nil,
         progressInterval: Duration = .milliseconds(500),
-        progress: (@Sendable (JobProgress) -> Void)? = nil
+        progress: (@Sendable (JobProgress) -> Void)? = nil,
+        stop: JobStop? = nil
     ) async throws(HTTP2ClientError) -> HTTP2JobResult {
         let client = configuration.client
         try client.validate()
@@ -86,13 +91,49 @@ public enum HTTP2Job {
                 callback(Self.progress(job, validRows: summary.validRows, since: start))
             }
         }
+        // The job ends when every row has its answer, or when a stop's grace runs out.
+        let ended = loops.next().makePromise(of: Void.self)
+        let endedOnce = NIOLockedValueBox(false)
+        let end: @Sendable () -> Void = {
+            if endedOnce.withLockedValue({ done in
+                defer { done = true }
+                return !done
+            }) {
+                ended.succeed()
+            }
+        }
+        finished.futureResult.whenComplete { _ in end() }
+        if let stop {
+            let loop = loops.next()
+            let grace = stop.grace
+            stop.install { [weak stop] immediate in
+                job.work.stop(HTTP2JobStop(reason: nil, message: stop?.reason ?? "interrupted"))
+                if immediate {
+                    end()
+                } else {
+                    loop.scheduleTask(in: TimeAmount(grace)) { end() }
+                }
+            }
+        }
         // The promise is only ever succeeded.
-        try? await finished.futureResult.get()
+        try? await ended.futureResult.get()
+        // Closing the connections gives back the rows still in flight (they count as not sent).
         ticker?.cancel()
         await pool.stop()
         try? await ownGroup?.shutdownGracefully()
 
-        let recorded = job.recorded.withLockedValue { $0 }
+        var recorded = job.recorded.withLockedValue { $0 }
+        // Rows never answered because the job stopped: sent and unanswered, given back, never handed out, or
+        // never read.
+        job.work.waitForReadAhead()
+        for item in job.work.abandonedItems {
+            recorded.outcomes.leave(item.row, item.unanswered ? .unanswered : .unsent)
+        }
+        if job.work.stopped != nil {
+            while let chunk = try? source.nextChunk(maximumRows: 4096) {
+                for row in chunk { recorded.outcomes.leave(row, .unsent) }
+            }
+        }
         var result = HTTP2JobResult(outcomes: recorded.outcomes, deliveries: recorded.deliveries)
         let elapsed = ContinuousClock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18

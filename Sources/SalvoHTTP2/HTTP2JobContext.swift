@@ -28,6 +28,9 @@ final class HTTP2JobContext: Sendable {
     let connectionErrors = NIOLockedValueBox([String]())
     /// Connections that are open (ready to take requests), for progress and metrics.
     let openConnections = NIOLockedValueBox(0)
+    /// Whether any connection of the job has passed its credentials: until then, a failure that cannot heal
+    /// (`HTTP2ConnectFailure`) stops the job at once.
+    let anyReady = NIOLockedValueBox(false)
 
     init(
         work: HTTP2WorkQueue,

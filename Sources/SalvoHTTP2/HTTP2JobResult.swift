@@ -26,6 +26,8 @@ public struct HTTP2JobResult: Sendable {
     public var stopped: HTTP2JobStop?
     /// Valid rows that were never answered because the job stopped.
     public var notSent: Int
+    /// Every valid row without an answer: uncertain and not resent, or not sent because the job stopped.
+    public var unsettledRows: [UnsettledRow] = []
     /// The first connection failures and protocol errors of the job (bounded), to explain reconnects.
     public var connectionErrors: [String] = []
 
@@ -53,5 +55,6 @@ public struct HTTP2JobResult: Sendable {
             unregistered: outcomes.unregistered,
             deliveries: deliveries
         )
+        self.unsettledRows = outcomes.unsettledRows
     }
 }

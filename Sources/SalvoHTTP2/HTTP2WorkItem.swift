@@ -8,6 +8,9 @@ public struct HTTP2WorkItem: Hashable, Sendable {
     public var attempts: Int
     /// Not before this time (retries after a backoff).
     public var notBefore: NIODeadline
+    /// Its last send went out and got no answer (the stream or the connection was lost): if the job stops before
+    /// it goes again, it may have been delivered.
+    public var unanswered = false
 
     public init(row: TokenRow, attempts: Int = 0, notBefore: NIODeadline = .uptimeNanoseconds(0)) {
         self.row = row

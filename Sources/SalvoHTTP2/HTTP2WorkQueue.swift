@@ -42,7 +42,7 @@ final class HTTP2WorkQueue: Sendable {
         var sourceExhausted = false
         var stop: HTTP2JobStop?
         /// Rows never sent, or waiting for a retry, when the job stopped.
-        var abandoned = 0
+        var abandoned: [HTTP2WorkItem] = []
         var isFinished = false
     }
 
@@ -84,7 +84,7 @@ final class HTTP2WorkQueue: Sendable {
             state.outstanding -= finals + retries.count
             precondition(state.outstanding >= 0, "more rows given back than taken")
             if state.stop != nil {
-                state.abandoned += retries.count
+                state.abandoned.append(contentsOf: retries)
             } else {
                 for item in retries {
                     state.delayed.append(item)
@@ -113,7 +113,10 @@ final class HTTP2WorkQueue: Sendable {
 
     /// Rows that were never sent or were waiting to be sent again when the job stopped. Rows the source had not
     /// handed out yet are not counted here (the job counts them from the source's total).
-    var abandoned: Int { self.state.withLockedValue { $0.abandoned } }
+    var abandoned: Int { self.state.withLockedValue { $0.abandoned.count } }
+
+    /// The rows counted in `abandoned`, in no particular order.
+    var abandonedItems: [HTTP2WorkItem] { self.state.withLockedValue { $0.abandoned } }
 
     /// Rows handed to connections and not given back yet, and every row handed out so far (retries included).
     var counts: (outstanding: Int, taken: Int) { self.state.withLockedValue { ($0.outstanding, $0.taken) } }
@@ -147,7 +150,7 @@ final class HTTP2WorkQueue: Sendable {
                 state.reading = false
                 switch chunk {
                 case .success(let rows?) where state.stop != nil:
-                    state.abandoned += rows.count
+                    state.abandoned.append(contentsOf: rows.lazy.map { HTTP2WorkItem(row: $0) })
                 case .success(let rows?):
                     state.ready.append(contentsOf: rows.lazy.map { HTTP2WorkItem(row: $0) })
                 case .success(nil):
@@ -184,7 +187,8 @@ final class HTTP2WorkQueue: Sendable {
     private static func stop(_ stop: HTTP2JobStop, state: inout State) {
         guard state.stop == nil else { return }
         state.stop = stop
-        state.abandoned += state.ready.count + state.delayed.count
+        state.abandoned.append(contentsOf: state.ready)
+        state.abandoned.append(contentsOf: state.delayed)
         state.ready.removeAll()
         state.delayed.removeAll()
         state.earliestDelayed = .distantFuture

@@ -52,8 +52,8 @@ public struct BulkSend: Sendable {
     ///   its counters equal the report.
     /// - Throws: `JobError` when the job cannot run or cannot go on (credentials refused, gateway unreachable,
     ///   an output that cannot be written); refused rows are in the result, never thrown.
-    /// - Parameter stop: binary interface: lets the caller stop the job (a signal); the result counts what did not
-    ///   settle and the files are written.
+    /// - Parameter stop: lets the caller stop the job (a signal); the result counts what did not settle and the
+    ///   files are written.
     public func run(
         progress: (@Sendable (JobProgress) -> Void)? = nil,
         metrics: JobMetrics? = nil,
@@ -101,7 +101,7 @@ public struct BulkSend: Sendable {
         case .binary(let configuration):
             result = try await self.runBinary(configuration, progress: progress, stop: stop)
         case .http2(let configuration):
-            result = try await self.runHTTP2(configuration, progress: progress)
+            result = try await self.runHTTP2(configuration, progress: progress, stop: stop)
             result.report.notSent = result.notSent
             if result.notSent > 0 { result.report.stopped = result.stopped }
         }
@@ -109,6 +109,7 @@ public struct BulkSend: Sendable {
         result.report.inputFiles = self.inputFiles
         result.report.suppressed = self.summary.suppressed
         result.report.reregistered = self.summary.reregistered
+        if self.summary.duplicates > 0 { result.report.duplicates = self.summary.duplicates }
         try OutputFiles.write(result, to: self.request.outputs)
         return result
     }
@@ -141,13 +142,15 @@ public struct BulkSend: Sendable {
             stopped: job.report.stopped,
             notSent: job.report.notSent,
             error: job.error,
-            connectionErrors: []
+            connectionErrors: [],
+            unsettledRows: self.inInputOrder(job.unsettledRows)
         )
     }
 
     private func runHTTP2(
         _ configuration: HTTP2JobConfiguration,
-        progress: (@Sendable (JobProgress) -> Void)?
+        progress: (@Sendable (JobProgress) -> Void)?,
+        stop: JobStop?
     ) async throws(JobError) -> SendResult {
         let job: HTTP2JobResult
         do {
@@ -155,7 +158,8 @@ public struct BulkSend: Sendable {
                 configuration: configuration,
                 source: self.source,
                 summary: self.summary,
-                progress: progress
+                progress: progress,
+                stop: stop
             )
         } catch {
             throw JobError(.configuration, error.message)
@@ -167,17 +171,24 @@ public struct BulkSend: Sendable {
             unregistered: job.unregistered,
             stopped: job.stopped?.message,
             notSent: job.notSent,
-            connectionErrors: job.connectionErrors
+            connectionErrors: job.connectionErrors,
+            unsettledRows: self.inInputOrder(job.unsettledRows)
         )
     }
 
     /// Rows in the order of the input: by file as the request names them, then by line.
     private func inInputOrder(_ rows: [RejectedRow]) -> [RejectedRow] {
-        let order = Dictionary(
-            self.request.files.enumerated().map { ($1, $0) },
-            uniquingKeysWith: { first, _ in first }
-        )
+        let order = self.fileOrder
         return rows.sorted { (order[$0.file] ?? 0, $0.line) < (order[$1.file] ?? 0, $1.line) }
+    }
+
+    private func inInputOrder(_ rows: [UnsettledRow]) -> [UnsettledRow] {
+        let order = self.fileOrder
+        return rows.sorted { (order[$0.file] ?? 0, $0.line) < (order[$1.file] ?? 0, $1.line) }
+    }
+
+    private var fileOrder: [String: Int] {
+        Dictionary(self.request.files.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
     }
 }
 

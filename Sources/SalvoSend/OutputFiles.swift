@@ -83,6 +83,11 @@ enum OutputFiles {
             for row in result.rejectedRows { csv += row.csvLine + "\n" }
             try Self.write(Data(csv.utf8), to: path)
         }
+        if let path = outputs.unsettled {
+            var csv = UnsettledRow.csvHeader + "\n"
+            for row in result.unsettledRows { csv += row.csvLine + "\n" }
+            try Self.write(Data(csv.utf8), to: path)
+        }
         if let path = outputs.unregistered {
             let now = Int64(Date().timeIntervalSince1970)
             var list = SuppressionList()

@@ -72,6 +72,7 @@ public enum ReportMerge {
             merged.reregistered += report.reregistered
             merged.notSent += report.notSent
             if merged.stopped == nil { merged.stopped = report.stopped }
+            if let duplicates = report.duplicates { merged.duplicates = (merged.duplicates ?? 0) + duplicates }
             // The workers ran side by side: the job took as long as the slowest.
             merged.seconds = max(merged.seconds, report.seconds)
         }

@@ -59,16 +59,39 @@ public struct SendOutputs: Hashable, Sendable {
     public var rejects: String?
     /// A suppression file (`SuppressionList`) to merge the unregistered and invalid tokens into.
     public var unregistered: String?
+    /// Every valid row not settled, as a token file (`UnsettledRow.csvHeader`): sending it again retries exactly
+    /// those rows.
+    public var unsettled: String?
 
-    public init(report: String? = nil, rejects: String? = nil, unregistered: String? = nil) {
+    public init(
+        report: String? = nil,
+        rejects: String? = nil,
+        unregistered: String? = nil,
+        unsettled: String? = nil
+    ) {
         self.report = report
         self.rejects = rejects
         self.unregistered = unregistered
+        self.unsettled = unsettled
+    }
+
+    /// Where the unsettled file goes when only the report is named: next to it, `report.json` →
+    /// `report.unsettled.csv` (the report's extension, if any, replaced).
+    public static func unsettledPath(nextTo report: String) -> String {
+        let nameStart = report.lastIndex(of: "/").map { report.index(after: $0) } ?? report.startIndex
+        // A dot that starts the name (".report") is not an extension.
+        guard let dot = report[nameStart...].lastIndex(of: "."), dot > nameStart else {
+            return report + ".unsettled.csv"
+        }
+        return String(report[..<dot]) + ".unsettled.csv"
     }
 
     /// Every path with the option that names it, in a fixed order.
     var named: [(option: String, path: String)] {
-        [("--report", self.report), ("--rejects", self.rejects), ("--unregistered", self.unregistered)]
-            .compactMap { option, path in path.map { (option, $0) } }
+        [
+            ("--report", self.report), ("--rejects", self.rejects), ("--unregistered", self.unregistered),
+            ("--unsettled", self.unsettled),
+        ]
+        .compactMap { option, path in path.map { (option, $0) } }
     }
 }

@@ -19,6 +19,8 @@ public struct SendResult: Sendable {
     public var error: JobError? = nil
     /// The first connection failures and protocol errors, to explain reconnects.
     public var connectionErrors: [String]
+    /// Every valid row the job did not settle, in input order: the unsettled file.
+    public var unsettledRows: [UnsettledRow] = []
 
     /// Whether every row was valid and delivered: exit status 0.
     public var isComplete: Bool { self.report.isComplete && self.stopped == nil }

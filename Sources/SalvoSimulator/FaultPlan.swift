@@ -173,9 +173,9 @@ public struct FaultPlan: Codable, Sendable, Equatable {
             throw SimulatorError(.invalidFaultPlan, "cannot read fault plan \(path): \(error)")
         }
         do {
-            return try JSONDecoder().decode(FaultPlan.self, from: data)
+            return try FaultPlan.decode(data)
         } catch {
-            throw SimulatorError(.invalidFaultPlan, "fault plan \(path) is not valid: \(error)")
+            throw SimulatorError(.invalidFaultPlan, "fault plan \(path) is not valid: \(error.reason)")
         }
     }
 

@@ -24,6 +24,17 @@ struct PayloadCommand: ParsableCommand {
         @Option(help: "The priority it will be sent with (10 or 5; 1 for h2).")
         var priority: UInt8 = 10
 
+        func validate() throws {
+            // Apple defines 10, 5 and (HTTP/2 only) 1: anything else is refused on every send.
+            let allowed: [UInt8] = self.format == .h2 || self.format == .h2VoIP ? [10, 5, 1] : [10, 5]
+            guard allowed.contains(self.priority) else {
+                throw ValidationError(
+                    "--priority is \(allowed.map(String.init).joined(separator: ", ")) for --format "
+                        + "\(self.format.rawValue), not \(self.priority)"
+                )
+            }
+        }
+
         func run() throws {
             let payload: Payload
             do {

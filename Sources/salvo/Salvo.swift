@@ -1,5 +1,9 @@
 import ArgumentParser
 
+#if canImport(Glibc)
+@preconcurrency import Glibc
+#endif
+
 /// `salvo`: bulk Apple push notifications over the binary provider interface and HTTP/2.
 @main
 struct Salvo: AsyncParsableCommand {
@@ -11,4 +15,20 @@ struct Salvo: AsyncParsableCommand {
             PayloadCommand.self, TokensCommand.self, BenchCommand.self, ReportCommand.self, SoakCommand.self,
         ]
     )
+
+    /// Standard output is line-buffered even into a pipe or a file, so that a run killed mid-send has printed every
+    /// line it wrote.
+    static func main() async {
+        setvbuf(stdout, nil, _IOLBF, 0)
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }

@@ -118,7 +118,10 @@ struct SendCommand: AsyncParsableCommand {
             }
         }
         _ = try self.gatewayAddress()
-        if self.wireProtocol == .h2 { try self.validatePushType() }
+        if self.wireProtocol == .h2 {
+            try self.validateHeaderOptions()
+            try self.validatePushType()
+        }
     }
 
     func run() async throws {
@@ -149,8 +152,8 @@ struct SendCommand: AsyncParsableCommand {
             outputs: self.output.outputs(unregistered: self.unregistered),
             suppress: self.suppress
         )
-        // The binary job stops in order on a signal; the HTTP/2 job ends at once, as before.
-        let stop = self.wireProtocol == .h2 ? nil : JobStop(grace: .seconds(2))
+        // Either job stops in order on a signal: no new rows, 2 s for those in flight, then the record.
+        let stop = JobStop(grace: .seconds(2))
         let signals = SignalStop(stop: stop)
         defer { signals.cancel() }
         let result: SendResult
@@ -254,6 +257,40 @@ extension SendCommand {
         } catch {
             throw UserError(error.message)
         }
+    }
+
+    /// Refuses header values APNs would refuse for every row, before connecting: an unknown `--push-type`, an
+    /// empty `--topic` or one with a line break or control character (also in `--collapse-id`, which would split
+    /// the header), a `--key-id` or `--team-id` that is not 10 letters and digits.
+    fileprivate func validateHeaderOptions() throws(ValidationError) {
+        guard APNSPushType.known.contains(APNSPushType(rawValue: self.pushType)) else {
+            let known = APNSPushType.known.map(\.rawValue).sorted().joined(separator: ", ")
+            throw ValidationError("--push-type \(self.pushType) is not one of APNs' push types (\(known))")
+        }
+        if let topic {
+            guard !topic.isEmpty else { throw ValidationError("--topic is empty: give the app's bundle id") }
+            guard !Self.hasControlCharacters(topic) else {
+                throw ValidationError("--topic holds a line break or another control character")
+            }
+        }
+        if let collapseID {
+            guard !Self.hasControlCharacters(collapseID) else {
+                throw ValidationError("--collapse-id holds a line break or another control character")
+            }
+            guard collapseID.utf8.count <= 64 else {
+                throw ValidationError("--collapse-id is \(collapseID.utf8.count) bytes; APNs takes at most 64")
+            }
+        }
+        for (flag, value) in [("--key-id", self.keyID), ("--team-id", self.teamID)] {
+            guard let value else { continue }
+            guard value.count == 10, value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+                throw ValidationError("\(flag) is 10 letters and digits, as Apple issues it (got '\(value)')")
+            }
+        }
+    }
+
+    private static func hasControlCharacters(_ text: String) -> Bool {
+        text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
     }
 
     /// Refuses a `--push-type` that APNs would refuse for every row with this `--topic` or `--priority`

@@ -30,6 +30,12 @@ enum SendConsole {
         if rejects.count > 10 {
             log("… and \(rejects.count - 10) more bad rows\(request.outputs.rejects.map { " (all in \($0))" } ?? "")")
         }
+        if send.summary.duplicates > 0 {
+            log(
+                "warning: \(send.summary.duplicates) rows repeat the token of an earlier row and will be sent again "
+                    + "(--dedupe leaves them out)"
+            )
+        }
         log(
             "sending \(send.summary.validRows) notifications of \(what) to \(request.gateway) over "
                 + "\(request.connections) connection(s)"
@@ -50,6 +56,12 @@ enum SendConsole {
         if !printSummary || result.report.stopped == nil {
             if result.notSent > 0 { log("not sent   \(result.notSent)") }
             if let stopped = result.stopped { log("stopped    \(stopped)") }
+        }
+        if !result.unsettledRows.isEmpty {
+            log(
+                "unsettled  \(result.unsettledRows.count) rows"
+                    + (request.outputs.unsettled.map { " (in \($0): send it again to retry them)" } ?? "")
+            )
         }
         // The report and the files are written; the job still failed (exit 3).
         if let error = result.error { throw UserError(error.message) }

@@ -228,11 +228,22 @@ struct OutputOptions: ParsableArguments {
     @Option(help: "Write refused rows (bad input and gateway rejections) as CSV to this file.")
     var rejects: String?
 
+    @Option(
+        help:
+            "Write every valid row not settled (uncertain, unanswered, unsent) as a token file to this file (default: next to --report, REPORT.unsettled.csv)."
+    )
+    var unsettled: String?
+
     @Flag(help: "No progress line, even on a terminal.")
     var quiet = false
 
     func outputs(unregistered: String? = nil) -> SendOutputs {
-        SendOutputs(report: self.report, rejects: self.rejects, unregistered: unregistered)
+        SendOutputs(
+            report: self.report,
+            rejects: self.rejects,
+            unregistered: unregistered,
+            unsettled: self.unsettled ?? self.report.map(SendOutputs.unsettledPath(nextTo:))
+        )
     }
 }
 

@@ -30,6 +30,29 @@ import Testing
         #expect(payload.text == #"{"aps":{"alert":"a  b : c"},"z":1,"a":[1,2]}"#)
     }
 
+    @Test(arguments: [
+        #"{"aps":{"alert":"a"},"aps":{"badge":1}}"#,
+        #"{"aps":{"alert":"a","alert":"b"}}"#,
+        #"{"aps":{"alert":"a"},"x":[{"k":1,"k":2}]}"#,
+    ])
+    func duplicateKeysAreRefusedAtAnyLevel(json: String) {
+        #expect {
+            try Payload(json: json)
+        } throws: { error in
+            let error = error as! PayloadError
+            return error.code == .invalidJSON && error.message.contains("appears twice in one object")
+        }
+    }
+
+    @Test func aByteOrderMarkIsNamedAsSuch() {
+        #expect {
+            try Payload(jsonBytes: [0xEF, 0xBB, 0xBF] + Array(#"{"aps":{"alert":"a"}}"#.utf8))
+        } throws: { error in
+            (error as! PayloadError).message.contains("byte order mark (BOM)")
+        }
+        #expect(throws: Never.self) { try Payload(json: #"{"aps":{"alert":"a"},"k":{"aps":1}}"#) }
+    }
+
     @Test func theGuidesPrintedExample2IsRefusedWithItsPosition() {
         // As printed in the guide: a trailing comma after "badge" : 5.
         let printed = """

@@ -533,4 +533,72 @@ extension BinaryConnectionMachine {
         #expect(harness.machine.flushDue() == .write)
         #expect(harness.machine.write(queuedBytes: full, now: harness.now, wallSeconds: 1_000) { _, _ in } == .flush)
     }
+
+    @Test func theBarriersAnswerUpgradesRowsPresumedEarlierOnItsConnection() {
+        var harness = Harness(rows: 8)
+        harness.open()
+        #expect(harness.pump() == .writeBarrier(identifier: 9))
+        let start = harness.now
+        // The gateway read the first batch (4 rows); a settle time later they are presumed.
+        #expect(harness.machine.tick(acknowledged: 4, now: start) == .none)
+        #expect(harness.machine.tick(acknowledged: 4, now: start + 1_000_000_001) == .none)
+        #expect(harness.report.presumed == 4)
+        #expect(harness.answer(.missingDeviceToken, 9) == .close)
+        #expect(harness.report.confirmed == 8, "the barrier's answer proves every row before it")
+        #expect(harness.report.presumed == 0)
+        #expect(harness.close(.local) == .finish)
+    }
+
+    @Test func anErrorForALaterRowUpgradesPresumedRowsButAnUnknownOneDoesNot() {
+        var harness = Harness(rows: 8)
+        harness.open()
+        harness.pump()
+        #expect(harness.machine.tick(acknowledged: 4, now: harness.now) == .none)
+        #expect(harness.machine.tick(acknowledged: 4, now: harness.now + 1_000_000_001) == .none)
+        #expect(harness.report.presumed == 4)
+        // Row 6 failed: rows 1–4 (presumed) and 5 were accepted; 7 and 8 go again.
+        #expect(harness.answer(.invalidToken, 6) == .close)
+        #expect(harness.report.confirmed == 5)
+        #expect(harness.report.presumed == 0)
+        #expect(harness.report.rejectedTotal == 1)
+        #expect(harness.report.resent == 2)
+
+        var other = Harness(rows: 8)
+        other.open()
+        other.pump()
+        #expect(other.machine.tick(acknowledged: 4, now: other.now) == .none)
+        #expect(other.machine.tick(acknowledged: 4, now: other.now + 1_000_000_001) == .none)
+        // Identifier 2 was presumed already: the answer proves nothing about the rows before it.
+        #expect(other.answer(.invalidToken, 2) == .close)
+        #expect(other.report.presumed == 4)
+        #expect(other.report.confirmed == 0)
+    }
+
+    @Test func uncertainRowsLeftByThePolicyAreListedAsUnsettled() {
+        var harness = Harness(rows: 10, flushBytes: 4, onUncertain: .report)
+        harness.open()
+        harness.pump()
+        _ = harness.close(.remote("reset"), sentThrough: 6)
+        let unsettled = harness.machine.outcomes.unsettledRows
+        #expect(unsettled.map(\.line) == Array(2...9))
+        #expect(unsettled.allSatisfy { $0.outcome == .uncertain && $0.file == "tokens.csv" })
+        #expect(unsettled.first?.token == token(0).hexString)
+        #expect(unsettled.count == harness.report.uncertain)
+    }
+
+    @Test func aStopListsTheRowsInFlightAsUnansweredAndTheRestAsUnsent() {
+        var harness = Harness(rows: 10, window: 4, flushBytes: 4, chunk: 3)
+        harness.open()
+        #expect(harness.pump() == .writeBarrier(identifier: 5), "a full flight of 4 rows, then the barrier")
+        // Rows 1–4 are on the wire; rows 5 and 6 wait in the shard's hands; 7–10 were never handed out.
+        #expect(harness.machine.interrupt() == .write)
+        harness.machine.stop()
+        harness.machine.leaveUnsettled(resolve: Harness.resolve)
+        let unsettled = harness.machine.outcomes.unsettledRows
+        #expect(unsettled.filter { $0.outcome == .unsent }.map(\.line) == [6, 7])
+        #expect(unsettled.filter { $0.outcome == .unanswered }.map(\.line) == [2, 3, 4, 5])
+        #expect(harness.report.uncertain == 0, "unanswered rows are the report's notSent, not uncertain")
+        harness.machine.leaveUnsettled(resolve: Harness.resolve)
+        #expect(harness.machine.outcomes.unsettledRows.count == 6, "nothing is listed twice")
+    }
 }

@@ -81,6 +81,32 @@ func drain(_ source: TokenSource, chunk: Int = 3) throws -> [TokenRow] {
         #expect(try forced.validate().rejects.map(\.line) == [1], "a header read as data is a bad row")
     }
 
+    @Test func aPlainListOfTokensNeedsNoHeaderAndHeaderNamesIgnoreCase() throws {
+        let plain = TokenSource(files: [try temporaryFile("\(hex(1))\n\(hex(2))\n")])
+        let summary = try plain.validate()
+        #expect(summary.validRows == 2 && summary.rejects.isEmpty, "the first row is a token: no header")
+        #expect(try drain(plain).map(\.line) == [1, 2])
+
+        let shouted = TokenSource(files: [try temporaryFile("Device,TOKEN\nx,\(hex(3))\n")])
+        #expect(try shouted.validate().validRows == 1)
+        #expect(try drain(shouted).map(\.token) == [token(3)])
+
+        // A first row that is neither a header naming the column nor a token is still refused, with the columns.
+        let path = try temporaryFile("device\nnot-a-token\n")
+        #expect(throws: InputError.self) { try TokenSource(files: [path]).validate() }
+    }
+
+    @Test func repeatedTokensAreCountedWithoutDedupeAndRefusedWithIt() throws {
+        let text = "token\n\(hex(1))\n\(hex(2))\n\(hex(1))\n\(hex(1))\n"
+        let counted = try TokenSource(files: [try temporaryFile(text)]).validate()
+        #expect(counted.validRows == 4, "sent all the same")
+        #expect(counted.duplicates == 2)
+        let deduped = try TokenSource(files: [try temporaryFile(text)], options: .init(dedupe: true)).validate()
+        #expect(deduped.validRows == 2)
+        #expect(deduped.duplicates == 0)
+        #expect(deduped.rejects.map(\.line) == [4, 5])
+    }
+
     @Test func missingColumnIsAnErrorThatListsTheColumns() throws {
         let path = try temporaryFile("device,locale\n\(hex(1)),en\n")
         #expect {

@@ -188,6 +188,7 @@ import Testing
         #expect(results.finals == 0)
         #expect(results.outcomes.report.resent == 2)
         #expect(results.retries.map(\.attempts) == [1, 1])
+        #expect(results.retries.allSatisfy { !$0.unanswered }, "answered, if not accepted")
         // Retry-After (7 s) is above the jittered backoff (at most 100 ms after one attempt): it wins.
         let first = Self.retry.delay(attempts: 1, retryAfter: 7, random: expected.nextUnit())
         #expect(first == 7_000_000_000)
@@ -251,6 +252,7 @@ import Testing
         let delay = Self.retry.delay(attempts: 1, retryAfter: nil, random: random.nextUnit())
         #expect(results.retries[0].notBefore == Self.start + .nanoseconds(Int64(delay)))
         #expect(results.retries[1].notBefore == Self.start, "an uncertain row goes again at once")
+        #expect(results.retries.map(\.unanswered) == [false, true], "a refused stream was not processed")
         #expect(results.outcomes.report.resent == 2)
         #expect(results.outcomes.report.uncertainEvents == 1)
         #expect(machine.openStreams == 1)

@@ -370,6 +370,11 @@ import Testing
         #expect(result.notSent > 0)
         #expect(result.notSent + result.report.rejectedTotal + result.report.uncertain == 600)
         #expect(requests < 600)
+        // Every row not answered is listed, once, to be sent again.
+        #expect(result.unsettledRows.count == result.notSent + result.report.uncertain)
+        #expect(result.unsettledRows.allSatisfy { $0.outcome == .unsent })
+        let lines = Set(result.unsettledRows.map(\.line)).union(result.rejectedRows.map(\.line))
+        #expect(lines == Set(2...601), "every row either refused or listed as unsettled")
     }
 
     @Test func expiredProviderTokenIsRenewedOnce() async throws {
@@ -437,8 +442,10 @@ import Testing
         )
         await server.stop()
         let stop = try #require(result.stopped)
-        #expect(stop.message.contains("cannot keep a connection"))
+        #expect(stop.message.contains("TLS handshake failed"))
+        #expect(result.report.reconnects == 0, "refused credentials are not retried")
         #expect(result.notSent == 10)
+        #expect(result.unsettledRows.map(\.line).sorted() == Array(2...11))
         #expect(server.requestCount == 0)
     }
 

@@ -79,5 +79,131 @@ import Glibc
             + decoded.notSent
         #expect(accounted == count, "every row in exactly one field: \(decoded)")
         #expect(decoded.stopped?.contains(signal == SIGINT ? "SIGINT" : "SIGTERM") == true)
+        // Written by default next to the report: every row not settled, with its line, to be sent again.
+        let unsettled = try String(
+            contentsOf: folder.appendingPathComponent("report.unsettled.csv"),
+            encoding: .utf8
+        )
+        .split(separator: "\n")
+        #expect(unsettled.first == "token,file,line,outcome")
+        let rows = unsettled.dropFirst().map { $0.split(separator: ",") }
+        #expect(rows.count == decoded.uncertain + decoded.notSent)
+        #expect(decoded.notSent > 0, "the silent gateway answered nothing")
+        for row in rows {
+            let line = row.count == 4 ? Int(row[2]) ?? 0 : 0
+            #expect(line >= 2 && line <= count + 1 && tokens[line - 2] == row[0])
+            #expect(row.count == 4 && ["uncertain", "unanswered", "unsent"].contains(row[3]))
+        }
+        #expect(Set(rows.map { $0[0] }).count == rows.count, "each row once")
+    }
+
+    @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])
+    func aSignalMidHTTP2SendWaitsBrieflyForTheStreamsAndWritesTheRecord(signal: Int32, status: Int32) async throws {
+        guard let salvo = Self.executable else {
+            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
+            return
+        }
+        let paths = CertificateFactory.sharedFolder
+        // The endpoint answers each request a minute late: the streams are in flight when the signal comes.
+        var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
+        var http2 = HTTP2EndpointConfiguration()
+        http2.faults.responseDelayMilliseconds = 60_000
+        configuration.http2 = http2
+        let simulator = try await Simulator.start(configuration)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-int-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        var generator = TokenGenerator(seed: 10)
+        let count = 500
+        let tokens = (0..<count).map { _ in generator.next().hexString }
+        try Data(("token\n" + tokens.joined(separator: "\n") + "\n").utf8)
+            .write(to: folder.appendingPathComponent("tokens.csv"))
+        try Data(#"{"aps":{"alert":"hi"}}"#.utf8).write(to: folder.appendingPathComponent("payload.json"))
+        let report = folder.appendingPathComponent("report.json")
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: salvo)
+        process.currentDirectoryURL = folder
+        process.arguments = [
+            "send", "tokens.csv", "--protocol", "h2", "--payload", "payload.json",
+            "--gateway", "127.0.0.1:\(simulator.http2Port ?? 0)", "--server-name", "localhost",
+            "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca, "--connections", "1",
+            "--topic", CertificateFactory.sharedTopic, "--push-type", "alert", "--report", report.path, "--quiet",
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let clock = ContinuousClock()
+        let start = clock.now
+        while simulator.ledger.snapshot().accepted == 0 && clock.now - start < .seconds(10) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        kill(process.processIdentifier, signal)
+        let signalled = clock.now
+        while process.isRunning && clock.now - signalled < .seconds(10) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await simulator.shutdown()
+        if process.isRunning {
+            process.terminate()
+            Issue.record("salvo did not stop within 10 s of the signal")
+            return
+        }
+        #expect(clock.now - signalled < .seconds(5), "the grace is 2 s")
+        #expect(process.terminationStatus == status)
+        let decoded = try JSONDecoder().decode(JobReport.self, from: Data(contentsOf: report))
+        #expect(decoded.validRows == count)
+        #expect(decoded.confirmed == 0, "nothing was answered")
+        #expect(decoded.confirmed + decoded.rejectedTotal + decoded.uncertain + decoded.notSent == count)
+        #expect(decoded.stopped?.contains(signal == SIGINT ? "SIGINT" : "SIGTERM") == true)
+        let unsettled = try String(
+            contentsOf: folder.appendingPathComponent("report.unsettled.csv"),
+            encoding: .utf8
+        )
+        .split(separator: "\n")
+        let rows = unsettled.dropFirst().map { $0.split(separator: ",") }
+        #expect(rows.count == decoded.uncertain + decoded.notSent)
+        #expect(Set(rows.map { String($0[0]) }) == Set(tokens), "every row is listed, once")
+        // One stream was in flight (a connection takes one until the credentials pass): sent, never answered.
+        #expect(rows.filter { $0.count == 4 && $0[3] == "unanswered" }.count == 1)
+        #expect(rows.filter { $0.count == 4 && $0[3] == "unsent" }.count == count - 1)
+    }
+
+    @Test func standardOutputIsLineBufferedIntoAPipe() async throws {
+        guard let salvo = Self.executable else {
+            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
+            return
+        }
+        let paths = CertificateFactory.sharedFolder
+        let gateway = try MisbehavingGateway(.silent, paths: paths)
+        defer { gateway.stop() }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-buf-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        var generator = TokenGenerator(seed: 12)
+        let tokens = (0..<100).map { _ in generator.next().hexString }
+        try Data(("token\n" + tokens.joined(separator: "\n") + "\n").utf8)
+            .write(to: folder.appendingPathComponent("tokens.csv"))
+        try Data(#"{"aps":{"alert":"hi"}}"#.utf8).write(to: folder.appendingPathComponent("payload.json"))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: salvo)
+        process.currentDirectoryURL = folder
+        process.arguments = [
+            "send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:\(gateway.port)",
+            "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca, "--connections", "1", "--quiet",
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let clock = ContinuousClock()
+        let start = clock.now
+        while gateway.plaintextBytesRead == 0 && clock.now - start < .seconds(10) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        // Killed outright: only what reached the pipe survives.
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(printed.contains("sending 100 notifications"), "printed before the kill: \(printed)")
     }
 }

@@ -107,6 +107,21 @@ import Testing
         #expect(throws: SimulatorError.self) { try plan.apply(options: ["seed"]) }
     }
 
+    @Test(arguments: [
+        (#"{"name":"x","resetProbability":0.5}"#, "unknown key 'resetProbability'"),
+        (#"{"reset":{"probability":0.5,"scpoe":"connection"}}"#, "unknown key 'reset.scpoe'"),
+        (#"{"http2":{"goAwayAfter":3}}"#, "unknown key 'http2.goAwayAfter'"),
+        (#"{"reset":{"probability":1.5}}"#, "reset.probability is a probability between 0 and 1, not 1.5"),
+        (#"{"invalidTokenFraction":-0.1}"#, "invalidTokenFraction is a probability between 0 and 1, not -0.1"),
+        (#"{"errorDelayMilliseconds":-5}"#, "errorDelayMilliseconds must be 0 or more, not -5"),
+        (#"{"shutdown":{"everyAccepted":-1}}"#, "shutdown.everyAccepted must be 0 or more, not -1"),
+        (#"{"http2":{"shrinkTo":0}}"#, "http2.shrinkTo must be 1 or more, not 0"),
+    ])
+    func plansWithUnknownKeysOrBadValuesAreRefusedNamingTheKey(json: String, message: String) {
+        let error = #expect(throws: SimulatorError.self) { try FaultPlan.decode(Data(json.utf8)) }
+        #expect(error?.reason.contains(message) == true, "\(error?.reason ?? "")")
+    }
+
     @Test func shippedPlansLoad() throws {
         let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../data/faults").standardized.path

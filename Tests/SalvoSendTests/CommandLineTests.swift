@@ -1,0 +1,100 @@
+import Foundation
+import SalvoEngine
+import SalvoTestSupport
+import Testing
+
+/// Options refused before anything connects: the real `salvo` executable exits 64 and names the flag.
+@Suite struct CommandLineTests {
+    /// Runs `salvo` with `arguments` in a fresh folder holding `tokens.csv` and `payload.json`; its exit status
+    /// and standard error.
+    private func salvo(_ arguments: [String]) throws -> (status: Int32, error: String)? {
+        guard let salvo = InterruptionTests.executable else {
+            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
+            return nil
+        }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Data(("token\n" + String(repeating: "ab", count: 32) + "\n").utf8)
+            .write(to: folder.appendingPathComponent("tokens.csv"))
+        try Data(#"{"aps":{"alert":"hi"}}"#.utf8).write(to: folder.appendingPathComponent("payload.json"))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: salvo)
+        process.currentDirectoryURL = folder
+        process.arguments = arguments
+        let error = Pipe()
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = error
+        try process.run()
+        let text = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, text)
+    }
+
+    /// An HTTP/2 send to port 9 of the loopback (nothing listens), with one option changed.
+    private func http2Send(_ extra: [String], topic: String = "com.example.app") -> [String] {
+        let paths = CertificateFactory.sharedFolder
+        return [
+            "send", "tokens.csv", "--protocol", "h2", "--payload", "payload.json", "--gateway", "127.0.0.1:9",
+            "--cert", paths.client, "--key", paths.clientKey, "--topic", topic,
+        ] + extra
+    }
+
+    @Test(arguments: [
+        (["--push-type", "alerts"], "--push-type alerts is not one of"),
+        (["--push-type", ""], "--push-type  is not one of"),
+        (["--collapse-id", "a\r\nx-injected: 1"], "--collapse-id holds a line break"),
+        (["--collapse-id", String(repeating: "c", count: 65)], "--collapse-id is 65 bytes"),
+    ])
+    func http2HeaderOptionsAreCheckedBeforeConnecting(extra: [String], message: String) throws {
+        guard let (status, error) = try self.salvo(self.http2Send(extra)) else { return }
+        #expect(status == 64, "\(error)")
+        #expect(error.contains(message), "\(error)")
+    }
+
+    @Test(arguments: [("", "--topic is empty"), ("com.example.app\r\n", "--topic holds a line break")])
+    func http2TopicsAreCheckedBeforeConnecting(topic: String, message: String) throws {
+        guard let (status, error) = try self.salvo(self.http2Send([], topic: topic)) else { return }
+        #expect(status == 64, "\(error)")
+        #expect(error.contains(message), "\(error)")
+    }
+
+    @Test func aKeyIDThatIsNotTenCharactersIsRefused() throws {
+        let arguments = [
+            "send", "tokens.csv", "--protocol", "h2", "--payload", "payload.json", "--gateway", "127.0.0.1:9",
+            "--auth-key", "AuthKey.p8", "--key-id", "ABC123", "--team-id", "DEF123GHIJ", "--topic", "com.example.app",
+        ]
+        guard let (status, error) = try self.salvo(arguments) else { return }
+        #expect(status == 64, "\(error)")
+        #expect(error.contains("--key-id is 10 letters and digits"), "\(error)")
+    }
+
+    @Test func anHTTP2SendToNothingListeningStopsAtOnceWithExitStatus3AndWritesTheRecord() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let report = folder.appendingPathComponent("report.json").path
+        guard let (status, error) = try self.salvo(self.http2Send(["--report", report])) else { return }
+        #expect(status == 3, "\(error)")
+        let unsettled = try String(
+            contentsOfFile: folder.appendingPathComponent("report.unsettled.csv").path,
+            encoding: .utf8
+        )
+        #expect(unsettled.split(separator: "\n").count == 2, "the header and the one row, to send again")
+        let text = try String(contentsOfFile: report, encoding: .utf8)
+        #expect(text.contains("connection refused"), "the report says why: \(text)")
+        let decoded = try JSONDecoder().decode(JobReport.self, from: Data(text.utf8))
+        #expect(decoded.reconnects == 0, "not retried")
+        #expect(decoded.notSent == 1)
+    }
+
+    @Test func payloadCheckRefusesAPriorityAppleDoesNotDefine() throws {
+        guard let (status, error) = try self.salvo(["payload", "check", "payload.json", "--priority", "7"]) else {
+            return
+        }
+        #expect(status == 64, "\(error)")
+        #expect(error.contains("--priority is 10, 5 for --format binary, not 7"), "\(error)")
+        guard let (accepted, _) = try self.salvo(["payload", "check", "payload.json", "--priority", "5"]) else {
+            return
+        }
+        #expect(accepted == 0)
+    }
+}
