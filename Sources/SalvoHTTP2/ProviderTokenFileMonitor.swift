@@ -113,15 +113,16 @@ public struct ProviderTokenFileMonitor: Sendable {
         stamp: Stamp,
         now: Int64
     ) -> Update {
+        // Kept on failure too, so a broken file is reported once, not at every look; whatever rewrites it changes the
+        // stamp (writers rename a whole file over it, and Kubernetes swaps a symlink).
+        self.stamp = stamp
         let contents: ProviderTokenFileContents
         switch result {
         case .failure(let error):
-            // The stamp is not kept: the next look reads it again (a writer may have been half way).
             return .kept(error.message)
         case .success(let read):
             contents = read
         }
-        self.stamp = stamp
         // ES256 signatures differ each time: a token minted again for the same second is as good as the current one.
         if contents.issuedAt == self.current.issuedAt { return .same }
         guard contents.issuedAt > self.current.issuedAt else {

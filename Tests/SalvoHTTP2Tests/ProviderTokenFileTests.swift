@@ -79,11 +79,12 @@ import Glibc
         let broken = HTTP2ClientError(.credentials, "token.json is not a provider token file (it is empty)")
         #expect(monitor.read(.failure(broken), stamp: Self.stamp(2), now: Self.start + 10) == .kept(broken.message))
         #expect(monitor.current.issuedAt == Self.start)
-        // Half written last time: the same stamp is read again; the same issue time (minted again, or the same
-        // token) changes nothing.
-        #expect(monitor.looked(Self.stamp(2), now: Self.start + 15) == .read)
-        #expect(monitor.read(.success(self.contents(Self.start)), stamp: Self.stamp(2), now: Self.start + 15) == .same)
-        #expect(monitor.looked(Self.stamp(2), now: Self.start + 20) == .unchanged)
+        // Reported once: the same broken file is not read again until it changes.
+        #expect(monitor.looked(Self.stamp(2), now: Self.start + 15) == .unchanged)
+        // Rewritten with the same issue time (minted again, or the same token): nothing changes.
+        #expect(monitor.looked(Self.stamp(3), now: Self.start + 20) == .read)
+        #expect(monitor.read(.success(self.contents(Self.start)), stamp: Self.stamp(3), now: Self.start + 20) == .same)
+        #expect(monitor.looked(Self.stamp(3), now: Self.start + 25) == .unchanged)
     }
 
     @Test func aStaleOrFutureTokenIsRefusedAtStart() throws {
