@@ -2,6 +2,10 @@ import ArgumentParser
 import Foundation
 import SalvoHTTP2
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// `salvo token mint --auth-key K.p8 --key-id … --team-id … --out FILE`: one provider token for a fleet of senders.
 struct TokenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -47,6 +51,15 @@ struct TokenCommand: AsyncParsableCommand {
                     signer: signer,
                     issuedAt: Int64(Date().timeIntervalSince1970)
                 )
+                var key = stat()
+                var target = stat()
+                if stat(self.authKey, &key) == 0, stat(self.out, &target) == 0, key.st_dev == target.st_dev,
+                    key.st_ino == target.st_ino
+                {
+                    throw UserError(
+                        "--out \(self.out) is the signing key --auth-key \(self.authKey): give another path"
+                    )
+                }
                 if self.out == "-" {
                     FileHandle.standardOutput.write(Data(contents.encoded))
                     return

@@ -173,6 +173,18 @@ import Glibc
         #expect(stale.status == 3)
         #expect(stale.standardError.contains("stale.json") && stale.standardError.contains("60 minutes"))
         #expect(setup.simulator.ledger.snapshot().accepted == 0)
+
+        // The key is never written over by its own token.
+        let keyText = try String(contentsOfFile: setup.signingKey.path, encoding: .utf8)
+        let overKey = try await Self.salvo(
+            [
+                "token", "mint", "--auth-key", setup.signingKey.path, "--key-id", DevelopmentSigningKey.keyID,
+                "--team-id", DevelopmentSigningKey.teamID, "--out", setup.signingKey.path,
+            ],
+            in: setup.folder
+        )
+        #expect(overKey.status == 3)
+        #expect(try String(contentsOfFile: setup.signingKey.path, encoding: .utf8) == keyText)
         try await setup.simulator.shutdown()
     }
 
