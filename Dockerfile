@@ -18,7 +18,8 @@ FROM debian:bookworm-slim
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libssl3 liburing2 ca-certificates tini \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --user-group --home-dir /var/lib/salvo --create-home salvo
+    && groupadd --system --gid 10001 salvo \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/salvo --create-home salvo
 COPY --from=build /out/salvo /usr/local/bin/salvo
 USER 10001:10001
 WORKDIR /var/lib/salvo
