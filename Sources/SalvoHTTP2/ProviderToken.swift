@@ -9,7 +9,8 @@ import NIOConcurrencyHelpers
 /// get the cached `authorization` value: signing happens once per refresh, never per request or per connection.
 ///
 /// With a `ProviderTokenCache`, every process using the key shares one token: a token is taken from the cache while
-/// it is younger than `refreshAfter`, and a newly minted one is written there for the others.
+/// it is younger than `refreshAfter`, and a newly minted one is written there for the others. With a
+/// `ProviderTokenFile` (`init(file:)`), the token comes from a file another process refreshes and none is minted.
 ///
 /// Thread-safe: the state sits behind a lock that connections take once per batch of requests. The clock is
 /// injected (UNIX seconds), so refresh timing is tested without sleeping.
@@ -35,7 +36,10 @@ public final class ProviderToken: Sendable {
     /// The age after which APNs refuses a token (seconds).
     public static let lifetime: Int64 = 60 * 60
 
-    public let signer: JWTSigner
+    /// The signing key; nil when the token comes from a file.
+    public let signer: JWTSigner?
+    /// The file the token comes from, when another process mints it.
+    public let file: ProviderTokenFile?
     /// Age (seconds) at which the token is replaced; within [20 min, 60 min).
     public let refreshAfter: Int64
     /// The file shared with other processes using this key; nil keeps the token in this process only.
@@ -68,14 +72,27 @@ public final class ProviderToken: Sendable {
             )
         }
         self.signer = signer
+        self.file = nil
         self.refreshAfter = refreshAfter
         self.cache = cache
         self.cacheKey = ProviderTokenCache.key(for: signer)
         self.clock = clock
     }
 
+    /// The token another process keeps fresh in `file`: every connection sends it, re-read when the file changes,
+    /// and none is ever minted here.
+    public init(file: ProviderTokenFile) {
+        self.signer = nil
+        self.file = file
+        self.refreshAfter = Self.lifetime - 1
+        self.cache = nil
+        self.cacheKey = ""
+        self.clock = { 0 }
+    }
+
     /// The token to send now, minted when there is none or the current one has reached `refreshAfter`.
     public func current() -> Bearer {
+        if let file = self.file { return file.current() }
         let now = self.clock()
         return self.state.withLockedValue { state in
             if let bearer = state.current, now - bearer.issuedAt < self.refreshAfter {
@@ -96,8 +113,10 @@ public final class ProviderToken: Sendable {
 
     /// Handles `ExpiredProviderToken` for `rejected`: one early renewal per job is allowed, and only when the
     /// rejected token is at least 20 minutes old (a younger one means the clocks disagree, and remaking it would
-    /// earn `TooManyProviderTokenUpdates`).
+    /// earn `TooManyProviderTokenUpdates`). With a token file, the file is looked at at once: a newer token there
+    /// is sent, and without one the job stops (`ProviderTokenFileMonitor.renewal(after:now:)`).
     public func renew(after rejected: Bearer) -> Renewal {
+        if let file = self.file { return file.renew(after: rejected) }
         let now = self.clock()
         return self.state.withLockedValue { state in
             guard let current = state.current, current.issuedAt == rejected.issuedAt else {
@@ -134,11 +153,13 @@ public final class ProviderToken: Sendable {
         return .renewed
     }
 
-    /// How many tokens have been signed so far.
+    /// How many tokens have been signed so far (always 0 with a token file).
     public var mintCount: Int { self.state.withLockedValue { $0.mints } }
 
     private func mint(at now: Int64, into state: inout State) -> Bearer {
-        let bearer = Bearer(authorization: "bearer " + self.signer.token(issuedAt: now), issuedAt: now)
+        // Only a token made with `init(signer:…)` is minted: `current()` and `renew(after:)` return before this
+        // with a file.
+        let bearer = Bearer(authorization: "bearer " + self.signer!.token(issuedAt: now), issuedAt: now)
         state.current = bearer
         state.mints += 1
         return bearer

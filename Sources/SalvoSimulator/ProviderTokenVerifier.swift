@@ -21,6 +21,7 @@ final class ProviderTokenVerifier: Sendable {
     private let keys: [String: HTTP2EndpointConfiguration.ProviderKey]
     private let clock: any SimulatorClock
     private let lastIssued = NIOLockedValueBox([String: Int64]())
+    private let accepted = NIOLockedValueBox(Set<Accepted>())
 
     init(keys: [HTTP2EndpointConfiguration.ProviderKey], clock: any SimulatorClock) {
         self.keys = Dictionary(keys.map { ($0.keyID, $0) }, uniquingKeysWith: { first, _ in first })
@@ -57,8 +58,13 @@ final class ProviderTokenVerifier: Sendable {
             return false
         }
         if tooSoon { return .failure(.tooManyProviderTokenUpdates) }
-        return .success(Accepted(keyID: keyID, issuedAt: issuedAt, topics: key.topics))
+        let verdict = Accepted(keyID: keyID, issuedAt: issuedAt, topics: key.topics)
+        self.accepted.withLockedValue { _ = $0.insert(verdict) }
+        return .success(verdict)
     }
+
+    /// How many distinct tokens (key and issue time) have been accepted.
+    var acceptedTokens: Int { self.accepted.withLockedValue { $0.count } }
 
     private static func base64URL(_ text: Substring) -> [UInt8]? {
         var standard = String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })

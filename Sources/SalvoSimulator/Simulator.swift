@@ -30,7 +30,11 @@ public final class Simulator: Sendable {
     public let startTime: UInt32
     /// The plan in force.
     public var plan: FaultPlan { self.compiledPlan.plan }
+    /// How many distinct provider tokens (per signing key and issue time) the HTTP/2 endpoint has accepted: a fleet
+    /// that shares one token shows 1.
+    public var acceptedProviderTokens: Int { self.tokenVerifier?.acceptedTokens ?? 0 }
     let compiledPlan: CompiledFaultPlan
+    private let tokenVerifier: ProviderTokenVerifier?
 
     private let group: MultiThreadedEventLoopGroup
     private let channels: [any Channel]
@@ -48,6 +52,7 @@ public final class Simulator: Sendable {
         group: MultiThreadedEventLoopGroup,
         channels: [any Channel],
         feedback: FeedbackStore,
+        tokenVerifier: ProviderTokenVerifier?,
         clock: any SimulatorClock
     ) {
         self.gatewayPort = gatewayPort
@@ -60,6 +65,7 @@ public final class Simulator: Sendable {
         self.group = group
         self.channels = channels
         self.feedback = feedback
+        self.tokenVerifier = tokenVerifier
         self.clock = clock
     }
 
@@ -120,10 +126,14 @@ public final class Simulator: Sendable {
                 .bind(host: configuration.host, port: configuration.feedbackPort)
                 .get()
             var http2Channels: (tls: any Channel, cleartext: (any Channel)?)?
-            if let http2 = configuration.http2 {
+            let tokenVerifier = configuration.http2.map {
+                ProviderTokenVerifier(keys: $0.providerKeys, clock: configuration.clock)
+            }
+            if let http2 = configuration.http2, let tokenVerifier {
                 http2Channels = try await self.bindHTTP2(
                     configuration,
                     http2: http2,
+                    verifier: tokenVerifier,
                     plan: plan,
                     ledger: ledger,
                     group: group,
@@ -142,6 +152,7 @@ public final class Simulator: Sendable {
                 channels: [gateway, feedbackChannel]
                     + [http2Channels?.tls, http2Channels?.cleartext].compactMap { $0 },
                 feedback: feedback,
+                tokenVerifier: tokenVerifier,
                 clock: clock
             )
         } catch {
@@ -230,6 +241,7 @@ public final class Simulator: Sendable {
     private static func bindHTTP2(
         _ configuration: SimulatorConfiguration,
         http2: HTTP2EndpointConfiguration,
+        verifier: ProviderTokenVerifier,
         plan: CompiledFaultPlan,
         ledger: DeliveryLedger,
         group: MultiThreadedEventLoopGroup,
@@ -244,7 +256,7 @@ public final class Simulator: Sendable {
         let shared = HTTP2GatewayHandler.Shared(
             ledger: ledger,
             plan: plan,
-            verifier: ProviderTokenVerifier(keys: http2.providerKeys, clock: configuration.clock),
+            verifier: verifier,
             faults: plan.plan.http2 ?? http2.faults,
             maximumConcurrentStreams: http2.maximumConcurrentStreams,
             seed: plan.plan.seed,

@@ -78,6 +78,15 @@ struct SendCommand: AsyncParsableCommand {
     )
     var tokenCache: String?
 
+    @Option(
+        name: .customLong("provider-token-file"),
+        help: """
+            HTTP/2: send the provider token in this file (from `salvo token mint`, e.g. a mounted Kubernetes \
+            Secret) instead of minting one; it is read again when it changes (with --topic).
+            """
+    )
+    var providerTokenFile: String?
+
     @Option(help: "HTTP/2: at most this many notifications per second over all connections (default: no cap).")
     var rate: Int?
 
@@ -98,7 +107,22 @@ struct SendCommand: AsyncParsableCommand {
         if self.registeredAt != nil && self.suppress == nil {
             throw ValidationError("--registered-at applies the suppression list: give --suppress too")
         }
-        if self.wireProtocol == .h2 && self.authKey != nil {
+        if let file = self.providerTokenFile {
+            guard self.wireProtocol == .h2 else {
+                throw ValidationError(
+                    "--provider-token-file needs --protocol h2 (the binary interface takes certificates only)"
+                )
+            }
+            guard self.authKey == nil, self.keyID == nil, self.teamID == nil, self.tokenCache == nil else {
+                throw ValidationError(
+                    "--provider-token-file \(file) holds the token: leave out --auth-key, --key-id, --team-id and --token-cache"
+                )
+            }
+            guard !self.certificate.isAnyGiven else {
+                throw ValidationError("give --provider-token-file or a certificate, not both")
+            }
+            guard self.topic != nil else { throw ValidationError("--provider-token-file needs --topic") }
+        } else if self.wireProtocol == .h2 && self.authKey != nil {
             guard !self.certificate.isAnyGiven else {
                 throw ValidationError("give --auth-key or a certificate, not both")
             }
@@ -238,6 +262,13 @@ extension SendCommand {
 
     fileprivate func authentication() throws(UserError) -> APNSAuthentication {
         do {
+            if let path = self.providerTokenFile {
+                let file = try ProviderTokenFile(
+                    path: path,
+                    warn: { message in FileHandle.standardError.write(Data("warning: \(message)\n".utf8)) }
+                )
+                return .token(ProviderToken(file: file))
+            }
             if let authKey {
                 let signer = try JWTSigner(p8File: authKey, keyID: self.keyID!, teamID: self.teamID!)
                 let path =
