@@ -94,6 +94,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
@@ -303,7 +304,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SalvoSoakTests",
-            dependencies: ["SalvoSoak", "SalvoSimulator", "SalvoEngine", "SalvoData"],
+            dependencies: ["SalvoSoak", "SalvoSimulator", "SalvoEngine", "SalvoData", "SalvoTestSupport"],
             swiftSettings: strictness
         ),
         .testTarget(

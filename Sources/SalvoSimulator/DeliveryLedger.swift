@@ -90,6 +90,18 @@ public final class DeliveryLedger: @unchecked Sendable {
         return accepted
     }
 
+    /// Starts a new ledger: every record, counter and device forgotten (`salvo simulate --control-port`'s
+    /// `POST /reset`, between the rounds of a soak against a running simulator). Notifications of connections
+    /// still open land in the new ledger.
+    public func reset() {
+        self.lock.withLock {
+            self.table.removeAll()
+            self.devices.reset()
+            self.counters = LedgerSnapshot()
+            self.histogram = [Int](repeating: 0, count: 16)
+        }
+    }
+
     func recordErrorResponse(status: UInt8) {
         self.lock.withLock { self.counters.errorResponses[String(status), default: 0] += 1 }
     }

@@ -51,6 +51,18 @@ final class DeviceModel {
         self.storageLimit = storageLimit
     }
 
+    /// Forgets what every device stored and displayed, and the counts.
+    func reset() {
+        self.stored = [:]
+        self.displayed = [:]
+        self.storedCount = 0
+        self.coalescedCount = 0
+        self.notStoredCount = 0
+        self.expiredCount = 0
+        self.discardedCount = 0
+        self.deliveredLaterCount = 0
+    }
+
     /// True when the model has any offline devices at all (otherwise the ledger skips it).
     var isActive: Bool { self.offline.count > 0 || self.offlineFraction > 0 }
 

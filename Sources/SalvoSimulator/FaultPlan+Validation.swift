@@ -11,6 +11,7 @@ extension FaultPlan {
             ("reset.probability", self.reset.probability),
             ("slowReader.probability", self.slowReader?.probability ?? 0),
             ("devices.offlineFraction", self.devices.offlineFraction),
+            ("lostFraction", self.lostFraction),
             ("http2.tooManyRequestsRate", self.http2?.tooManyRequestsRate ?? 0),
             ("http2.internalServerErrorRate", self.http2?.internalServerErrorRate ?? 0),
             ("http2.serviceUnavailableRate", self.http2?.serviceUnavailableRate ?? 0),

@@ -31,6 +31,12 @@ final class TokenTable {
         free(self.storage)
     }
 
+    /// Forgets every record, keeping the storage.
+    func removeAll() {
+        memset(self.storage, 0, self.capacity * LedgerRecordLayout.size)
+        self.count = 0
+    }
+
     /// Bytes held by the table.
     var memoryBytes: Int { self.capacity * LedgerRecordLayout.size }
 

@@ -1,3 +1,4 @@
+import Foundation
 import SalvoEngine
 import SalvoSimulator
 
@@ -16,14 +17,47 @@ public struct SoakConfiguration: Sendable {
     /// The simulator's plan, and the name to show for it.
     public var plan: FaultPlan
     public var planName: String
-    /// Tokens per round (fresh ones each round).
-    public var tokens: Int
+    /// Tokens per round (fresh ones each round); nil: `defaultTokens` for the gateway's plan.
+    public var tokens: Int?
     public var connections: Int
     public var onUncertain: OnUncertain
     /// Seeds each round's tokens (round N uses `seed + N`).
     public var seed: UInt64
     /// The process is sampled this often during a round (and once after it).
     public var sampleInterval: Duration
+    /// A running `salvo simulate` to send to instead of an embedded simulator per round.
+    public var external: External?
+
+    /// A running simulator, reached by address.
+    public struct External: Sendable {
+        /// The binary gateway (or, for HTTP/2, the HTTP/2 endpoint) and the name its certificate holds.
+        public var host: String
+        public var port: Int
+        public var serverName: String
+        /// Its control endpoint (`salvo simulate --control-port`), e.g. `http://127.0.0.1:2198`.
+        public var control: URL
+        /// Its certificate folder (`salvo simulate --certificates`): `ca.pem`, `client.pem`, `client-key.pem` and
+        /// the development signing key.
+        public var certificates: String
+        /// The topic its client certificate names (`salvo simulate --topic`).
+        public var topic: String
+
+        public init(
+            host: String,
+            port: Int,
+            serverName: String = "localhost",
+            control: URL,
+            certificates: String,
+            topic: String = "com.example.app"
+        ) {
+            self.host = host
+            self.port = port
+            self.serverName = serverName
+            self.control = control
+            self.certificates = certificates
+            self.topic = topic
+        }
+    }
 
     public init(
         interface: Interface,
@@ -35,18 +69,20 @@ public struct SoakConfiguration: Sendable {
         connections: Int = 2,
         onUncertain: OnUncertain = .resend,
         seed: UInt64 = 0x50A4,
-        sampleInterval: Duration = .milliseconds(500)
+        sampleInterval: Duration = .milliseconds(500),
+        external: External? = nil
     ) {
         self.interface = interface
         self.duration = duration
         self.maximumRounds = maximumRounds
         self.plan = plan
         self.planName = planName ?? plan.name
-        self.tokens = tokens ?? Self.defaultTokens(interface: interface, plan: plan)
+        self.tokens = tokens
         self.connections = connections
         self.onUncertain = onUncertain
         self.seed = seed
         self.sampleInterval = sampleInterval
+        self.external = external
     }
 
     /// Tokens per round when not given: 100,000 over the binary interface and 20,000 over HTTP/2, fewer where the

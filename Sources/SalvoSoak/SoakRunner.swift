@@ -51,68 +51,30 @@ public enum SoakRunner {
         ).path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let certificates = try CertificateFactory()
-        let paths = try certificates.write(to: folder + "/certificates", topic: Self.topic)
-        let signingKey = try DevelopmentSigningKey.ensure(in: paths.folder)
-        // One provider token for the whole soak, as the token cache would give every run.
-        let token = try ProviderToken(
-            signer: try JWTSigner(
-                p8File: signingKey.path,
-                keyID: DevelopmentSigningKey.keyID,
-                teamID: DevelopmentSigningKey.teamID
-            )
-        )
         let payload = try Payload(json: #"{"aps":{"alert":"soak"},"round":0}"#)
+        let target: any SoakTarget
+        if let external = configuration.external {
+            target = try await ExternalSoakTarget(configuration, external: external, payload: payload)
+        } else {
+            target = try EmbeddedSoakTarget(configuration, folder: folder, payload: payload)
+        }
+        let tokensPerRound =
+            configuration.tokens
+            ?? SoakConfiguration.defaultTokens(interface: configuration.interface, plan: target.plan)
 
         let start = ContinuousClock.now
         let deadline = start + configuration.duration
         var rounds: [SoakRound] = []
         while ContinuousClock.now < deadline && rounds.count < (configuration.maximumRounds ?? Int.max) {
             let index = rounds.count + 1
-            var simulatorConfiguration = SimulatorConfiguration(tls: .init(certificates))
-            simulatorConfiguration.plan = configuration.plan
-            simulatorConfiguration.maximumTokens = max(1 << 16, configuration.tokens * 2)
-            simulatorConfiguration.expectedTokens = configuration.tokens
-            if configuration.interface == .h2 {
-                simulatorConfiguration.http2 = HTTP2EndpointConfiguration(providerKeys: [signingKey.providerKey])
-            }
-            let simulator = try await Simulator.start(simulatorConfiguration)
             let tokenFile = folder + "/tokens-\(index).csv"
             let tokens = try Self.writeTokens(
-                configuration.tokens,
+                tokensPerRound,
                 seed: configuration.seed &+ UInt64(index),
-                environment: configuration.plan.environment,
+                environment: target.plan.environment,
                 to: tokenFile
             )
-            let interface: SendRequest.Interface
-            switch configuration.interface {
-            case .binary:
-                var job = BinaryJobConfiguration(
-                    host: "127.0.0.1",
-                    port: simulator.gatewayPort,
-                    credentials: GatewayCredentials(
-                        identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
-                        trustedCAFile: paths.ca
-                    ),
-                    template: try FrameTemplate(command: .framed, payload: payload),
-                    connections: configuration.connections
-                )
-                job.onUncertain = configuration.onUncertain
-                interface = .binary(job)
-            case .h2:
-                var client = HTTP2ClientConfiguration(
-                    host: "127.0.0.1",
-                    port: simulator.http2Port!,
-                    authentication: .token(token)
-                )
-                client.serverName = "localhost"
-                client.connections = configuration.connections
-                client.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(paths.ca))
-                let headers = try APNSRequestHeaders(pushType: .alert, topic: Self.topic)
-                var job = HTTP2JobConfiguration(client: client, headers: headers, payload: payload)
-                job.onUncertain = configuration.onUncertain
-                interface = .http2(job)
-            }
+            let interface = try await target.beginRound(tokens: tokensPerRound)
             let roundStart = ContinuousClock.now
             let peak = NIOLockedValueBox(ProcessSample.now().residentBytes)
             let sampler = Sampler(interval: configuration.sampleInterval) { sample in
@@ -128,12 +90,18 @@ public enum SoakRunner {
                 )
             } catch {
                 sampler.stop()
-                try? await simulator.shutdown()
+                try? await target.endRound()
                 throw error
             }
             sampler.stop()
-            let verdict = simulator.verdict(expected: ExpectedTokens(tokens))
-            try await simulator.shutdown()
+            let verdict: Verdict
+            do {
+                verdict = try await target.verdict(expected: tokens)
+            } catch {
+                try? await target.endRound()
+                throw error
+            }
+            try await target.endRound()
             try? FileManager.default.removeItem(atPath: tokenFile)
             let seconds = Self.seconds(ContinuousClock.now - roundStart)
             let after = ProcessSample.now()
@@ -166,8 +134,8 @@ public enum SoakRunner {
         }
         return SoakReport(
             interface: configuration.interface.rawValue,
-            plan: configuration.planName,
-            tokensPerRound: configuration.tokens,
+            plan: configuration.external == nil ? configuration.planName : target.plan.name,
+            tokensPerRound: tokensPerRound,
             connections: configuration.connections,
             onUncertain: configuration.onUncertain.rawValue,
             seconds: Self.seconds(ContinuousClock.now - start),

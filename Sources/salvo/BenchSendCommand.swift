@@ -29,6 +29,8 @@ extension BenchCommand {
         @Option(help: "Runs per row; the best is reported.")
         var runs: Int = 2
 
+        @OptionGroup var progressOptions: ProgressOptions
+
         func validate() throws {
             guard (1...50_000_000).contains(self.tokens) else {
                 throw ValidationError("--tokens is 1 to 50000000 (got \(self.tokens))")
@@ -89,7 +91,12 @@ extension BenchCommand {
                 for shards in self.shards {
                     var best: JobReport?
                     var ledgerOK = true
-                    for _ in 0..<self.runs {
+                    for run in 1...self.runs {
+                        let display = ProgressDisplay(
+                            self.progressOptions.progress,
+                            quiet: false,
+                            prefix: "\(transportName) \(shards) shard(s), run \(run): "
+                        )
                         var configuration = SimulatorConfiguration(tls: .init(certificates))
                         configuration.threads = self.simulatorThreads
                         configuration.maximumTokens = self.tokens + self.tokens / 4 + 1024
@@ -109,8 +116,10 @@ extension BenchCommand {
                             configuration: job,
                             source: source,
                             summary: summary,
-                            inputRows: summary.validRows
+                            inputRows: summary.validRows,
+                            progress: display.callback
                         )
+                        display.finish()
                         if let error = result.error { throw error }
                         let verdict = simulator.verdict(expected: ExpectedTokens(expected), listLimit: 3)
                         try await simulator.shutdown()

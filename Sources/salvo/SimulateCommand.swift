@@ -73,12 +73,22 @@ struct SimulateCommand: AsyncParsableCommand {
     )
     var http2MaximumStreams: Int?
 
+    @Option(
+        name: .customLong("control-port"),
+        help: """
+            Serve the control endpoint here (127.0.0.1; 0 = any free port): GET /plan, GET /ledger, POST /reset, \
+            POST /verdict with the expected tokens — what `salvo soak --gateway` judges its rounds with.
+            """
+    )
+    var controlPort: Int?
+
     @OptionGroup var observe: ObservabilityOptions
 
     func validate() throws {
         let ports: [(String, Int?)] = [
             ("--gateway-port", self.gatewayPort), ("--feedback-port", self.feedbackPort),
             ("--h2-port", self.http2Port), ("--h2c-port", self.http2CleartextPort),
+            ("--control-port", self.controlPort),
         ]
         for case (let option, let port?) in ports where !(0...65535).contains(port) {
             throw ValidationError("\(option) is 0 to 65535 (0 = any free port; got \(port))")
@@ -152,7 +162,21 @@ struct SimulateCommand: AsyncParsableCommand {
         let observability = try await self.observe.start(label: "salvo.simulate")
         let metrics = observability.factory.map { SimulatorMetrics(simulator: run.simulator, factory: $0) }
         metrics?.start()
+        var control: SimulatorControlEndpoint?
+        if let port = self.controlPort {
+            do {
+                control = try await SimulatorControlEndpoint.start(
+                    simulator: run.simulator,
+                    host: self.host,
+                    port: port
+                )
+            } catch {
+                throw UserError("--control-port \(port): cannot listen: \(error)")
+            }
+            FileHandle.standardOutput.write(Data("  control   http://\(self.host):\(control!.port)\n".utf8))
+        }
         await run.waitForTermination()
+        await control?.stop()
         metrics?.stop()
         await observability.stop()
         print(try await run.finish())

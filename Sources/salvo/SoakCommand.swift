@@ -53,6 +53,23 @@ struct SoakCommand: AsyncParsableCommand {
     @Flag(help: "No progress line, even on a terminal.")
     var quiet = false
 
+    @Option(
+        help: """
+            Send to a running `salvo simulate` instead of an embedded one: its gateway (or, with --protocol h2, its \
+            HTTP/2 port) as HOST:PORT; needs --control and --certificates.
+            """
+    )
+    var gateway: String?
+
+    @Option(help: "With --gateway: the simulator's control endpoint (`simulate --control-port`), HOST:PORT or a URL.")
+    var control: String?
+
+    @Option(help: "With --gateway: the simulator's certificate folder (`simulate --certificates`).")
+    var certificates: String?
+
+    @Option(help: "With --gateway: the topic of the simulator's client certificate (`simulate --topic`).")
+    var topic: String = "com.example.app"
+
     @OptionGroup var observe: ObservabilityOptions
     @OptionGroup var progressOptions: ProgressOptions
 
@@ -67,6 +84,37 @@ struct SoakCommand: AsyncParsableCommand {
             throw ValidationError("--connections is 1 to 64 (got \(self.connections))")
         }
         if let rounds, rounds < 1 { throw ValidationError("--rounds is at least 1 (got \(rounds))") }
+        if self.gateway != nil {
+            guard self.control != nil, self.certificates != nil else {
+                throw ValidationError("--gateway needs --control and --certificates (from `salvo simulate`)")
+            }
+            _ = try self.external()
+        } else if self.control != nil || self.certificates != nil {
+            throw ValidationError("--control and --certificates go with --gateway")
+        }
+    }
+
+    /// `--gateway`, `--control` and `--certificates` as a running simulator's address.
+    private func external() throws(ValidationError) -> SoakConfiguration.External? {
+        guard let gateway = self.gateway, let control = self.control, let certificates = self.certificates else {
+            return nil
+        }
+        guard let colon = gateway.lastIndex(of: ":"), let port = Int(gateway[gateway.index(after: colon)...]),
+            (1...65535).contains(port)
+        else {
+            throw ValidationError("--gateway is HOST:PORT (got \(gateway))")
+        }
+        let text = control.contains("://") ? control : "http://" + control
+        guard let url = URL(string: text), url.host != nil else {
+            throw ValidationError("--control is HOST:PORT or an http URL (got \(control))")
+        }
+        return SoakConfiguration.External(
+            host: String(gateway[..<colon]),
+            port: port,
+            control: url,
+            certificates: certificates,
+            topic: self.topic
+        )
     }
 
     func run() async throws {
@@ -74,12 +122,15 @@ struct SoakCommand: AsyncParsableCommand {
     }
 
     private func soak() async throws {
+        let external = try self.external()
         let planPath = SalvoData.faultPlanPath(self.plan)
-        let plan: FaultPlan
-        do {
-            plan = try FaultPlan.load(contentsOf: planPath)
-        } catch {
-            throw UserError("--plan \(self.plan): \(error)")
+        var plan = FaultPlan()
+        if external == nil {
+            do {
+                plan = try FaultPlan.load(contentsOf: planPath)
+            } catch {
+                throw UserError("--plan \(self.plan): \(error)")
+            }
         }
         let configuration = SoakConfiguration(
             interface: self.wireProtocol == .h2 ? .h2 : .binary,
@@ -89,7 +140,8 @@ struct SoakCommand: AsyncParsableCommand {
             planName: plan.name,
             tokens: self.tokens,
             connections: self.connections,
-            onUncertain: self.onUncertain
+            onUncertain: self.onUncertain,
+            external: external
         )
         // The outputs are checked before the first round: a soak that cannot write its record should not run.
         for path in [self.report, self.chart].compactMap({ $0 }) {
@@ -99,10 +151,17 @@ struct SoakCommand: AsyncParsableCommand {
             try? FileManager.default.removeItem(atPath: path + ".partial")
         }
         let observability = try await self.observe.start(label: "salvo.soak")
-        print(
-            "soak: \(configuration.interface.rawValue), plan \(plan.name) (\(planPath)), "
-                + "\(configuration.tokens) tokens per round over \(self.connections) connection(s), for \(self.duration)"
-        )
+        if let external {
+            print(
+                "soak: \(configuration.interface.rawValue) to \(external.host):\(external.port), the ledger through "
+                    + "\(external.control.absoluteString), over \(self.connections) connection(s), for \(self.duration)"
+            )
+        } else {
+            print(
+                "soak: \(configuration.interface.rawValue), plan \(plan.name) (\(planPath)), over \(self.connections) "
+                    + "connection(s), for \(self.duration)"
+            )
+        }
         let progressOption = self.progressOptions.progress
         let quiet = self.quiet
         let displays = NIOLockedDisplays()

@@ -2,6 +2,7 @@ import Foundation
 import SalvoData
 import SalvoEngine
 import SalvoSimulator
+import SalvoTestSupport
 import Testing
 
 @testable import SalvoSoak
@@ -40,6 +41,58 @@ import Testing
             )
             #expect(report.passed, "\(name): \(report.failures)")
             #expect(report.rounds.first?.rows == 1000)
+        }
+    }
+}
+
+@Suite struct ExternalSoakTests {
+    /// A soak against a simulator that runs apart, judged through its control endpoint: the ledger is reset before
+    /// every round, so each round's verdict is its own; a gateway that loses rows fails the soak the same way.
+    @Test(arguments: [0.0, 0.01])
+    func aRunningSimulatorIsJudgedThroughItsControlEndpoint(lost: Double) async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-ext-\(UUID().uuidString)")
+            .path
+        let certificates = try CertificateFactory()
+        let paths = try certificates.write(to: folder, topic: "com.example.app")
+        _ = try DevelopmentSigningKey.ensure(in: paths.folder)
+        var simulatorConfiguration = SimulatorConfiguration(tls: .init(certificates))
+        simulatorConfiguration.plan = try FaultPlan.load(
+            contentsOf: try #require(SalvoData.path("faults/realistic.json"))
+        )
+        simulatorConfiguration.plan.lostFraction = lost
+        let simulator = try await Simulator.start(simulatorConfiguration)
+        let control = try await SimulatorControlEndpoint.start(simulator: simulator, port: 0)
+        let report: SoakReport
+        do {
+            report = try await SoakRunner.run(
+                SoakConfiguration(
+                    interface: .binary,
+                    duration: .seconds(60),
+                    maximumRounds: 3,
+                    tokens: 3000,
+                    external: SoakConfiguration.External(
+                        host: "127.0.0.1",
+                        port: simulator.gatewayPort,
+                        control: try #require(URL(string: "http://127.0.0.1:\(control.port)")),
+                        certificates: paths.folder
+                    )
+                )
+            )
+        } catch {
+            await control.stop()
+            try await simulator.shutdown()
+            throw error
+        }
+        await control.stop()
+        try await simulator.shutdown()
+        #expect(report.rounds.count == 3)
+        #expect(report.plan == "realistic")
+        if lost == 0 {
+            #expect(report.passed, "\(report.failures)")
+            #expect(report.rounds.allSatisfy { $0.delivered + $0.rejected == 3000 && $0.lost == 0 })
+        } else {
+            #expect(!report.passed)
+            #expect(report.rounds.allSatisfy { $0.lost > 0 })
         }
     }
 }
