@@ -1,0 +1,49 @@
+import Foundation
+import Testing
+
+/// `salvo soak` as a person runs it: the real executable, its exit status, its lines and its files.
+@Suite struct SoakCommandTests {
+    private func soak(plan: String) throws -> (status: Int32, output: String, report: String, chart: String)? {
+        guard let salvo = InterruptionTests.executable else {
+            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
+            return nil
+        }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-soak-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Data(plan.utf8).write(to: folder.appendingPathComponent("plan.json"))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: salvo)
+        process.currentDirectoryURL = folder
+        process.arguments = [
+            "soak", "--plan", "plan.json", "--rounds", "2", "--tokens", "1000", "--duration", "60s", "--progress",
+            "none", "--report", "soak.json", "--chart", "soak.html",
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let report = (try? String(contentsOf: folder.appendingPathComponent("soak.json"), encoding: .utf8)) ?? ""
+        let chart = (try? String(contentsOf: folder.appendingPathComponent("soak.html"), encoding: .utf8)) ?? ""
+        return (process.terminationStatus, text, report, chart)
+    }
+
+    @Test func aGatewayThatLosesRowsFailsTheSoakWithExitOne() throws {
+        guard let run = try self.soak(plan: #"{"name": "lossy", "lostFraction": 0.02}"#) else { return }
+        #expect(run.status == 1, "\(run.output)")
+        #expect(run.output.contains("round 1: 1000 rows"))
+        #expect(run.output.contains("soak: FAIL"))
+        #expect(run.output.contains("token(s) lost"))
+        let report = try JSONSerialization.jsonObject(with: Data(run.report.utf8)) as? [String: Any]
+        #expect((report?["rounds"] as? [Any])?.count == 2)
+        #expect((report?["failures"] as? [String])?.isEmpty == false)
+        #expect(run.chart.contains("data-series=\"throughput\""))
+    }
+
+    @Test func aCleanGatewayPasses() throws {
+        guard let run = try self.soak(plan: #"{"name": "clean"}"#) else { return }
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.output.contains("soak: PASS"))
+    }
+}
