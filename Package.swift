@@ -94,7 +94,6 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
@@ -178,10 +177,12 @@ let package = Package(
         ),
 
         // What a person or an operator watches, for the command line (not a product): the Prometheus endpoint
-        // (`GET /metrics` over NIOHTTP1), JSON log lines, and samples of the process (memory, descriptors, threads).
+        // (`GET /metrics`) and the simulator's control endpoint on one small NIOHTTP1 server, JSON log lines, and
+        // samples of the process (memory, descriptors, threads).
         .target(
             name: "SalvoObservability",
             dependencies: [
+                "SalvoSimulator",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -304,7 +305,9 @@ let package = Package(
         ),
         .testTarget(
             name: "SalvoSoakTests",
-            dependencies: ["SalvoSoak", "SalvoSimulator", "SalvoEngine", "SalvoData", "SalvoTestSupport"],
+            dependencies: [
+                "SalvoSoak", "SalvoSimulator", "SalvoEngine", "SalvoData", "SalvoTestSupport", "SalvoObservability",
+            ],
             swiftSettings: strictness
         ),
         .testTarget(

@@ -71,29 +71,36 @@ public final class SimulatorMetrics: @unchecked Sendable {
             advance(self.discarded, now.discardedAfterError, last.discardedAfterError)
             advance(self.resets, now.resets, last.resets)
             advance(self.connections, now.connectionsAccepted, last.connectionsAccepted)
-            for (status, count) in now.errorResponses {
-                let counter =
-                    state.errors[status]
-                    ?? Counter(
-                        label: "salvo_simulator_error_responses_total",
-                        dimensions: [("status", status)],
-                        factory: self.factory
-                    )
-                state.errors[status] = counter
-                advance(counter, count, last.errorResponses[status] ?? 0)
-            }
-            for (reason, count) in now.connectionsRefused {
-                let counter =
-                    state.refused[reason]
-                    ?? Counter(
-                        label: "salvo_simulator_connections_refused_total",
-                        dimensions: [("reason", reason)],
-                        factory: self.factory
-                    )
-                state.refused[reason] = counter
-                advance(counter, count, last.connectionsRefused[reason] ?? 0)
-            }
+            self.advance(
+                &state.errors,
+                "salvo_simulator_error_responses_total",
+                "status",
+                now.errorResponses,
+                last.errorResponses
+            )
+            self.advance(
+                &state.refused,
+                "salvo_simulator_connections_refused_total",
+                "reason",
+                now.connectionsRefused,
+                last.connectionsRefused
+            )
             state.last = now
+        }
+    }
+
+    /// Advances one counter per key of `now` (labelled `dimension`), made when a key first appears.
+    private func advance(
+        _ counters: inout [String: Counter],
+        _ label: String,
+        _ dimension: String,
+        _ now: [String: Int],
+        _ last: [String: Int]
+    ) {
+        for (key, count) in now where count > last[key] ?? 0 {
+            let counter = counters[key] ?? Counter(label: label, dimensions: [(dimension, key)], factory: self.factory)
+            counters[key] = counter
+            counter.increment(by: count - (last[key] ?? 0))
         }
     }
 }

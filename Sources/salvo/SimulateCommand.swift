@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SalvoObservability
 import SalvoSimulator
 import SalvoTestSupport
 

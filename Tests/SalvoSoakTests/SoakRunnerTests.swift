@@ -1,6 +1,7 @@
 import Foundation
 import SalvoData
 import SalvoEngine
+import SalvoObservability
 import SalvoSimulator
 import SalvoTestSupport
 import Testing

@@ -1,0 +1,119 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// A small HTTP/1.1 server for what operators and tools ask a running process (metrics, a simulator's control):
+/// one event loop thread of its own, so a busy job never delays an answer and an answer never touches the job's
+/// threads. Each request's body is gathered (at most `maximumBody` bytes) and handed to `route` whole; the route
+/// answers with a status, a content type and a body. NIOHTTP1 does the protocol; only the routing is ours.
+public final class LocalHTTPServer: Sendable {
+    /// What a route answers.
+    public struct Response: Sendable {
+        public var status: HTTPResponseStatus
+        public var contentType: String
+        public var body: [UInt8]
+
+        public init(status: HTTPResponseStatus, contentType: String = "text/plain; charset=utf-8", body: [UInt8]) {
+            self.status = status
+            self.contentType = contentType
+            self.body = body
+        }
+
+        public init(status: HTTPResponseStatus, text: String) {
+            self.init(status: status, body: Array(text.utf8))
+        }
+    }
+
+    /// A request: its method, its path (with the query), and its body (nil when over the limit).
+    public typealias Route = @Sendable (HTTPMethod, String, ByteBuffer?) -> Response
+
+    public let port: Int
+    private let channel: any Channel
+    private let group: MultiThreadedEventLoopGroup
+
+    private init(channel: any Channel, group: MultiThreadedEventLoopGroup) {
+        self.channel = channel
+        self.group = group
+        self.port = channel.localAddress?.port ?? 0
+    }
+
+    /// Listens on `host:port` (0: a free port, read back from `port`).
+    public static func start(
+        host: String,
+        port: Int,
+        maximumBody: Int = 1 << 20,
+        route: @escaping Route
+    ) async throws -> LocalHTTPServer {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        do {
+            let channel = try await ServerBootstrap(group: group)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let sync = channel.pipeline.syncOperations
+                        try sync.configureHTTPServerPipeline()
+                        try sync.addHandler(RequestHandler(maximumBody: maximumBody, route: route))
+                    }
+                }
+                .bind(host: host, port: port)
+                .get()
+            return LocalHTTPServer(channel: channel, group: group)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
+    public func stop() async {
+        try? await self.channel.close()
+        try? await self.group.shutdownGracefully()
+    }
+}
+
+/// One request at a time per connection.
+private final class RequestHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let maximumBody: Int
+    private let route: LocalHTTPServer.Route
+    private var head: HTTPRequestHead?
+    private var body: ByteBuffer?
+
+    init(maximumBody: Int, route: @escaping LocalHTTPServer.Route) {
+        self.maximumBody = maximumBody
+        self.route = route
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch self.unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            self.body = context.channel.allocator.buffer(capacity: 0)
+        case .body(var part):
+            if let held = self.body?.readableBytes, held + part.readableBytes <= self.maximumBody {
+                self.body?.writeBuffer(&part)
+            } else {
+                self.body = nil
+            }
+        case .end:
+            guard let head = self.head else { return }
+            self.head = nil
+            let response = self.route(head.method, head.uri, self.body)
+            self.body = nil
+            var buffer = context.channel.allocator.buffer(capacity: response.body.count)
+            buffer.writeBytes(response.body)
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: response.contentType)
+            headers.add(name: "Content-Length", value: String(buffer.readableBytes))
+            if !head.isKeepAlive { headers.add(name: "Connection", value: "close") }
+            let responseHead = HTTPResponseHead(version: head.version, status: response.status, headers: headers)
+            context.write(self.wrapOutboundOut(.head(responseHead)), promise: nil)
+            context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+            let keepAlive = head.isKeepAlive
+            context.writeAndFlush(self.wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+                if !keepAlive { context.close(promise: nil) }
+            }
+        }
+    }
+}
