@@ -39,6 +39,9 @@ extension HTTP2ConnectionStateMachine {
         var finals: Int
         /// Rows to send again, at their `notBefore`.
         var retries: [HTTP2WorkItem]
+        /// 429 answers that cut the flight window since the last batch, and the smallest window they left.
+        var flightCuts = 0
+        var smallestFlightWindow: Int?
     }
 
     /// Why the job stops when the service refuses the credentials, with what to check.

@@ -95,6 +95,8 @@ public enum HTTP2Job {
         result.report.notificationsPerSecond = seconds > 0 ? Double(result.report.confirmed) / seconds : 0
         result.stopped = job.work.stopped
         result.connectionErrors = job.connectionErrors.withLockedValue { $0 }
+        result.flightCuts = recorded.flightCuts
+        result.smallestFlightWindow = recorded.smallestFlightWindow
         result.notSent = max(0, summary.validRows - answered)
         return result
     }

@@ -11,6 +11,9 @@ final class HTTP2JobContext: Sendable {
     struct Recorded: Sendable {
         var outcomes: RowOutcomes
         var deliveries: [HTTP2Delivery] = []
+        /// 429 answers that cut a connection's flight window, and the smallest window they left.
+        var flightCuts = 0
+        var smallestFlightWindow: Int?
     }
 
     let work: HTTP2WorkQueue
@@ -50,6 +53,12 @@ final class HTTP2JobContext: Sendable {
         self.recorded.withLockedValue {
             $0.outcomes.merge(results.outcomes)
             $0.deliveries.append(contentsOf: results.deliveries)
+            if results.flightCuts > 0 {
+                $0.flightCuts += results.flightCuts
+                if let window = results.smallestFlightWindow {
+                    $0.smallestFlightWindow = min($0.smallestFlightWindow ?? window, window)
+                }
+            }
         }
         self.work.complete(finals: results.finals, retries: results.retries)
     }

@@ -6,12 +6,20 @@ public struct HTTP2WorkItem: Hashable, Sendable {
     public var row: TokenRow
     /// Sends so far that ended in a retryable answer or a lost stream.
     public var attempts: Int
+    /// Refused streams (never processed, so not attempts).
+    public var refusals: Int
     /// Not before this time (retries after a backoff).
     public var notBefore: NIODeadline
 
-    public init(row: TokenRow, attempts: Int = 0, notBefore: NIODeadline = .uptimeNanoseconds(0)) {
+    public init(
+        row: TokenRow,
+        attempts: Int = 0,
+        refusals: Int = 0,
+        notBefore: NIODeadline = .uptimeNanoseconds(0)
+    ) {
         self.row = row
         self.attempts = attempts
+        self.refusals = refusals
         self.notBefore = notBefore
     }
 }
