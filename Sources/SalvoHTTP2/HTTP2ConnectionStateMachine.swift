@@ -70,6 +70,7 @@ struct HTTP2ConnectionStateMachine {
         var apnsID: String?
         var retryAfter: Int64?
         var body: ByteBuffer?
+        var sentAt: NIODeadline
     }
 
     let configuration: Configuration
@@ -104,6 +105,7 @@ struct HTTP2ConnectionStateMachine {
     private(set) var holdUntil: NIODeadline?
     private var flightCuts = 0
     private var smallestWindow: Int?
+    private var roundTrip: TimeAmount?
 
     /// - Parameters:
     ///   - outcomes: empty outcomes with the job's policy and files.
@@ -170,7 +172,7 @@ struct HTTP2ConnectionStateMachine {
         for item in items {
             let id = Int32(self.nextStreamID)
             self.nextStreamID += 2
-            self.streams[id] = Stream(item: item, bearer: bearer)
+            self.streams[id] = Stream(item: item, bearer: bearer, sentAt: now)
             self.deadlines.append((id, deadline))
         }
         var actions = Actions()
@@ -416,10 +418,13 @@ struct HTTP2ConnectionStateMachine {
             finals: self.finals,
             retries: self.retries,
             flightCuts: self.flightCuts,
-            smallestFlightWindow: self.smallestWindow
+            smallestFlightWindow: self.smallestWindow,
+            streamLimit: self.streamLimit,
+            roundTrip: self.roundTrip
         )
         self.flightCuts = 0
         self.smallestWindow = nil
+        self.roundTrip = nil
         self.deliveries = []
         self.finals = 0
         self.retries = []
@@ -434,6 +439,8 @@ struct HTTP2ConnectionStateMachine {
         self.dropFinishedDeadlines()
         // Any answer other than a 403 means the credentials passed.
         if stream.status != 403 { self.authenticated = true }
+        let roundTrip = now - stream.sentAt
+        if roundTrip < (self.roundTrip ?? .nanoseconds(Int64.max)) { self.roundTrip = roundTrip }
         let outcome = HTTP2Outcome(
             status: stream.status ?? 0,
             apnsID: stream.apnsID,

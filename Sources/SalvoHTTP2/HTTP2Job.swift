@@ -15,8 +15,8 @@ public enum HTTP2Job {
     /// - Parameters:
     ///   - source: a token source whose `validate()` has returned `summary`.
     ///   - summary: what validation found (counts for the report).
-    ///   - group: the event loops to run on; a group of `min(connections, cores)` threads is made (and shut down)
-    ///     when nil.
+    ///   - group: the event loops to run on; a group of `min(connections, cores)` threads (with
+    ///     `maximumConnections`, `min(maximumConnections, cores)`) is made (and shut down) when nil.
     /// - Throws: `HTTP2ClientError` for a configuration that cannot work (a payload over the push type's limit, a
     ///   topic or priority the push type does not take, unreadable credentials); APNs' answers are in the result,
     ///   never thrown.
@@ -47,8 +47,9 @@ public enum HTTP2Job {
         report.onUncertain = configuration.onUncertain.rawValue
         guard summary.validRows > 0 else { return HTTP2JobResult(report: report) }
 
+        let threads = min(client.maximumConnections ?? client.connections, System.coreCount)
         let ownGroup: MultiThreadedEventLoopGroup? =
-            group == nil ? MultiThreadedEventLoopGroup(numberOfThreads: min(client.connections, System.coreCount)) : nil
+            group == nil ? MultiThreadedEventLoopGroup(numberOfThreads: threads) : nil
         let loops: any EventLoopGroup = group ?? ownGroup!
         let start = ContinuousClock.now
         let finished = loops.next().makePromise(of: Void.self)
@@ -85,7 +86,9 @@ public enum HTTP2Job {
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
         result.report.mode = report.mode
         result.report.gateway = report.gateway
-        result.report.connections = report.connections
+        result.report.connections = pool.connections
+        result.report.maximumConnections = client.maximumConnections
+        result.report.roundTripMilliseconds = recorded.roundTrip.map { Double($0.nanoseconds) / 1e6 }
         result.report.validRows = report.validRows
         result.report.invalidInput = report.invalidInput
         result.report.inputRows = report.inputRows

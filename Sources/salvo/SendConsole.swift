@@ -1,5 +1,6 @@
 import Foundation
 import SalvoEngine
+import SalvoHTTP2
 import SalvoSend
 
 /// The terminal around the library's `BulkSend` (shared by `send` and `demo`): names the first bad rows, shows a
@@ -29,10 +30,12 @@ enum SendConsole {
         if rejects.count > 10 {
             log("… and \(rejects.count - 10) more bad rows\(request.outputs.rejects.map { " (all in \($0))" } ?? "")")
         }
-        log(
-            "sending \(send.summary.validRows) notifications of \(what) to \(request.gateway) over "
-                + "\(request.connections) connection(s)"
-        )
+        var connections = "\(request.connections) connection(s)"
+        if case .http2(let configuration) = request.interface, let maximum = configuration.client.maximumConnections {
+            connections =
+                "\(request.connections) connection(s) at first, more as the round trip needs (at most \(maximum))"
+        }
+        log("sending \(send.summary.validRows) notifications of \(what) to \(request.gateway) over \(connections)")
         let terminal = !quiet && isatty(STDERR_FILENO) == 1
         var progress: (@Sendable (BinaryJob.Progress) -> Void)?
         if terminal { progress = { @Sendable in SendConsole.show($0) } }
