@@ -77,12 +77,14 @@ public enum HTTP2Job {
         pool.start()
         // The promise is only ever succeeded.
         try? await finished.futureResult.get()
+        // The job's time ends with its last answer: closing the connections (TLS close_notify, a round trip
+        // away) delivers nothing.
+        let elapsed = ContinuousClock.now - start
         await pool.stop()
         try? await ownGroup?.shutdownGracefully()
 
         let recorded = job.recorded.withLockedValue { $0 }
         var result = HTTP2JobResult(outcomes: recorded.outcomes, deliveries: recorded.deliveries)
-        let elapsed = ContinuousClock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
         result.report.mode = report.mode
         result.report.gateway = report.gateway
