@@ -6,8 +6,9 @@ import NIOCore
 /// One connection delivers at most (streams in flight) ÷ (round trip). The sizer measures the round trip (the
 /// shortest time from a request to its answer, which queueing can only lengthen) and the rate of answers over
 /// each interval; by Little's law rate × round trip is the flight that rate needs. While that flight fills the
-/// streams the open connections may use (`fullFraction` of them), the connections are the limit, and the sizer
-/// opens as many again as are open (1, 2, 4, …) up to `maximum`. It stops growing for good when a growth did not
+/// streams the open connections may use (`fullFraction` of them: half, since under load queueing in the client
+/// and the server stretches the real round trip beyond the shortest, so full streams show as about half), the
+/// connections may be the limit, and the sizer opens as many again as are open (1, 2, 4, …) up to `maximum`. It stops growing for good when a growth did not
 /// raise the rate by `minimumGain` (the cores or the server are the limit then), and never grows in an interval in
 /// which 429 answers cut a flight (the server asked for less, not more). Connections are never closed by it.
 ///
@@ -22,7 +23,7 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
         /// The shortest interval a rate is measured over.
         var interval: TimeAmount = .milliseconds(200)
         /// The share of the available streams a needed flight must reach for the streams to be the limit.
-        var fullFraction = 0.8
+        var fullFraction = 0.5
         /// The rate after a growth must be at least this many times the rate before it, or growing stops.
         var minimumGain = 1.1
     }

@@ -48,6 +48,12 @@ import Testing
         #expect(near.evaluate(now: Self.at(200), answered: 20000, streamsAvailable: 2000, flightCuts: 0).open == 0)
         #expect(!near.settled && near.connections == 2)
 
+        // The shortest round trip understates a loaded one, so half the streams count as full: 40 % is not, 60 % is.
+        var half = Sizer(configuration: .init(initial: 1, maximum: 32), now: Self.start)
+        half.observe(roundTrip: .milliseconds(50))
+        #expect(half.evaluate(now: Self.at(200), answered: 1600, streamsAvailable: 1000, flightCuts: 0).open == 0)
+        #expect(half.evaluate(now: Self.at(400), answered: 4000, streamsAvailable: 1000, flightCuts: 0).open == 1)
+
         // Far, but 429s cut a flight in this interval: the server asked for less.
         var cut = Sizer(configuration: .init(initial: 1, maximum: 32), now: Self.start)
         cut.observe(roundTrip: .milliseconds(50))
