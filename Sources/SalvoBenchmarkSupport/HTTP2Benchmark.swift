@@ -1,5 +1,6 @@
 import APNSWire
 import NIOCore
+import NIOPosix
 import NIOSSL
 import SalvoEngine
 import SalvoHTTP2
@@ -24,6 +25,16 @@ public enum HTTP2Benchmark {
         public var seconds: Double
         /// Whether every row was answered 200 exactly once (the server's count agrees with the report).
         public var allDelivered: Bool
+        /// Connections the job opened (with `--connections auto`, what it chose).
+        public var connectionsOpened = 0
+        /// The shortest request-to-answer time the client measured, in milliseconds.
+        public var roundTripMilliseconds: Double?
+        /// CPU seconds of the client's event loop threads (the simulator's threads and the token file's read-ahead
+        /// are not counted), and of the whole process.
+        public var clientCPUSeconds = 0.0
+        public var processCPUSeconds = 0.0
+        /// The process's peak resident memory during the run, in MiB (client and an in-process server together).
+        public var peakResidentMiB = 0.0
 
         public init(connections: Int, notifications: Int, seconds: Double, allDelivered: Bool) {
             self.connections = connections
@@ -130,12 +141,14 @@ public enum HTTP2Benchmark {
         authentication: APNSAuthentication,
         topic: String,
         connections: Int,
-        streams: Int = 100
+        maximumConnections: Int? = nil,
+        streams: Int? = 100
     ) async throws -> Row {
         var client = HTTP2ClientConfiguration(host: "127.0.0.1", port: port, authentication: authentication)
         client.serverName = serverName
         client.trustRoots = trustRoots
         client.connections = connections
+        client.maximumConnections = maximumConnections
         client.maximumStreamsPerConnection = streams
         let headers = try APNSRequestHeaders(pushType: .alert, priority: .immediate, topic: topic)
         let configuration = HTTP2JobConfiguration(
@@ -145,12 +158,38 @@ public enum HTTP2Benchmark {
         )
         let source = TokenSource(files: [tokenFile])
         let summary = try source.validate()
-        let result = try await HTTP2Job.run(configuration: configuration, source: source, summary: summary)
-        return Row(
+        let group = MultiThreadedEventLoopGroup(
+            numberOfThreads: min(maximumConnections ?? connections, System.coreCount)
+        )
+        let result: HTTP2JobResult
+        let clientCPU: Double
+        let processCPU = ResourceUsage.processCPUSeconds()
+        ResourceUsage.resetPeakResident()
+        do {
+            let before = try await ResourceUsage.cpuSeconds(of: group)
+            result = try await HTTP2Job.run(
+                configuration: configuration,
+                source: source,
+                summary: summary,
+                group: group
+            )
+            clientCPU = try await ResourceUsage.cpuSeconds(of: group) - before
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        var row = Row(
             connections: connections,
             notifications: result.report.confirmed,
             seconds: result.report.seconds,
             allDelivered: result.report.confirmed == summary.validRows
         )
+        row.processCPUSeconds = ResourceUsage.processCPUSeconds() - processCPU
+        row.peakResidentMiB = ResourceUsage.peakResidentMiB()
+        row.clientCPUSeconds = clientCPU
+        row.connectionsOpened = result.report.connections
+        row.roundTripMilliseconds = result.report.roundTripMilliseconds
+        try? await group.shutdownGracefully()
+        return row
     }
 }

@@ -10,6 +10,11 @@ public struct JobReport: Codable, Hashable, Sendable {
     public var mode: String = ""
     public var gateway: String = ""
     public var connections = 0
+    /// HTTP/2 with `--connections auto`: the most connections the job could open (`connections` says how many it
+    /// did); nil for a fixed count.
+    public var maximumConnections: Int?
+    /// HTTP/2: the shortest time from a request to its answer, in milliseconds (the distance to the server).
+    public var roundTripMilliseconds: Double?
     /// The share of the input this job sent, when it sent one (`send --partition K/N`).
     public var partition: Partition?
     /// For a report merged from every partition of a job (`salvo report merge`): how many.
@@ -102,6 +107,12 @@ public struct JobReport: Codable, Hashable, Sendable {
     public var summary: String {
         var lines: [String] = []
         lines.append("\(self.mode) to \(self.gateway) over \(self.connections) connection(s)")
+        if let maximumConnections {
+            let roundTrip = self.roundTripMilliseconds.map { "\(Self.milliseconds($0)) ms" } ?? "not measured"
+            lines.append(
+                "connections auto: chose \(self.connections) (at most \(maximumConnections)); round trip \(roundTrip)"
+            )
+        }
         if let partition { lines.append("partition  \(partition) (rows whose token hashes there; bad rows in 0)") }
         if let mergedPartitions { lines.append("partitions \(mergedPartitions), merged") }
         lines.append(
@@ -139,6 +150,10 @@ public struct JobReport: Codable, Hashable, Sendable {
         if let stopped = self.stopped { lines.append("stopped    \(stopped); \(self.notSent) rows not settled") }
         lines.append(self.isComplete ? "result     every row delivered" : "result     NOT every row delivered")
         return lines.joined(separator: "\n")
+    }
+
+    static func milliseconds(_ value: Double) -> String {
+        String((value * 10).rounded() / 10)
     }
 
     static func seconds(_ value: Double) -> String {

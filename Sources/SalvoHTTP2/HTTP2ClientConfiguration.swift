@@ -17,8 +17,13 @@ public struct HTTP2ClientConfiguration: Sendable {
     public var authentication: APNSAuthentication
     /// The roots that verify the server; the system's by default.
     public var trustRoots: NIOSSLTrustRoots = .default
-    /// Connections to open; each multiplexes many requests.
+    /// Connections to open; each multiplexes many requests. With `maximumConnections`, the connections opened at
+    /// the start.
     public var connections = 1
+    /// Nil: `connections` is a fixed count. Set (`--connections auto`): the job opens `connections`, then more while
+    /// the measured round trip × the rate of answers fills the streams it has and the rate still rises, up to this
+    /// many (`HTTP2ConnectionSizer`).
+    public var maximumConnections: Int?
     /// Our own cap on streams in flight per connection, below the server's `SETTINGS_MAX_CONCURRENT_STREAMS`; nil
     /// (the default) follows the server's limit as it changes.
     ///
@@ -74,6 +79,12 @@ public struct HTTP2ClientConfiguration: Sendable {
         }
         guard (1...256).contains(self.connections) else {
             throw HTTP2ClientError(.configuration, "connections must be 1–256 (got \(self.connections))")
+        }
+        if let maximum = self.maximumConnections, !(self.connections...256).contains(maximum) {
+            throw HTTP2ClientError(
+                .configuration,
+                "maximumConnections must be \(self.connections)–256, at least connections (got \(maximum))"
+            )
         }
         guard (self.rate ?? 1) >= 1 else {
             throw HTTP2ClientError(.configuration, "the rate must be at least 1 request per second")

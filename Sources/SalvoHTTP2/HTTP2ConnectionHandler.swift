@@ -66,6 +66,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
         self.wakeUp?.cancel()
         self.wakeUp = nil
         self.perform(self.machine.closed(now: .now()))
+        self.job.connectionClosed(ObjectIdentifier(self))
         context.fireChannelInactive()
     }
 
@@ -165,7 +166,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
             self.perform(self.machine.tokenRenewed(renewal, result: result, now: .now()))
         }
         // The results go back before the connection closes, so the job never finishes without them.
-        if actions.giveBack, let results = self.machine.takeResults() { self.job.record(results) }
+        if actions.giveBack, let results = self.machine.takeResults() {
+            self.job.record(results, from: ObjectIdentifier(self))
+        }
         if actions.ready {
             self.onReady?()
             self.onReady = nil

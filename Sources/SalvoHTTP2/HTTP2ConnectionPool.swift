@@ -3,13 +3,27 @@ import NIOCore
 import NIOSSL
 import SalvoEngine
 
-/// A job's connections: `configuration.connections` slots spread over the event loops of a group, each keeping
-/// one connection open (and replacing it) while the job has work. When every slot has given up connecting, the
-/// job stops with the connection errors as its explanation.
+/// A job's connections: slots spread over the event loops of a group, each keeping one connection open (and
+/// replacing it) while the job has work. A fixed count opens `configuration.connections` slots; with
+/// `maximumConnections` (`--connections auto`) the pool starts that many and opens more when its
+/// `HTTP2ConnectionSizer`, asked on a timer, says so. When every started slot has given up connecting, the job
+/// stops with the connection errors as its explanation.
 ///
-/// Thread-safe: slots are confined to their loops; the give-up count is locked.
+/// Thread-safe: slots are confined to their loops; the sizer and the counts are locked (taken on the timer, not
+/// per request).
 final class HTTP2ConnectionPool: Sendable {
+    private struct State {
+        var started = 0
+        var gaveUp = 0
+        var sizer: HTTP2ConnectionSizer?
+        var seenCuts = 0
+        var timer: RepeatedTask?
+    }
+
     private let slots: [HTTP2ConnectionSlot]
+    private let state: NIOLockedValueBox<State>
+    private let job: HTTP2JobContext
+    private let timerLoop: any EventLoop
 
     init(
         configuration: HTTP2ClientConfiguration,
@@ -17,12 +31,20 @@ final class HTTP2ConnectionPool: Sendable {
         job: HTTP2JobContext,
         group: any EventLoopGroup
     ) {
-        let gaveUp = NIOLockedValueBox(0)
-        let count = configuration.connections
+        let sizer = configuration.maximumConnections.map { maximum in
+            HTTP2ConnectionSizer(
+                configuration: .init(initial: configuration.connections, maximum: maximum),
+                now: .now()
+            )
+        }
+        let state = NIOLockedValueBox(State(sizer: sizer))
+        self.state = state
+        self.job = job
+        self.timerLoop = group.next()
         let onGiveUp: @Sendable () -> Void = {
-            let all = gaveUp.withLockedValue { value -> Bool in
-                value += 1
-                return value == count
+            let all = state.withLockedValue { state -> Bool in
+                state.gaveUp += 1
+                return state.gaveUp == state.started
             }
             guard all else { return }
             let errors = job.connectionErrors.withLockedValue { $0 }
@@ -35,7 +57,7 @@ final class HTTP2ConnectionPool: Sendable {
                 )
             )
         }
-        self.slots = (0..<count).map { index in
+        self.slots = (0..<(configuration.maximumConnections ?? configuration.connections)).map { index in
             HTTP2ConnectionSlot(
                 eventLoop: group.next(),
                 random: SplitMix64(seed: configuration.randomSeed &+ UInt64(index) &* 0x9E37_79B9_7F4A_7C15),
@@ -45,14 +67,57 @@ final class HTTP2ConnectionPool: Sendable {
                 onGiveUp: onGiveUp
             )
         }
+        state.withLockedValue { $0.started = configuration.connections }
     }
 
+    /// Connections opened (slots started).
+    var connections: Int { self.state.withLockedValue { $0.started } }
+
     func start() {
-        for slot in self.slots { slot.start() }
+        let (started, sizing) = self.state.withLockedValue { ($0.started, $0.sizer != nil) }
+        for slot in self.slots.prefix(started) { slot.start() }
+        guard sizing else { return }
+        let timer = self.timerLoop.scheduleRepeatedTask(initialDelay: .milliseconds(50), delay: .milliseconds(50)) {
+            [self] _ in self.size()
+        }
+        self.state.withLockedValue { $0.timer = timer }
     }
 
     /// Closes every connection.
     func stop() async {
+        self.state.withLockedValue { $0.timer?.cancel() }
         for slot in self.slots { try? await slot.stop().get() }
     }
+
+    /// Asks the sizer, with what the connections have reported, and starts the slots it asks for.
+    private func size() {
+        guard !self.job.work.isDone else { return }
+        let seen = self.job.recorded.withLockedValue { recorded in
+            (
+                answered: recorded.answered,
+                streams: recorded.streamLimits.values.reduce(0, +),
+                cuts: recorded.flightCuts,
+                roundTrip: recorded.roundTrip
+            )
+        }
+        let (from, to) = self.state.withLockedValue { state -> (Int, Int) in
+            guard var sizer = state.sizer else { return (0, 0) }
+            if let roundTrip = seen.roundTrip { sizer.observe(roundTrip: roundTrip) }
+            let decision = sizer.evaluate(
+                now: .now(),
+                answered: seen.answered,
+                streamsAvailable: seen.streams,
+                flightCuts: seen.cuts - state.seenCuts
+            )
+            state.seenCuts = seen.cuts
+            state.sizer = sizer
+            let from = state.started
+            state.started = min(self.slots.count, from + decision.open)
+            return (from, state.started)
+        }
+        for slot in self.slots[from..<to] { slot.start() }
+    }
+
+    /// The shortest round trip measured (request to answer), as the sizer saw it; nil for a fixed count.
+    var measuredRoundTrip: TimeAmount? { self.state.withLockedValue { $0.sizer?.roundTrip } }
 }

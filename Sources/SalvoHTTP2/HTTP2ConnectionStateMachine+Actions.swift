@@ -1,4 +1,5 @@
 import APNSWire
+import NIOCore
 import SalvoEngine
 
 extension HTTP2ConnectionStateMachine {
@@ -39,6 +40,13 @@ extension HTTP2ConnectionStateMachine {
         var finals: Int
         /// Rows to send again, at their `notBefore`.
         var retries: [HTTP2WorkItem]
+        /// 429 answers that cut the flight window since the last batch, and the smallest window they left.
+        var flightCuts = 0
+        var smallestFlightWindow: Int?
+        /// Streams the connection may have in flight now (`streamLimit`).
+        var streamLimit = 0
+        /// The shortest time from a request to its answer since the last batch.
+        var roundTrip: TimeAmount?
     }
 
     /// Why the job stops when the service refuses the credentials, with what to check.

@@ -17,6 +17,18 @@ import SalvoEngine
 /// processed) go back to the queue at once without counting an attempt, the rest finish, and the connection
 /// closes; a connection that has used up its stream ids is retired the same way.
 ///
+/// 429 answers shrink the flight: the connection's own window (`flightWindow`) halves what was in flight, at most
+/// once per flight (a 429 for a stream written before the last cut does not cut again), then grows by
+/// `additiveIncrease` streams per window's worth of accepted answers until it reaches the server's limit and goes
+/// away. A 429 with `Retry-After` also holds the connection's new requests until then. The window is per
+/// connection, not per job: APNs limits and answers each connection on its own, a connection's answers arrive on
+/// its event loop where the window is read and changed without a lock, and a job of N connections each halving on
+/// the 429s it sees shrinks its total flight in proportion to where the 429s come from; `--rate` is the job-wide
+/// cap. A replacement connection starts without a window.
+///
+/// A refused stream (RST_STREAM REFUSED_STREAM) was not processed: it is sent again after a backoff without using
+/// one of the row's attempts (`HTTP2WorkItem.refusals` bounds it separately).
+///
 /// Every row's end is recorded in a `RowOutcomes`; `takeResults()` hands a batch of them to the job. Jitter comes
 /// from the injected generator and time from the events, so tests drive it with a fake clock and a fixed seed.
 ///
@@ -33,6 +45,10 @@ struct HTTP2ConnectionStateMachine {
         var recordDeliveries: Bool
         /// The most requests written with one flush.
         var batchLimit = 512
+        /// Streams the flight window grows by per window's worth of accepted answers after a 429 cut it.
+        var additiveIncrease = 8.0
+        /// Refused streams per row before it is rejected (they use none of its attempts).
+        var maximumRefusals = 64
     }
 
     enum State: Hashable {
@@ -54,6 +70,7 @@ struct HTTP2ConnectionStateMachine {
         var apnsID: String?
         var retryAfter: Int64?
         var body: ByteBuffer?
+        var sentAt: NIODeadline
     }
 
     let configuration: Configuration
@@ -80,6 +97,15 @@ struct HTTP2ConnectionStateMachine {
     private var deliveries: [HTTP2Delivery] = []
     private var finals = 0
     private var retries: [HTTP2WorkItem] = []
+    /// The flight window after a 429 (streams in flight at most), nil when the connection has none.
+    private var window: Double?
+    /// A 429 for a stream below this id was written before the last cut and does not cut again.
+    private var cutBoundary = 0
+    /// After a 429 with `Retry-After`: no new requests before this time.
+    private(set) var holdUntil: NIODeadline?
+    private var flightCuts = 0
+    private var smallestWindow: Int?
+    private var roundTrip: TimeAmount?
 
     /// - Parameters:
     ///   - outcomes: empty outcomes with the job's policy and files.
@@ -103,6 +129,17 @@ struct HTTP2ConnectionStateMachine {
     /// Streams in flight.
     var openStreams: Int { self.streams.count }
 
+    /// The flight window 429 answers left (streams), nil when there is none.
+    var flightWindow: Int? { self.window.map { Int($0) } }
+
+    /// Streams this connection may have in flight now: the server's limit, our cap, the flight window, and 1
+    /// until the credentials pass; 0 before SETTINGS or once draining.
+    var streamLimit: Int {
+        guard case .open(let remote) = self.state else { return 0 }
+        guard self.authenticated else { return 1 }
+        return min(remote, self.configuration.maximumStreams, self.window.map { max(1, Int($0)) } ?? Int.max)
+    }
+
     /// How often the driver calls `tick`: a tenth of the request timeout, 5–100 ms (one timer per connection,
     /// not one per request).
     var tickInterval: TimeAmount {
@@ -115,8 +152,8 @@ struct HTTP2ConnectionStateMachine {
     /// (the connection may be dead, and rows wait rather than join those that may be lost), or when the channel
     /// is not writable.
     func roomToWrite(isWritable: Bool) -> Int {
-        guard case .open(let remote) = self.state, self.pingSentAt == nil, isWritable else { return 0 }
-        let limit = self.authenticated ? min(remote, self.configuration.maximumStreams) : 1
+        guard case .open = self.state, self.pingSentAt == nil, self.holdUntil == nil, isWritable else { return 0 }
+        let limit = self.streamLimit
         // A client's stream ids are odd and at most 2^31 − 1, never reused: the last ones bound a batch.
         let idsLeft = max(0, (Int(Int32.max) - self.nextStreamID) / 2 + 1)
         return max(0, min(limit - self.streams.count, self.configuration.batchLimit, idsLeft))
@@ -135,7 +172,7 @@ struct HTTP2ConnectionStateMachine {
         for item in items {
             let id = Int32(self.nextStreamID)
             self.nextStreamID += 2
-            self.streams[id] = Stream(item: item, bearer: bearer)
+            self.streams[id] = Stream(item: item, bearer: bearer, sentAt: now)
             self.deadlines.append((id, deadline))
         }
         var actions = Actions()
@@ -213,7 +250,7 @@ struct HTTP2ConnectionStateMachine {
         }
         if endStream {
             self.streams[streamID] = nil
-            return self.finish(stream, now: now)
+            return self.finish(stream, streamID: streamID, now: now)
         }
         self.streams[streamID] = stream
         return Actions()
@@ -237,7 +274,7 @@ struct HTTP2ConnectionStateMachine {
         }
         if endStream {
             self.streams[streamID] = nil
-            return self.finish(stream, now: now)
+            return self.finish(stream, streamID: streamID, now: now)
         }
         self.streams[streamID] = stream
         return Actions()
@@ -251,7 +288,7 @@ struct HTTP2ConnectionStateMachine {
         guard let stream = self.streams.removeValue(forKey: streamID) else { return Actions() }
         self.dropFinishedDeadlines()
         if code == .refusedStream {
-            self.retryLater(stream.item, status: 0, reason: APNSReason(rawValue: "REFUSED_STREAM"), now: now)
+            self.refused(stream.item, now: now)
         } else if case .draining(let last) = self.state, streamID > last {
             self.outcomes.resend()
             self.retries.append(stream.item)
@@ -321,6 +358,10 @@ struct HTTP2ConnectionStateMachine {
     mutating func tick(now: NIODeadline) -> Actions {
         var actions = Actions()
         guard self.state != .closed else { return actions }
+        if let hold = self.holdUntil, now >= hold {
+            self.holdUntil = nil
+            actions.writeRequests = true
+        }
         while let first = self.deadlines.first, first.deadline <= now {
             self.deadlines.removeFirst()
             guard let stream = self.streams.removeValue(forKey: first.id) else { continue }
@@ -375,8 +416,15 @@ struct HTTP2ConnectionStateMachine {
             outcomes: self.outcomes.take(),
             deliveries: self.deliveries,
             finals: self.finals,
-            retries: self.retries
+            retries: self.retries,
+            flightCuts: self.flightCuts,
+            smallestFlightWindow: self.smallestWindow,
+            streamLimit: self.streamLimit,
+            roundTrip: self.roundTrip
         )
+        self.flightCuts = 0
+        self.smallestWindow = nil
+        self.roundTrip = nil
         self.deliveries = []
         self.finals = 0
         self.retries = []
@@ -387,10 +435,12 @@ struct HTTP2ConnectionStateMachine {
 
     // MARK: Outcomes
 
-    private mutating func finish(_ stream: Stream, now: NIODeadline) -> Actions {
+    private mutating func finish(_ stream: Stream, streamID: Int32, now: NIODeadline) -> Actions {
         self.dropFinishedDeadlines()
         // Any answer other than a 403 means the credentials passed.
         if stream.status != 403 { self.authenticated = true }
+        let roundTrip = now - stream.sentAt
+        if roundTrip < (self.roundTrip ?? .nanoseconds(Int64.max)) { self.roundTrip = roundTrip }
         let outcome = HTTP2Outcome(
             status: stream.status ?? 0,
             apnsID: stream.apnsID,
@@ -401,6 +451,7 @@ struct HTTP2ConnectionStateMachine {
         var actions = Actions()
         switch outcome {
         case .delivered(let apnsID):
+            self.growWindow()
             self.outcomes.confirm()
             if self.configuration.recordDeliveries {
                 self.deliveries.append(HTTP2Delivery(line: item.row.line, token: item.row.token, apnsID: apnsID))
@@ -411,6 +462,7 @@ struct HTTP2ConnectionStateMachine {
         case .unregistered(let timestamp):
             self.reject(item, status: 410, reason: .unregistered, unregistered: true, since: timestamp)
         case .retry(let status, let reason, let retryAfter):
+            if status == 429 { self.tooManyRequests(streamID: streamID, retryAfter: retryAfter, now: now) }
             self.retryLater(item, status: status, reason: reason, retryAfter: retryAfter, now: now)
         case .expiredProviderToken:
             if let bearer = stream.bearer {
@@ -466,6 +518,55 @@ struct HTTP2ConnectionStateMachine {
         item.notBefore = now + .nanoseconds(Int64(clamping: delay))
         self.outcomes.resend()
         self.retries.append(item)
+    }
+
+    /// A refused stream: the server did not process it, so it goes again after a backoff (by its refusals) without
+    /// using an attempt; a row refused `maximumRefusals` times is rejected, so a server that refuses everything
+    /// cannot keep a job going forever.
+    private mutating func refused(_ item: HTTP2WorkItem, now: NIODeadline) {
+        var item = item
+        item.refusals += 1
+        guard item.refusals < self.configuration.maximumRefusals else {
+            self.reject(item, status: 0, reason: APNSReason(rawValue: "REFUSED_STREAM"))
+            return
+        }
+        let delay = self.configuration.retry.delay(
+            attempts: min(item.refusals, 16),
+            retryAfter: nil,
+            random: self.random.nextUnit()
+        )
+        item.notBefore = now + .nanoseconds(Int64(clamping: delay))
+        self.outcomes.resend()
+        self.retries.append(item)
+    }
+
+    /// A 429: halves the flight (what was in flight, under the current limit) unless this stream was written
+    /// before the last cut, and holds new requests until `Retry-After` has passed.
+    private mutating func tooManyRequests(streamID: Int32, retryAfter: Int64?, now: NIODeadline) {
+        if let retryAfter, retryAfter > 0 {
+            let cap = self.configuration.retry.maximumRetryAfter
+            let wait = min(Duration.seconds(retryAfter), cap)
+            let until = now + TimeAmount(wait)
+            self.holdUntil = max(self.holdUntil ?? until, until)
+        }
+        guard Int(streamID) >= self.cutBoundary else { return }
+        // The flight this answer belonged to: the streams still in flight and this one.
+        let flight = min(self.streamLimit, self.streams.count + 1)
+        let cut = max(1, Double(flight) / 2)
+        self.window = cut
+        self.cutBoundary = self.nextStreamID
+        self.flightCuts += 1
+        self.smallestWindow = min(self.smallestWindow ?? Int(cut), Int(cut))
+    }
+
+    /// An accepted answer: the window grows by `additiveIncrease` per window's worth, and goes away once it
+    /// reaches the server's limit and our cap.
+    private mutating func growWindow() {
+        guard let window = self.window else { return }
+        let grown = window + self.configuration.additiveIncrease / window
+        var ceiling = self.configuration.maximumStreams
+        if case .open(let remote) = self.state { ceiling = min(ceiling, remote) }
+        self.window = grown >= Double(ceiling) ? nil : grown
     }
 
     /// A row whose fate is unknown: sent again at once or left uncertain, as the policy says.

@@ -16,8 +16,8 @@ public enum HTTP2Job {
     /// - Parameters:
     ///   - source: a token source whose `validate()` has returned `summary`.
     ///   - summary: what validation found (counts for the report).
-    ///   - group: the event loops to run on; a group of `min(connections, cores)` threads is made (and shut down)
-    ///     when nil.
+    ///   - group: the event loops to run on; a group of `min(connections, cores)` threads (with
+    ///     `maximumConnections`, `min(maximumConnections, cores)`) is made (and shut down) when nil.
     ///   - progressInterval: how often `progress` is called while the job runs.
     ///   - progress: the counts so far, for progress lines and metrics.
     ///   - stop: lets the caller stop the job (a signal): no new rows are sent, the streams in flight have the
@@ -56,8 +56,9 @@ public enum HTTP2Job {
         report.onUncertain = configuration.onUncertain.rawValue
         guard summary.validRows > 0 else { return HTTP2JobResult(report: report) }
 
+        let threads = min(client.maximumConnections ?? client.connections, System.coreCount)
         let ownGroup: MultiThreadedEventLoopGroup? =
-            group == nil ? MultiThreadedEventLoopGroup(numberOfThreads: min(client.connections, System.coreCount)) : nil
+            group == nil ? MultiThreadedEventLoopGroup(numberOfThreads: threads) : nil
         let loops: any EventLoopGroup = group ?? ownGroup!
         let start = ContinuousClock.now
         let finished = loops.next().makePromise(of: Void.self)
@@ -117,8 +118,10 @@ public enum HTTP2Job {
         }
         // The promise is only ever succeeded.
         try? await ended.futureResult.get()
-        // Closing the connections gives back the rows still in flight (they count as not sent).
         ticker?.cancel()
+        // The job's time ends with its last answer (or the stop): closing the connections (TLS close_notify, a
+        // round trip away) delivers nothing. Closing gives back the rows still in flight (they count as not sent).
+        let elapsed = ContinuousClock.now - start
         await pool.stop()
         try? await ownGroup?.shutdownGracefully()
 
@@ -135,11 +138,12 @@ public enum HTTP2Job {
             }
         }
         var result = HTTP2JobResult(outcomes: recorded.outcomes, deliveries: recorded.deliveries)
-        let elapsed = ContinuousClock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
         result.report.mode = report.mode
         result.report.gateway = report.gateway
-        result.report.connections = report.connections
+        result.report.connections = pool.connections
+        result.report.maximumConnections = client.maximumConnections
+        result.report.roundTripMilliseconds = recorded.roundTrip.map { Double($0.nanoseconds) / 1e6 }
         result.report.validRows = report.validRows
         result.report.invalidInput = report.invalidInput
         result.report.inputRows = report.inputRows
@@ -150,6 +154,8 @@ public enum HTTP2Job {
         result.report.notificationsPerSecond = seconds > 0 ? Double(result.report.confirmed) / seconds : 0
         result.stopped = job.work.stopped
         result.connectionErrors = job.connectionErrors.withLockedValue { $0 }
+        result.flightCuts = recorded.flightCuts
+        result.smallestFlightWindow = recorded.smallestFlightWindow
         result.notSent = max(0, summary.validRows - answered)
         return result
     }

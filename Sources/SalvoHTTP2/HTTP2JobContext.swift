@@ -11,6 +11,15 @@ final class HTTP2JobContext: Sendable {
     struct Recorded: Sendable {
         var outcomes: RowOutcomes
         var deliveries: [HTTP2Delivery] = []
+        /// 429 answers that cut a connection's flight window, and the smallest window they left.
+        var flightCuts = 0
+        var smallestFlightWindow: Int?
+        /// Rows settled for good, for the rate the connection sizer measures.
+        var answered = 0
+        /// The shortest time from a request to its answer, on any connection.
+        var roundTrip: TimeAmount?
+        /// Each open connection's stream limit as it last reported it.
+        var streamLimits: [ObjectIdentifier: Int] = [:]
     }
 
     let work: HTTP2WorkQueue
@@ -51,12 +60,26 @@ final class HTTP2JobContext: Sendable {
 
     /// Takes a connection's batch of results: the outcomes first, then the rows back to the queue, so the job
     /// never finishes without them.
-    func record(_ results: HTTP2ConnectionStateMachine.Results) {
+    func record(_ results: HTTP2ConnectionStateMachine.Results, from connection: ObjectIdentifier) {
         self.recorded.withLockedValue {
             $0.outcomes.merge(results.outcomes)
+            $0.answered += results.finals
+            $0.streamLimits[connection] = results.streamLimit
+            if let roundTrip = results.roundTrip { $0.roundTrip = min($0.roundTrip ?? roundTrip, roundTrip) }
             $0.deliveries.append(contentsOf: results.deliveries)
+            if results.flightCuts > 0 {
+                $0.flightCuts += results.flightCuts
+                if let window = results.smallestFlightWindow {
+                    $0.smallestFlightWindow = min($0.smallestFlightWindow ?? window, window)
+                }
+            }
         }
         self.work.complete(finals: results.finals, retries: results.retries)
+    }
+
+    /// A connection closed: its streams are no longer available.
+    func connectionClosed(_ connection: ObjectIdentifier) {
+        self.recorded.withLockedValue { _ = $0.streamLimits.removeValue(forKey: connection) }
     }
 
     func noteConnectionError(_ message: String) {

@@ -30,6 +30,10 @@ public struct HTTP2JobResult: Sendable {
     public var unsettledRows: [UnsettledRow] = []
     /// The first connection failures and protocol errors of the job (bounded), to explain reconnects.
     public var connectionErrors: [String] = []
+    /// 429 answers that halved a connection's flight (at most one per flight), and the smallest flight window
+    /// (streams) they left; nil when none did.
+    public var flightCuts = 0
+    public var smallestFlightWindow: Int?
 
     public init(
         report: JobReport = JobReport(),

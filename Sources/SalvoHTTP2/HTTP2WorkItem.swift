@@ -6,15 +6,23 @@ public struct HTTP2WorkItem: Hashable, Sendable {
     public var row: TokenRow
     /// Sends so far that ended in a retryable answer or a lost stream.
     public var attempts: Int
+    /// Refused streams (never processed, so not attempts).
+    public var refusals: Int
     /// Not before this time (retries after a backoff).
     public var notBefore: NIODeadline
     /// Its last send went out and got no answer (the stream or the connection was lost): if the job stops before
     /// it goes again, it may have been delivered.
     public var unanswered = false
 
-    public init(row: TokenRow, attempts: Int = 0, notBefore: NIODeadline = .uptimeNanoseconds(0)) {
+    public init(
+        row: TokenRow,
+        attempts: Int = 0,
+        refusals: Int = 0,
+        notBefore: NIODeadline = .uptimeNanoseconds(0)
+    ) {
         self.row = row
         self.attempts = attempts
+        self.refusals = refusals
         self.notBefore = notBefore
     }
 }

@@ -11,7 +11,8 @@ import SalvoTestSupport
 
 extension BenchCommand {
     /// `salvo bench h2`: notifications/s of the HTTP/2 client to an always-200 HTTP/2 server on loopback, over TLS,
-    /// one row per connection count.
+    /// one row per connection count; with `--latency-ms`, to the simulator held that far away, one row per round
+    /// trip and connection choice, with the client's CPU time and the peak memory.
     struct H2: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "h2",
@@ -21,14 +22,30 @@ extension BenchCommand {
         @Option(help: "Tokens per run.")
         var tokens: Int = 500_000
 
-        @Option(parsing: .upToNextOption, help: "Connection counts to measure.")
-        var connections: [Int] = [1, 2, 4]
+        @Option(
+            parsing: .upToNextOption,
+            help: "Connection counts to measure, or auto (default: 1 2 4; with --latency-ms: auto 1 4 16)."
+        )
+        var connections: [ConnectionCount] = []
+
+        @Option(
+            name: .customLong("latency-ms"),
+            parsing: .upToNextOption,
+            help: """
+                One-way delays (ms) of the simulator to measure at (0 25 50 100: round trips of 0, 50, 100 and 200 \
+                ms); implies --server simulator, whose endpoint announces 1,000 streams.
+                """
+        )
+        var latencies: [Int] = []
+
+        @Option(help: "HTTP/2 with auto: the most connections.")
+        var maxConnections: Int = 32
 
         @Option(help: "Event-loop threads of the server.")
         var serverThreads: Int = 1
 
-        @Option(help: "Streams per connection.")
-        var streams: Int = 100
+        @Option(help: "Streams per connection (default: 100; with --latency-ms, as many as the server allows).")
+        var streams: Int?
 
         @Option(help: "Runs per row; the best is reported.")
         var runs: Int = 2
@@ -43,17 +60,27 @@ extension BenchCommand {
             guard (1...50_000_000).contains(self.tokens) else {
                 throw ValidationError("--tokens is 1 to 50000000 (got \(self.tokens))")
             }
-            guard self.connections.allSatisfy({ (1...64).contains($0) }) else {
-                throw ValidationError("--connections are 1 to 64")
+            guard self.connections.allSatisfy({ $0 == .auto || $0.count.map { (1...64).contains($0) } == true }) else {
+                throw ValidationError("--connections are 1 to 64 or auto")
+            }
+            guard self.latencies.allSatisfy({ (0...1000).contains($0) }), (1...256).contains(self.maxConnections) else {
+                throw ValidationError("--latency-ms are 0 to 1000, --max-connections 1 to 256")
             }
             guard (1...20).contains(self.runs), (1...16).contains(self.serverThreads),
-                (1...10_000).contains(self.streams)
+                (1...10_000).contains(self.streams ?? 100)
             else {
                 throw ValidationError("--runs is 1 to 20, --server-threads 1 to 16, --streams 1 to 10000")
             }
             guard HTTP2Benchmark.Server(rawValue: self.server) != nil || self.server == "simulator" else {
                 throw ValidationError("--server is sink, nio or simulator (got \(self.server))")
             }
+        }
+
+        /// The connection choices to measure.
+        private var choices: [ConnectionCount] {
+            if !self.connections.isEmpty { return self.connections }
+            return self.latencies.isEmpty
+                ? [.fixed(1), .fixed(2), .fixed(4)] : [.auto, .fixed(1), .fixed(4), .fixed(16)]
         }
 
         func run() async throws {
@@ -83,13 +110,23 @@ extension BenchCommand {
                 serverName: "localhost"
             )
             let payloadBytes = try Payload(json: HTTP2Benchmark.payloadJSON).byteCount
+            if !self.latencies.isEmpty {
+                return try await self.latencyTable(
+                    tokenFile: tokenFile,
+                    certificates: certificates,
+                    trustRoots: identity.trustRoots,
+                    payloadBytes: payloadBytes
+                )
+            }
             print(
                 "\(self.tokens) notifications, \(payloadBytes)-byte payload, \(self.server) server, "
-                    + "\(self.streams) streams per connection, best of \(self.runs) run(s)"
+                    + "\(self.streams ?? 100) streams per connection, best of \(self.runs) run(s)"
             )
             print("connections  notifications/s  seconds  server")
             var failed = false
-            for connections in self.connections {
+            for choice in self.choices {
+                let connections = choice.count ?? min(System.coreCount, self.maxConnections)
+                let maximum = choice == .auto ? self.maxConnections : nil
                 var best: HTTP2Benchmark.Row?
                 var allDelivered = true
                 for _ in 0..<self.runs {
@@ -98,6 +135,8 @@ extension BenchCommand {
                         ? try await self.simulatorRun(
                             tokenFile: tokenFile,
                             connections: connections,
+                            maximumConnections: maximum,
+                            latencyMilliseconds: 0,
                             certificates: certificates,
                             trustRoots: identity.trustRoots
                         )
@@ -106,7 +145,7 @@ extension BenchCommand {
                             connections: connections,
                             identity: identity,
                             serverThreads: self.serverThreads,
-                            streams: self.streams,
+                            streams: self.streams ?? 100,
                             server: HTTP2Benchmark.Server(rawValue: self.server)!
                         )
                     allDelivered = allDelivered && row.allDelivered
@@ -115,7 +154,7 @@ extension BenchCommand {
                 failed = failed || !allDelivered
                 let row = best!
                 print(
-                    "\(String(connections).padding(toLength: 11, withPad: " ", startingAt: 0))  "
+                    "\(Self.connectionsColumn(choice, row).padding(toLength: 11, withPad: " ", startingAt: 0))  "
                         + "\(String(Int(row.rate)).padding(toLength: 15, withPad: " ", startingAt: 0))  "
                         + "\(String(format3(row.seconds)).padding(toLength: 7, withPad: " ", startingAt: 0))  "
                         + (allDelivered ? "every row answered once" : "MISMATCH")
@@ -124,11 +163,75 @@ extension BenchCommand {
             if failed { throw ExitCode(1) }
         }
 
+        /// The table by round trip: for each one-way delay, each connection choice, best of `runs`, against the
+        /// simulator with token authentication; every run is checked against the simulator's ledger.
+        private func latencyTable(
+            tokenFile: String,
+            certificates: CertificateFactory,
+            trustRoots: NIOSSLTrustRoots,
+            payloadBytes: Int
+        ) async throws {
+            print(
+                "\(self.tokens) notifications, \(payloadBytes)-byte payload, simulator (token auth, "
+                    + "\(self.serverThreads) thread(s), 1,000 streams announced) in this process on "
+                    + "\(System.coreCount) cores, best of \(self.runs) run(s); client CPU: its event loop threads; "
+                    + "process CPU and peak RSS: client and simulator together"
+            )
+            print(
+                "round trip  connections  notifications/s  seconds  measured RTT  client CPU s  process CPU s  peak RSS MiB  ledger"
+            )
+            var failed = false
+            for latency in self.latencies {
+                for choice in self.choices {
+                    var best: HTTP2Benchmark.Row?
+                    var allDelivered = true
+                    for _ in 0..<self.runs {
+                        let row = try await self.simulatorRun(
+                            tokenFile: tokenFile,
+                            connections: choice.count ?? min(System.coreCount, self.maxConnections),
+                            maximumConnections: choice == .auto ? self.maxConnections : nil,
+                            latencyMilliseconds: latency,
+                            certificates: certificates,
+                            trustRoots: trustRoots
+                        )
+                        allDelivered = allDelivered && row.allDelivered
+                        if best == nil || row.rate > best!.rate { best = row }
+                    }
+                    failed = failed || !allDelivered
+                    let row = best!
+                    let columns: [(String, Int)] = [
+                        ("\(2 * latency) ms", 10),
+                        (Self.connectionsColumn(choice, row), 11),
+                        (String(Int(row.rate)), 15),
+                        (format3(row.seconds), 7),
+                        (row.roundTripMilliseconds.map { "\(format3($0)) ms" } ?? "-", 12),
+                        (format3(row.clientCPUSeconds), 12),
+                        (format3(row.processCPUSeconds), 13),
+                        (String(Int(row.peakResidentMiB.rounded())), 12),
+                    ]
+                    print(
+                        columns.map { $0.0.padding(toLength: $0.1, withPad: " ", startingAt: 0) }.joined(
+                            separator: "  "
+                        )
+                            + "  " + (allDelivered ? "every row once" : "MISMATCH")
+                    )
+                }
+            }
+            if failed { throw ExitCode(1) }
+        }
+
+        /// `4`, or `auto: 6` with what auto chose.
+        private static func connectionsColumn(_ choice: ConnectionCount, _ row: HTTP2Benchmark.Row) -> String {
+            choice == .auto ? "auto: \(row.connectionsOpened)" : "\(row.connections)"
+        }
+
         /// One run against the simulator's HTTP/2 endpoint, with token authentication; delivered means the
         /// simulator's ledger holds every token exactly once.
         private func simulatorRun(
             tokenFile: String,
             connections: Int,
+            maximumConnections: Int?,
+            latencyMilliseconds: Int,
             certificates: CertificateFactory,
             trustRoots: NIOSSLTrustRoots
         ) async throws -> HTTP2Benchmark.Row {
@@ -137,10 +240,13 @@ extension BenchCommand {
             configuration.threads = self.serverThreads
             configuration.maximumTokens = self.tokens + self.tokens / 4 + 1024
             configuration.expectedTokens = self.tokens
+            configuration.plan.latencyMilliseconds = latencyMilliseconds
             configuration.http2 = HTTP2EndpointConfiguration(
                 providerKeys: [DevelopmentSigningKey.providerKey(for: key, keyID: "BENCHKEY01", teamID: "BENCHTEAM1")]
             )
-            configuration.http2?.maximumConcurrentStreams = self.streams
+            // At a distance the endpoint announces its default (1,000), as APNs does, and the client follows it.
+            let streams = self.latencies.isEmpty ? self.streams ?? 100 : self.streams
+            if let streams { configuration.http2?.maximumConcurrentStreams = streams }
             let simulator = try await Simulator.start(configuration)
             do {
                 let signer = try JWTSigner(privateKey: key, keyID: "BENCHKEY01", teamID: "BENCHTEAM1")
@@ -152,7 +258,8 @@ extension BenchCommand {
                     authentication: .token(try ProviderToken(signer: signer)),
                     topic: "com.example.bench",
                     connections: connections,
-                    streams: self.streams
+                    maximumConnections: maximumConnections,
+                    streams: streams
                 )
                 let ledger = simulator.ledger.snapshot()
                 row.allDelivered =
@@ -164,5 +271,13 @@ extension BenchCommand {
                 throw error
             }
         }
+    }
+}
+
+extension ConnectionCount {
+    /// The fixed count; nil for auto.
+    var count: Int? {
+        if case .fixed(let count) = self { return count }
+        return nil
     }
 }

@@ -214,7 +214,7 @@ extension DemoCommand {
         print("sending with HTTP/2 token authentication (key \(DevelopmentSigningKey.keyID))")
         var client = HTTP2ClientConfiguration(host: "127.0.0.1", port: port, authentication: .token(token))
         client.serverName = "localhost"
-        client.connections = self.delivery.connections
+        self.delivery.applyConnections(to: &client)
         client.trustRoots = try trustRoots(caFile: caFile)
         var configuration = HTTP2JobConfiguration(client: client, headers: headers, payload: payload)
         configuration.onUncertain = self.delivery.onUncertain

@@ -226,7 +226,7 @@ struct SendCommand: AsyncParsableCommand {
             authentication: try self.authentication()
         )
         client.serverName = self.certificate.serverName
-        client.connections = self.delivery.connections
+        self.delivery.applyConnections(to: &client)
         if let streams = self.maximumStreams {
             guard streams >= 1 else { throw UserError("--max-streams needs at least 1 stream, not \(streams)") }
             client.maximumStreamsPerConnection = streams

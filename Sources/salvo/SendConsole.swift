@@ -1,5 +1,6 @@
 import Foundation
 import SalvoEngine
+import SalvoHTTP2
 import SalvoSend
 
 /// The terminal around the library's `BulkSend` (shared by `send` and `demo`): names the first bad rows, shows a
@@ -36,10 +37,12 @@ enum SendConsole {
                     + "(--dedupe leaves them out)"
             )
         }
-        log(
-            "sending \(send.summary.validRows) notifications of \(what) to \(request.gateway) over "
-                + "\(request.connections) connection(s)"
-        )
+        var connections = "\(request.connections) connection(s)"
+        if case .http2(let configuration) = request.interface, let maximum = configuration.client.maximumConnections {
+            connections =
+                "\(request.connections) connection(s) at first, more as the round trip needs (at most \(maximum))"
+        }
+        log("sending \(send.summary.validRows) notifications of \(what) to \(request.gateway) over \(connections)")
         let result: SendResult
         do {
             result = try await send.run(progress: display.callback, metrics: metrics, stop: stop)

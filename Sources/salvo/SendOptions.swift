@@ -2,6 +2,7 @@ import APNSWire
 import ArgumentParser
 import Foundation
 import SalvoEngine
+import SalvoHTTP2
 import SalvoIO
 import SalvoSend
 
@@ -92,8 +93,35 @@ struct DeliveryOptions: ParsableArguments {
     )
     var priority: UInt8?
 
-    @Option(help: "Gateway connections (shards), 1 to 64. Default: one per core.")
-    var connections: Int = System.coreCount
+    @Option(
+        help: """
+            Gateway connections, 1 to 64, or auto (the default): binary, one shard per core; HTTP/2, one per core \
+            at first and more while the measured round trip needs them, up to --max-connections.
+            """
+    )
+    var connections: ConnectionCount = .auto
+
+    @Option(help: "HTTP/2 with --connections auto: the most connections, 1 to 256.")
+    var maxConnections: Int = 32
+
+    /// Binary shards: the fixed count, or one per core.
+    var shards: Int {
+        if case .fixed(let count) = self.connections { return count }
+        return System.coreCount
+    }
+
+    /// Applies `--connections` and `--max-connections` to an HTTP/2 client: a fixed count, or auto from one per
+    /// core (at most the maximum) up to the maximum.
+    func applyConnections(to client: inout HTTP2ClientConfiguration) {
+        switch self.connections {
+        case .fixed(let count):
+            client.connections = count
+            client.maximumConnections = nil
+        case .auto:
+            client.connections = min(System.coreCount, self.maxConnections)
+            client.maximumConnections = self.maxConnections
+        }
+    }
 
     @Option(help: "Write once this many bytes are encoded.")
     var flushBytes: Int = FlushPolicy.default.bytes
@@ -137,8 +165,11 @@ struct DeliveryOptions: ParsableArguments {
         if let priority, priority != 10 && priority != 5 {
             throw ValidationError("--priority is 10 or 5 (got \(priority))")
         }
-        guard (1...64).contains(self.connections) else {
-            throw ValidationError("--connections is 1 to 64 (got \(self.connections))")
+        if case .fixed(let count) = self.connections, !(1...64).contains(count) {
+            throw ValidationError("--connections is 1 to 64 or auto (got \(count))")
+        }
+        guard (1...256).contains(self.maxConnections) else {
+            throw ValidationError("--max-connections is 1 to 256 (got \(self.maxConnections))")
         }
         guard self.flushBytes >= 256 && self.flushBytes <= 16 << 20 else {
             throw ValidationError("--flush-bytes is 256 to 16777216 (got \(self.flushBytes))")
@@ -203,7 +234,7 @@ struct DeliveryOptions: ParsableArguments {
             serverName: serverName,
             credentials: credentials,
             template: template,
-            connections: self.connections,
+            connections: self.shards,
             flush: FlushPolicy(bytes: self.flushBytes, delay: .microseconds(self.flushMicroseconds)),
             reconnect: reconnect,
             settle: .milliseconds(self.settleMilliseconds),
@@ -254,3 +285,26 @@ enum System {
 #if canImport(Glibc)
 import Glibc
 #endif
+
+/// `--connections`: a count, or `auto`.
+enum ConnectionCount: Hashable, ExpressibleByArgument, CustomStringConvertible {
+    case auto
+    case fixed(Int)
+
+    init?(argument: String) {
+        if argument == "auto" {
+            self = .auto
+        } else if let count = Int(argument) {
+            self = .fixed(count)
+        } else {
+            return nil
+        }
+    }
+
+    var description: String {
+        switch self {
+        case .auto: "auto"
+        case .fixed(let count): String(count)
+        }
+    }
+}

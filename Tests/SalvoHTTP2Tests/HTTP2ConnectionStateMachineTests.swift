@@ -197,6 +197,9 @@ import Testing
         let second = Self.retry.delay(attempts: 1, retryAfter: nil, random: expected.nextUnit())
         #expect(second > 0 && second < 100_000_000)
         #expect(results.retries[1].notBefore == Self.start + .nanoseconds(Int64(second)))
+        // The 429's Retry-After also holds the connection's new requests for those 7 s.
+        #expect(machine.roomToWrite(isWritable: true) == 0)
+        #expect(machine.tick(now: Self.start + .seconds(7)).writeRequests)
 
         // Sent again until the attempts run out; then the row is rejected with the last reason.
         var item = results.retries[1]
@@ -248,7 +251,8 @@ import Testing
         #expect(machine.streamClosed(streamID: 999, code: .cancel, now: Self.start) == Machine.Actions())
         let results = machine.takeResults()!
         #expect(results.retries.map(\.row.line) == [1, 2])
-        #expect(results.retries.map(\.attempts) == [1, 1])
+        #expect(results.retries.map(\.attempts) == [0, 1], "a refused stream uses no attempt")
+        #expect(results.retries.map(\.refusals) == [1, 0])
         let delay = Self.retry.delay(attempts: 1, retryAfter: nil, random: random.nextUnit())
         #expect(results.retries[0].notBefore == Self.start + .nanoseconds(Int64(delay)))
         #expect(results.retries[1].notBefore == Self.start, "an uncertain row goes again at once")
@@ -256,6 +260,88 @@ import Testing
         #expect(results.outcomes.report.resent == 2)
         #expect(results.outcomes.report.uncertainEvents == 1)
         #expect(machine.openStreams == 1)
+    }
+
+    @Test func refusedStreamsUseNoAttemptsAndAreBoundedOnTheirOwn() {
+        var machine = Self.openMachine()
+        var item = Self.items(1...1)[0]
+        item.attempts = 1
+        // 63 refusals (the 64th rejects) leave the row's attempts as they were.
+        for refusal in 1..<64 {
+            let (id, _) = machine.writing([item], bearer: nil, now: Self.start)
+            _ = machine.streamClosed(streamID: id, code: .refusedStream, now: Self.start)
+            let results = machine.takeResults()!
+            #expect(results.finals == 0 && results.retries.count == 1)
+            item = results.retries[0]
+            #expect(item.attempts == 1 && item.refusals == refusal)
+        }
+        // So a 503 still finds an attempt left (2 of 3) …
+        var (id, _) = machine.writing([item], bearer: nil, now: Self.start)
+        _ = machine.answer(id, status: 503, body: errorBody(.serviceUnavailable), now: Self.start)
+        var results = machine.takeResults()!
+        #expect(results.retries.map(\.attempts) == [2])
+        item = results.retries[0]
+        // … and a server that refuses every stream ends the row at its 64th refusal, not never.
+        (id, _) = machine.writing([item], bearer: nil, now: Self.start)
+        _ = machine.streamClosed(streamID: id, code: .refusedStream, now: Self.start)
+        results = machine.takeResults()!
+        #expect(results.retries.isEmpty && results.finals == 1)
+        #expect(results.outcomes.report.rejected == ["REFUSED_STREAM": 1])
+    }
+
+    // MARK: Flight window (AIMD on 429)
+
+    @Test func tooManyRequestsHalveTheFlightOncePerFlightAndAcceptedAnswersGrowItBack() {
+        var machine = Self.openMachine()
+        #expect(machine.flightWindow == nil && machine.streamLimit == 100, "min(server 1000, our cap 100)")
+        let (first, _) = machine.writing(Self.items(1...100), bearer: nil, now: Self.start)
+        #expect(machine.roomToWrite(isWritable: true) == 0)
+        // A 429 cuts the flight of 100 to 50; other 429s of the same flight cut nothing more.
+        _ = machine.answer(first, status: 429, body: errorBody(.tooManyRequests), now: Self.start)
+        #expect(machine.flightWindow == 50 && machine.streamLimit == 50)
+        _ = machine.answer(first + 2, status: 429, body: errorBody(.tooManyRequests), now: Self.start)
+        #expect(machine.flightWindow == 50)
+        #expect(machine.roomToWrite(isWritable: true) == 0, "98 in flight, window 50")
+        // Each accepted answer adds 8 / window: 8 streams per window's worth.
+        var expected = 50.0
+        for index in 2..<50 {
+            _ = machine.answer(first + Int32(2 * index), status: 200, now: Self.start)
+            expected += 8 / expected
+        }
+        #expect(machine.flightWindow == Int(expected))
+        #expect(machine.openStreams == 50)
+        #expect(machine.roomToWrite(isWritable: true) == Int(expected) - 50)
+
+        // A stream written after the cut may cut again: its flight (under the window) halves.
+        let room = machine.roomToWrite(isWritable: true)
+        let (next, _) = machine.writing(Self.items(101...(100 + room)), bearer: nil, now: Self.start)
+        _ = machine.answer(next, status: 429, body: errorBody(.tooManyRequests), now: Self.start)
+        #expect(machine.flightWindow == Int(expected) / 2)
+        // A 429 for a stream of the old flight does not.
+        _ = machine.answer(first + 2 * 50, status: 429, body: errorBody(.tooManyRequests), now: Self.start)
+        #expect(machine.flightWindow == Int(expected) / 2)
+        let results = machine.takeResults()!
+        #expect(results.flightCuts == 2)
+        #expect(results.smallestFlightWindow == Int(expected) / 2)
+        #expect(results.retries.count == 4, "every 429 is still retried")
+        #expect(results.outcomes.report.confirmed == 48)
+    }
+
+    @Test func retryAfterHoldsNewRequestsAndTheWindowGoesAwayAtTheServersLimit() {
+        var machine = Self.openMachine(remote: 4)
+        let (first, _) = machine.writing(Self.items(1...4), bearer: nil, now: Self.start)
+        _ = machine.answer(first, status: 429, body: errorBody(.tooManyRequests), retryAfter: 2, now: Self.start)
+        #expect(machine.flightWindow == 2)
+        #expect(machine.holdUntil == Self.start + .seconds(2))
+        for index in 1..<4 { _ = machine.answer(first + Int32(2 * index), status: 200, now: Self.start) }
+        // 2 + 8/2 reaches the server's 4 at the first accepted answer: no window of its own any more.
+        #expect(machine.flightWindow == nil && machine.streamLimit == 4)
+        #expect(machine.roomToWrite(isWritable: true) == 0, "held by Retry-After")
+        #expect(!machine.tick(now: Self.start + .seconds(1)).writeRequests)
+        #expect(machine.roomToWrite(isWritable: true) == 0)
+        #expect(machine.tick(now: Self.start + .seconds(2)).writeRequests)
+        #expect(machine.holdUntil == nil)
+        #expect(machine.roomToWrite(isWritable: true) == 4)
     }
 
     // MARK: Credentials

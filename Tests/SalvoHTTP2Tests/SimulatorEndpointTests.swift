@@ -161,6 +161,34 @@ import Testing
         #expect(verdict.passed, "\(verdict.summary)")
     }
 
+    @Test func tooManyRequestsShrinkTheFlightAndEveryRowIsStillDeliveredOnce() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 3000, seed: 29, in: folder)
+        var plan = FaultPlan()
+        plan.seed = 11
+        var faults = HTTP2EndpointConfiguration.Faults()
+        faults.tooManyRequestsRate = 0.02
+        let setup = try await Self.start(faults: faults, plan: plan)
+        var configuration = setup.job(authentication: try setup.token(), connections: 1)
+        configuration.retry.maximumAttempts = 20
+        let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
+        try await setup.simulator.shutdown()
+
+        #expect(result.stopped == nil)
+        #expect(result.report.confirmed == 3000)
+        #expect(result.report.resent > 0)
+        // The endpoint announces 1,000 streams; the 429s halved the flight below that.
+        #expect(result.flightCuts > 0)
+        #expect(
+            (result.smallestFlightWindow ?? 1000) < 500,
+            "smallest window \(String(describing: result.smallestFlightWindow))"
+        )
+        let verdict = setup.simulator.verdict(expected: ExpectedTokens(file.tokens))
+        #expect(verdict.passed, "\(verdict.summary)")
+        #expect(verdict.deliveredOnce == 3000)
+    }
+
     @Test func tokensOfAnotherAppAreRejectedOnceAndTheVerdictPasses() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
