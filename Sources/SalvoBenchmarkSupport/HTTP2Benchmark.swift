@@ -142,7 +142,8 @@ public enum HTTP2Benchmark {
         topic: String,
         connections: Int,
         maximumConnections: Int? = nil,
-        streams: Int? = 100
+        streams: Int? = 100,
+        progress: (@Sendable (JobProgress) -> Void)? = nil
     ) async throws -> Row {
         var client = HTTP2ClientConfiguration(host: "127.0.0.1", port: port, authentication: authentication)
         client.serverName = serverName
@@ -171,7 +172,8 @@ public enum HTTP2Benchmark {
                 configuration: configuration,
                 source: source,
                 summary: summary,
-                group: group
+                group: group,
+                progress: progress
             )
             clientCPU = try await ResourceUsage.cpuSeconds(of: group) - before
         } catch {

@@ -50,6 +50,8 @@ extension BenchCommand {
         @Option(help: "Runs per row; the best is reported.")
         var runs: Int = 2
 
+        @OptionGroup var progressOptions: ProgressOptions
+
         @Option(
             help:
                 "The server: sink (always 200, frame headers only), nio (always 200, NIOHTTP2), or simulator (the simulator's HTTP/2 endpoint with token auth, checked against its ledger)."
@@ -248,6 +250,12 @@ extension BenchCommand {
             let streams = self.latencies.isEmpty ? self.streams ?? 100 : self.streams
             if let streams { configuration.http2?.maximumConcurrentStreams = streams }
             let simulator = try await Simulator.start(configuration)
+            let display = ProgressDisplay(
+                self.progressOptions.progress,
+                quiet: false,
+                prefix:
+                    "\(latencyMilliseconds * 2) ms round trip, \(maximumConnections.map { "auto (≤ \($0))" } ?? "\(connections)") connection(s): "
+            )
             do {
                 let signer = try JWTSigner(privateKey: key, keyID: "BENCHKEY01", teamID: "BENCHTEAM1")
                 var row = try await HTTP2Benchmark.measure(
@@ -259,8 +267,10 @@ extension BenchCommand {
                     topic: "com.example.bench",
                     connections: connections,
                     maximumConnections: maximumConnections,
-                    streams: streams
+                    streams: streams,
+                    progress: display.callback
                 )
+                display.finish()
                 let ledger = simulator.ledger.snapshot()
                 row.allDelivered =
                     row.allDelivered && ledger.accepted == self.tokens && ledger.tokensAcceptedMoreThanOnce == 0
