@@ -461,6 +461,8 @@ struct BinaryConnectionMachine {
         } catch {
             return self.fail(.input, "\(error)")
         }
+        // The barrier's answer is a close we asked for, not the gateway's refusal of a row.
+        if settlement.failed?.isBarrier == true { self.endCause = ReconnectCause.barrier }
         self.settle(settlement)
         // The answer names a row of this connection: every row written before it was accepted, the presumed ones
         // too.

@@ -175,4 +175,6 @@ public enum ReconnectCause {
     public static let silent = "silent gateway"
     /// Closed from this side.
     public static let closedLocally = "closed locally"
+    /// The barrier's answer closed it: written at the end of the rows, or on a full flight.
+    public static let barrier = "barrier"
 }

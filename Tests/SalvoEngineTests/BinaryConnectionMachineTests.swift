@@ -326,6 +326,20 @@ extension BinaryConnectionMachine {
         #expect(harness.report.summary.contains("after InvalidToken: 1"))
     }
 
+    /// A barrier written on a full flight closes the connection on purpose: its reconnect is named so.
+    @Test func aReconnectAfterABarrierOnAFullFlightIsNamedSo() {
+        var harness = Harness(rows: 10, window: 4)
+        harness.open()
+        #expect(harness.pump() == .writeBarrier(identifier: 5))
+        #expect(harness.answer(.missingDeviceToken, 5) == .close)
+        guard case .reconnect = harness.close(.local) else {
+            Issue.record("rows are left: the machine reconnects")
+            return
+        }
+        #expect(harness.machine.reconnectDue(now: harness.now) == .connect)
+        #expect(harness.report.reconnectCauses == [ReconnectCause.barrier: 1])
+    }
+
     @Test func uncertainRowsAreResentWithTheResendPolicy() {
         var harness = Harness(rows: 4, onUncertain: .resend)
         harness.open()
