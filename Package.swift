@@ -297,6 +297,7 @@ let package = Package(
             name: "SalvoObservabilityTests",
             dependencies: [
                 "SalvoObservability", "SalvoEngine", "SalvoSend", "SalvoSimulator", "SalvoTestSupport", "APNSWire",
+                "SalvoHTTP2", .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),

@@ -47,6 +47,9 @@ extension HTTP2ConnectionStateMachine {
         var streamLimit = 0
         /// The shortest time from a request to its answer since the last batch.
         var roundTrip: TimeAmount?
+        /// The time from request to answer of the batch's last answer: one sample per batch for the latency
+        /// metric, never one per request.
+        var answerSample: TimeAmount?
     }
 
     /// Why the job stops when the service refuses the credentials, with what to check.

@@ -106,6 +106,7 @@ struct HTTP2ConnectionStateMachine {
     private var flightCuts = 0
     private var smallestWindow: Int?
     private var roundTrip: TimeAmount?
+    private var answerSample: TimeAmount?
 
     /// - Parameters:
     ///   - outcomes: empty outcomes with the job's policy and files.
@@ -420,11 +421,13 @@ struct HTTP2ConnectionStateMachine {
             flightCuts: self.flightCuts,
             smallestFlightWindow: self.smallestWindow,
             streamLimit: self.streamLimit,
-            roundTrip: self.roundTrip
+            roundTrip: self.roundTrip,
+            answerSample: self.answerSample
         )
         self.flightCuts = 0
         self.smallestWindow = nil
         self.roundTrip = nil
+        self.answerSample = nil
         self.deliveries = []
         self.finals = 0
         self.retries = []
@@ -441,6 +444,7 @@ struct HTTP2ConnectionStateMachine {
         if stream.status != 403 { self.authenticated = true }
         let roundTrip = now - stream.sentAt
         if roundTrip < (self.roundTrip ?? .nanoseconds(Int64.max)) { self.roundTrip = roundTrip }
+        self.answerSample = roundTrip
         let outcome = HTTP2Outcome(
             status: stream.status ?? 0,
             apnsID: stream.apnsID,

@@ -20,6 +20,7 @@ public enum HTTP2Job {
     ///     `maximumConnections`, `min(maximumConnections, cores)`) is made (and shut down) when nil.
     ///   - progressInterval: how often `progress` is called while the job runs.
     ///   - progress: the counts so far, for progress lines and metrics.
+    ///   - answerLatency: takes one request-to-answer time per batch of answers (nanoseconds; the latency metric).
     ///   - stop: lets the caller stop the job (a signal): no new rows are sent, the streams in flight have the
     ///     stop's grace to answer (none after a second request), then the job ends with `stopped` set and the
     ///     rows without an answer counted in `notSent`.
@@ -33,6 +34,7 @@ public enum HTTP2Job {
         group: (any EventLoopGroup)? = nil,
         progressInterval: Duration = .milliseconds(500),
         progress: (@Sendable (JobProgress) -> Void)? = nil,
+        answerLatency: (@Sendable (Int64) -> Void)? = nil,
         stop: JobStop? = nil
     ) async throws(HTTP2ClientError) -> HTTP2JobResult {
         let client = configuration.client
@@ -80,7 +82,8 @@ public enum HTTP2Job {
                 retry: configuration.retry,
                 recordDeliveries: configuration.recordDeliveries
             ),
-            outcomes: RowOutcomes(onUncertain: configuration.onUncertain, files: source.files)
+            outcomes: RowOutcomes(onUncertain: configuration.onUncertain, files: source.files),
+            answerLatency: answerLatency
         )
         let pool = HTTP2ConnectionPool(configuration: client, sslContext: sslContext, job: job, group: loops)
         pool.start()

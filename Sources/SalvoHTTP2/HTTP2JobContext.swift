@@ -40,6 +40,8 @@ final class HTTP2JobContext: Sendable {
     /// Whether any connection of the job has passed its credentials: until then, a failure that cannot heal
     /// (`HTTP2ConnectFailure`) stops the job at once.
     let anyReady = NIOLockedValueBox(false)
+    /// Takes one request-to-answer time per batch of answers (nanoseconds), for the latency metric.
+    let answerLatency: (@Sendable (Int64) -> Void)?
 
     init(
         work: HTTP2WorkQueue,
@@ -47,8 +49,10 @@ final class HTTP2JobContext: Sendable {
         token: ProviderToken?,
         rate: HTTP2RateLimiter? = nil,
         connectionConfiguration: HTTP2ConnectionStateMachine.Configuration,
-        outcomes: RowOutcomes
+        outcomes: RowOutcomes,
+        answerLatency: (@Sendable (Int64) -> Void)? = nil
     ) {
+        self.answerLatency = answerLatency
         self.work = work
         self.template = template
         self.token = token
@@ -66,6 +70,7 @@ final class HTTP2JobContext: Sendable {
             $0.answered += results.finals
             $0.streamLimits[connection] = results.streamLimit
             if let roundTrip = results.roundTrip { $0.roundTrip = min($0.roundTrip ?? roundTrip, roundTrip) }
+            if let sample = results.answerSample { self.answerLatency?(sample.nanoseconds) }
             $0.deliveries.append(contentsOf: results.deliveries)
             if results.flightCuts > 0 {
                 $0.flightCuts += results.flightCuts

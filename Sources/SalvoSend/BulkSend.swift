@@ -66,7 +66,11 @@ public struct BulkSend: Sendable {
                 progress?(snapshot)
             }
         }
-        let result = try await self.send(progress: snapshots, stop: stop)
+        var answerLatency: (@Sendable (Int64) -> Void)?
+        if let metrics {
+            answerLatency = { @Sendable (nanoseconds: Int64) -> Void in metrics.recordAnswer(nanoseconds: nanoseconds) }
+        }
+        let result = try await self.send(progress: snapshots, answerLatency: answerLatency, stop: stop)
         // The final counts, so the metrics end equal to the report.
         metrics?.update(
             JobProgress(validRows: self.summary.validRows, seconds: result.report.seconds, report: result.report)
@@ -76,6 +80,7 @@ public struct BulkSend: Sendable {
 
     private func send(
         progress: (@Sendable (JobProgress) -> Void)?,
+        answerLatency: (@Sendable (Int64) -> Void)?,
         stop: JobStop?
     ) async throws(JobError) -> SendResult {
         var result: SendResult
@@ -101,7 +106,12 @@ public struct BulkSend: Sendable {
         case .binary(let configuration):
             result = try await self.runBinary(configuration, progress: progress, stop: stop)
         case .http2(let configuration):
-            result = try await self.runHTTP2(configuration, progress: progress, stop: stop)
+            result = try await self.runHTTP2(
+                configuration,
+                progress: progress,
+                answerLatency: answerLatency,
+                stop: stop
+            )
             result.report.notSent = result.notSent
             if result.notSent > 0 { result.report.stopped = result.stopped }
         }
@@ -150,6 +160,7 @@ public struct BulkSend: Sendable {
     private func runHTTP2(
         _ configuration: HTTP2JobConfiguration,
         progress: (@Sendable (JobProgress) -> Void)?,
+        answerLatency: (@Sendable (Int64) -> Void)?,
         stop: JobStop?
     ) async throws(JobError) -> SendResult {
         let job: HTTP2JobResult
@@ -159,6 +170,7 @@ public struct BulkSend: Sendable {
                 source: self.source,
                 summary: self.summary,
                 progress: progress,
+                answerLatency: answerLatency,
                 stop: stop
             )
         } catch {

@@ -70,7 +70,9 @@ public enum SoakRunner {
             let tokenFile = folder + "/tokens-\(index).csv"
             let tokens = try Self.writeTokens(
                 tokensPerRound,
-                seed: configuration.seed &+ UInt64(index),
+                // Seeds 2^32 apart: `TokenGenerator` streams of nearby seeds overlap (seed + 4 is the same stream one
+                // token later), and every round should meet new tokens.
+                seed: configuration.seed &+ (UInt64(index) << 32),
                 environment: target.plan.environment,
                 to: tokenFile
             )

@@ -1,8 +1,10 @@
 import APNSWire
 import Foundation
 import NIOConcurrencyHelpers
+import NIOSSL
 import Prometheus
 import SalvoEngine
+import SalvoHTTP2
 import SalvoObservability
 import SalvoSend
 import SalvoSimulator
@@ -118,5 +120,62 @@ import Testing
         #expect(sample.peakResidentBytes >= sample.residentBytes)
         #expect(sample.threads >= 1)
         #expect(sample.openDescriptors >= 3)
+    }
+}
+
+@Suite struct HTTP2MetricsTests {
+    /// Over HTTP/2 the answer latency is a timer: one sample per batch of answers, never one per request.
+    @Test func answerLatencyIsSampledPerBatch() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-h2m-\(UUID().uuidString)")
+            .path
+        let certificates = try CertificateFactory()
+        let paths = try certificates.write(to: folder, topic: "com.example.salvo")
+        let key = try DevelopmentSigningKey.ensure(in: paths.folder)
+        var configuration = SimulatorConfiguration.testing(certificates)
+        configuration.http2 = HTTP2EndpointConfiguration(providerKeys: [key.providerKey])
+        let simulator = try await Simulator.start(configuration)
+        var generator = TokenGenerator(seed: 12)
+        let tokens = (0..<2000).map { _ in generator.next() }
+        let input = folder + "/tokens.csv"
+        try Data(("token\n" + tokens.map(\.hexString).joined(separator: "\n") + "\n").utf8)
+            .write(to: URL(fileURLWithPath: input))
+        let signer = try JWTSigner(
+            p8File: key.path,
+            keyID: DevelopmentSigningKey.keyID,
+            teamID: DevelopmentSigningKey.teamID
+        )
+        var client = HTTP2ClientConfiguration(
+            host: "127.0.0.1",
+            port: try #require(simulator.http2Port),
+            authentication: .token(try ProviderToken(signer: signer))
+        )
+        client.serverName = "localhost"
+        client.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(paths.ca))
+        let job = HTTP2JobConfiguration(
+            client: client,
+            headers: try APNSRequestHeaders(pushType: .alert, topic: "com.example.salvo"),
+            payload: try Payload(json: #"{"aps":{"alert":"hi"}}"#)
+        )
+        let registry = PrometheusCollectorRegistry()
+        let metrics = JobMetrics(
+            factory: PrometheusMetricsFactory(registry: registry),
+            dimensions: [("protocol", "h2")]
+        )
+        let result: SendResult
+        do {
+            result = try await BulkSend.prepare(SendRequest(files: [input], interface: .http2(job))).run(
+                metrics: metrics
+            )
+        } catch {
+            try await simulator.shutdown()
+            throw error
+        }
+        try await simulator.shutdown()
+        #expect(result.report.confirmed == tokens.count)
+        let text = registry.emitToString()
+        let samples = try #require(sample(text, "salvo_http2_answer_seconds_count", #"protocol="h2""#))
+        #expect(samples >= 1)
+        #expect(samples < Double(tokens.count), "one sample per batch of answers, not per request")
+        #expect(sample(text, "salvo_rows_confirmed_total", #"protocol="h2""#) == Double(tokens.count))
     }
 }
