@@ -61,7 +61,8 @@ public struct SoakReport: Codable, Sendable {
         ]
         if let thirds {
             lines.append(
-                "  peak memory: first third \(peak(thirds.first) >> 20) MiB, last third \(peak(thirds.last) >> 20) MiB"
+                "  peak memory: first third \(peak(thirds.first) >> 20) MiB, middle \(peak(thirds.middle) >> 20) MiB, "
+                    + "last \(peak(thirds.last) >> 20) MiB"
             )
         }
         lines += self.failures.map { "  FAIL: \($0)" }
