@@ -78,7 +78,13 @@ import Glibc
         let clock = ContinuousClock()
         let start = clock.now
         // The pipe is drained as the process writes, so a long message never blocks it.
-        let text = Task { String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+        // Read on a Dispatch thread: a read that blocks for the whole run must not hold a concurrency-pool thread.
+        let text = Task {
+            (try? await offThePool {
+                String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            })
+                ?? ""
+        }
         while process.isRunning && clock.now - start < .seconds(30) {
             try await Task.sleep(for: .milliseconds(20))
         }
