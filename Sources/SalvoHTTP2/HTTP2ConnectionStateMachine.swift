@@ -137,6 +137,7 @@ struct HTTP2ConnectionStateMachine {
             self.nextStreamID += 2
             self.streams[id] = Stream(item: item, bearer: bearer)
             self.deadlines.append((id, deadline))
+            self.outcomes.writing(item.row)
         }
         var actions = Actions()
         // Out of stream ids: retired like a connection that got GOAWAY. Its streams finish, it closes, and the
@@ -401,7 +402,7 @@ struct HTTP2ConnectionStateMachine {
         var actions = Actions()
         switch outcome {
         case .delivered(let apnsID):
-            self.outcomes.confirm()
+            self.outcomes.confirm(item.row)
             if self.configuration.recordDeliveries {
                 self.deliveries.append(HTTP2Delivery(line: item.row.line, token: item.row.token, apnsID: apnsID))
             }
