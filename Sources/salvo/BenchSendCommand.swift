@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import SalvoEngine
 import SalvoIO
+import SalvoSend
 import SalvoSimulator
 import SalvoTestSupport
 
@@ -28,6 +29,9 @@ extension BenchCommand {
 
         @Option(help: "Runs per row; the best is reported.")
         var runs: Int = 2
+
+        @Flag(help: "Keep a journal of every row, as `send --journal` does (state file, reject log, 200 ms sync).")
+        var journal = false
 
         func validate() throws {
             guard (1...50_000_000).contains(self.tokens) else {
@@ -77,7 +81,10 @@ extension BenchCommand {
                 identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
                 trustedCAFile: paths.ca
             )
-            print("\(self.tokens) notifications of \(template.frameByteCount) bytes, best of \(self.runs) run(s)")
+            print(
+                "\(self.tokens) notifications of \(template.frameByteCount) bytes, best of \(self.runs) run(s)"
+                    + (self.journal ? ", journal on" : "")
+            )
             print("transport  shards  notifications/s  seconds  ledger")
             var failed = false
             for transportName in self.transports {
@@ -105,6 +112,15 @@ extension BenchCommand {
                         )
                         let source = TokenSource(files: [tokenFile])
                         let summary = try source.validate()
+                        var journal: JobJournal?
+                        if self.journal {
+                            let manifest = JournalManifest(inputs: [], settings: [:], lineCounts: summary.lineCounts)
+                            let started = try JobJournal.start(folder + "/journal", manifest: manifest)
+                            source.attach(started.rows!, resendWritten: true)
+                            started.startSyncing()
+                            journal = started
+                        }
+                        defer { journal?.stopSyncing() }
                         let result = try await BinaryJob.run(
                             configuration: job,
                             source: source,

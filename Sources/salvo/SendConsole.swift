@@ -20,6 +20,28 @@ enum SendConsole {
         } catch {
             throw UserError(error.message)
         }
+        if let finish = send.finishedJob, let journal = request.journal {
+            log(
+                "journal \(journal.directory): this job finished before (exit status \(finish.exitStatus)); "
+                    + "nothing sent"
+            )
+            let result: SendResult
+            do {
+                result = try await send.run()
+            } catch {
+                throw UserError(error.message)
+            }
+            if printSummary { log(result.report.summary) }
+            return result
+        }
+        if let journal = send.journal, journal.manifest.runs > 1 {
+            let tally = send.summary.journaled
+            let policy = request.onUncertain == .resend ? "sent again" : "reported"
+            log(
+                "journal \(journal.directory): resuming the job (run \(journal.manifest.runs)): \(tally.settled) rows "
+                    + "settled before, \(tally.uncertainRows.count) uncertain (\(policy))"
+            )
+        }
         let rejects = send.summary.rejects
         for reject in rejects.prefix(10) {
             // Input text is escaped: a token file may hold escape sequences that would act on the terminal.
@@ -36,8 +58,12 @@ enum SendConsole {
                     + "(--dedupe leaves them out)"
             )
         }
+        let toSend = send.summary.journaled.rowsToSend(
+            validRows: send.summary.validRows,
+            resendUncertain: request.onUncertain == .resend
+        )
         log(
-            "sending \(send.summary.validRows) notifications of \(what) to \(request.gateway) over "
+            "sending \(toSend) notifications of \(what) to \(request.gateway) over "
                 + "\(request.connections) connection(s)"
         )
         let result: SendResult
