@@ -41,34 +41,38 @@ public struct BulkSend: Sendable {
             return InputFile(path: path, bytes: stat(path, &status) == 0 ? Int(status.st_size) : 0)
         }
         var journal: JobJournal?
-        var manifest: JournalManifest?
+        var stored: JournalManifest?
+        var hashing: FileFingerprints?
         if let options = request.journal {
-            let inputs = try JobJournal.fingerprint(request.files)
-            let settings = request.journalSettings(options)
-            let stored = try JobJournal.loadManifest(options.directory)
-            switch JournalManifest.decide(
-                stored: stored,
-                inputs: inputs,
-                settings: settings,
-                directory: options.directory
-            ) {
-            case .refuse(let message):
-                throw JobError(.input, message)
-            case .finished:
-                let finished = JobJournal.finished(options.directory, manifest: stored!)
+            stored = try JobJournal.loadManifest(options.directory)
+            // The files are hashed beside the validation, so that a resumed job starts sooner.
+            hashing = FileFingerprints(request.files)
+            if let stored, stored.finish != nil {
+                let inputs = try hashing!.value()
+                if case .refuse(let message) = JournalManifest.decide(
+                    stored: stored,
+                    inputs: inputs,
+                    settings: request.journalSettings(options),
+                    directory: options.directory
+                ) {
+                    throw JobError(.input, message)
+                }
                 return BulkSend(
                     request: request,
                     source: source,
                     summary: TokenSource.Summary(validRows: 0, rejects: []),
                     inputFiles: inputFiles,
-                    journal: finished
+                    journal: JobJournal.finished(options.directory, manifest: stored)
                 )
-            case .resume:
-                let resumed = try JobJournal.resume(options.directory, manifest: stored!)
-                source.attach(resumed.rows!, resendWritten: request.onUncertain == .resend)
-                journal = resumed
-            case .start:
-                manifest = JournalManifest(inputs: inputs, settings: settings, lineCounts: [])
+            }
+            if let stored, stored.version == JournalManifest.currentVersion {
+                // Probably a resume: validation tallies what the journal holds (reading it only).
+                let rows = try RowJournal(
+                    statePath: JobJournal.statePath(options.directory),
+                    logPath: JobJournal.logPath(options.directory),
+                    lineCounts: stored.lineCounts
+                )
+                source.attach(rows, resendWritten: request.onUncertain == .resend)
             }
         }
         let summary: TokenSource.Summary
@@ -77,12 +81,26 @@ public struct BulkSend: Sendable {
         } catch {
             throw JobError(.input, error.description)
         }
-        if var manifest, let options = request.journal {
-            // Made only once the input is validated: a run killed before this starts the job afresh.
-            manifest.lineCounts = summary.lineCounts
-            let started = try JobJournal.start(options.directory, manifest: manifest)
-            source.attach(started.rows!, resendWritten: request.onUncertain == .resend)
-            journal = started
+        if let options = request.journal, let hashing {
+            let inputs = try hashing.value()
+            let settings = request.journalSettings(options)
+            switch JournalManifest.decide(
+                stored: stored,
+                inputs: inputs,
+                settings: settings,
+                directory: options.directory
+            ) {
+            case .refuse(let message):
+                throw JobError(.input, message)
+            case .resume:
+                journal = try JobJournal.resume(options.directory, manifest: stored!, rows: source.journal!)
+            case .start, .finished:
+                // Made only once the input is validated: a run killed before this starts the job afresh.
+                let manifest = JournalManifest(inputs: inputs, settings: settings, lineCounts: summary.lineCounts)
+                let started = try JobJournal.start(options.directory, manifest: manifest)
+                source.attach(started.rows!, resendWritten: request.onUncertain == .resend)
+                journal = started
+            }
         }
         return BulkSend(request: request, source: source, summary: summary, inputFiles: inputFiles, journal: journal)
     }

@@ -92,15 +92,14 @@ public final class JobJournal: @unchecked Sendable {
         return journal
     }
 
-    /// Opens the unfinished job in `directory` for another run.
-    public static func resume(_ directory: String, manifest: JournalManifest) throws(JobError) -> JobJournal {
+    /// Opens the unfinished job in `directory` for another run, with its rows' states mapped as `rows`.
+    public static func resume(
+        _ directory: String,
+        manifest: JournalManifest,
+        rows: RowJournal
+    ) throws(JobError) -> JobJournal {
         var manifest = manifest
         manifest.runs += 1
-        let rows = try RowJournal(
-            statePath: Self.statePath(directory),
-            logPath: Self.logPath(directory),
-            lineCounts: manifest.lineCounts
-        )
         let journal = JobJournal(directory: directory, manifest: manifest, rows: rows)
         try journal.save()
         return journal
@@ -154,5 +153,31 @@ public final class JobJournal: @unchecked Sendable {
         let writer = try AtomicFileWriter(path: Self.manifestPath(self.directory))
         try writer.write(String(decoding: data, as: UTF8.self))
         try writer.commit()
+    }
+}
+
+/// The input files' sizes and SHA-256 hashes, read on a thread of their own from the moment it is made.
+final class FileFingerprints: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    // Written once by the hashing thread before `done` is signalled, read after waiting on it.
+    private var result: Result<[JournalManifest.Input], JobError> = .success([])
+
+    init(_ files: [String]) {
+        let thread = Thread { [self] in
+            do throws(JobError) {
+                self.result = .success(try JobJournal.fingerprint(files))
+            } catch {
+                self.result = .failure(error)
+            }
+            self.done.signal()
+        }
+        thread.start()
+    }
+
+    /// Waits for the hashes.
+    func value() throws(JobError) -> [JournalManifest.Input] {
+        self.done.wait()
+        self.done.signal()
+        return try self.result.get()
     }
 }
