@@ -100,8 +100,15 @@ import Glibc
                 environment: ["JOB_COMPLETION_INDEX": "\(index)"]
             )
         }
-        // The last worker is killed once the simulator has a share of the rows.
+        // The last worker is killed once it has started its journal (it validated its input) and the simulator has a
+        // share of the rows.
         let victim = workers - 1
+        let manifestPath = JobJournal.manifestPath(folder.appendingPathComponent("journal/\(victim)").path)
+        while !FileManager.default.fileExists(atPath: manifestPath) && runs[victim].process.isRunning
+            && clock.now - started < .seconds(30)
+        {
+            try await Task.sleep(for: .milliseconds(5))
+        }
         while simulator.ledger.snapshot().accepted < count / (4 * workers) && clock.now - started < .seconds(30) {
             try await Task.sleep(for: .milliseconds(5))
         }
