@@ -126,7 +126,9 @@ let package = Package(
         // command line calls.
         .target(
             name: "SalvoSend",
-            dependencies: ["APNSWire", "SalvoEngine", "SalvoHTTP2"],
+            dependencies: [
+                "APNSWire", "SalvoEngine", "SalvoHTTP2", .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: strictness
         ),
 

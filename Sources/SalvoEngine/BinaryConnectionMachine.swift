@@ -136,10 +136,11 @@ struct BinaryConnectionMachine {
     private(set) var lastProgressAt: UInt64 = 0
     private var generator: SplitMix64
 
-    init(configuration: Configuration, files: [String], seed: UInt64) {
+    init(configuration: Configuration, files: [String], seed: UInt64, journal: RowJournal? = nil) {
         self.configuration = configuration
-        self.outcomes = RowOutcomes(onUncertain: configuration.onUncertain, files: files)
+        self.outcomes = RowOutcomes(onUncertain: configuration.onUncertain, files: files, journal: journal)
         self.window = SentWindow(capacity: configuration.windowCapacity)
+        self.window.journal = journal
         self.flightLimit = configuration.windowCapacity
         self.generator = SplitMix64(seed: seed)
     }
@@ -367,7 +368,7 @@ struct BinaryConnectionMachine {
                     break
                 }
                 if expired {
-                    self.outcomes.expire()
+                    self.outcomes.expire(row)
                     continue
                 }
                 encode(row, self.window.record(row))

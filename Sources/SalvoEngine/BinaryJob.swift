@@ -112,7 +112,11 @@ public enum BinaryJob {
         }
         let error = failure.withLockedValue { $0 }
 
-        var outcomes = RowOutcomes(onUncertain: configuration.onUncertain, files: source.files)
+        var outcomes = RowOutcomes(
+            onUncertain: configuration.onUncertain,
+            files: source.files,
+            journal: source.journal
+        )
         for shard in shards {
             shard.queue.sync { outcomes.merge(shard.machine.outcomes) }
         }

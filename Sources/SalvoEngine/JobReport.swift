@@ -76,6 +76,9 @@ public struct JobReport: Codable, Hashable, Sendable {
 
     public var seconds = 0.0
     public var notificationsPerSecond = 0.0
+    /// For a job kept in a journal (`send --journal`) that earlier runs began: what this run took over. The
+    /// counts above cover the whole job, every run.
+    public var resumed: JobResume?
 
     public init() {}
 
@@ -147,6 +150,12 @@ public struct JobReport: Codable, Hashable, Sendable {
         }
         let rate = Int(self.notificationsPerSecond.rounded())
         lines.append("time       \(Self.seconds(self.seconds)) s, \(rate) notifications/s")
+        if let resumed = self.resumed {
+            lines.append(
+                "resumed    run \(resumed.run) of the job: \(resumed.settledBefore) rows settled by earlier runs, "
+                    + "\(resumed.inheritedUncertain) uncertain (written, unsettled when a run ended)"
+            )
+        }
         if let stopped = self.stopped { lines.append("stopped    \(stopped); \(self.notSent) rows not settled") }
         lines.append(self.isComplete ? "result     every row delivered" : "result     NOT every row delivered")
         return lines.joined(separator: "\n")
@@ -249,5 +258,22 @@ public func csvField(_ text: String) -> String {
 extension String {
     fileprivate func replacingOccurrences(of target: String, with replacement: String) -> String {
         self.split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+    }
+}
+
+/// What a run of a journaled job took over from the runs before it (`JobReport.resumed`).
+public struct JobResume: Codable, Hashable, Sendable {
+    /// This run's number: 2 for the first resume.
+    public var run: Int
+    /// Valid rows earlier runs settled (in the report's confirmed, presumed, rejected and expired): not sent again.
+    public var settledBefore: Int
+    /// Valid rows an earlier run wrote and did not settle (it was killed, or stopped with them unanswered): sent
+    /// again with `--on-uncertain resend`, counted uncertain with `report`.
+    public var inheritedUncertain: Int
+
+    public init(run: Int, settledBefore: Int, inheritedUncertain: Int) {
+        self.run = run
+        self.settledBefore = settledBefore
+        self.inheritedUncertain = inheritedUncertain
     }
 }

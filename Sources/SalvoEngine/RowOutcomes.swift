@@ -22,15 +22,30 @@ public struct RowOutcomes: Sendable {
     public let onUncertain: OnUncertain
     /// The input files, so that a refused row names its file (`RowReference.file` indexes this).
     public let files: [String]
+    /// Where each row's settled outcome is recorded (`send --journal`), if anywhere.
+    public let journal: RowJournal?
 
-    public init(onUncertain: OnUncertain = .resend, files: [String] = []) {
+    public init(onUncertain: OnUncertain = .resend, files: [String] = [], journal: RowJournal? = nil) {
         self.onUncertain = onUncertain
         self.files = files
+        self.journal = journal
         self.report.onUncertain = onUncertain.rawValue
     }
 
     /// Accepted for certain (an answer for a later row on the same connection, a barrier, or HTTP/2 200).
     public mutating func confirm(_ count: Int = 1) { self.report.confirmed += count }
+
+    /// This row is about to be written (HTTP/2: on a new stream): marked in the journal, so that after a crash it is
+    /// uncertain.
+    public func writing(_ row: TokenRow) {
+        self.journal?.mark(file: row.reference.file, line: row.line, .written)
+    }
+
+    /// This row accepted for certain (HTTP/2 200), recorded in the journal too.
+    public mutating func confirm(_ row: TokenRow) {
+        self.report.confirmed += 1
+        self.journal?.mark(file: row.reference.file, line: row.line, .confirmed)
+    }
 
     /// On a live connection longer than the settle time with no error.
     public mutating func presume(_ count: Int) { self.report.presumed += count }
@@ -45,6 +60,12 @@ public struct RowOutcomes: Sendable {
 
     /// Not sent (or not sent again) because its expiry passed.
     public mutating func expire(_ count: Int = 1) { self.report.expired += count }
+
+    /// This row not sent because its expiry passed, recorded in the journal too.
+    public mutating func expire(_ row: TokenRow) {
+        self.report.expired += 1
+        self.journal?.mark(file: row.reference.file, line: row.line, .expired)
+    }
 
     /// To be written again after the gateway discarded it, a retryable answer or a refused stream.
     public mutating func resend(_ count: Int = 1) { self.report.resent += count }
@@ -65,6 +86,13 @@ public struct RowOutcomes: Sendable {
     ) {
         self.report.rejected[reason, default: 0] += 1
         let file = self.fileName(of: row)
+        self.journal?.reject(
+            file: row.reference.file,
+            line: row.line,
+            status: status,
+            reason: reason,
+            token: row.token.hexString
+        )
         self.rejectedRows.append(
             RejectedRow(file: file, line: row.line, token: row.token.hexString, status: status, reason: reason)
         )
@@ -112,6 +140,8 @@ public struct RowOutcomes: Sendable {
     /// A valid row the job ends without settling: listed in the unsettled file with why. An `.uncertain` row is
     /// counted by `uncertain`; the others are the report's `notSent`, which the job counts.
     public mutating func leave(_ row: TokenRow, _ outcome: UnsettledRow.Outcome) {
+        // Never written: a run that resumes the job sends it as new. Written ones stay marked, uncertain.
+        if outcome == .unsent { self.journal?.mark(file: row.reference.file, line: row.line, .none) }
         self.unsettledRows.append(
             UnsettledRow(token: row.token.hexString, file: self.fileName(of: row), line: row.line, outcome: outcome)
         )
@@ -146,7 +176,7 @@ public struct RowOutcomes: Sendable {
 
     /// Takes the outcomes recorded so far, leaving these empty (a connection hands a batch to its job).
     public mutating func take() -> RowOutcomes {
-        var taken = RowOutcomes(onUncertain: self.onUncertain, files: self.files)
+        var taken = RowOutcomes(onUncertain: self.onUncertain, files: self.files, journal: self.journal)
         swap(&taken, &self)
         return taken
     }

@@ -74,6 +74,8 @@ struct SentWindow {
     /// The identifier of position 0.
     private var firstIdentifier: UInt32
     let capacity: Int
+    /// Where confirmed and presumed rows are marked (`send --journal`), if anywhere.
+    var journal: RowJournal?
 
     /// - Parameter firstIdentifier: where the sequence starts (tests start near the wrap).
     init(capacity: Int, firstIdentifier: UInt32 = 1) {
@@ -115,6 +117,8 @@ struct SentWindow {
     mutating func record(_ row: TokenRow) -> UInt32 {
         let identifier = self.nextIdentifier
         self.rows.append(Journaled(line: row.line, reference: row.reference))
+        // Before it can go out: after a crash, a written row is uncertain.
+        self.journal?.mark(file: row.reference.file, line: row.line, .written)
         return identifier
     }
 
@@ -149,7 +153,8 @@ struct SentWindow {
         while let batch = self.batches.first, batch.consumedAt != 0, batch.consumedAt <= deadline {
             while self.head < batch.end {
                 if self.rows.first!.isBarrier { return presumed }
-                self.rows.removeFirst()
+                let row = self.rows.removeFirst()
+                self.journal?.mark(file: row.reference.file, line: row.line, .presumed)
                 self.head += 1
                 presumed += 1
             }
@@ -215,6 +220,12 @@ struct SentWindow {
         if let index = self.index(of: response.identifier) {
             let cut = response.status == .shutdown ? index + 1 : index
             settlement.confirmed = self.rowCount(0..<cut)
+            if let journal = self.journal {
+                for index in 0..<cut where !self.rows[index].isBarrier {
+                    let row = self.rows[index]
+                    journal.mark(file: row.reference.file, line: row.line, .confirmed)
+                }
+            }
             if response.status != .shutdown {
                 settlement.failed = try self.entries(index..<(index + 1), resolve: resolve).first
             }

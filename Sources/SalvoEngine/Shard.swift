@@ -53,7 +53,8 @@ final class Shard: @unchecked Sendable {
         self.machine = BinaryConnectionMachine(
             configuration: .init(configuration, windowCapacity: windowCapacity),
             files: source.files,
-            seed: UInt64(index) &+ 0x5A17_0000
+            seed: UInt64(index) &+ 0x5A17_0000,
+            journal: source.journal
         )
         // Room for a full batch plus one frame and a barrier, so a batch never makes the buffer grow.
         self.outbound = ByteBufferAllocator().buffer(

@@ -146,6 +146,15 @@ public final class TokenSource: @unchecked Sendable {
         public var otherPartitions = 0
         /// Every row of the input: valid, refused, suppressed and in other partitions.
         public var inputRows: Int { self.validRows + self.rejects.count + self.suppressed + self.otherPartitions }
+        /// Per file, one more than the line number of its last row (the journal's size).
+        public var lineCounts: [Int] = []
+        /// With a journal attached before validation: what earlier runs of the job settled among the valid rows.
+        public var journaled = JournalTally()
+
+        public init(validRows: Int, rejects: [InputReject]) {
+            self.validRows = validRows
+            self.rejects = rejects
+        }
     }
 
     public let files: [String]
@@ -167,6 +176,9 @@ public final class TokenSource: @unchecked Sendable {
         var fileIndex = 0
         var reader: RowReader?
         var finished = false
+        var journal: RowJournal?
+        /// Rows the journal holds as written but unsettled (uncertain after a crash) are sent again.
+        var resendWritten = true
     }
 
     public init(files: [String], options: Options = Options(), suppression: SuppressionList? = nil) {
@@ -180,6 +192,20 @@ public final class TokenSource: @unchecked Sendable {
         for descriptor in self.state.withLockedValue({ $0.descriptors }) { close(descriptor) }
     }
 
+    /// Keeps the job's rows in `journal` from now on (the connections mark them as they write and settle them):
+    /// `nextChunk` skips the rows the journal holds as settled (and, unless `resendWritten`, those it holds as
+    /// written).
+    /// Attached before `validate()`, validation tallies what the journal holds (`Summary.journaled`).
+    public func attach(_ journal: RowJournal, resendWritten: Bool) {
+        self.state.withLockedValue {
+            $0.journal = journal
+            $0.resendWritten = resendWritten
+        }
+    }
+
+    /// The journal the rows are recorded in, if any.
+    public var journal: RowJournal? { self.state.withLockedValue { $0.journal } }
+
     /// Reads every file once and returns what will and will not be sent. Call before `nextChunk`.
     ///
     /// - Throws: `InputError` when a file cannot be read or parsed at all (not for bad rows).
@@ -192,6 +218,7 @@ public final class TokenSource: @unchecked Sendable {
         // Without dedupe, repeated tokens are only counted: 8 bytes a row (the token's 64-bit hash), sorted once.
         var hashes: [UInt64] = []
         var descriptors: [Int32] = []
+        let journal = self.journal
         defer {
             // Kept for reading rows again; a validation that fails closes what it opened.
             if descriptors.count == self.files.count {
@@ -210,9 +237,12 @@ public final class TokenSource: @unchecked Sendable {
             descriptors.append(descriptor)
             columns.append(reader.tokenColumn)
             let partition = self.options.partition
+            var lastLine = 0
+            defer { summary.lineCounts.append(lastLine + 1) }
             while let row = try reader.next() {
                 switch row {
                 case .token(let row):
+                    lastLine = max(lastLine, row.line)
                     if let partition, !partition.contains(row.token) {
                         summary.otherPartitions += 1
                         continue
@@ -255,7 +285,9 @@ public final class TokenSource: @unchecked Sendable {
                     }
                     summary.validRows += 1
                     if seen == nil { hashes.append(row.token.stableHash) }
+                    if let journal { summary.journaled.count(row, journal.state(file: fileIndex, line: row.line)) }
                 case .reject(let reject):
+                    lastLine = max(lastLine, reject.line)
                     rejected.insert(reject.line)
                     if partition?.ownsBadRows == false {
                         summary.otherPartitions += 1
@@ -305,6 +337,10 @@ public final class TokenSource: @unchecked Sendable {
                     if case .token(let good) = row, !state.rejectedLines[state.fileIndex].contains(good.line),
                         self.options.partition?.contains(good.token) ?? true
                     {
+                        if let journal = state.journal {
+                            let recorded = journal.state(file: state.fileIndex, line: good.line)
+                            if recorded.isSettled || (recorded == .written && !state.resendWritten) { continue }
+                        }
                         rows.append(good)
                     }
                 }

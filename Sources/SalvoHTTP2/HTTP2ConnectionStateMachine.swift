@@ -175,6 +175,7 @@ struct HTTP2ConnectionStateMachine {
             self.nextStreamID += 2
             self.streams[id] = Stream(item: item, bearer: bearer, sentAt: now)
             self.deadlines.append((id, deadline))
+            self.outcomes.writing(item.row)
         }
         var actions = Actions()
         // Out of stream ids: retired like a connection that got GOAWAY. Its streams finish, it closes, and the
@@ -456,7 +457,7 @@ struct HTTP2ConnectionStateMachine {
         switch outcome {
         case .delivered(let apnsID):
             self.growWindow()
-            self.outcomes.confirm()
+            self.outcomes.confirm(item.row)
             if self.configuration.recordDeliveries {
                 self.deliveries.append(HTTP2Delivery(line: item.row.line, token: item.row.token, apnsID: apnsID))
             }

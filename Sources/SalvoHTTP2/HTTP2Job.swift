@@ -82,7 +82,11 @@ public enum HTTP2Job {
                 retry: configuration.retry,
                 recordDeliveries: configuration.recordDeliveries
             ),
-            outcomes: RowOutcomes(onUncertain: configuration.onUncertain, files: source.files),
+            outcomes: RowOutcomes(
+                onUncertain: configuration.onUncertain,
+                files: source.files,
+                journal: source.journal
+            ),
             answerLatency: answerLatency
         )
         let pool = HTTP2ConnectionPool(configuration: client, sslContext: sslContext, job: job, group: loops)

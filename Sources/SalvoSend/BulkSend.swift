@@ -15,6 +15,10 @@ public struct BulkSend: Sendable {
     public let summary: TokenSource.Summary
     /// The input files as they were when validated.
     public let inputFiles: [InputFile]
+    /// The job's journal (`SendRequest.journal`), if it keeps one.
+    public let journal: JobJournal?
+    /// When the journal holds a finished job: how it ended (nothing is sent, and `run` returns its report).
+    public var finishedJob: JournalManifest.Finish? { self.journal?.manifest.finish }
 
     /// Validates the input and the outputs.
     ///
@@ -32,17 +36,73 @@ public struct BulkSend: Sendable {
             }
         }
         let source = TokenSource(files: request.files, options: request.input, suppression: suppression)
+        let inputFiles = request.files.map { path in
+            var status = stat()
+            return InputFile(path: path, bytes: stat(path, &status) == 0 ? Int(status.st_size) : 0)
+        }
+        var journal: JobJournal?
+        var stored: JournalManifest?
+        var hashing: FileFingerprints?
+        if let options = request.journal {
+            stored = try JobJournal.loadManifest(options.directory)
+            // The files are hashed beside the validation, so that a resumed job starts sooner.
+            hashing = FileFingerprints(request.files)
+            if let stored, stored.finish != nil {
+                let inputs = try hashing!.value()
+                if case .refuse(let message) = JournalManifest.decide(
+                    stored: stored,
+                    inputs: inputs,
+                    settings: request.journalSettings(options),
+                    directory: options.directory
+                ) {
+                    throw JobError(.input, message)
+                }
+                return BulkSend(
+                    request: request,
+                    source: source,
+                    summary: TokenSource.Summary(validRows: 0, rejects: []),
+                    inputFiles: inputFiles,
+                    journal: JobJournal.finished(options.directory, manifest: stored)
+                )
+            }
+            if let stored, stored.version == JournalManifest.currentVersion {
+                // Probably a resume: validation tallies what the journal holds (reading it only).
+                let rows = try RowJournal(
+                    statePath: JobJournal.statePath(options.directory),
+                    logPath: JobJournal.logPath(options.directory),
+                    lineCounts: stored.lineCounts
+                )
+                source.attach(rows, resendWritten: request.onUncertain == .resend)
+            }
+        }
         let summary: TokenSource.Summary
         do {
             summary = try source.validate()
         } catch {
             throw JobError(.input, error.description)
         }
-        let inputFiles = request.files.map { path in
-            var status = stat()
-            return InputFile(path: path, bytes: stat(path, &status) == 0 ? Int(status.st_size) : 0)
+        if let options = request.journal, let hashing {
+            let inputs = try hashing.value()
+            let settings = request.journalSettings(options)
+            switch JournalManifest.decide(
+                stored: stored,
+                inputs: inputs,
+                settings: settings,
+                directory: options.directory
+            ) {
+            case .refuse(let message):
+                throw JobError(.input, message)
+            case .resume:
+                journal = try JobJournal.resume(options.directory, manifest: stored!, rows: source.journal!)
+            case .start, .finished:
+                // Made only once the input is validated: a run killed before this starts the job afresh.
+                let manifest = JournalManifest(inputs: inputs, settings: settings, lineCounts: summary.lineCounts)
+                let started = try JobJournal.start(options.directory, manifest: manifest)
+                source.attach(started.rows!, resendWritten: request.onUncertain == .resend)
+                journal = started
+            }
         }
-        return BulkSend(request: request, source: source, summary: summary, inputFiles: inputFiles)
+        return BulkSend(request: request, source: source, summary: summary, inputFiles: inputFiles, journal: journal)
     }
 
     /// Sends every valid row and writes the results where `request.outputs` says.
@@ -83,31 +143,98 @@ public struct BulkSend: Sendable {
         answerLatency: (@Sendable (Int64) -> Void)?,
         stop: JobStop?
     ) async throws(JobError) -> SendResult {
-        var result: SendResult
-        // Nothing valid to send: no connection at all (a gateway sees no empty session), and the files say so.
-        guard self.summary.validRows > 0 else {
-            var report = JobReport()
-            report.gateway = self.request.gateway
-            report.inputRows = self.summary.inputRows
-            report.invalidInput = self.summary.rejects.count
-            result = SendResult(
-                report: report,
-                inputRejects: self.summary.rejects,
+        guard let journal = self.journal else {
+            return try await self.send(self.summary, progress: progress, answerLatency: answerLatency, stop: stop)
+        }
+        if let finish = journal.manifest.finish {
+            // The job is done: its report again, and no other file (the run that finished it wrote them).
+            let result = SendResult(
+                report: finish.report,
+                inputRejects: [],
                 rejectedRows: [],
                 unregistered: [],
                 stopped: nil,
                 notSent: 0,
                 connectionErrors: []
             )
-            try OutputFiles.write(result, to: self.request.outputs)
+            try OutputFiles.write(result, to: SendOutputs(report: self.request.outputs.report))
+            return result
+        }
+        let tally = self.summary.journaled
+        let resend = self.request.onUncertain == .resend
+        var thisRun = self.summary
+        thisRun.validRows = tally.rowsToSend(validRows: self.summary.validRows, resendUncertain: resend)
+        journal.startSyncing()
+        var result: SendResult
+        do throws(JobError) {
+            result = try await self.send(
+                thisRun,
+                progress: progress,
+                answerLatency: answerLatency,
+                stop: stop,
+                write: false
+            )
+        } catch {
+            journal.stopSyncing()
+            throw error
+        }
+        JournalResume.add(
+            tally,
+            rejectLog: journal.rejectLog(),
+            files: self.request.files,
+            resendUncertain: resend,
+            run: journal.manifest.runs,
+            to: &result
+        )
+        result.report.validRows = self.summary.validRows
+        result.report.inputRows = self.summary.inputRows
+        result.rejectedRows = self.inInputOrder(result.rejectedRows)
+        result.unsettledRows = self.inInputOrder(result.unsettledRows)
+        if result.stopped == nil && result.report.stopped == nil && result.error == nil {
+            try journal.finish(JournalManifest.Finish(exitStatus: result.isComplete ? 0 : 1, report: result.report))
+        } else {
+            journal.stopSyncing()
+        }
+        try OutputFiles.write(result, to: self.request.outputs)
+        return result
+    }
+
+    private func send(
+        _ summary: TokenSource.Summary,
+        progress: (@Sendable (JobProgress) -> Void)?,
+        answerLatency: (@Sendable (Int64) -> Void)?,
+        stop: JobStop?,
+        write: Bool = true
+    ) async throws(JobError) -> SendResult {
+        var result: SendResult
+        // Nothing valid to send: no connection at all (a gateway sees no empty session), and the files say so.
+        guard summary.validRows > 0 else {
+            var report = JobReport()
+            report.gateway = self.request.gateway
+            report.inputRows = summary.inputRows
+            report.invalidInput = summary.rejects.count
+            report.onUncertain = self.request.onUncertain.rawValue
+            report.partition = self.request.input.partition
+            report.inputFiles = self.inputFiles
+            result = SendResult(
+                report: report,
+                inputRejects: summary.rejects,
+                rejectedRows: [],
+                unregistered: [],
+                stopped: nil,
+                notSent: 0,
+                connectionErrors: []
+            )
+            if write { try OutputFiles.write(result, to: self.request.outputs) }
             return result
         }
         switch self.request.interface {
         case .binary(let configuration):
-            result = try await self.runBinary(configuration, progress: progress, stop: stop)
+            result = try await self.runBinary(configuration, summary: summary, progress: progress, stop: stop)
         case .http2(let configuration):
             result = try await self.runHTTP2(
                 configuration,
+                summary: summary,
                 progress: progress,
                 answerLatency: answerLatency,
                 stop: stop
@@ -120,12 +247,13 @@ public struct BulkSend: Sendable {
         result.report.suppressed = self.summary.suppressed
         result.report.reregistered = self.summary.reregistered
         if self.summary.duplicates > 0 { result.report.duplicates = self.summary.duplicates }
-        try OutputFiles.write(result, to: self.request.outputs)
+        if write { try OutputFiles.write(result, to: self.request.outputs) }
         return result
     }
 
     private func runBinary(
         _ configuration: BinaryJobConfiguration,
+        summary: TokenSource.Summary,
         progress: (@Sendable (JobProgress) -> Void)?,
         stop: JobStop?
     ) async throws(JobError) -> SendResult {
@@ -134,8 +262,8 @@ public struct BulkSend: Sendable {
             job = try await BinaryJob.run(
                 configuration: configuration,
                 source: self.source,
-                summary: self.summary,
-                inputRows: self.summary.inputRows,
+                summary: summary,
+                inputRows: summary.inputRows,
                 progress: progress,
                 stop: stop
             )
@@ -159,6 +287,7 @@ public struct BulkSend: Sendable {
 
     private func runHTTP2(
         _ configuration: HTTP2JobConfiguration,
+        summary: TokenSource.Summary,
         progress: (@Sendable (JobProgress) -> Void)?,
         answerLatency: (@Sendable (Int64) -> Void)?,
         stop: JobStop?
@@ -168,7 +297,7 @@ public struct BulkSend: Sendable {
             job = try await HTTP2Job.run(
                 configuration: configuration,
                 source: self.source,
-                summary: self.summary,
+                summary: summary,
                 progress: progress,
                 answerLatency: answerLatency,
                 stop: stop
@@ -189,12 +318,12 @@ public struct BulkSend: Sendable {
     }
 
     /// Rows in the order of the input: by file as the request names them, then by line.
-    private func inInputOrder(_ rows: [RejectedRow]) -> [RejectedRow] {
+    func inInputOrder(_ rows: [RejectedRow]) -> [RejectedRow] {
         let order = self.fileOrder
         return rows.sorted { (order[$0.file] ?? 0, $0.line) < (order[$1.file] ?? 0, $1.line) }
     }
 
-    private func inInputOrder(_ rows: [UnsettledRow]) -> [UnsettledRow] {
+    func inInputOrder(_ rows: [UnsettledRow]) -> [UnsettledRow] {
         let order = self.fileOrder
         return rows.sorted { (order[$0.file] ?? 0, $0.line) < (order[$1.file] ?? 0, $1.line) }
     }

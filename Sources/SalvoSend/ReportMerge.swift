@@ -75,6 +75,14 @@ public enum ReportMerge {
             if let duplicates = report.duplicates { merged.duplicates = (merged.duplicates ?? 0) + duplicates }
             // The workers ran side by side: the job took as long as the slowest.
             merged.seconds = max(merged.seconds, report.seconds)
+            if let resumed = report.resumed {
+                // Resumed workers: the most runs any took, and what they took over, added up.
+                var total = merged.resumed ?? JobResume(run: 0, settledBefore: 0, inheritedUncertain: 0)
+                total.run = max(total.run, resumed.run)
+                total.settledBefore += resumed.settledBefore
+                total.inheritedUncertain += resumed.inheritedUncertain
+                merged.resumed = total
+            }
         }
         merged.notificationsPerSecond = merged.seconds > 0 ? Double(merged.delivered) / merged.seconds : 0
         return merged

@@ -19,19 +19,47 @@ public struct SendRequest: Sendable {
     public var outputs: SendOutputs
     /// A suppression file (`SuppressionList`): rows whose token it lists are counted as suppressed, never sent.
     public var suppress: String?
+    /// Where the job keeps its journal, so that the same request run again resumes it (nil: no journal).
+    public var journal: SendJournal?
 
     public init(
         files: [String],
         input: TokenSource.Options = TokenSource.Options(),
         interface: Interface,
         outputs: SendOutputs = SendOutputs(),
-        suppress: String? = nil
+        suppress: String? = nil,
+        journal: SendJournal? = nil
     ) {
         self.files = files
         self.input = input
         self.interface = interface
         self.outputs = outputs
         self.suppress = suppress
+        self.journal = journal
+    }
+
+    /// The settings that change what is sent, by name, for the journal to compare between runs: the caller's
+    /// (as the user wrote them: a relative expiry stays relative), the protocol, the gateway, the payload's hash
+    /// and how the input is read.
+    func journalSettings(_ journal: SendJournal) -> [String: String] {
+        var settings = journal.settings
+        settings["gateway"] = self.gateway
+        settings["input"] = String(describing: self.input)
+        settings["suppress"] = self.suppress ?? ""
+        switch self.interface {
+        case .binary(let configuration):
+            settings["protocol"] = "binary"
+            settings["payload"] = JobJournal.sha256(configuration.template.payload.bytes)
+            settings["format"] = String(describing: configuration.template.command)
+        case .http2(let configuration):
+            settings["protocol"] = "h2"
+            settings["payload"] = JobJournal.sha256(configuration.payload.bytes)
+            // The expiry as the user wrote it is the caller's: a relative one gives another time on every run.
+            var headers = configuration.headers
+            headers.expiration = nil
+            settings["headers"] = String(describing: headers)
+        }
+        return settings
     }
 
     /// "HOST:PORT" of the gateway.
@@ -42,12 +70,32 @@ public struct SendRequest: Sendable {
         }
     }
 
+    /// What the job does with rows whose fate is unknown.
+    public var onUncertain: OnUncertain {
+        switch self.interface {
+        case .binary(let configuration): configuration.onUncertain
+        case .http2(let configuration): configuration.onUncertain
+        }
+    }
+
     /// Connections the job opens.
     public var connections: Int {
         switch self.interface {
         case .binary(let configuration): configuration.connections
         case .http2(let configuration): configuration.client.connections
         }
+    }
+}
+
+/// A job's journal: the folder, and the settings (as the user wrote them) that change what is sent and are not in
+/// the request's values as such (a relative `--expiry +3600`, the priority).
+public struct SendJournal: Hashable, Sendable {
+    public var directory: String
+    public var settings: [String: String]
+
+    public init(directory: String, settings: [String: String] = [:]) {
+        self.directory = directory
+        self.settings = settings
     }
 }
 

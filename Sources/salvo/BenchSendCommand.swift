@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import SalvoEngine
 import SalvoIO
+import SalvoSend
 import SalvoSimulator
 import SalvoTestSupport
 
@@ -30,6 +31,9 @@ extension BenchCommand {
         var runs: Int = 2
 
         @OptionGroup var progressOptions: ProgressOptions
+
+        @Flag(help: "Keep a journal of every row, as `send --journal` does (state file, reject log, 200 ms sync).")
+        var journal = false
 
         func validate() throws {
             guard (1...50_000_000).contains(self.tokens) else {
@@ -79,7 +83,10 @@ extension BenchCommand {
                 identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
                 trustedCAFile: paths.ca
             )
-            print("\(self.tokens) notifications of \(template.frameByteCount) bytes, best of \(self.runs) run(s)")
+            print(
+                "\(self.tokens) notifications of \(template.frameByteCount) bytes, best of \(self.runs) run(s)"
+                    + (self.journal ? ", journal on" : "")
+            )
             print("transport  shards  notifications/s  seconds  ledger")
             var failed = false
             for transportName in self.transports {
@@ -112,6 +119,15 @@ extension BenchCommand {
                         )
                         let source = TokenSource(files: [tokenFile])
                         let summary = try source.validate()
+                        var journal: JobJournal?
+                        if self.journal {
+                            let manifest = JournalManifest(inputs: [], settings: [:], lineCounts: summary.lineCounts)
+                            let started = try JobJournal.start(folder + "/journal", manifest: manifest)
+                            source.attach(started.rows!, resendWritten: true)
+                            started.startSyncing()
+                            journal = started
+                        }
+                        defer { journal?.stopSyncing() }
                         let result = try await BinaryJob.run(
                             configuration: job,
                             source: source,

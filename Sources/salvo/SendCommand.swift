@@ -91,6 +91,15 @@ struct SendCommand: AsyncParsableCommand {
     var rate: Int?
 
     @Option(
+        help: """
+            Keep the job's journal in this folder: each row's settled outcome and the job's inputs. The same \
+            command run again resumes an unfinished job (sending only the rows not settled), and sends nothing \
+            for a finished one.
+            """
+    )
+    var journal: String?
+
+    @Option(
         name: .customLong("max-streams"),
         help: "HTTP/2: at most this many streams in flight per connection (default: as many as the server allows)."
     )
@@ -174,7 +183,8 @@ struct SendCommand: AsyncParsableCommand {
             input: input,
             interface: interface,
             outputs: self.output.outputs(unregistered: self.unregistered),
-            suppress: self.suppress
+            suppress: self.suppress,
+            journal: self.journal.map { SendJournal(directory: $0, settings: self.journalSettings) }
         )
         // Either job stops in order on a signal: no new rows, 2 s for those in flight, then the record.
         let stop = JobStop(grace: .seconds(2))
@@ -198,6 +208,15 @@ struct SendCommand: AsyncParsableCommand {
         // A job that stopped early (credentials refused, an error that cannot heal) could not run: 3.
         if result.stopped != nil { throw ExitCode(3) }
         if !result.isComplete { throw ExitCode(1) }
+    }
+
+    /// The options that change what is sent, as written (a relative expiry stays relative between runs).
+    private var journalSettings: [String: String] {
+        [
+            "--format": String(self.delivery.format), "--expiry": self.delivery.expiry,
+            "--priority": self.delivery.priority.map { String($0) } ?? "",
+            "--topic": self.topic ?? "", "--push-type": self.pushType, "--collapse-id": self.collapseID ?? "",
+        ]
     }
 
     private func binaryConfiguration() throws -> BinaryJobConfiguration {

@@ -21,6 +21,28 @@ enum SendConsole {
         } catch {
             throw UserError(error.message)
         }
+        if let finish = send.finishedJob, let journal = request.journal {
+            log(
+                "journal \(journal.directory): this job finished before (exit status \(finish.exitStatus)); "
+                    + "nothing sent"
+            )
+            let result: SendResult
+            do {
+                result = try await send.run()
+            } catch {
+                throw UserError(error.message)
+            }
+            if printSummary { log(result.report.summary) }
+            return result
+        }
+        if let journal = send.journal, journal.manifest.runs > 1 {
+            let tally = send.summary.journaled
+            let policy = request.onUncertain == .resend ? "sent again" : "reported"
+            log(
+                "journal \(journal.directory): resuming the job (run \(journal.manifest.runs)): \(tally.settled) rows "
+                    + "settled before, \(tally.uncertainRows.count) uncertain (\(policy))"
+            )
+        }
         let rejects = send.summary.rejects
         for reject in rejects.prefix(10) {
             // Input text is escaped: a token file may hold escape sequences that would act on the terminal.
@@ -37,12 +59,16 @@ enum SendConsole {
                     + "(--dedupe leaves them out)"
             )
         }
+        let toSend = send.summary.journaled.rowsToSend(
+            validRows: send.summary.validRows,
+            resendUncertain: request.onUncertain == .resend
+        )
         var connections = "\(request.connections) connection(s)"
         if case .http2(let configuration) = request.interface, let maximum = configuration.client.maximumConnections {
             connections =
                 "\(request.connections) connection(s) at first, more as the round trip needs (at most \(maximum))"
         }
-        log("sending \(send.summary.validRows) notifications of \(what) to \(request.gateway) over \(connections)")
+        log("sending \(toSend) notifications of \(what) to \(request.gateway) over \(connections)")
         let result: SendResult
         do {
             result = try await send.run(progress: display.callback, metrics: metrics, stop: stop)

@@ -1,0 +1,81 @@
+import SalvoEngine
+import SalvoSend
+import Testing
+
+/// The journal's judgement about a new run, without files.
+@Suite struct JournalManifestTests {
+    static let inputs = [
+        JournalManifest.Input(path: "a.csv", bytes: 100, sha256: String(repeating: "a", count: 64)),
+        JournalManifest.Input(path: "b.csv", bytes: 200, sha256: String(repeating: "b", count: 64)),
+    ]
+    static let settings = ["protocol": "binary", "--expiry": "+3600", "payload": "p"]
+
+    func decide(
+        _ stored: JournalManifest?,
+        inputs: [JournalManifest.Input] = Self.inputs,
+        settings: [String: String] = Self.settings
+    )
+        -> JournalManifest.Decision
+    {
+        JournalManifest.decide(stored: stored, inputs: inputs, settings: settings, directory: "j")
+    }
+
+    var stored: JournalManifest { JournalManifest(inputs: Self.inputs, settings: Self.settings, lineCounts: [3, 4]) }
+
+    @Test func anEmptyFolderStartsAJob() {
+        #expect(self.decide(nil) == .start)
+    }
+
+    @Test func theSameInputsResumeAnUnfinishedJob() {
+        #expect(self.decide(self.stored) == .resume)
+    }
+
+    @Test func aFinishedJobIsNotSentAgain() {
+        var stored = self.stored
+        var report = JobReport()
+        report.validRows = 5
+        stored.finish = JournalManifest.Finish(exitStatus: 1, report: report)
+        #expect(self.decide(stored) == .finished(JournalManifest.Finish(exitStatus: 1, report: report)))
+    }
+
+    @Test func aChangedFileIsRefusedByName() {
+        var inputs = Self.inputs
+        inputs[1].bytes = 201
+        guard case .refuse(let message) = self.decide(self.stored, inputs: inputs) else {
+            Issue.record("a changed file must be refused")
+            return
+        }
+        #expect(message.contains("b.csv changed"))
+        var rehashed = Self.inputs
+        rehashed[0].sha256 = String(repeating: "c", count: 64)
+        guard case .refuse(let other) = self.decide(self.stored, inputs: rehashed) else {
+            Issue.record("a file with another hash must be refused")
+            return
+        }
+        #expect(other.contains("a.csv changed"))
+    }
+
+    @Test func otherFilesOrSettingsAreRefusedByName() {
+        guard case .refuse(let files) = self.decide(self.stored, inputs: [Self.inputs[0]]) else {
+            Issue.record("other files must be refused")
+            return
+        }
+        #expect(files.contains("other token files"))
+        var settings = Self.settings
+        settings["payload"] = "q"
+        guard case .refuse(let payload) = self.decide(self.stored, settings: settings) else {
+            Issue.record("another payload must be refused")
+            return
+        }
+        #expect(payload.contains("payload"))
+    }
+
+    @Test func aJournalOfAnotherVersionIsRefused() {
+        var stored = self.stored
+        stored.version = 99
+        guard case .refuse = self.decide(stored) else {
+            Issue.record("another version must be refused")
+            return
+        }
+    }
+}
