@@ -126,7 +126,15 @@ let package = Package(
         // command line calls.
         .target(
             name: "SalvoSend",
-            dependencies: ["APNSWire", "SalvoEngine", "SalvoHTTP2"],
+            dependencies: [
+                "APNSWire",
+                "SalvoEngine",
+                "SalvoHTTP2",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: strictness
         ),
 
