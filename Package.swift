@@ -203,7 +203,7 @@ let package = Package(
         // and `salvo soak` run from any folder. The files live in `data/`; `Resources` links to it.
         .target(
             name: "SalvoData",
-            exclude: ["Resources/vectors"],
+            exclude: ["Resources/vectors", "Resources/fuzz-seeds"],
             resources: [
                 .copy("Resources/tokens"), .copy("Resources/payloads"), .copy("Resources/faults"),
             ],
