@@ -127,7 +127,13 @@ let package = Package(
         .target(
             name: "SalvoSend",
             dependencies: [
-                "APNSWire", "SalvoEngine", "SalvoHTTP2", .product(name: "Crypto", package: "swift-crypto"),
+                "APNSWire",
+                "SalvoEngine",
+                "SalvoHTTP2",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strictness
         ),
@@ -199,7 +205,7 @@ let package = Package(
         // and `salvo soak` run from any folder. The files live in `data/`; `Resources` links to it.
         .target(
             name: "SalvoData",
-            exclude: ["Resources/vectors"],
+            exclude: ["Resources/vectors", "Resources/fuzz-seeds"],
             resources: [
                 .copy("Resources/tokens"), .copy("Resources/payloads"), .copy("Resources/faults"),
             ],

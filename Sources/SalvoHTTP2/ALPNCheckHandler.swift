@@ -21,7 +21,10 @@ final class ALPNCheckHandler: ChannelInboundHandler, RemovableChannelHandler {
                 context.close(promise: nil)
                 return
             }
+            // Passed on before leaving the pipeline: a removed handler's context no longer reaches the next one.
+            context.fireUserInboundEventTriggered(event)
             context.pipeline.syncOperations.removeHandler(self, promise: nil)
+            return
         }
         context.fireUserInboundEventTriggered(event)
     }

@@ -36,7 +36,11 @@ final class ServerNameCheckHandler: ChannelInboundHandler, RemovableChannelHandl
                 context.close(promise: nil)
                 return
             }
+            // Passed on before leaving the pipeline: a removed handler's context no longer reaches the next one,
+            // and the ALPN check behind this one needs the event.
+            context.fireUserInboundEventTriggered(event)
             context.pipeline.syncOperations.removeHandler(self, promise: nil)
+            return
         }
         context.fireUserInboundEventTriggered(event)
     }

@@ -7,12 +7,14 @@ import NIOConcurrencyHelpers
 /// age of `iat` (an hour at most), and how often a key's token changes (not within 20 minutes of the last one).
 ///
 /// Thread-safe: the last token seen per key is behind a lock. A connection caches the verdict for the exact
-/// token text it last saw, so the signature is checked once per token and connection, not per request.
-final class ProviderTokenVerifier: Sendable {
-    struct Accepted: Sendable, Hashable {
-        var keyID: String
-        var issuedAt: Int64
-        var topics: Set<String>
+/// token text it last saw, so the signature is checked once per token and connection, not per request. Public for
+/// the fuzz targets (`Fuzz/`), which feed it arbitrary text.
+public final class ProviderTokenVerifier: Sendable {
+    /// A token that passed: its key, issue time, and the topics the key may send to.
+    public struct Accepted: Sendable, Hashable {
+        public var keyID: String
+        public var issuedAt: Int64
+        public var topics: Set<String>
     }
 
     /// The oldest a token may be, in seconds: an hour.
@@ -23,13 +25,13 @@ final class ProviderTokenVerifier: Sendable {
     private let lastIssued = NIOLockedValueBox([String: Int64]())
     private let accepted = NIOLockedValueBox(Set<Accepted>())
 
-    init(keys: [HTTP2EndpointConfiguration.ProviderKey], clock: any SimulatorClock) {
+    public init(keys: [HTTP2EndpointConfiguration.ProviderKey], clock: any SimulatorClock) {
         self.keys = Dictionary(keys.map { ($0.keyID, $0) }, uniquingKeysWith: { first, _ in first })
         self.clock = clock
     }
 
     /// The verdict for `token` (the text after `bearer `).
-    func check(_ token: Substring) -> Result<Accepted, APNSReason> {
+    public func check(_ token: Substring) -> Result<Accepted, APNSReason> {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerBytes = Self.base64URL(parts[0]), let claimBytes = Self.base64URL(parts[1]),
             let signatureBytes = Self.base64URL(parts[2]),
@@ -64,7 +66,7 @@ final class ProviderTokenVerifier: Sendable {
     }
 
     /// How many distinct tokens (key and issue time) have been accepted.
-    var acceptedTokens: Int { self.accepted.withLockedValue { $0.count } }
+    public var acceptedTokens: Int { self.accepted.withLockedValue { $0.count } }
 
     private static func base64URL(_ text: Substring) -> [UInt8]? {
         var standard = String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })

@@ -10,7 +10,7 @@ import X509
 /// UID names the topic (an expired one too), and clients from another CA, which peers must refuse. P-256 keys
 /// throughout, made with swift-certificates and swift-crypto.
 ///
-/// Nothing here is secret or long-lived: certificates are valid for 30 days and are made at run time (into a
+/// Nothing here is secret: certificates are valid for a year (as Apple issues them) and are made at run time (into a
 /// folder with `write(to:topic:)`), never committed.
 public struct CertificateFactory: Sendable {
     /// A certificate and its private key, both PEM.
@@ -54,7 +54,7 @@ public struct CertificateFactory: Sendable {
                 serialNumber: .init(),
                 publicKey: .init(key.publicKey),
                 notValidBefore: Date().addingTimeInterval(-3600),
-                notValidAfter: Date().addingTimeInterval(30 * 86400),
+                notValidAfter: Date().addingTimeInterval(Self.lifetime),
                 issuer: name,
                 subject: name,
                 signatureAlgorithm: .ecdsaWithSHA256,
@@ -107,10 +107,48 @@ public struct CertificateFactory: Sendable {
         .certificates([try! self.ca.certificate])
     }
 
+    /// The environments Apple's client certificates name in their extensions.
+    public enum Environment: Sendable {
+        /// Extension 1.2.840.113635.100.6.3.1 (sandbox).
+        case development
+        /// Extension 1.2.840.113635.100.6.3.2.
+        case production
+        /// Both extensions, as a universal certificate carries them.
+        case universal
+    }
+
     /// A client certificate whose subject UID is `topic` (nil: no UID at all, for status 3 tests), valid for
-    /// 30 days, or (`expired`) one whose validity ended an hour ago.
-    public func client(topic: String?, expired: Bool = false) throws(CertificateFactoryError) -> Identity {
-        try Self.issue(
+    /// a year, or (`expired`) one whose validity ended an hour ago, or one valid until `validUntil`. As Apple's,
+    /// it carries the environment's extension and the topics extension (`topics`, by default `topic`, its `.voip`
+    /// and `.complication`).
+    public func client(
+        topic: String?,
+        expired: Bool = false,
+        validUntil: Date? = nil,
+        environment: Environment = .development,
+        topics: [String]? = nil
+    ) throws(CertificateFactoryError) -> Identity {
+        var validity =
+            expired ? Date().addingTimeInterval(-2 * 86400)...Date().addingTimeInterval(-3600) : Self.validity
+        if let validUntil { validity = min(validity.lowerBound, validUntil)...validUntil }
+        let listed = topics ?? topic.map { [$0, $0 + ".voip", $0 + ".complication"] } ?? []
+        var apple: [Certificate.Extension] = []
+        do {
+            if environment != .production {
+                apple.append(.init(oid: Self.developmentOID, critical: false, value: Self.derNull))
+            }
+            if environment != .development {
+                apple.append(.init(oid: Self.productionOID, critical: false, value: Self.derNull))
+            }
+            if !listed.isEmpty {
+                apple.append(
+                    .init(oid: Self.topicsOID, critical: false, value: try Self.topicsExtensionValue(listed)[...])
+                )
+            }
+        } catch {
+            throw CertificateFactoryError("cannot encode the topics \(listed): \(error)")
+        }
+        return try Self.issue(
             subject: {
                 try DistinguishedName {
                     OrganizationName("Salvo")
@@ -120,11 +158,36 @@ public struct CertificateFactory: Sendable {
             },
             usage: .clientAuth,
             names: [],
-            validity: expired
-                ? Date().addingTimeInterval(-2 * 86400)...Date().addingTimeInterval(-3600) : Self.validity,
+            validity: validity,
             caKey: self.caKey,
-            caName: self.caName
+            caName: self.caName,
+            extra: apple
         )
+    }
+
+    /// Apple's extension for development (sandbox) client certificates.
+    public static let developmentOID: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 3, 1]
+    /// Apple's extension for production client certificates.
+    public static let productionOID: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 3, 2]
+    /// Apple's extension listing a certificate's topics.
+    public static let topicsOID: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 3, 6]
+    private static let derNull: ArraySlice<UInt8> = [0x05, 0x00]
+
+    /// The value of Apple's topics extension: a SEQUENCE of UTF8String topics, each followed by a SEQUENCE naming
+    /// its kind (`app`, `voip`, `complication`).
+    public static func topicsExtensionValue(_ topics: [String]) throws -> [UInt8] {
+        var serializer = DER.Serializer()
+        try serializer.appendConstructedNode(identifier: .sequence) { serializer in
+            for topic in topics {
+                try serializer.serialize(ASN1UTF8String(topic))
+                let kind =
+                    topic.hasSuffix(".voip") ? "voip" : topic.hasSuffix(".complication") ? "complication" : "app"
+                try serializer.appendConstructedNode(identifier: .sequence) { serializer in
+                    try serializer.serialize(ASN1UTF8String(kind))
+                }
+            }
+        }
+        return serializer.serializedBytes
     }
 
     /// The name of the other CA, which signs the foreign clients.
@@ -136,8 +199,12 @@ public struct CertificateFactory: Sendable {
         try CertificateFactory(authorityName: Self.foreignAuthorityName).client(topic: topic)
     }
 
+    /// How long the factory's certificates are valid: a year, as Apple issues APNs certificates, so that `salvo check`
+    /// finds them far from their end.
+    private static let lifetime: TimeInterval = 365 * 86400
+
     private static var validity: ClosedRange<Date> {
-        Date().addingTimeInterval(-3600)...Date().addingTimeInterval(30 * 86400)
+        Date().addingTimeInterval(-3600)...Date().addingTimeInterval(Self.lifetime)
     }
 
     private static func issue(
@@ -146,7 +213,8 @@ public struct CertificateFactory: Sendable {
         names: [GeneralName],
         validity: ClosedRange<Date>,
         caKey: Certificate.PrivateKey,
-        caName: DistinguishedName
+        caName: DistinguishedName,
+        extra: [Certificate.Extension] = []
     ) throws(CertificateFactoryError) -> Identity {
         do {
             let key = P256.Signing.PrivateKey()
@@ -164,6 +232,7 @@ public struct CertificateFactory: Sendable {
                     Critical(KeyUsage(digitalSignature: true))
                     try ExtendedKeyUsage([usage])
                     if !names.isEmpty { SubjectAlternativeNames(names) }
+                    try Certificate.Extensions(extra)
                 },
                 issuerPrivateKey: caKey
             )

@@ -12,7 +12,8 @@ struct Salvo: AsyncParsableCommand {
         abstract: "Send Apple push notifications in bulk: fast, and with nothing lost or duplicated.",
         subcommands: [
             SendCommand.self, FeedbackCommand.self, PruneCommand.self, DemoCommand.self, SimulateCommand.self,
-            PayloadCommand.self, TokensCommand.self, TokenCommand.self, BenchCommand.self, ReportCommand.self,
+            PayloadCommand.self, CheckCommand.self, TokensCommand.self, TokenCommand.self, BenchCommand.self,
+            ReportCommand.self,
             SoakCommand.self,
         ]
     )

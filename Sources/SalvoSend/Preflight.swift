@@ -1,0 +1,253 @@
+import APNSWire
+import Foundation
+import NIOSSL
+import SalvoEngine
+import SalvoHTTP2
+import X509
+
+/// `salvo check`: everything a send would need, checked without sending a notification. The checks are pure
+/// functions of the files' contents (`CredentialCheck`, `Preflight.payload`, `Preflight.tokens`); the handshake is
+/// the one step that touches the network, and only when asked.
+public enum Preflight {
+    /// What to check.
+    public struct Request: Sendable {
+        /// How the send would authenticate.
+        public enum Credentials: Sendable {
+            /// A client certificate and key (PEM, the key encrypted when `passphrase` is given) or PKCS#12.
+            case certificate(certificateFile: String?, keyFile: String?, pkcs12File: String?, passphrase: String?)
+            /// An ES256 signing key (HTTP/2 token authentication).
+            case signingKey(file: String, keyID: String?, teamID: String?)
+        }
+
+        /// Which interfaces the send would use.
+        public var binary: GatewayAddress?
+        public var http2: GatewayAddress?
+        /// The environment of Apple's gateway the address names (nil for `HOST:PORT`).
+        public var environment: APNSCertificate.Environment?
+        public var serverName: String?
+        public var trustedCAFile: String?
+        public var credentials: Credentials
+        public var topic: String?
+        public var payloadFile: String?
+        /// The payload limits to check against (one per interface).
+        public var payloadLimits: [PayloadLimit] = []
+        public var priority: NotificationPriority = .immediate
+        public var tokenFiles: [String] = []
+        public var input = TokenSource.Options()
+        /// Whether to shake hands with the gateways.
+        public var handshake = true
+        public var handshakeTimeout: Duration = .seconds(10)
+        public var now = Date()
+
+        public init(credentials: Credentials) {
+            self.credentials = credentials
+        }
+    }
+
+    /// Runs every check in order; the handshakes last, and only when the credentials loaded.
+    public static func run(_ request: Request) async -> [CheckResult] {
+        var results = Self.credentials(request)
+        let credentialsLoaded = !results.contains { $0.name == "credentials" && $0.status == .fail }
+        if let file = request.payloadFile {
+            results += Self.payload(file: file, limits: request.payloadLimits, priority: request.priority)
+        }
+        if !request.tokenFiles.isEmpty {
+            results += Self.tokens(files: request.tokenFiles, options: request.input)
+        }
+        guard request.handshake else { return results }
+        guard credentialsLoaded else {
+            results.append(.fail("handshake", "not tried: the credentials do not load"))
+            return results
+        }
+        if let gateway = request.binary {
+            results.append(await Self.binaryHandshake(request, gateway: gateway))
+        }
+        if let gateway = request.http2 {
+            results.append(await Self.http2Handshake(request, gateway: gateway))
+        }
+        return results
+    }
+
+    /// The credentials' checks: certificate and key, dates, environment and topic; or the signing key, key id,
+    /// team id and topic.
+    public static func credentials(_ request: Request) -> [CheckResult] {
+        switch request.credentials {
+        case .certificate(let certificateFile, let keyFile, let pkcs12File, let passphrase):
+            let loaded: (certificate: Certificate, key: Certificate.PrivateKey)
+            do {
+                loaded = try CredentialFiles.load(
+                    certificateFile: certificateFile,
+                    keyFile: keyFile,
+                    pkcs12File: pkcs12File,
+                    passphrase: passphrase
+                )
+            } catch {
+                return [.fail("credentials", error.description)]
+            }
+            let file = pkcs12File ?? certificateFile ?? ""
+            return [.ok("credentials", "\(file): read")]
+                + CredentialCheck.certificate(
+                    loaded.certificate,
+                    key: loaded.key,
+                    file: file,
+                    now: request.now,
+                    gateway: request.environment,
+                    topic: request.topic
+                )
+        case .signingKey(let file, let keyID, let teamID):
+            var results: [CheckResult]
+            do {
+                let pem = try String(contentsOfFile: file, encoding: .utf8)
+                results = [.ok("credentials", "\(file): read"), CredentialCheck.signingKey(pem: pem, file: file)]
+            } catch {
+                results = [.fail("credentials", "\(file): cannot read the signing key: \(error.localizedDescription)")]
+            }
+            results.append(CredentialCheck.identifier(flag: "--key-id", value: keyID))
+            results.append(CredentialCheck.identifier(flag: "--team-id", value: teamID))
+            if let topic = request.topic, !topic.isEmpty {
+                results.append(.ok("topic", "--topic \(topic) (a signing key may send to any of the team's apps)"))
+            } else {
+                results.append(.fail("topic", "--topic is needed with a signing key: give the app's bundle id"))
+            }
+            return results
+        }
+    }
+
+    /// The payload file: strict JSON with an `aps` object, within each limit, and fit for the priority.
+    public static func payload(file: String, limits: [PayloadLimit], priority: NotificationPriority) -> [CheckResult] {
+        guard let data = FileManager.default.contents(atPath: file) else {
+            return [.fail("payload", "\(file): cannot read the file (does it exist, and may it be read?)")]
+        }
+        return Self.payload(bytes: [UInt8](data), file: file, limits: limits, priority: priority)
+    }
+
+    /// `payload(file:…)` on bytes already read (as `salvo payload check` checks them).
+    public static func payload(
+        bytes: [UInt8],
+        file: String,
+        limits: [PayloadLimit],
+        priority: NotificationPriority
+    ) -> [CheckResult] {
+        let payload: Payload
+        do {
+            payload = try Payload(jsonBytes: bytes)
+            try payload.check(priority: priority)
+        } catch {
+            return [.fail("payload", "\(file): \(error.message)")]
+        }
+        var results: [CheckResult] = []
+        for limit in limits {
+            do {
+                try payload.check(limit: limit)
+                results.append(.ok("payload", "\(file): \(payload.byteCount) bytes compact, within \(limit)"))
+            } catch {
+                results.append(.fail("payload", "\(file): \(error.message)"))
+            }
+        }
+        return results
+    }
+
+    /// At most this many bad rows are named in the table (the count is always whole).
+    public static let namedRejects = 5
+
+    /// The token files as a send reads them (`TokenSource.validate`): rows, bad rows with their lines, duplicates.
+    public static func tokens(files: [String], options: TokenSource.Options) -> [CheckResult] {
+        let summary: TokenSource.Summary
+        do {
+            summary = try TokenSource(files: files, options: options).validate()
+        } catch {
+            return [.fail("tokens", error.description)]
+        }
+        var results: [CheckResult] = []
+        if summary.validRows == 0 {
+            results.append(.fail("tokens", "no valid token in \(summary.inputRows) row(s): a send would send nothing"))
+        } else {
+            results.append(.ok("tokens", "\(summary.validRows) valid row(s) of \(summary.inputRows)"))
+        }
+        if !summary.rejects.isEmpty {
+            let named = summary.rejects.prefix(Self.namedRejects).map { reject in
+                "\(reject.file):\(reject.line) \(TerminalText.escaped(reject.value)): \(reject.reason)"
+            }
+            let more = summary.rejects.count > Self.namedRejects ? "; …" : ""
+            results.append(
+                .warning(
+                    "bad rows",
+                    "\(summary.rejects.count) bad row(s), reported and not sent: \(named.joined(separator: "; "))\(more)"
+                )
+            )
+        }
+        if summary.duplicates > 0 {
+            results.append(
+                .warning(
+                    "duplicates",
+                    "\(summary.duplicates) row(s) repeat an earlier token and would be sent again (--dedupe refuses them)"
+                )
+            )
+        }
+        return results
+    }
+
+    private static func binaryHandshake(_ request: Request, gateway: GatewayAddress) async -> CheckResult {
+        guard case .certificate(let certificateFile, let keyFile, let pkcs12File, let passphrase) = request.credentials
+        else {
+            return .fail("handshake binary", "the binary interface takes a client certificate, not a signing key")
+        }
+        let identity: GatewayCredentials.Identity =
+            if let pkcs12File { .pkcs12(file: pkcs12File, passphrase: passphrase) } else {
+                .pem(certificateChainFile: certificateFile ?? "", privateKeyFile: keyFile ?? "", passphrase: passphrase)
+            }
+        do {
+            let text = try await GatewayHandshake.binary(
+                gateway: gateway,
+                serverName: request.serverName,
+                credentials: GatewayCredentials(identity: identity, trustedCAFile: request.trustedCAFile),
+                timeout: request.handshakeTimeout
+            )
+            return .ok("handshake binary", text)
+        } catch {
+            return .fail("handshake binary", error.message)
+        }
+    }
+
+    private static func http2Handshake(_ request: Request, gateway: GatewayAddress) async -> CheckResult {
+        do {
+            let authentication: APNSAuthentication
+            switch request.credentials {
+            case .certificate(let certificateFile, let keyFile, let pkcs12File, let passphrase):
+                if let pkcs12File {
+                    authentication = try .pkcs12(file: pkcs12File, passphrase: passphrase ?? "")
+                } else {
+                    authentication = try .certificate(
+                        pemFile: certificateFile ?? "",
+                        keyFile: keyFile ?? "",
+                        passphrase: passphrase
+                    )
+                }
+            case .signingKey(let file, let keyID, let teamID):
+                let signer = try JWTSigner(p8File: file, keyID: keyID ?? "", teamID: teamID ?? "")
+                authentication = .token(try ProviderToken(signer: signer))
+            }
+            var configuration = HTTP2ClientConfiguration(
+                host: gateway.host,
+                port: gateway.port,
+                authentication: authentication
+            )
+            configuration.serverName = request.serverName
+            if let ca = request.trustedCAFile {
+                do {
+                    configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(ca))
+                } catch {
+                    return .fail("handshake h2", "\(ca): cannot read PEM CA certificates: \(error)")
+                }
+            }
+            let text = try await HTTP2Handshake.check(configuration, timeout: request.handshakeTimeout)
+            return .ok("handshake h2", text)
+        } catch {
+            return .fail("handshake h2", Self.message(error))
+        }
+    }
+
+    private static func message(_ error: any Error) -> String {
+        (error as? HTTP2ClientError)?.message ?? "\(error)"
+    }
+}
