@@ -355,7 +355,7 @@ extension SendCommand {
     }
 
     fileprivate func requestHeaders() throws -> APNSRequestHeaders {
-        let expiration = try self.delivery.expirySeconds()
+        let expiration = try self.delivery.http2Expiration()
         do {
             return try APNSRequestHeaders(
                 pushType: APNSPushType(rawValue: self.pushType),
