@@ -19,19 +19,32 @@ public struct SendRequest: Sendable {
     public var outputs: SendOutputs
     /// A suppression file (`SuppressionList`): rows whose token it lists are counted as suppressed, never sent.
     public var suppress: String?
+    /// A payload per row, rendered from the row's columns (nil: the interface's one payload for every row). Rows
+    /// that cannot be rendered, or render over the format's limit, are refused with their line.
+    public var payloads: PayloadTemplates?
 
     public init(
         files: [String],
         input: TokenSource.Options = TokenSource.Options(),
         interface: Interface,
         outputs: SendOutputs = SendOutputs(),
-        suppress: String? = nil
+        suppress: String? = nil,
+        payloads: PayloadTemplates? = nil
     ) {
         self.files = files
         self.input = input
         self.interface = interface
         self.outputs = outputs
         self.suppress = suppress
+        self.payloads = payloads
+    }
+
+    /// The most a payload may hold on this interface: the binary command's limit, or the push type's over HTTP/2.
+    public var payloadLimit: PayloadLimit {
+        switch self.interface {
+        case .binary(let configuration): configuration.template.command.payloadLimit
+        case .http2(let configuration): (configuration.headers.pushType ?? .alert).payloadLimit
+        }
     }
 
     /// "HOST:PORT" of the gateway.

@@ -22,8 +22,7 @@ struct SendCommand: AsyncParsableCommand {
     @Argument(help: "CSV files of device tokens.")
     var tokens: [String]
 
-    @Option(help: "The JSON payload file.")
-    var payload: String
+    @OptionGroup var payloads: PayloadOptions
 
     @Option(help: "HOST:PORT, or `production` / `sandbox` for Apple's gateways.")
     var gateway: String
@@ -154,18 +153,23 @@ struct SendCommand: AsyncParsableCommand {
 
     private func send() async throws {
         let interface: SendRequest.Interface
-        let what: String
+        var what: String
+        let templates = try self.payloads.templates()
         let observability = try await self.observe.start(label: "salvo.send")
         if self.wireProtocol == .h2 {
-            var configuration = try self.http2Configuration()
+            var configuration = try self.http2Configuration(templates)
             configuration.client.logger = observability.logger
             interface = .http2(configuration)
             what = "\(configuration.payload.byteCount) payload bytes over HTTP/2"
         } else {
-            var configuration = try self.binaryConfiguration()
+            var configuration = try self.binaryConfiguration(templates)
             configuration.logger = observability.logger
             interface = .binary(configuration)
             what = "\(configuration.template.frameByteCount) bytes"
+        }
+        if let templates {
+            let count = templates.templates.count
+            what = "a payload per row (\(count) template\(count == 1 ? "" : "s"))"
         }
         var input = self.input.tokenSourceOptions
         input.registeredAt = self.registeredAt.map { Int($0).map(TokenColumn.number) ?? .name($0) }
@@ -174,7 +178,8 @@ struct SendCommand: AsyncParsableCommand {
             input: input,
             interface: interface,
             outputs: self.output.outputs(unregistered: self.unregistered),
-            suppress: self.suppress
+            suppress: self.suppress,
+            payloads: templates
         )
         // Either job stops in order on a signal: no new rows, 2 s for those in flight, then the record.
         let stop = JobStop(grace: .seconds(2))
@@ -200,9 +205,14 @@ struct SendCommand: AsyncParsableCommand {
         if !result.isComplete { throw ExitCode(1) }
     }
 
-    private func binaryConfiguration() throws -> BinaryJobConfiguration {
+    private func binaryConfiguration(_ templates: PayloadTemplates?) throws -> BinaryJobConfiguration {
         let gateway = try self.gatewayAddress()
-        let template = try self.delivery.template(payloadFile: self.payload)
+        // Every template's structure must suit the frame (priority rules); the first one's is the job's.
+        for template in templates?.templates.dropFirst() ?? [] {
+            _ = try self.delivery.template(payload: template.probe, file: template.file)
+        }
+        let shared = try self.payloads.sharedPayload(templates)
+        let template = try self.delivery.template(payload: shared.payload, file: shared.file)
         return try self.delivery.configuration(
             host: gateway.host,
             port: gateway.port,
@@ -212,14 +222,9 @@ struct SendCommand: AsyncParsableCommand {
         )
     }
 
-    private func http2Configuration() throws -> HTTP2JobConfiguration {
+    private func http2Configuration(_ templates: PayloadTemplates?) throws -> HTTP2JobConfiguration {
         let gateway = try self.gatewayAddress()
-        let payload: Payload
-        do {
-            payload = try Payload(jsonBytes: try readFile(self.payload))
-        } catch let error as PayloadError {
-            throw UserError("\(self.payload): \(error.message)")
-        }
+        let payload = try self.payloads.sharedPayload(templates).payload
         var client = HTTP2ClientConfiguration(
             host: gateway.host,
             port: gateway.port,

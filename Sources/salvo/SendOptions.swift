@@ -192,9 +192,19 @@ struct DeliveryOptions: ParsableArguments {
     }
 
     func template(payloadFile: String) throws -> FrameTemplate {
+        let payload: Payload
+        do {
+            payload = try Payload(jsonBytes: try readFile(payloadFile))
+        } catch let error as PayloadError {
+            throw UserError("\(payloadFile): \(error.message)")
+        }
+        return try self.template(payload: payload, file: payloadFile)
+    }
+
+    /// The frame of `payload` (read from `file`, named in messages) in the chosen command, expiry and priority.
+    func template(payload: Payload, file payloadFile: String) throws -> FrameTemplate {
         let command = FrameCommand(rawValue: self.format)!
         do {
-            let payload = try Payload(jsonBytes: try readFile(payloadFile))
             return try FrameTemplate(
                 command: command,
                 payload: payload,
