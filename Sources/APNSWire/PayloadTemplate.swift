@@ -6,8 +6,9 @@
 /// checks the template once: JSON syntax, placeholder syntax (with line and column), and the payload's structure
 /// (with the string slots empty and the integer slots 0). Rendering a row then parses nothing and allocates
 /// nothing: `renderedCount` checks the row's fields and gives the exact size, `render` copies literals and
-/// escapes fields into memory of that size. Immutable and `Sendable`.
-public struct PayloadTemplate: Sendable {
+/// escapes fields into memory of that size. Immutable and `Sendable`; a class, so that handing a template to the
+/// renderer per row costs one reference count, not one per array it holds.
+public final class PayloadTemplate: Sendable {
     /// What a slot holds.
     public enum SlotKind: UInt8, Sendable {
         /// Inside a JSON string: the field, escaped.

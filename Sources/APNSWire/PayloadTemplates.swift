@@ -103,7 +103,8 @@ public struct PayloadTemplates: Sendable {
         } else {
             index = 0
         }
-        switch self.templates[index].renderedCount(fields) {
+        let rendered = self.templates.withUnsafeBufferPointer { $0[index].renderedCount(fields) }
+        switch rendered {
         case .failure(let error):
             return .failure(error)
         case .success(let count):

@@ -237,6 +237,21 @@ import Testing
         (#"{"aps":{"badge":"+{{n:int}}"}}"#, 3, "bad.json, line 1, column 19: '{{n:int}}' must be the whole value"),
     ])
     func theCommandRefusesABadTemplateBeforeConnecting(text: String, status: Int32, message: String) throws {
+        try self.refused(["--payload-template", "bad.json"], template: text, status: status, message: message)
+    }
+
+    @Test func templatesOverHTTP2AreRefusedAsAUsageError() throws {
+        try self.refused(
+            ["--payload-template", "bad.json", "--protocol", "h2", "--topic", CertificateFactory.sharedTopic],
+            template: #"{"aps":{"alert":"Hi {{name}}"}}"#,
+            status: 64,
+            message: "--payload-template and --payload-dir go with --protocol binary"
+        )
+    }
+
+    /// Runs `salvo send tokens.csv` with `options` next to `bad.json` holding `template`; expects `status` and
+    /// `message` on standard error.
+    private func refused(_ options: [String], template text: String, status: Int32, message: String) throws {
         guard let salvo = InterruptionTests.executable else {
             Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
             return
@@ -250,10 +265,11 @@ import Testing
         process.executableURL = URL(fileURLWithPath: salvo)
         process.currentDirectoryURL = URL(fileURLWithPath: here)
         // Port 9 of the loopback: nothing listens, so a connect would fail with another message.
-        process.arguments = [
-            "send", "tokens.csv", "--payload-template", "bad.json", "--gateway", "127.0.0.1:9",
-            "--cert", paths.client, "--key", paths.clientKey, "--quiet",
-        ]
+        process.arguments =
+            [
+                "send", "tokens.csv", "--gateway", "127.0.0.1:9", "--cert", paths.client, "--key", paths.clientKey,
+                "--quiet",
+            ] + options
         let errors = Pipe()
         process.standardOutput = FileHandle.nullDevice
         process.standardError = errors
