@@ -56,6 +56,22 @@ struct FrameLayout: Sendable {
         priority: UInt8
     ) {
         precondition(payload.count == self.payloadCount && out.count >= self.byteCount)
+        self.encodeFields(into: out, token: token, identifier: identifier, expiry: expiry, priority: priority)
+        if payload.count > 0 {
+            (out.baseAddress! + self.payloadOffset).copyMemory(from: payload.baseAddress!, byteCount: payload.count)
+        }
+    }
+
+    /// Writes every field of the frame but the payload's bytes into `out` (at least `byteCount` bytes).
+    @inlinable
+    func encodeFields(
+        into out: UnsafeMutableRawBufferPointer,
+        token: DeviceToken,
+        identifier: UInt32,
+        expiry: UInt32,
+        priority: UInt8
+    ) {
+        precondition(out.count >= self.byteCount)
         out[0] = self.command.rawValue
         switch self.command {
         case .simple, .enhanced:
@@ -85,9 +101,6 @@ struct FrameLayout: Sendable {
             out[self.byteCount - 1] = priority
         }
         self.patch(out, token: token)
-        if payload.count > 0 {
-            (out.baseAddress! + self.payloadOffset).copyMemory(from: payload.baseAddress!, byteCount: payload.count)
-        }
     }
 
     /// Writes the item header that precedes the item data at `dataOffset`.

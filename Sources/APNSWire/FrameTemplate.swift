@@ -75,4 +75,37 @@ public struct FrameTemplate: Sendable {
             }
         }
     }
+
+    /// The size of a frame of this command around a payload of `payloadCount` bytes.
+    @inlinable
+    public func frameByteCount(payloadCount: Int) -> Int {
+        FrameLayout(command: self.layout.command, payloadCount: payloadCount).byteCount
+    }
+
+    /// Appends the frame for `token` with `identifier` whose payload is `payload` rendered with `fields`, which
+    /// `PayloadTemplates.measure` found to be `payloadCount` bytes; returns the frame's size. The template's
+    /// expiry and priority; the payload is rendered straight into `buffer`: no allocation when `buffer` has room.
+    @inlinable
+    @discardableResult
+    public func write(
+        token: DeviceToken,
+        identifier: UInt32,
+        payload: PayloadTemplate,
+        fields: PayloadFields,
+        payloadCount: Int,
+        to buffer: inout ByteBuffer
+    ) -> Int {
+        let layout = FrameLayout(command: self.layout.command, payloadCount: payloadCount)
+        let expiry = self.expiry
+        let priority = self.priority.rawValue
+        return buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: layout.byteCount) { out in
+            layout.encodeFields(into: out, token: token, identifier: identifier, expiry: expiry, priority: priority)
+            let area = UnsafeMutableRawBufferPointer(
+                rebasing: out[layout.payloadOffset..<(layout.payloadOffset + payloadCount)]
+            )
+            let written = payload.render(fields, into: area)
+            precondition(written == payloadCount, "the fields changed since they were measured")
+            return layout.byteCount
+        }
+    }
 }

@@ -98,6 +98,7 @@ struct BinaryConnectionMachine {
         var settledAny = false
         /// Encoded and not yet flushed, and since when.
         var unflushedBytes = 0
+        var unflushedRows = 0
         var unflushedSince: UInt64?
         var flushScheduled = false
         /// The peer said something that is not an error response: its close counts as a failure.
@@ -354,6 +355,21 @@ struct BinaryConnectionMachine {
         wallSeconds: Int,
         encode: (TokenRow, UInt32) -> Void
     ) -> Action {
+        let frameByteCount = self.configuration.frameByteCount
+        return self.writeSized(queuedBytes: queuedBytes, now: now, wallSeconds: wallSeconds) { row, identifier in
+            encode(row, identifier)
+            return frameByteCount
+        }
+    }
+
+    /// `write(queuedBytes:now:wallSeconds:encode:)` for frames whose size varies per row (a payload per row):
+    /// `encode` returns the size of the frame it encoded, and the batch counts real sizes.
+    mutating func writeSized(
+        queuedBytes: Int,
+        now: UInt64,
+        wallSeconds: Int,
+        encode: (TokenRow, UInt32) -> Int
+    ) -> Action {
         guard case .open(var open) = self.state, !open.barrierWritten else { return .none }
         let configuration = self.configuration
         let expired = configuration.expiry != 0 && UInt64(max(0, wallSeconds)) > UInt64(configuration.expiry)
@@ -371,9 +387,10 @@ struct BinaryConnectionMachine {
                     self.outcomes.expire(row)
                     continue
                 }
-                encode(row, self.window.record(row))
+                let size = encode(row, self.window.record(row))
                 if open.unflushedSince == nil { open.unflushedSince = now }
-                open.unflushedBytes += configuration.frameByteCount
+                open.unflushedBytes += size
+                open.unflushedRows += 1
                 if open.unflushedBytes >= configuration.flush.bytes {
                     self.state = .open(open)
                     return .flush
@@ -427,13 +444,11 @@ struct BinaryConnectionMachine {
     mutating func flushed(bytes: Int, ciphertextStart: Int, ciphertextEnd: Int) {
         guard case .open(var open) = self.state else { return }
         self.window.markWritten(ciphertextStart: ciphertextStart, ciphertextEnd: ciphertextEnd)
-        // Only rows count toward the unflushed bytes (the barrier does not): whole frames of one size.
-        self.outcomes.wrote(
-            bytes: bytes,
-            notifications: open.unflushedBytes / max(1, self.configuration.frameByteCount)
-        )
+        // Only rows count as notifications (the barrier does not).
+        self.outcomes.wrote(bytes: bytes, notifications: open.unflushedRows)
         open.ciphertextEnd = ciphertextEnd
         open.unflushedBytes = 0
+        open.unflushedRows = 0
         open.unflushedSince = nil
         self.state = .open(open)
     }

@@ -100,6 +100,20 @@ final class CSVReader {
         }
     }
 
+    /// Appends the bytes of field `index` of the current record to `out`, quotes removed and `""` pairs undone.
+    func appendField(_ index: Int, to out: inout [UInt8]) {
+        let field = self.fields[index]
+        if field.hasEscapedQuotes {
+            var cursor = field.start
+            while cursor < field.end {
+                out.append(self.buffer[cursor])
+                cursor += self.buffer[cursor] == UInt8(ascii: "\"") ? 2 : 1
+            }
+        } else {
+            out.append(contentsOf: self.buffer[field.start..<field.end])
+        }
+    }
+
     /// The text of field `index` of the current record.
     func string(_ index: Int) -> String {
         self.withField(index) { String(decoding: $0, as: UTF8.self) }

@@ -28,6 +28,11 @@ final class Shard: @unchecked Sendable {
     private var connection: TLSConnection?
     private var outbound: ByteBuffer
     private var inbound = ByteBuffer()
+    /// With a payload per row: the fields of the chunk taken last, and of one row read again (sent again after
+    /// its chunk was replaced); a row read again that no longer renders stops the job.
+    private var fields = RowFields()
+    private var refetched = RowFields()
+    private var renderFailure: InputError?
     private var timer: DispatchSourceTimer?
     private var completion: ((Result<Void, JobError>) -> Void)?
     private var logger: Logger
@@ -57,9 +62,10 @@ final class Shard: @unchecked Sendable {
             journal: source.journal
         )
         // Room for a full batch plus one frame and a barrier, so a batch never makes the buffer grow.
-        self.outbound = ByteBufferAllocator().buffer(
-            capacity: configuration.flush.bytes + 2 * template.frameByteCount + 16
-        )
+        let frameByteCount =
+            source.payloads.map { template.frameByteCount(payloadCount: $0.maximumByteCount) }
+            ?? template.frameByteCount
+        self.outbound = ByteBufferAllocator().buffer(capacity: configuration.flush.bytes + 2 * frameByteCount + 16)
     }
 
     var transportKind: TransportKind { self.context.transport }
@@ -204,7 +210,10 @@ final class Shard: @unchecked Sendable {
                 break
             case .needRows:
                 do {
-                    if let chunk = try self.source.nextChunk(maximumRows: self.configuration.chunkRows) {
+                    if let chunk = try self.source.nextChunk(
+                        maximumRows: self.configuration.chunkRows,
+                        fields: &self.fields
+                    ) {
                         self.machine.rowsArrived(chunk)
                     } else {
                         self.machine.sourceExhausted()
@@ -221,13 +230,68 @@ final class Shard: @unchecked Sendable {
             default:
                 return self.perform(action)
             }
-            action = self.machine.write(
-                queuedBytes: connection.queuedBytes,
-                now: Self.now(),
-                wallSeconds: wallClockSeconds()
-            ) { row, identifier in
-                template.write(token: row.token, identifier: identifier, to: &self.outbound)
+            if let payloads = self.source.payloads {
+                action = self.machine.writeSized(
+                    queuedBytes: connection.queuedBytes,
+                    now: Self.now(),
+                    wallSeconds: wallClockSeconds()
+                ) { row, identifier in
+                    self.encode(row, identifier: identifier, template: template, payloads: payloads.templates)
+                }
+                if let failure = self.renderFailure {
+                    return self.perform(self.machine.sourceFailed(failure.description))
+                }
+            } else {
+                action = self.machine.write(
+                    queuedBytes: connection.queuedBytes,
+                    now: Self.now(),
+                    wallSeconds: wallClockSeconds()
+                ) { row, identifier in
+                    template.write(token: row.token, identifier: identifier, to: &self.outbound)
+                }
             }
+        }
+    }
+
+    /// Encodes a row's frame with its own payload, rendered from its fields straight into the batch; returns the
+    /// frame's size. A row of the chunk taken last finds its fields at hand; one sent again after its chunk was
+    /// replaced is read again from its file (as its token was).
+    private func encode(
+        _ row: TokenRow,
+        identifier: UInt32,
+        template: FrameTemplate,
+        payloads: PayloadTemplates
+    ) -> Int {
+        if let index = self.fields.index(of: row.reference) {
+            let (payload, count) = self.fields.measure(index)
+            return self.fields.withFields(index) { fields in
+                template.write(
+                    token: row.token,
+                    identifier: identifier,
+                    payload: payloads.templates[payload],
+                    fields: fields,
+                    payloadCount: count,
+                    to: &self.outbound
+                )
+            }
+        }
+        do {
+            try self.source.fields(at: row.reference, into: &self.refetched)
+        } catch {
+            // Nothing is written for the row: the job stops once the batch loop returns.
+            self.renderFailure = error
+            return 0
+        }
+        let (payload, count) = self.refetched.measure(0)
+        return self.refetched.withFields(0) { fields in
+            template.write(
+                token: row.token,
+                identifier: identifier,
+                payload: payloads.templates[payload],
+                fields: fields,
+                payloadCount: count,
+                to: &self.outbound
+            )
         }
     }
 

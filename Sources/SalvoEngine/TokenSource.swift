@@ -162,6 +162,9 @@ public final class TokenSource: @unchecked Sendable {
     /// Tokens not to send (Apple's rule, with `Options.registeredAt` when given): their rows are counted as
     /// suppressed.
     public let suppression: SuppressionList?
+    /// A payload per row: rows are measured while validating (refused with their line when they cannot be
+    /// rendered or are over the limit), and their fields handed out with each chunk.
+    public let payloads: RowPayloads?
     private let state: NIOLockedValueBox<State>
 
     private struct State {
@@ -170,6 +173,8 @@ public final class TokenSource: @unchecked Sendable {
         var rejectedLines: [Set<Int>] = []
         /// The token column of each file, for reading a row again.
         var columns: [Int] = []
+        /// The column of each of `payloads.templates.columns`, per file.
+        var payloadColumns: [[Int]] = []
         /// One descriptor per file, opened by `validate()` and kept for the job: rows are read again through
         /// it (`pread`, no shared offset), never by opening the file per row.
         var descriptors: [Int32] = []
@@ -181,10 +186,16 @@ public final class TokenSource: @unchecked Sendable {
         var resendWritten = true
     }
 
-    public init(files: [String], options: Options = Options(), suppression: SuppressionList? = nil) {
+    public init(
+        files: [String],
+        options: Options = Options(),
+        suppression: SuppressionList? = nil,
+        payloads: RowPayloads? = nil
+    ) {
         self.files = files
         self.options = options
         self.suppression = suppression
+        self.payloads = payloads
         self.state = NIOLockedValueBox(State())
     }
 
@@ -219,6 +230,8 @@ public final class TokenSource: @unchecked Sendable {
         var hashes: [UInt64] = []
         var descriptors: [Int32] = []
         let journal = self.journal
+        var payloadColumns: [[Int]] = []
+        var scratch = RowFields()
         defer {
             // Kept for reading rows again; a validation that fails closes what it opened.
             if descriptors.count == self.files.count {
@@ -236,6 +249,8 @@ public final class TokenSource: @unchecked Sendable {
             }
             descriptors.append(descriptor)
             columns.append(reader.tokenColumn)
+            let fieldColumns = try self.payloads?.columns(in: file, header: reader.headerNames) ?? []
+            payloadColumns.append(fieldColumns)
             let partition = self.options.partition
             var lastLine = 0
             defer { summary.lineCounts.append(lastLine + 1) }
@@ -246,6 +261,25 @@ public final class TokenSource: @unchecked Sendable {
                     if let partition, !partition.contains(row.token) {
                         summary.otherPartitions += 1
                         continue
+                    }
+                    if let payloads = self.payloads {
+                        scratch.removeAll(columnCount: payloads.templates.columns.count)
+                        reader.appendFields(columns: fieldColumns, to: &scratch)
+                        let measured = scratch.withPendingFields {
+                            payloads.templates.measure($0, limit: payloads.limit)
+                        }
+                        if case .failure(let error) = measured {
+                            rejected.insert(row.line)
+                            summary.rejects.append(
+                                InputReject(
+                                    file: file,
+                                    line: row.line,
+                                    value: row.token.hexString,
+                                    reason: error.message
+                                )
+                            )
+                            continue
+                        }
                     }
                     if seen != nil {
                         if let first = seen![row.token] {
@@ -304,6 +338,7 @@ public final class TokenSource: @unchecked Sendable {
             $0.summary = summary
             $0.rejectedLines = rejectedLines
             $0.columns = columns
+            $0.payloadColumns = payloadColumns
         }
         return summary
     }
@@ -312,6 +347,15 @@ public final class TokenSource: @unchecked Sendable {
     ///
     /// - Precondition: `validate()` has returned.
     public func nextChunk(maximumRows: Int) throws(InputError) -> [TokenRow]? {
+        var unused = RowFields()
+        return try self.nextChunk(maximumRows: maximumRows, fields: &unused)
+    }
+
+    /// The next rows to send, as `nextChunk(maximumRows:)`, and with `payloads` their fields, template and rendered
+    /// size in `fields` (refilled: what it held before is gone).
+    public func nextChunk(maximumRows: Int, fields: inout RowFields) throws(InputError) -> [TokenRow]? {
+        let payloads = self.payloads
+        if let payloads { fields.removeAll(columnCount: payloads.templates.columns.count) }
         let result: Result<[TokenRow]?, InputError> = self.state.withLockedValue { state in
             precondition(state.summary != nil, "validate() first")
             var rows: [TokenRow] = []
@@ -340,6 +384,21 @@ public final class TokenSource: @unchecked Sendable {
                         if let journal = state.journal {
                             let recorded = journal.state(file: state.fileIndex, line: good.line)
                             if recorded.isSettled || (recorded == .written && !state.resendWritten) { continue }
+                        }
+                        if let payloads {
+                            let start = fields.rowStart
+                            state.reader!.appendFields(columns: state.payloadColumns[state.fileIndex], to: &fields)
+                            switch fields.withPendingFields({ payloads.templates.measure($0, limit: payloads.limit) }) {
+                            case .success(let measured):
+                                fields.keep(good.reference, template: measured.template, payloadCount: measured.count)
+                            case .failure(let error):
+                                fields.dropRow(from: start)
+                                throw InputError(
+                                    file: self.files[state.fileIndex],
+                                    line: good.line,
+                                    message: "the file changed during the job: \(error.message)"
+                                )
+                            }
                         }
                         rows.append(good)
                     }
@@ -398,6 +457,61 @@ extension TokenSource {
     }
 }
 
+extension TokenSource {
+    /// Reads a row's payload fields again from its file (a row sent again after its chunk's fields were replaced),
+    /// into `fields` (refilled with that one row, measured).
+    ///
+    /// - Precondition: `validate()` has returned, and the source has `payloads`.
+    public func fields(at reference: RowReference, into fields: inout RowFields) throws(InputError) {
+        let payloads = self.payloads!
+        let (columns, descriptor) = self.state.withLockedValue {
+            ($0.payloadColumns[reference.file], $0.descriptors[reference.file])
+        }
+        fields.removeAll(columnCount: payloads.templates.columns.count)
+        var size = 4096
+        while size <= 1 << 20 {
+            var bytes = [UInt8](repeating: 0, count: size)
+            let count = bytes.withUnsafeMutableBytes {
+                pread(descriptor, $0.baseAddress, size, off_t(reference.offset))
+            }
+            guard count > 0 else { break }
+            let found: [CSVReader.Field]? = bytes.withUnsafeBufferPointer { all in
+                CSVReader.fields(ofRecordIn: UnsafeBufferPointer(rebasing: all[0..<count]), complete: count < size)
+            }
+            guard let found else {
+                size *= 4
+                continue
+            }
+            for column in columns {
+                guard column < found.count else {
+                    fields.appendMissing()
+                    continue
+                }
+                let field = found[column]
+                fields.beginField()
+                var cursor = field.start
+                while cursor < field.end {
+                    fields.bytes.append(bytes[cursor])
+                    cursor += field.hasEscapedQuotes && bytes[cursor] == UInt8(ascii: "\"") ? 2 : 1
+                }
+                fields.endField()
+            }
+            if case .success(let measured) = fields.withPendingFields({
+                payloads.templates.measure($0, limit: payloads.limit)
+            }) {
+                fields.keep(reference, template: measured.template, payloadCount: measured.count)
+                return
+            }
+            break
+        }
+        throw InputError(
+            file: self.files[reference.file],
+            line: nil,
+            message: "the file changed during the job (the row at byte \(reference.offset) no longer renders)"
+        )
+    }
+}
+
 /// Reads one file's rows: the token column of each record, parsed, or the reason it cannot be.
 final class RowReader {
     enum Row {
@@ -419,6 +533,8 @@ final class RowReader {
     private var pending: Row?
     /// The 0-based index of `options.registeredAt`, once the header is read.
     private var registrationColumn: Int?
+    /// The header row's names; nil when the file has none.
+    private(set) var headerNames: [String]?
 
     /// The 0-based index of the token column.
     var tokenColumn: Int { self.column ?? 0 }
@@ -443,6 +559,7 @@ final class RowReader {
             let wanted = name.lowercased()
             if let index = names.firstIndex(where: { $0.lowercased() == wanted }) {
                 self.column = index
+                self.headerNames = names
                 self.registrationColumn = try self.registrationIndex(names: names, line: line)
                 return
             }
@@ -477,6 +594,7 @@ final class RowReader {
             }
             let names =
                 self.pending == nil ? (0..<self.csv.fields.count).map { self.csv.string($0).trimmingSpaces } : nil
+            self.headerNames = names
             self.registrationColumn = try self.registrationIndex(names: names, line: line)
         }
     }
@@ -525,6 +643,19 @@ final class RowReader {
                 reason: "registration time is not UNIX seconds or ISO 8601"
             )
         )
+    }
+
+    /// Appends the current record's fields of `columns` (0-based; -1 or past the record: missing) to `fields`.
+    func appendFields(columns: [Int], to fields: inout RowFields) {
+        for column in columns {
+            if column >= 0 && column < self.csv.fields.count {
+                fields.beginField()
+                self.csv.appendField(column, to: &fields.bytes)
+                fields.endField()
+            } else {
+                fields.appendMissing()
+            }
+        }
     }
 
     /// Whether field `index` of the current record holds a token.

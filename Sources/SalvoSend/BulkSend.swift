@@ -35,7 +35,18 @@ public struct BulkSend: Sendable {
                 throw JobError(.input, "--suppress \(error.description)")
             }
         }
-        let source = TokenSource(files: request.files, options: request.input, suppression: suppression)
+        if request.payloads != nil, case .http2 = request.interface {
+            throw JobError(
+                .configuration,
+                "payload templates are sent over the binary interface only (--protocol binary)"
+            )
+        }
+        let source = TokenSource(
+            files: request.files,
+            options: request.input,
+            suppression: suppression,
+            payloads: request.payloads.map { RowPayloads(templates: $0, limit: request.payloadLimit) }
+        )
         let inputFiles = request.files.map { path in
             var status = stat()
             return InputFile(path: path, bytes: stat(path, &status) == 0 ? Int(status.st_size) : 0)

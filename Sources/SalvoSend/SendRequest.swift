@@ -21,6 +21,9 @@ public struct SendRequest: Sendable {
     public var suppress: String?
     /// Where the job keeps its journal, so that the same request run again resumes it (nil: no journal).
     public var journal: SendJournal?
+    /// A payload per row, rendered from the row's columns (nil: the interface's one payload for every row). Rows
+    /// that cannot be rendered, or render over the format's limit, are refused with their line.
+    public var payloads: PayloadTemplates?
 
     public init(
         files: [String],
@@ -28,7 +31,8 @@ public struct SendRequest: Sendable {
         interface: Interface,
         outputs: SendOutputs = SendOutputs(),
         suppress: String? = nil,
-        journal: SendJournal? = nil
+        journal: SendJournal? = nil,
+        payloads: PayloadTemplates? = nil
     ) {
         self.files = files
         self.input = input
@@ -36,6 +40,7 @@ public struct SendRequest: Sendable {
         self.outputs = outputs
         self.suppress = suppress
         self.journal = journal
+        self.payloads = payloads
     }
 
     /// The settings that change what is sent, by name, for the journal to compare between runs: the caller's
@@ -60,6 +65,14 @@ public struct SendRequest: Sendable {
             settings["headers"] = String(describing: headers)
         }
         return settings
+    }
+
+    /// The most a payload may hold on this interface: the binary command's limit, or the push type's over HTTP/2.
+    public var payloadLimit: PayloadLimit {
+        switch self.interface {
+        case .binary(let configuration): configuration.template.command.payloadLimit
+        case .http2(let configuration): (configuration.headers.pushType ?? .alert).payloadLimit
+        }
     }
 
     /// "HOST:PORT" of the gateway.

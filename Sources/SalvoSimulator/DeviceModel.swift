@@ -5,7 +5,8 @@ import APNSWire
 /// A device is offline when the plan lists it (or its token falls in the plan's offline fraction)
 /// until `onlineAt` (nil: for the whole run). While offline, APNs keeps only the newest
 /// notification per device (coalescing); one with expiry 0 is not stored at all; a command-0 notification
-/// carries no expiry and is stored like any other ("delivered regardless… can become stale"); a stored one
+/// carries no expiry and is stored like any other ("delivered regardless… can become stale"), and so is an
+/// HTTP/2 request without `apns-expiration` (APNs' storage policy; the ledger records `UInt32.max`); a stored one
 /// whose expiry has passed when the device comes back, or that waited longer than `storageLimit` seconds (the
 /// guide's "limited period"), is dropped. The device comes online at `onlineAt`
 /// and then displays what was stored (if still valid), and everything sent later as it arrives.

@@ -418,7 +418,8 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
                 token: token,
                 identifier: 0,
                 connection: self.connection,
-                expiry: passed.headers.expiration ?? 0,
+                // No apns-expiration: APNs stores the notification by its own policy, as long as the storage limit.
+                expiry: passed.headers.expiration ?? .max,
                 priority: passed.headers.priority?.rawValue ?? 10,
                 command: 3,
                 digest: digest

@@ -102,7 +102,8 @@ public struct Verdict: Codable, Sendable, Equatable {
         return lines.joined(separator: "\n")
     }
 
-    static func digestHex(_ digest: UInt64) -> String {
+    /// A payload digest (`TokenHash.digest`) as `Display.payloadDigest` writes it: 16 hex digits.
+    public static func digestHex(_ digest: UInt64) -> String {
         let hex = String(digest, radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
     }

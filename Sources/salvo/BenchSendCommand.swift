@@ -35,6 +35,12 @@ extension BenchCommand {
         @Flag(help: "Keep a journal of every row, as `send --journal` does (state file, reject log, 200 ms sync).")
         var journal = false
 
+        @Flag(
+            help:
+                "A payload per row: a template with two placeholders (a name, an :int badge) rendered from each row's columns."
+        )
+        var template = false
+
         func validate() throws {
             guard (1...50_000_000).contains(self.tokens) else {
                 throw ValidationError("--tokens is 1 to 50000000 (got \(self.tokens))")
@@ -59,11 +65,11 @@ extension BenchCommand {
             var expected: [DeviceToken] = []
             expected.reserveCapacity(self.tokens)
             let handle = try createFile(tokenFile)
-            var chunk = "token\n"
-            for _ in 0..<self.tokens {
+            var chunk = self.template ? "token,name,badge\n" : "token\n"
+            for index in 0..<self.tokens {
                 let token = generator.next()
                 expected.append(token)
-                chunk += token.hexString + "\n"
+                chunk += token.hexString + (self.template ? ",Customer \(index % 100_000),\(index % 100)\n" : "\n")
                 if chunk.utf8.count >= 1 << 20 {
                     handle.write(Data(chunk.utf8))
                     chunk = ""
@@ -76,17 +82,35 @@ extension BenchCommand {
                 json:
                     #"{"aps":{"alert":"Benchmark notification","badge":1,"sound":"default"},"campaign":"c-0001","p":"xxx"}"#
             )
-            let template = try FrameTemplate(command: .framed, payload: payload)
+            let payloads =
+                self.template
+                ? PayloadTemplates(
+                    try PayloadTemplate(
+                        json: Array(
+                            #"{"aps":{"alert":"Hello {{name}}, your order shipped","badge":"{{badge:int}}","sound":"default"},"campaign":"c-0001"}"#
+                                .utf8
+                        ),
+                        file: "bench-template.json"
+                    )
+                ) : nil
+            let template = try FrameTemplate(command: .framed, payload: payloads?.templates[0].probe ?? payload)
             let certificates = try CertificateFactory()
             let paths = try certificates.write(to: folder + "/certificates", topic: "com.example.bench")
             let credentials = GatewayCredentials(
                 identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
                 trustedCAFile: paths.ca
             )
-            print(
-                "\(self.tokens) notifications of \(template.frameByteCount) bytes, best of \(self.runs) run(s)"
-                    + (self.journal ? ", journal on" : "")
-            )
+            if payloads != nil {
+                print(
+                    "\(self.tokens) notifications, a payload per row (about 170-byte frames), best of \(self.runs) run(s)"
+                        + (self.journal ? ", journal on" : "")
+                )
+            } else {
+                print(
+                    "\(self.tokens) notifications of \(template.frameByteCount) bytes, best of \(self.runs) run(s)"
+                        + (self.journal ? ", journal on" : "")
+                )
+            }
             print("transport  shards  notifications/s  seconds  ledger")
             var failed = false
             for transportName in self.transports {
@@ -117,7 +141,10 @@ extension BenchCommand {
                             connections: shards,
                             transport: transport
                         )
-                        let source = TokenSource(files: [tokenFile])
+                        let source = TokenSource(
+                            files: [tokenFile],
+                            payloads: payloads.map { RowPayloads(templates: $0, limit: .binary) }
+                        )
                         let summary = try source.validate()
                         var journal: JobJournal?
                         if self.journal {

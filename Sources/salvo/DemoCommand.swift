@@ -207,7 +207,7 @@ extension DemoCommand {
         }
         let headers = try APNSRequestHeaders(
             pushType: .alert,
-            expiration: try self.delivery.expirySeconds(),
+            expiration: try self.delivery.http2Expiration(),
             priority: self.delivery.resolvedPriority(for: .alert),
             topic: topic
         )

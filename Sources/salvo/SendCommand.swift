@@ -22,8 +22,7 @@ struct SendCommand: AsyncParsableCommand {
     @Argument(help: "CSV files of device tokens.")
     var tokens: [String]
 
-    @Option(help: "The JSON payload file.")
-    var payload: String
+    @OptionGroup var payloads: PayloadOptions
 
     @Option(help: "HOST:PORT, or `production` / `sandbox` for Apple's gateways.")
     var gateway: String
@@ -154,6 +153,9 @@ struct SendCommand: AsyncParsableCommand {
         if self.wireProtocol == .h2 {
             try self.validateHeaderOptions()
             try self.validatePushType()
+            guard self.payloads.payload != nil else {
+                throw ValidationError("--payload-template and --payload-dir go with --protocol binary; give --payload")
+            }
         }
     }
 
@@ -163,18 +165,23 @@ struct SendCommand: AsyncParsableCommand {
 
     private func send() async throws {
         let interface: SendRequest.Interface
-        let what: String
+        var what: String
+        let templates = try self.payloads.templates()
         let observability = try await self.observe.start(label: "salvo.send")
         if self.wireProtocol == .h2 {
-            var configuration = try self.http2Configuration()
+            var configuration = try self.http2Configuration(templates)
             configuration.client.logger = observability.logger
             interface = .http2(configuration)
             what = "\(configuration.payload.byteCount) payload bytes over HTTP/2"
         } else {
-            var configuration = try self.binaryConfiguration()
+            var configuration = try self.binaryConfiguration(templates)
             configuration.logger = observability.logger
             interface = .binary(configuration)
             what = "\(configuration.template.frameByteCount) bytes"
+        }
+        if let templates {
+            let count = templates.templates.count
+            what = "a payload per row (\(count) template\(count == 1 ? "" : "s"))"
         }
         var input = self.input.tokenSourceOptions
         input.registeredAt = self.registeredAt.map { Int($0).map(TokenColumn.number) ?? .name($0) }
@@ -184,7 +191,8 @@ struct SendCommand: AsyncParsableCommand {
             interface: interface,
             outputs: self.output.outputs(unregistered: self.unregistered),
             suppress: self.suppress,
-            journal: self.journal.map { SendJournal(directory: $0, settings: self.journalSettings) }
+            journal: self.journal.map { SendJournal(directory: $0, settings: self.journalSettings) },
+            payloads: templates
         )
         // Either job stops in order on a signal: no new rows, 2 s for those in flight, then the record.
         let stop = JobStop(grace: .seconds(2))
@@ -213,15 +221,25 @@ struct SendCommand: AsyncParsableCommand {
     /// The options that change what is sent, as written (a relative expiry stays relative between runs).
     private var journalSettings: [String: String] {
         [
-            "--format": String(self.delivery.format), "--expiry": self.delivery.expiry,
+            "--format": String(self.delivery.format), "--expiry": self.delivery.expiry ?? "",
+            // A template's file: its contents are the job's payloads (a changed file is another job's).
+            "--payload-template": self.payloads.payloadTemplate.map { path in
+                (try? readFile(path)).map { "\(path) \(JobJournal.sha256($0))" } ?? path
+            } ?? "",
+            "--payload-dir": self.payloads.payloadDir.map { "\($0) (\(self.payloads.languageColumn))" } ?? "",
             "--priority": self.delivery.priority.map { String($0) } ?? "",
             "--topic": self.topic ?? "", "--push-type": self.pushType, "--collapse-id": self.collapseID ?? "",
         ]
     }
 
-    private func binaryConfiguration() throws -> BinaryJobConfiguration {
+    private func binaryConfiguration(_ templates: PayloadTemplates?) throws -> BinaryJobConfiguration {
         let gateway = try self.gatewayAddress()
-        let template = try self.delivery.template(payloadFile: self.payload)
+        // Every template's structure must suit the frame (priority rules); the first one's is the job's.
+        for template in templates?.templates.dropFirst() ?? [] {
+            _ = try self.delivery.template(payload: template.probe, file: template.file)
+        }
+        let shared = try self.payloads.sharedPayload(templates)
+        let template = try self.delivery.template(payload: shared.payload, file: shared.file)
         return try self.delivery.configuration(
             host: gateway.host,
             port: gateway.port,
@@ -231,14 +249,9 @@ struct SendCommand: AsyncParsableCommand {
         )
     }
 
-    private func http2Configuration() throws -> HTTP2JobConfiguration {
+    private func http2Configuration(_ templates: PayloadTemplates?) throws -> HTTP2JobConfiguration {
         let gateway = try self.gatewayAddress()
-        let payload: Payload
-        do {
-            payload = try Payload(jsonBytes: try readFile(self.payload))
-        } catch let error as PayloadError {
-            throw UserError("\(self.payload): \(error.message)")
-        }
+        let payload = try self.payloads.sharedPayload(templates).payload
         var client = HTTP2ClientConfiguration(
             host: gateway.host,
             port: gateway.port,
@@ -374,7 +387,7 @@ extension SendCommand {
     }
 
     fileprivate func requestHeaders() throws -> APNSRequestHeaders {
-        let expiration = try self.delivery.expirySeconds()
+        let expiration = try self.delivery.http2Expiration()
         do {
             return try APNSRequestHeaders(
                 pushType: APNSPushType(rawValue: self.pushType),

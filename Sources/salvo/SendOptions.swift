@@ -84,8 +84,11 @@ struct DeliveryOptions: ParsableArguments {
     @Option(help: "The binary command: 2 (framed, priority, 2048-byte payloads), 1 (enhanced), 0 (simple).")
     var format: UInt8 = 2
 
-    @Option(help: "Expiry: UNIX seconds, or +SECONDS from now; 0 = deliver once, do not store.")
-    var expiry: String = "0"
+    @Option(
+        help:
+            "Expiry: UNIX seconds, +SECONDS from now, or 0 = now or never (not stored for an offline device). Default: stored — HTTP/2 leaves apns-expiration out (APNs' storage policy), binary sends now + 30 days."
+    )
+    var expiry: String?
 
     @Option(
         help:
@@ -184,7 +187,7 @@ struct DeliveryOptions: ParsableArguments {
         for (option, value, range) in ranges where !range.contains(value) {
             throw ValidationError("\(option) is \(range.lowerBound) to \(range.upperBound) (got \(value))")
         }
-        _ = try self.expirySeconds()
+        _ = try self.http2Expiration()
         _ = try self.transportChoice()
     }
 
@@ -194,24 +197,49 @@ struct DeliveryOptions: ParsableArguments {
         NotificationPriority(rawValue: self.priority ?? (pushType == .background ? 5 : 10))
     }
 
-    func expirySeconds() throws -> UInt32 {
-        if self.expiry.hasPrefix("+"), let relative = UInt32(self.expiry.dropFirst()) {
-            return UInt32(wallClockSeconds()) &+ relative
+    /// How long a binary notification is stored for an offline device without `--expiry`: 30 days. APNs keeps a
+    /// notification "for a limited period" of its own choosing; an expiry at least that far ahead leaves the
+    /// decision to APNs, as HTTP/2 does when `apns-expiration` is left out, while a shorter one would drop
+    /// notifications APNs would still have delivered.
+    static let defaultStorageSeconds: UInt32 = 30 * 86_400
+
+    /// `--expiry` as `apns-expiration`: nil (the header left out, so APNs stores the notification by its own
+    /// policy) when the option is absent.
+    func http2Expiration() throws -> UInt32? {
+        guard let expiry = self.expiry else { return nil }
+        if expiry.hasPrefix("+"), let relative = UInt32(expiry.dropFirst()) {
+            return UInt32(truncatingIfNeeded: wallClockSeconds()) &+ relative
         }
-        guard let absolute = UInt32(self.expiry) else {
-            throw ValidationError("--expiry is UNIX seconds, +SECONDS or 0 (got \(self.expiry))")
+        guard let absolute = UInt32(expiry) else {
+            throw ValidationError("--expiry is UNIX seconds, +SECONDS or 0 (got \(expiry))")
         }
         return absolute
     }
 
+    /// `--expiry` as the binary frame's expiry: without the option, `defaultStorageSeconds` from now (the frame
+    /// has no way to say "APNs' policy").
+    func binaryExpiry() throws -> UInt32 {
+        try self.http2Expiration() ?? UInt32(truncatingIfNeeded: wallClockSeconds()) &+ Self.defaultStorageSeconds
+    }
+
     func template(payloadFile: String) throws -> FrameTemplate {
+        let payload: Payload
+        do {
+            payload = try Payload(jsonBytes: try readFile(payloadFile))
+        } catch let error as PayloadError {
+            throw UserError("\(payloadFile): \(error.message)")
+        }
+        return try self.template(payload: payload, file: payloadFile)
+    }
+
+    /// The frame of `payload` (read from `file`, named in messages) in the chosen command, expiry and priority.
+    func template(payload: Payload, file payloadFile: String) throws -> FrameTemplate {
         let command = FrameCommand(rawValue: self.format)!
         do {
-            let payload = try Payload(jsonBytes: try readFile(payloadFile))
             return try FrameTemplate(
                 command: command,
                 payload: payload,
-                expiry: try self.expirySeconds(),
+                expiry: try self.binaryExpiry(),
                 priority: self.resolvedPriority(for: nil)
             )
         } catch let error as PayloadError {

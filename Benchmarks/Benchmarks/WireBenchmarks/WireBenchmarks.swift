@@ -36,6 +36,56 @@ let benchmarks: @Sendable () -> Void = {
         blackHole(buffer.readableBytes)
     }
 
+    // A template with two placeholders (a name, a badge count) over 1024 rows of fields, as a chunk holds them.
+    let rowTemplates = PayloadTemplates(
+        try! PayloadTemplate(
+            json: Array(
+                #"{"aps":{"alert":"Hello {{name}}, your order shipped","badge":"{{badge:int}}","sound":"default"},"campaign":"c-0001"}"#
+                    .utf8
+            ),
+            file: "benchmark.json"
+        )
+    )
+    var fieldBytes: [UInt8] = []
+    var fieldBounds: [UInt32] = []
+    for index in 0..<1024 {
+        for value in ["Customer \"\(index)\" Ünal", String(index % 100)] {
+            fieldBounds.append(UInt32(fieldBytes.count))
+            fieldBytes.append(contentsOf: value.utf8)
+            fieldBounds.append(UInt32(fieldBytes.count))
+        }
+    }
+    let rowFrame = try! FrameTemplate(command: .framed, payload: rowTemplates.templates[0].probe)
+    Benchmark("PayloadTemplate measure and render into a command 2 frame, two placeholders") { benchmark in
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(batchFrames * rowFrame.frameByteCount(payloadCount: 200))
+        benchmark.startMeasurement()
+        fieldBytes.withUnsafeBytes { bytes in
+            fieldBounds.withUnsafeBufferPointer { bounds in
+                for index in benchmark.scaledIterations {
+                    if index % batchFrames == 0 { buffer.clear() }
+                    let row = index & 1023
+                    let fields = PayloadFields(
+                        bytes: bytes,
+                        bounds: UnsafeBufferPointer(rebasing: bounds[(row * 4)..<(row * 4 + 4)])
+                    )
+                    guard case .success(let (template, count)) = rowTemplates.measure(fields, limit: .binary) else {
+                        fatalError("every row renders")
+                    }
+                    rowFrame.write(
+                        token: tokens[row],
+                        identifier: UInt32(truncatingIfNeeded: index),
+                        payload: rowTemplates.templates[template],
+                        fields: fields,
+                        payloadCount: count,
+                        to: &buffer
+                    )
+                }
+            }
+        }
+        blackHole(buffer.readableBytes)
+    }
+
     let hexTokens: [[UInt8]] = tokens.map { Array($0.hexString.utf8) }
     Benchmark("DeviceToken hex decode") { benchmark in
         var sum: UInt64 = 0

@@ -1,0 +1,143 @@
+/// One row's fields as a payload template reads them: the field bytes (unescaped CSV text) and, per column of
+/// the templates' column list, where the field starts and ends in them.
+///
+/// A view over memory its owner keeps alive for the call (a chunk's field store, a scratch buffer): nothing is
+/// copied or retained.
+public struct PayloadFields {
+    /// A bound in `bounds` that marks a column the row does not have.
+    public static let missing = UInt32.max
+
+    @usableFromInline let bytes: UnsafeRawBufferPointer
+    /// Two per column: start and end offsets into `bytes` (start `missing`: no such field).
+    @usableFromInline let bounds: UnsafeBufferPointer<UInt32>
+
+    @inlinable
+    public init(bytes: UnsafeRawBufferPointer, bounds: UnsafeBufferPointer<UInt32>) {
+        self.bytes = bytes
+        self.bounds = bounds
+    }
+
+    /// The field of `column`, or nil when the row has none.
+    @inlinable @inline(__always)
+    public func field(_ column: Int) -> UnsafeRawBufferPointer? {
+        let start = self.bounds[2 * column]
+        guard start != Self.missing else { return nil }
+        let end = Int(self.bounds[2 * column + 1])
+        guard let base = self.bytes.baseAddress else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        return UnsafeRawBufferPointer(start: base + Int(start), count: end - Int(start))
+    }
+}
+
+/// JSON string escaping of raw UTF-8 field text, measured and written without allocating.
+@usableFromInline
+enum JSONEscaping {
+    /// The escaped size of `text`, or nil when it is not UTF-8.
+    @inlinable
+    static func escapedCount(_ text: UnsafeRawBufferPointer) -> Int? {
+        var count = 0
+        var index = 0
+        while index < text.count {
+            let byte = text[index]
+            if byte < 0x80 {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    count += 2
+                } else if byte < 0x20 {
+                    count += Self.shortEscape(byte) != 0 ? 2 : 6
+                } else {
+                    count += 1
+                }
+                index += 1
+                continue
+            }
+            let length = Self.sequenceLength(text, at: index)
+            guard length > 0 else { return nil }
+            count += length
+            index += length
+        }
+        return count
+    }
+
+    /// The length of the UTF-8 sequence starting at `index` (its first byte ≥ 0x80), or 0 when it is malformed.
+    @inlinable
+    static func sequenceLength(_ text: UnsafeRawBufferPointer, at index: Int) -> Int {
+        let first = text[index]
+        let length: Int
+        let low: UInt8
+        let high: UInt8
+        switch first {
+        case 0xC2...0xDF: (length, low, high) = (2, 0x80, 0xBF)
+        case 0xE0: (length, low, high) = (3, 0xA0, 0xBF)
+        case 0xE1...0xEC, 0xEE...0xEF: (length, low, high) = (3, 0x80, 0xBF)
+        case 0xED: (length, low, high) = (3, 0x80, 0x9F)
+        case 0xF0: (length, low, high) = (4, 0x90, 0xBF)
+        case 0xF1...0xF3: (length, low, high) = (4, 0x80, 0xBF)
+        case 0xF4: (length, low, high) = (4, 0x80, 0x8F)
+        default: return 0
+        }
+        guard index + length <= text.count else { return 0 }
+        let second = text[index + 1]
+        guard second >= low && second <= high else { return 0 }
+        for offset in 2..<max(2, length) where text[index + offset] & 0xC0 != 0x80 { return 0 }
+        return length
+    }
+
+    /// The letter of a two-byte escape for a control byte (`\n`, …), or 0 when it takes `\u00XX`.
+    @inlinable @inline(__always)
+    static func shortEscape(_ byte: UInt8) -> UInt8 {
+        switch byte {
+        case 0x08: UInt8(ascii: "b")
+        case 0x09: UInt8(ascii: "t")
+        case 0x0A: UInt8(ascii: "n")
+        case 0x0C: UInt8(ascii: "f")
+        case 0x0D: UInt8(ascii: "r")
+        default: 0
+        }
+    }
+
+    /// Writes `text` escaped into `out` at `offset`; returns the offset after it. The caller measured it.
+    @inlinable
+    static func escape(_ text: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer, at offset: Int) -> Int {
+        var offset = offset
+        for byte in text {
+            if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
+                precondition(offset < out.count)
+                out[offset] = byte
+                offset += 1
+                continue
+            }
+            let short = byte < 0x20 ? Self.shortEscape(byte) : byte
+            if short != 0 {
+                precondition(offset + 2 <= out.count)
+                out[offset] = UInt8(ascii: "\\")
+                out[offset + 1] = short
+                offset += 2
+            } else {
+                precondition(offset + 6 <= out.count)
+                let hex: StaticString = "0123456789abcdef"
+                out[offset] = UInt8(ascii: "\\")
+                out[offset + 1] = UInt8(ascii: "u")
+                out[offset + 2] = UInt8(ascii: "0")
+                out[offset + 3] = UInt8(ascii: "0")
+                out[offset + 4] = hex.utf8Start[Int(byte >> 4)]
+                out[offset + 5] = hex.utf8Start[Int(byte & 0xF)]
+                offset += 6
+            }
+        }
+        return offset
+    }
+
+    /// Whether `text` is a JSON integer: an optional minus, then 0 or digits not starting with 0 (at most 19).
+    @inlinable
+    static func isInteger(_ text: UnsafeRawBufferPointer) -> Bool {
+        var index = 0
+        if index < text.count && text[index] == UInt8(ascii: "-") { index += 1 }
+        let digits = text.count - index
+        guard digits >= 1 && digits <= 19 else { return false }
+        if text[index] == UInt8(ascii: "0") && digits > 1 { return false }
+        while index < text.count {
+            guard text[index] >= UInt8(ascii: "0") && text[index] <= UInt8(ascii: "9") else { return false }
+            index += 1
+        }
+        return true
+    }
+}
