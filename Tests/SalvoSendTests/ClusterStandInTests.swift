@@ -50,7 +50,9 @@ import Glibc
         let signingKey = try DevelopmentSigningKey.ensure(in: folder.path)
         if wire == .binary {
             if !Self.fast {
-                configuration.plan.slowReader = FaultPlan.SlowReader(chunkSize: 4096, delayMilliseconds: 20)
+                // About 50 KB/s per connection: a worker's share takes seconds, so the kill lands mid-run even on
+                // an idle machine.
+                configuration.plan.slowReader = FaultPlan.SlowReader(chunkSize: 1024, delayMilliseconds: 20)
             }
         } else {
             var providerKey = signingKey.providerKey
