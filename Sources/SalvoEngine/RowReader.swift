@@ -1,0 +1,202 @@
+import APNSWire
+
+/// Reads one file's rows: the token column of each record, parsed, or the reason it cannot be.
+final class RowReader {
+    enum Row {
+        case token(TokenRow)
+        case reject(InputReject)
+    }
+
+    /// A row's registration time: known (nil when not given), or a field that is not a time.
+    enum Registration {
+        case known(Int64?)
+        case unreadable(InputReject)
+    }
+
+    let path: String
+    let fileIndex: Int
+    private let csv: CSVReader
+    private var column: Int?
+    private let options: TokenSource.Options
+    private var pending: Row?
+    /// The 0-based index of `options.registeredAt`, once the header is read.
+    private var registrationColumn: Int?
+    /// The header row's names; nil when the file has none.
+    private(set) var headerNames: [String]?
+
+    /// The 0-based index of the token column.
+    var tokenColumn: Int { self.column ?? 0 }
+
+    init(path: String, fileIndex: Int, options: TokenSource.Options) throws(InputError) {
+        self.path = path
+        self.fileIndex = fileIndex
+        self.options = options
+        self.csv = try CSVReader(path: path)
+        try self.readHeader()
+    }
+
+    private func readHeader() throws(InputError) {
+        guard let line = try self.csv.next() else { return }
+        switch self.options.column {
+        case .name(let name):
+            guard self.options.header != .absent else {
+                throw InputError(file: self.path, line: nil, message: "a column chosen by name needs a header row")
+            }
+            let names = (0..<self.csv.fields.count).map { self.csv.string($0).trimmingSpaces }
+            // Header names are matched without regard to case ("Token", "TOKEN").
+            let wanted = name.lowercased()
+            if let index = names.firstIndex(where: { $0.lowercased() == wanted }) {
+                self.column = index
+                self.headerNames = names
+                self.registrationColumn = try self.registrationIndex(names: names, line: line)
+                return
+            }
+            // No header at all: a plain list whose first row already holds a token is data from its first row.
+            if self.options.header == .auto,
+                let index = (0..<self.csv.fields.count).first(where: { self.isToken(field: $0) })
+            {
+                self.column = index
+                self.pending = self.row(line: line)
+                self.registrationColumn = try self.registrationIndex(names: nil, line: line)
+                return
+            }
+            throw InputError(
+                file: self.path,
+                line: line,
+                message: "no column named '\(name)' in the header (it has: \(names.joined(separator: ", ")))"
+            )
+        case .number(let number):
+            guard number >= 1 else {
+                throw InputError(file: self.path, line: nil, message: "column numbers start at 1 (got \(number))")
+            }
+            self.column = number - 1
+            switch self.options.header {
+            case .present:
+                break
+            case .absent:
+                self.pending = self.row(line: line)
+            case .auto:
+                // The first row is data when its token column holds a token.
+                let first = self.row(line: line)
+                if case .token = first { self.pending = first }
+            }
+            let names =
+                self.pending == nil ? (0..<self.csv.fields.count).map { self.csv.string($0).trimmingSpaces } : nil
+            self.headerNames = names
+            self.registrationColumn = try self.registrationIndex(names: names, line: line)
+        }
+    }
+
+    /// Where `options.registeredAt` is, given the header's names (nil: the file has no header row).
+    private func registrationIndex(names: [String]?, line: Int) throws(InputError) -> Int? {
+        switch self.options.registeredAt {
+        case nil:
+            return nil
+        case .number(let number):
+            guard number >= 1 else {
+                throw InputError(file: self.path, line: nil, message: "column numbers start at 1 (got \(number))")
+            }
+            return number - 1
+        case .name(let name):
+            guard let names else {
+                throw InputError(
+                    file: self.path,
+                    line: nil,
+                    message: "--registered-at '\(name)' needs a header row; give the column's number instead"
+                )
+            }
+            guard let index = names.firstIndex(where: { $0.lowercased() == name.lowercased() }) else {
+                throw InputError(
+                    file: self.path,
+                    line: line,
+                    message: "no column named '\(name)' in the header (it has: \(names.joined(separator: ", ")))"
+                )
+            }
+            return index
+        }
+    }
+
+    /// The current record's registration time (`Options.registeredAt`): nil when no column is chosen or the field
+    /// is empty; a reject naming the value when it is neither UNIX seconds nor ISO 8601.
+    func registrationTime(line: Int) -> Registration {
+        guard let column = self.registrationColumn, column < self.csv.fields.count else { return .known(nil) }
+        let value = self.csv.string(column)
+        if value.trimmingSpaces.isEmpty { return .known(nil) }
+        if let time = self.csv.withField(column, UnixTime.parse) { return .known(time) }
+        return .unreadable(
+            InputReject(
+                file: self.path,
+                line: line,
+                value: value.count > 80 ? String(value.prefix(77)) + "..." : value,
+                reason: "registration time is not UNIX seconds or ISO 8601"
+            )
+        )
+    }
+
+    /// Appends the current record's fields of `columns` (0-based; -1 or past the record: missing) to `fields`.
+    func appendFields(columns: [Int], to fields: inout RowFields) {
+        for column in columns {
+            if column >= 0 && column < self.csv.fields.count {
+                fields.beginField()
+                self.csv.appendField(column, to: &fields.bytes)
+                fields.endField()
+            } else {
+                fields.appendMissing()
+            }
+        }
+    }
+
+    /// Whether field `index` of the current record holds a token.
+    private func isToken(field index: Int) -> Bool {
+        self.csv.withField(index) { bytes in (try? self.options.encoding.token(bytes)) != nil }
+    }
+
+    func next() throws(InputError) -> Row? {
+        if let pending = self.pending {
+            self.pending = nil
+            return pending
+        }
+        guard let line = try self.csv.next() else { return nil }
+        return self.row(line: line)
+    }
+
+    private func row(line: Int) -> Row {
+        let column = self.column!
+        guard column < self.csv.fields.count else {
+            return .reject(
+                InputReject(
+                    file: self.path,
+                    line: line,
+                    value: "",
+                    reason: "the row has \(self.csv.fields.count) column(s); the token is in column \(column + 1)"
+                )
+            )
+        }
+        let parsed: Result<DeviceToken, DeviceTokenError> = self.csv.withField(column) { bytes in
+            Result { () throws(DeviceTokenError) in try self.options.encoding.token(bytes) }
+        }
+        switch parsed {
+        case .success(let token):
+            return .token(
+                TokenRow(
+                    token: token,
+                    line: line,
+                    reference: RowReference(file: self.fileIndex, offset: self.csv.recordOffset)
+                )
+            )
+        case .failure(let error):
+            var value = self.csv.string(column)
+            if value.count > 80 { value = String(value.prefix(77)) + "..." }
+            return .reject(InputReject(file: self.path, line: line, value: value, reason: error.description))
+        }
+    }
+}
+
+extension String {
+    var trimmingSpaces: String {
+        var text = Substring(self)
+        while text.first == " " { text = text.dropFirst() }
+        while text.last == " " { text = text.dropLast() }
+        return String(text)
+    }
+}
