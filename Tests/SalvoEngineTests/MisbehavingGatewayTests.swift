@@ -64,7 +64,8 @@ import Testing
         let started = clock.now
         let result = try await Self.run(try Self.configuration(port: gateway.port), file: file)
         let elapsed = clock.now - started
-        #expect(elapsed < .seconds(8), "the barrier waited \(elapsed)")
+        // The answer timeout is 1 s here; the default is 10 s. Under a loaded test run the job itself takes seconds.
+        #expect(elapsed < .seconds(9), "the barrier waited \(elapsed)")
         #expect(result.report.unansweredBarriers == 1)
         #expect(result.report.presumed == 200, "every row was read by the gateway, long enough ago")
         #expect(result.report.confirmed == 0)
@@ -82,7 +83,8 @@ import Testing
         }
         #expect(error?.code == .unreachable)
         #expect(error?.message.contains("not an APNs error response (first bytes 48545450") == true)
-        #expect(clock.now - started < .seconds(5))
+        // At once, against retrying until the 60 s give-up: a loaded test run adds seconds to the handshake.
+        #expect(clock.now - started < .seconds(30))
         #expect(gateway.acceptedConnections == 1, "junk is not retried")
     }
 
@@ -97,7 +99,8 @@ import Testing
         }
         #expect(error?.code == .unreachable)
         #expect(error?.message.contains("cannot resolve host no-such-host.invalid") == true)
-        #expect(clock.now - started < .seconds(10))
+        // At once, against retrying until the 60 s give-up.
+        #expect(clock.now - started < .seconds(30))
     }
 
     @Test func aPlainTextServiceOnThePortStopsAtOnce() async throws {
@@ -112,6 +115,7 @@ import Testing
         }
         #expect(error?.code == .unreachable)
         #expect(error?.message.contains("is not a TLS handshake") == true, "\(String(describing: error))")
-        #expect(clock.now - started < .seconds(5))
+        // At once, against retrying until the 60 s give-up: a loaded test run adds seconds to the handshake.
+        #expect(clock.now - started < .seconds(30))
     }
 }
