@@ -38,3 +38,15 @@ struct CertificateOptions: ParsableArguments {
         return GatewayCredentials(identity: identity, trustedCAFile: self.ca)
     }
 }
+
+/// HTTP/2 token authentication (shared by `send` and `check`): the signing key and its ids.
+struct SigningKeyOptions: ParsableArguments {
+    @Option(help: "HTTP/2 token authentication: the signing key (AuthKey_<key id>.p8), instead of a certificate.")
+    var authKey: String?
+
+    @Option(name: .customLong("key-id"), help: "The signing key's 10-character key id (with --auth-key).")
+    var keyID: String?
+
+    @Option(name: .customLong("team-id"), help: "The 10-character team id (with --auth-key).")
+    var teamID: String?
+}

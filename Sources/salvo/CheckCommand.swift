@@ -36,14 +36,7 @@ struct CheckCommand: AsyncParsableCommand {
     @Option(name: .customLong("protocol"), help: "binary, h2, or both (the handshake with each gateway).")
     var wireProtocol: CheckProtocol = .binary
 
-    @Option(help: "HTTP/2 token authentication: the signing key (AuthKey_<key id>.p8), instead of a certificate.")
-    var authKey: String?
-
-    @Option(name: .customLong("key-id"), help: "The signing key's 10-character key id (with --auth-key).")
-    var keyID: String?
-
-    @Option(name: .customLong("team-id"), help: "The 10-character team id (with --auth-key).")
-    var teamID: String?
+    @OptionGroup var signingKey: SigningKeyOptions
 
     @Option(help: "The topic (bundle id) to send to: checked against the certificate's topics.")
     var topic: String?
@@ -78,7 +71,7 @@ struct CheckCommand: AsyncParsableCommand {
         guard (1...300).contains(self.timeout) else {
             throw ValidationError("--timeout is 1 to 300 (got \(self.timeout))")
         }
-        if self.authKey != nil {
+        if self.signingKey.authKey != nil {
             guard self.wireProtocol == .h2 else { throw ValidationError("--auth-key needs --protocol h2") }
             guard !self.certificate.isAnyGiven else {
                 throw ValidationError("give --auth-key or a certificate, not both")
@@ -92,8 +85,8 @@ struct CheckCommand: AsyncParsableCommand {
     func run() async throws {
         let (binary, http2) = try self.addresses()
         let credentials: Preflight.Request.Credentials =
-            if let authKey {
-                .signingKey(file: authKey, keyID: self.keyID, teamID: self.teamID)
+            if let authKey = self.signingKey.authKey {
+                .signingKey(file: authKey, keyID: self.signingKey.keyID, teamID: self.signingKey.teamID)
             } else {
                 .certificate(
                     certificateFile: self.certificate.cert,

@@ -32,14 +32,7 @@ struct SendCommand: AsyncParsableCommand {
     @Option(name: .customLong("protocol"), help: "binary (the binary provider interface) or h2 (the HTTP/2 API).")
     var wireProtocol: WireProtocol = .binary
 
-    @Option(help: "HTTP/2 token authentication: the signing key (AuthKey_<key id>.p8), instead of a certificate.")
-    var authKey: String?
-
-    @Option(name: .customLong("key-id"), help: "The signing key's 10-character key id (with --auth-key).")
-    var keyID: String?
-
-    @Option(name: .customLong("team-id"), help: "The 10-character team id (with --auth-key).")
-    var teamID: String?
+    @OptionGroup var signingKey: SigningKeyOptions
 
     @Option(help: "HTTP/2 apns-topic: the app's bundle id (required with --auth-key).")
     var topic: String?
@@ -121,7 +114,9 @@ struct SendCommand: AsyncParsableCommand {
                     "--provider-token-file needs --protocol h2 (the binary interface takes certificates only)"
                 )
             }
-            guard self.authKey == nil, self.keyID == nil, self.teamID == nil, self.tokenCache == nil else {
+            guard self.signingKey.authKey == nil, self.signingKey.keyID == nil, self.signingKey.teamID == nil,
+                self.tokenCache == nil
+            else {
                 throw ValidationError(
                     "--provider-token-file \(file) holds the token: leave out --auth-key, --key-id, --team-id and --token-cache"
                 )
@@ -130,11 +125,11 @@ struct SendCommand: AsyncParsableCommand {
                 throw ValidationError("give --provider-token-file or a certificate, not both")
             }
             guard self.topic != nil else { throw ValidationError("--provider-token-file needs --topic") }
-        } else if self.wireProtocol == .h2 && self.authKey != nil {
+        } else if self.wireProtocol == .h2 && self.signingKey.authKey != nil {
             guard !self.certificate.isAnyGiven else {
                 throw ValidationError("give --auth-key or a certificate, not both")
             }
-            guard self.keyID != nil, self.teamID != nil, self.topic != nil else {
+            guard self.signingKey.keyID != nil, self.signingKey.teamID != nil, self.topic != nil else {
                 throw ValidationError("--auth-key needs --key-id, --team-id and --topic")
             }
         } else {
@@ -145,7 +140,7 @@ struct SendCommand: AsyncParsableCommand {
                         : "give --cert and --key, or --pkcs12"
                 )
             }
-            guard self.wireProtocol == .h2 || self.authKey == nil else {
+            guard self.wireProtocol == .h2 || self.signingKey.authKey == nil else {
                 throw ValidationError("--auth-key needs --protocol h2 (the binary interface takes certificates only)")
             }
         }
@@ -301,8 +296,12 @@ extension SendCommand {
                 )
                 return .token(ProviderToken(file: file))
             }
-            if let authKey {
-                let signer = try JWTSigner(p8File: authKey, keyID: self.keyID!, teamID: self.teamID!)
+            if let authKey = self.signingKey.authKey {
+                let signer = try JWTSigner(
+                    p8File: authKey,
+                    keyID: self.signingKey.keyID!,
+                    teamID: self.signingKey.teamID!
+                )
                 let path =
                     self.tokenCache
                     ?? ProviderTokenCache.defaultPath(environment: ProcessInfo.processInfo.environment)
@@ -344,7 +343,7 @@ extension SendCommand {
                 throw ValidationError("--collapse-id is \(collapseID.utf8.count) bytes; APNs takes at most 64")
             }
         }
-        for (flag, value) in [("--key-id", self.keyID), ("--team-id", self.teamID)] {
+        for (flag, value) in [("--key-id", self.signingKey.keyID), ("--team-id", self.signingKey.teamID)] {
             guard let value else { continue }
             guard value.count == 10, value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
                 throw ValidationError("\(flag) is 10 letters and digits, as Apple issues it (got '\(value)')")

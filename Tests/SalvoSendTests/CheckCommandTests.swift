@@ -17,26 +17,15 @@ import Testing
 
     /// Runs `salvo` in a fresh folder holding `tokens.csv` and `payload.json`; its status and standard output.
     private func salvo(_ arguments: [String]) throws -> (status: Int32, output: String)? {
-        guard let salvo = InterruptionTests.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return nil
-        }
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-check-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        try Data(("token\n" + String(repeating: "ab", count: 32) + "\nbad\n").utf8)
-            .write(to: folder.appendingPathComponent("tokens.csv"))
-        try Data(#"{"aps":{"alert":"hi"}}"#.utf8).write(to: folder.appendingPathComponent("payload.json"))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, text)
+        try runSalvo(
+            arguments,
+            files: [
+                "tokens.csv": "token\n" + String(repeating: "ab", count: 32) + "\nbad\n",
+                "payload.json": #"{"aps":{"alert":"hi"}}"#,
+            ],
+            folderPrefix: "salvo-check",
+            readStandardError: false
+        ).map { ($0.status, $0.text) }
     }
 
     private func arguments(port: Int, _ extra: [String] = []) -> [String] {

@@ -8,26 +8,15 @@ import Testing
     /// Runs `salvo` with `arguments` in a fresh folder holding `tokens.csv` and `payload.json`; its exit status
     /// and standard error.
     private func salvo(_ arguments: [String]) throws -> (status: Int32, error: String)? {
-        guard let salvo = InterruptionTests.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return nil
-        }
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-cli-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        try Data(("token\n" + String(repeating: "ab", count: 32) + "\n").utf8)
-            .write(to: folder.appendingPathComponent("tokens.csv"))
-        try Data(#"{"aps":{"alert":"hi"}}"#.utf8).write(to: folder.appendingPathComponent("payload.json"))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = arguments
-        let error = Pipe()
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = error
-        try process.run()
-        let text = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, text)
+        try runSalvo(
+            arguments,
+            files: [
+                "tokens.csv": "token\n" + String(repeating: "ab", count: 32) + "\n",
+                "payload.json": #"{"aps":{"alert":"hi"}}"#,
+            ],
+            folderPrefix: "salvo-cli",
+            readStandardError: true
+        ).map { ($0.status, $0.text) }
     }
 
     /// An HTTP/2 send to port 9 of the loopback (nothing listens), with one option changed.
