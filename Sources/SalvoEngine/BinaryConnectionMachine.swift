@@ -44,7 +44,8 @@ struct BinaryConnectionMachine {
         case needRows
         /// Write the encoded batch now (`flushed`), then write again.
         case flush
-        /// Call `flushDue` (and write again) after this many nanoseconds.
+        /// Call `flushDue` (and write again) after this many nanoseconds: a batch to flush by age, or a full flight
+        /// whose quiet time runs out.
         case scheduleFlush(afterNanoseconds: UInt64)
         /// Append the barrier with this identifier to the batch and write it (`flushed`); then wait.
         case writeBarrier(identifier: UInt32)
@@ -112,6 +113,22 @@ struct BinaryConnectionMachine {
         /// Rows presumed on this connection: an answer that proves them (an error response for a later row, the
         /// barrier's) makes them confirmed.
         var presumed = 0
+        /// When the last batch was written, and when a row last settled on this connection (0: never).
+        var lastFlushAt: UInt64 = 0
+        var lastSettledAt: UInt64 = 0
+    }
+
+    /// Rows suspected of making the gateway drop connections without an answer (command 0 has no error response;
+    /// a row the gateway cannot take ends the connection, and resending it would end every connection after),
+    /// being bisected: the first half of the suspects goes alone on a connection (`probeWritten`) and settles
+    /// (commands 1 and 2: the barrier's answer; command 0: presumed) — the rest are the suspects — or drops the
+    /// connection — it is the suspects, and the rest go back to the queue. A single row that drops the connection
+    /// `poisonDrops` times alone is left uncertain (`connectionDropped`), never sent again.
+    struct Isolation: Equatable {
+        var suspects: Deque<TokenRow>
+        var probeWritten = false
+        /// Connections the single remaining suspect dropped, alone.
+        var soloDrops = 0
     }
 
     private(set) var state = State.idle
@@ -136,6 +153,23 @@ struct BinaryConnectionMachine {
     /// When the job (this shard, or another through `noteProgress`) last settled a row; 0 before the start.
     private(set) var lastProgressAt: UInt64 = 0
     private var generator: SplitMix64
+    /// The gateway's answer time, smoothed: from writing a batch to the error response naming one of its rows,
+    /// or from writing the barrier to its answer. 0 until measured.
+    private(set) var answerLatency: UInt64 = 0
+    /// When deliberate closes (a barrier before the end of the job) happened in the last minute.
+    private var deliberateCloses: Deque<UInt64> = []
+    /// Rows of the last connection that dropped with no answer, sent again first: when the next connection drops
+    /// before they settle, they are the suspects (`isolation`).
+    private var carried = 0
+    private(set) var isolation: Isolation?
+
+    /// The connect budget: barriers before the end of the job, which close a healthy connection on purpose, at
+    /// most this many a minute per shard (reconnects that errors force are not counted: the gateway chose them).
+    static let deliberateClosesPerMinute = 6
+    /// How long a full flight waits for an answer before it grows, until the answer time is measured.
+    static let initialQuiet: UInt64 = 100_000_000
+    /// A suspect row sent alone is left uncertain after dropping this many connections.
+    static let poisonDrops = 2
 
     init(configuration: Configuration, files: [String], seed: UInt64, journal: RowJournal? = nil) {
         self.configuration = configuration
@@ -147,7 +181,15 @@ struct BinaryConnectionMachine {
     }
 
     /// Whether every row this shard took is settled and nothing more will come.
-    var isDone: Bool { self.exhausted && self.pending.isEmpty && self.window.isEmpty }
+    var isDone: Bool { self.exhausted && self.pending.isEmpty && self.window.isEmpty && self.isolation == nil }
+
+    /// How long a full flight waits for an error before it grows: a little longer than the gateway takes to
+    /// answer (an error for a row in the flight would have come by then), at least 2 ms, at most the settle time.
+    var flightQuiet: UInt64 {
+        guard self.answerLatency > 0 else { return min(Self.initialQuiet, self.configuration.settleNanoseconds) }
+        let quiet = self.answerLatency + self.answerLatency / 4
+        return min(max(quiet, 2_000_000), max(self.configuration.settleNanoseconds, 2_000_000))
+    }
 
     // MARK: - Connections
 
@@ -230,12 +272,15 @@ struct BinaryConnectionMachine {
     ) -> Action {
         switch self.state {
         case .open(let open):
-            let settlement: SentWindow.Settlement
+            var settlement: SentWindow.Settlement
             do {
                 settlement = try self.window.abandon(sentThrough: sentThrough, resolve: resolve)
             } catch {
                 return self.fail(.input, "\(error)")
             }
+            var remote = false
+            if case .remote = cause { remote = true }
+            self.suspect(&settlement, dropped: remote, presumedHere: open.presumed)
             self.settle(settlement)
             switch cause {
             case .local: self.endCause = open.misbehaved ? ReconnectCause.silent : ReconnectCause.closedLocally
@@ -252,6 +297,7 @@ struct BinaryConnectionMachine {
             if cause != .local || open.misbehaved { self.failures = open.settledAny ? 1 : self.failures + 1 }
         case .answered:
             self.failures = 0
+            self.carried = 0
         case .idle, .connecting, .finished, .failed:
             return .none
         }
@@ -280,6 +326,7 @@ struct BinaryConnectionMachine {
     mutating func interrupt() -> Action {
         for row in self.pending { self.outcomes.leave(row, .unsent) }
         self.pending.removeAll()
+        self.leaveSuspects()
         self.exhausted = true
         switch self.state {
         case .open:
@@ -305,6 +352,14 @@ struct BinaryConnectionMachine {
         }
         for row in self.pending { self.outcomes.leave(row, .unsent) }
         self.pending.removeAll()
+        self.leaveSuspects()
+    }
+
+    /// Suspects waiting for their probe were written before, with no answer: unanswered when the job stops.
+    private mutating func leaveSuspects() {
+        guard let isolation = self.isolation else { return }
+        for row in isolation.suspects { self.outcomes.leave(row, .unanswered) }
+        self.isolation = nil
     }
 
     private mutating func reconnectAction(now: UInt64) -> Action {
@@ -371,6 +426,11 @@ struct BinaryConnectionMachine {
         encode: (TokenRow, UInt32) -> Int
     ) -> Action {
         guard case .open(var open) = self.state, !open.barrierWritten else { return .none }
+        if self.isolation != nil {
+            let action = self.writeProbe(&open, now: now, encode: encode)
+            self.state = .open(open)
+            return action
+        }
         let configuration = self.configuration
         let expired = configuration.expiry != 0 && UInt64(max(0, wallSeconds)) > UInt64(configuration.expiry)
         let limit = min(self.flightLimit, configuration.windowCapacity)
@@ -406,13 +466,18 @@ struct BinaryConnectionMachine {
         } else if drained && self.window.isEmpty {
             self.state = .finished
             return .finish
-        } else if (drained || flightFull) && !self.window.isEmpty && configuration.command != .simple {
-            // The end, or a full flight: a barrier settles everything written, at the cost of one reconnect,
-            // rather than waiting for rows to be presumed (which a slow gateway, or a small flight, may never
-            // allow).
+        } else if drained && !self.window.isEmpty && configuration.command != .simple {
+            // The end: a barrier settles everything written, at the cost of one close, rather than waiting for
+            // rows to be presumed (which the last rows, within the gateway's receive buffer, never are).
             open.barrierWritten = true
             open.barrierAt = now
             action = .writeBarrier(identifier: self.window.record(SentWindow.barrierRow))
+        } else if flightFull && !self.window.isEmpty {
+            action = self.fullFlight(&open, limit: limit, now: now)
+            if action == .write {
+                self.state = .open(open)
+                return self.writeSized(queuedBytes: queuedBytes, now: now, wallSeconds: wallSeconds, encode: encode)
+            }
         } else if open.unflushedBytes > 0 {
             if configuration.flush.shouldFlush(
                 pendingBytes: open.unflushedBytes,
@@ -435,15 +500,134 @@ struct BinaryConnectionMachine {
         return action
     }
 
+    /// A full flight, before the end of the job, with everything flushed. Closing a healthy connection on purpose is
+    /// what the push service calls an attack pattern, so no barrier here:
+    /// - below the window's capacity (errors shrank the flight), the flight doubles once it has been quiet for
+    ///   `flightQuiet` — an error for one of its rows would have come by then — and the rows stay unsettled until an
+    ///   answer proves them or they are presumed;
+    /// - at the capacity, rows are presumed as the gateway reads them (`tick`); only a window nothing settles for
+    ///   twice the settle time (one too small to outgrow the gateway's receive buffer) gets a barrier, within the
+    ///   connect budget (`deliberateClosesPerMinute`).
+    private mutating func fullFlight(_ open: inout Open, limit: Int, now: UInt64) -> Action {
+        let quietSince = max(open.lastFlushAt, open.lastSettledAt)
+        if limit < self.configuration.windowCapacity {
+            let due = quietSince &+ self.flightQuiet
+            guard now >= due else { return self.wake(&open, at: due, now: now) }
+            self.flightLimit = min(self.configuration.windowCapacity, 2 * self.flightLimit)
+            return .write
+        }
+        guard self.configuration.command != .simple else { return .none }
+        let due = quietSince &+ 2 * self.configuration.settleNanoseconds
+        guard now >= due else { return self.wake(&open, at: due, now: now) }
+        let minute: UInt64 = 60_000_000_000
+        while let first = self.deliberateCloses.first, now >= first &+ minute { self.deliberateCloses.removeFirst() }
+        if self.deliberateCloses.count >= Self.deliberateClosesPerMinute, let first = self.deliberateCloses.first {
+            return self.wake(&open, at: first &+ minute, now: now)
+        }
+        self.deliberateCloses.append(now)
+        open.barrierWritten = true
+        open.barrierAt = now
+        return .writeBarrier(identifier: self.window.record(SentWindow.barrierRow))
+    }
+
+    /// Asks to be woken (`flushDue`) at `due`, unless a wake is already asked for.
+    private func wake(_ open: inout Open, at due: UInt64, now: UInt64) -> Action {
+        guard !open.flushScheduled else { return .none }
+        open.flushScheduled = true
+        return .scheduleFlush(afterNanoseconds: max(due &- now, 1))
+    }
+
+    /// Writes while rows are isolated: the probe (the first half of the suspects) alone, then, for commands 1 and 2,
+    /// the barrier whose answer proves it; command 0 waits for it to be presumed.
+    private mutating func writeProbe(_ open: inout Open, now: UInt64, encode: (TokenRow, UInt32) -> Int) -> Action {
+        guard var isolation = self.isolation else { return .none }
+        if !isolation.probeWritten {
+            let count = (isolation.suspects.count + 1) / 2
+            for _ in 0..<count {
+                let row = isolation.suspects.removeFirst()
+                let size = encode(row, self.window.record(row))
+                if open.unflushedSince == nil { open.unflushedSince = now }
+                open.unflushedBytes += size
+                open.unflushedRows += 1
+            }
+            isolation.probeWritten = true
+            self.isolation = isolation
+            return .flush
+        }
+        if open.unflushedBytes > 0 { return .flush }
+        guard self.configuration.command != .simple, !self.window.isEmpty else { return .none }
+        open.barrierWritten = true
+        open.barrierAt = now
+        return .writeBarrier(identifier: self.window.record(SentWindow.barrierRow))
+    }
+
+    /// The probe settled without dropping the connection: its rows are cleared, the rest of the suspects are
+    /// probed next (none left: the drops were not theirs, and isolation ends).
+    private mutating func probeSettled() {
+        guard var isolation = self.isolation, isolation.probeWritten, self.window.isEmpty else { return }
+        isolation.probeWritten = false
+        isolation.soloDrops = 0
+        self.isolation = isolation.suspects.isEmpty ? nil : isolation
+    }
+
+    /// A connection ended with no answer (`dropped`: the gateway ended it). Rows written on it that were already
+    /// suspects, or that the connection before left and this one did not settle, become (or stay) isolated: taken
+    /// out of `settlement`, they wait in `isolation` instead of the queue. Only with the resend policy (otherwise a
+    /// dropped row is left uncertain at once and never rides another connection).
+    private mutating func suspect(_ settlement: inout SentWindow.Settlement, dropped: Bool, presumedHere: Int) {
+        let uncertain = settlement.uncertain.filter { !$0.isBarrier }.map(\.row)
+        if var isolation = self.isolation {
+            guard isolation.probeWritten else { return }
+            let probe = uncertain + settlement.unsent.filter { !$0.isBarrier }.map(\.row)
+            settlement.uncertain = []
+            settlement.unsent = []
+            isolation.probeWritten = false
+            guard dropped, !uncertain.isEmpty else {
+                // No verdict (the probe never reached the gateway, or we left it): probed again.
+                isolation.suspects.prepend(contentsOf: probe)
+                self.isolation = isolation
+                return
+            }
+            // The probe dropped the connection: it holds the culprit; the untested rest goes back to the queue.
+            self.pending.prepend(contentsOf: isolation.suspects)
+            isolation.suspects = Deque(probe)
+            isolation.soloDrops = probe.count == 1 ? isolation.soloDrops + 1 : 0
+            if probe.count == 1 && isolation.soloDrops >= Self.poisonDrops {
+                self.outcomes.connectionDropped(probe[0])
+                self.isolation = nil
+                return
+            }
+            _ = self.outcomes.uncertain(uncertain.count)
+            self.isolation = isolation
+            return
+        }
+        guard dropped, self.configuration.onUncertain == .resend, !uncertain.isEmpty else {
+            self.carried = 0
+            return
+        }
+        // The rows the last drop left were written first here, and presumed in order.
+        let overlap = min(max(self.carried - presumedHere, 0), uncertain.count)
+        guard overlap > 0 else {
+            self.carried = uncertain.count
+            return
+        }
+        self.carried = 0
+        _ = self.outcomes.uncertain(overlap)
+        self.isolation = Isolation(suspects: Deque(uncertain.prefix(overlap)))
+        settlement.uncertain = Array(settlement.uncertain.filter { !$0.isBarrier }.dropFirst(overlap))
+    }
+
     /// The encoded batch went to the connection.
     ///
     /// - Parameters:
     ///   - bytes: plaintext bytes written.
     ///   - ciphertextStart: the connection's ciphertext offset before the batch.
     ///   - ciphertextEnd: the offset after it.
-    mutating func flushed(bytes: Int, ciphertextStart: Int, ciphertextEnd: Int) {
+    ///   - now: when (0: not said).
+    mutating func flushed(bytes: Int, ciphertextStart: Int, ciphertextEnd: Int, now: UInt64 = 0) {
         guard case .open(var open) = self.state else { return }
-        self.window.markWritten(ciphertextStart: ciphertextStart, ciphertextEnd: ciphertextEnd)
+        self.window.markWritten(ciphertextStart: ciphertextStart, ciphertextEnd: ciphertextEnd, at: now)
+        if now > 0 { open.lastFlushAt = now }
         // Only rows count as notifications (the barrier does not).
         self.outcomes.wrote(bytes: bytes, notifications: open.unflushedRows)
         open.ciphertextEnd = ciphertextEnd
@@ -464,8 +648,11 @@ struct BinaryConnectionMachine {
     // MARK: - Settling
 
     /// The gateway answered an error: it closes the connection and discards what followed.
+    ///
+    /// - Parameter now: when it arrived (0: not said), for the answer time.
     mutating func received<Failure: Error>(
         _ response: ErrorResponse,
+        now: UInt64 = 0,
         resolve: (SentWindow.Journaled) throws(Failure) -> DeviceToken
     ) -> Action {
         guard case .open(let open) = self.state else { return .none }
@@ -478,8 +665,21 @@ struct BinaryConnectionMachine {
             return self.fail(.input, "\(error)")
         }
         // The barrier's answer is a close we asked for, not the gateway's refusal of a row.
-        if settlement.failed?.isBarrier == true { self.endCause = ReconnectCause.barrier }
+        let barrier = settlement.failed?.isBarrier == true
+        if barrier { self.endCause = ReconnectCause.barrier }
+        let writtenAt = barrier ? open.barrierAt ?? 0 : settlement.failedWrittenAt
+        if now > 0, writtenAt > 0, now > writtenAt {
+            let sample = now - writtenAt
+            self.answerLatency = self.answerLatency == 0 ? sample : (3 * self.answerLatency + sample) / 4
+        }
         self.settle(settlement)
+        if barrier {
+            self.probeSettled()
+        } else if let isolation = self.isolation {
+            // The gateway answers: rows are refused with a status, not by dropping the connection.
+            self.pending.prepend(contentsOf: isolation.suspects)
+            self.isolation = nil
+        }
         // The answer names a row of this connection: every row written before it was accepted, the presumed ones
         // too.
         if !settlement.unknownIdentifier { self.outcomes.upgradePresumed(open.presumed) }
@@ -523,9 +723,14 @@ struct BinaryConnectionMachine {
         self.outcomes.presume(presumed)
         open.presumed += presumed
         open.settledAny = true
+        open.lastSettledAt = now
         self.lastProgressAt = now
         self.state = .open(open)
         self.flightLimit = min(self.configuration.windowCapacity, 2 * self.flightLimit)
+        if self.isolation != nil {
+            self.probeSettled()
+            return .write
+        }
         if self.isDone { return self.finishNow() }
         return wasFull || self.configuration.command == .simple ? .write : .none
     }

@@ -61,6 +61,9 @@ public struct JobReport: Codable, Hashable, Sendable {
     public var notSent = 0
     /// Why the job stopped before every row was settled; nil when it ran to the end.
     public var stopped: String?
+    /// Rows left uncertain because, sent alone, each made the gateway drop the connection with no answer (part of
+    /// `uncertain`); nil when none did.
+    public var droppedConnection: Int?
     public var reconnects = 0
     /// Reconnects by what ended the connection before (binary): an error response's reason (`InvalidToken`: one
     /// per invalid token, `Shutdown`, …) or a `ReconnectCause`. A dirty token list shows here.
@@ -98,6 +101,7 @@ public struct JobReport: Codable, Hashable, Sendable {
         self.uncertain += other.uncertain
         self.resent += other.resent
         self.uncertainEvents += other.uncertainEvents
+        if let dropped = other.droppedConnection { self.droppedConnection = (self.droppedConnection ?? 0) + dropped }
         self.reconnects += other.reconnects
         for (key, count) in other.reconnectCauses { self.reconnectCauses[key, default: 0] += count }
         self.unansweredBarriers += other.unansweredBarriers
@@ -137,11 +141,18 @@ public struct JobReport: Codable, Hashable, Sendable {
         )
         lines.append("expired    \(self.expired)")
         lines.append("uncertain  \(self.uncertain) left, \(self.uncertainEvents) seen (policy: \(self.onUncertain))")
+        if let dropped = self.droppedConnection, dropped > 0 {
+            lines.append(
+                "dropped    \(dropped) rows, each sent alone, made the gateway drop the connection with no answer "
+                    + "twice: left uncertain, not sent again (see the unsettled file)"
+            )
+        }
         let causes = self.reconnectCauses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
         lines.append(
             "resent     \(self.resent); reconnects \(self.reconnects)"
                 + (causes.isEmpty ? "" : " (after \(causes.joined(separator: ", ")))")
         )
+        if let warning = self.dirtyListWarning { lines.append("warning    " + warning) }
         if self.unansweredBarriers > 0 {
             lines.append(
                 "barriers   \(self.unansweredBarriers) unanswered: the gateway went silent; rows it read before are "
@@ -159,6 +170,21 @@ public struct JobReport: Codable, Hashable, Sendable {
         if let stopped = self.stopped { lines.append("stopped    \(stopped); \(self.notSent) rows not settled") }
         lines.append(self.isComplete ? "result     every row delivered" : "result     NOT every row delivered")
         return lines.joined(separator: "\n")
+    }
+
+    /// Status names whose error response condemns the token: each closes a connection, so a list full of them makes
+    /// the gateway close connections one after another.
+    static let tokenClosings: Set<String> = ["InvalidToken", "InvalidTokenSize", "MissingDeviceToken"]
+
+    /// Said when invalid tokens closed connections often (at least 5 times, and once in every 10,000 rows or more):
+    /// every one costs a reconnect, and the push service treats rapid reconnects as an attack.
+    public var dirtyListWarning: String? {
+        let closes = self.reconnectCauses.filter { Self.tokenClosings.contains($0.key) }.values.reduce(0, +)
+        let rows = max(self.written, self.validRows, 1)
+        guard closes >= 5, closes * 10_000 >= rows else { return nil }
+        return "invalid tokens closed \(closes) connections (one in every \(rows / closes) rows written): the push "
+            + "service counts frequent reconnects against the sender. Leave them out next time: pass this run's "
+            + "--unregistered file (or the feedback service's list) to --suppress."
     }
 
     static func milliseconds(_ value: Double) -> String {

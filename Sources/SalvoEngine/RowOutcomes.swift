@@ -147,6 +147,15 @@ public struct RowOutcomes: Sendable {
         )
     }
 
+    /// A row that, sent alone, made the gateway drop the connection `BinaryConnectionMachine.poisonDrops` times:
+    /// left uncertain, listed as unsettled, never sent again.
+    public mutating func connectionDropped(_ row: TokenRow) {
+        self.report.uncertainEvents += 1
+        self.report.uncertain += 1
+        self.report.droppedConnection = (self.report.droppedConnection ?? 0) + 1
+        self.leave(row, .connectionDropped)
+    }
+
     /// A barrier the gateway never answered (the connection was left after the answer timeout).
     public mutating func barrierUnanswered() { self.report.unansweredBarriers += 1 }
 

@@ -56,6 +56,8 @@ struct SentWindow {
         /// The identifier named no entry in the window (it had already been presumed accepted, or the
         /// gateway named one this connection never wrote).
         var unknownIdentifier = false
+        /// When the batch holding the named entry was written (0: unknown), for the answer's latency.
+        var failedWrittenAt: UInt64 = 0
     }
 
     /// The row a barrier is journaled as (line -1; its token is not sent).
@@ -63,8 +65,10 @@ struct SentWindow {
 
     private var rows: Deque<Journaled> = []
     /// Per written batch: the position after its last row (counted from the start of the connection), the
-    /// ciphertext offset after it, and when the gateway had certainly read it (0: not yet).
-    private var batches: Deque<(end: Int, ciphertextStart: Int, ciphertextEnd: Int, consumedAt: UInt64)> = []
+    /// ciphertext offsets around it, when the gateway had certainly read it (0: not yet), and when it was written
+    /// (0: not said).
+    private var batches:
+        Deque<(end: Int, ciphertextStart: Int, ciphertextEnd: Int, consumedAt: UInt64, writtenAt: UInt64)> = []
     /// Batches before this index in `batches` are known to be read.
     private var consumedBatches = 0
     /// Position (from the start of the connection) of `rows.first`.
@@ -127,10 +131,11 @@ struct SentWindow {
     /// - Parameters:
     ///   - ciphertextStart: the connection's ciphertext offset before this batch.
     ///   - ciphertextEnd: the connection's ciphertext offset after this batch.
-    mutating func markWritten(ciphertextStart: Int, ciphertextEnd: Int) {
+    ///   - writtenAt: when (monotonic nanoseconds; 0: not said).
+    mutating func markWritten(ciphertextStart: Int, ciphertextEnd: Int, at writtenAt: UInt64 = 0) {
         let end = self.head + self.rows.count
         guard end > self.marked else { return }
-        self.batches.append((end, ciphertextStart, ciphertextEnd, 0))
+        self.batches.append((end, ciphertextStart, ciphertextEnd, 0, writtenAt))
         self.marked = end
     }
 
@@ -229,6 +234,8 @@ struct SentWindow {
             if response.status != .shutdown {
                 settlement.failed = try self.entries(index..<(index + 1), resolve: resolve).first
             }
+            let position = self.head + index
+            settlement.failedWrittenAt = self.batches.first { $0.end > position }?.writtenAt ?? 0
             settlement.resend = try self.entries((index + 1)..<count, resolve: resolve)
         } else {
             settlement.unknownIdentifier = true

@@ -24,6 +24,9 @@ final class Shard: @unchecked Sendable {
     private let pacer: ConnectPacer
     /// Rows this shard had settled when it last told the pacer.
     private var settledReported = 0
+    /// Which of the gateway name's addresses to connect to (`ConnectionOptions.addressChoice`): the shard's own
+    /// number, so shards spread over every address, moved on by each failed connect.
+    private var addressTurn: Int
     private(set) var machine: BinaryConnectionMachine
     private var connection: TLSConnection?
     private var outbound: ByteBuffer
@@ -47,6 +50,7 @@ final class Shard: @unchecked Sendable {
     ) throws {
         self.pacer = pacer
         self.index = index
+        self.addressTurn = index
         self.queue = DispatchQueue(label: "salvo.shard.\(index)")
         self.configuration = configuration
         self.tls = tls
@@ -151,6 +155,7 @@ final class Shard: @unchecked Sendable {
         var options = ConnectionOptions()
         options.connectTimeout = self.configuration.connectTimeout
         options.handshakeTimeout = self.configuration.handshakeTimeout
+        options.addressChoice = self.addressTurn
         return options
     }
 
@@ -176,7 +181,10 @@ final class Shard: @unchecked Sendable {
                     metadata: ["gateway": "\(self.configuration.host):\(self.configuration.port)", "error": "\(error)"]
                 )
                 let failure = BinaryConnectionMachine.ConnectFailure(error)
-                if case .unreachable = failure { self.pacer.refused() }
+                if case .unreachable = failure {
+                    self.pacer.refused()
+                    self.addressTurn &+= 1
+                }
                 self.machine.noteProgress(at: self.pacer.lastProgressAt)
                 self.perform(self.machine.connectFailed(failure, now: Self.now()))
             }
@@ -304,7 +312,12 @@ final class Shard: @unchecked Sendable {
         } catch {
             return false
         }
-        self.machine.flushed(bytes: count, ciphertextStart: start, ciphertextEnd: connection.ciphertextBytesWritten)
+        self.machine.flushed(
+            bytes: count,
+            ciphertextStart: start,
+            ciphertextEnd: connection.ciphertextBytesWritten,
+            now: Self.now()
+        )
         self.outbound.clear()
         return true
     }
@@ -321,7 +334,7 @@ final class Shard: @unchecked Sendable {
                         "identifier": "\(response.identifier)",
                     ]
                 )
-                self.perform(self.machine.received(response, resolve: self.resolve))
+                self.perform(self.machine.received(response, now: Self.now(), resolve: self.resolve))
             }
             self.reportProgress()
         } catch {

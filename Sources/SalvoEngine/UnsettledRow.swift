@@ -10,6 +10,9 @@ public struct UnsettledRow: Hashable, Sendable, Codable {
         case unanswered
         /// Never written, or given back to be written again, when the job stopped.
         case unsent
+        /// Sent alone, it made the gateway drop the connection with no answer, again and again (command 0 has no
+        /// error response): it may or may not have arrived, and is not sent again.
+        case connectionDropped = "uncertain: connection dropped"
     }
 
     public var token: String

@@ -17,6 +17,9 @@ public struct ConnectionOptions: Sendable {
     public var handshakeTimeout: Duration = .seconds(10)
     /// How long `close` waits for the peer's close_notify or EOF before closing anyway.
     public var closeTimeout: Duration = .seconds(2)
+    /// Which of the addresses a host name resolves to (in the resolver's order, each once) to connect to: this
+    /// number modulo their count. Connections that pass different numbers spread over the gateway's addresses.
+    public var addressChoice = 0
 
     /// The defaults.
     public init() {}

@@ -40,10 +40,17 @@ package enum Socket {
             }
         }
 
-        /// Resolves `host` (numeric, or a name through getaddrinfo, which may block briefly on DNS).
-        static func resolve(host: String, port: Int) throws -> Address {
+        /// Resolves `host` (numeric, or a name through getaddrinfo, which may block briefly on DNS) and picks
+        /// address number `choice` modulo their count.
+        static func resolve(host: String, port: Int, choice: Int = 0) throws -> Address {
+            let all = try resolveAll(host: host, port: port)
+            return all[Int(UInt(bitPattern: choice) % UInt(all.count))]
+        }
+
+        /// Every address `host` resolves to for TCP, in the resolver's order, each once (at least one).
+        static func resolveAll(host: String, port: Int) throws -> [Address] {
             if let address = Address(numericHost: host, port: port) {
-                return address
+                return [address]
             }
             var hints = addrinfo()
             hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -56,13 +63,28 @@ package enum Socket {
                 )
             }
             defer { freeaddrinfo(list) }
-            var address = Address(numericHost: "0.0.0.0", port: port)!
-            withUnsafeMutableBytes(of: &address.storage) {
-                let length = Int(first.pointee.ai_addrlen)
-                $0.copyMemory(from: UnsafeRawBufferPointer(start: first.pointee.ai_addr, count: length))
+            var addresses: [Address] = []
+            var seen: Set<[UInt8]> = []
+            var entry: UnsafeMutablePointer<addrinfo>? = first
+            while let current = entry {
+                entry = current.pointee.ai_next
+                let length = Int(current.pointee.ai_addrlen)
+                guard let pointer = current.pointee.ai_addr, length <= MemoryLayout<sockaddr_storage>.size else {
+                    continue
+                }
+                let bytes = [UInt8](UnsafeRawBufferPointer(start: pointer, count: length))
+                guard seen.insert(bytes).inserted else { continue }
+                var address = Address(numericHost: "0.0.0.0", port: port)!
+                withUnsafeMutableBytes(of: &address.storage) {
+                    $0.copyMemory(from: UnsafeRawBufferPointer(start: pointer, count: length))
+                }
+                address.length = current.pointee.ai_addrlen
+                addresses.append(address)
             }
-            address.length = first.pointee.ai_addrlen
-            return address
+            guard !addresses.isEmpty else {
+                throw SalvoIOError(.nameResolution, "cannot resolve host \(host): no address for TCP")
+            }
+            return addresses
         }
 
         func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {

@@ -9,7 +9,7 @@ extension TLSConnection {
     /// handshake (`options.handshakeTimeout`) as a client.
     ///
     /// The server's certificate is checked against `serverName` (default: `host`) — an IP address or a
-    /// host name (resolved off the queue). A session cached by an earlier connection to the same `host:port` is offered for
+    /// host name (resolved off the queue; `options.addressChoice` picks one of its addresses). A session cached by an earlier connection to the same `host:port` is offered for
     /// resumption. Must be called on `context.queue`; `completion` runs there, with the open connection
     /// or an error saying what failed. Set the connection's callbacks inside `completion`.
     ///
@@ -43,7 +43,7 @@ extension TLSConnection {
         }
         // A host name: getaddrinfo blocks, so it runs off the owner's queue and hops back with the answer.
         DispatchQueue.global().async {
-            let resolved = Result { try Socket.Address.resolve(host: host, port: port) }
+            let resolved = Result { try Socket.Address.resolve(host: host, port: port, choice: options.addressChoice) }
             context.queue.async {
                 switch resolved {
                 case .success(let address):

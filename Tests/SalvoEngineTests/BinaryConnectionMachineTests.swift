@@ -118,12 +118,16 @@ private struct Harness {
         self.flushes += 1
         let start = self.offset
         self.offset += self.unflushed
-        self.machine.flushed(bytes: self.unflushed, ciphertextStart: start, ciphertextEnd: self.offset)
+        self.machine.flushed(bytes: self.unflushed, ciphertextStart: start, ciphertextEnd: self.offset, now: self.now)
         self.unflushed = 0
     }
 
     mutating func answer(_ status: ErrorStatus, _ identifier: UInt32) -> BinaryConnectionMachine.Action {
-        self.machine.received(ErrorResponse(status: status, identifier: identifier), resolve: Self.resolve)
+        self.machine.received(
+            ErrorResponse(status: status, identifier: identifier),
+            now: self.now,
+            resolve: Self.resolve
+        )
     }
 
     mutating func close(
@@ -141,7 +145,8 @@ private struct Harness {
 extension BinaryConnectionMachine {
     /// `start` for the first connection, `reconnectDue` after.
     fileprivate mutating func machineStartOrReconnect(now: UInt64) -> Action {
-        self.outcomes.report.reconnects == 0 && self.window.isEmpty && self.failures == 0
+        self.outcomes.report.reconnects == 0 && self.outcomes.report.written == 0 && self.window.isEmpty
+            && self.failures == 0
             ? self.start(now: now) : self.reconnectDue(now: now)
     }
 }
@@ -228,34 +233,82 @@ extension BinaryConnectionMachine {
         }
     }
 
-    @Test func theFlightHalvesOnErrorsAndRegrowsOnSettling() {
-        var harness = Harness(rows: 5000, window: 2048, flushBytes: 64, chunk: 512)
+    /// Errors halve the flight (what is written after a failed row is discarded); a full flight that stays quiet a
+    /// little longer than the gateway takes to answer doubles. No barrier on the way: a healthy connection is not
+    /// closed on purpose.
+    @Test func theFlightHalvesOnErrorsAndGrowsWhenQuietWithoutABarrier() {
+        var harness = Harness(rows: 20_000, window: 2048, flushBytes: 64, chunk: 512)
         harness.open()
-        #expect(harness.pump() == .writeBarrier(identifier: 2049), "a full flight writes the barrier")
+        #expect(
+            harness.pump() == .scheduleFlush(afterNanoseconds: 2_000_000_000),
+            "a full window waits for rows to be presumed: no barrier"
+        )
         #expect(harness.written.count == 2048)
+        harness.now += 40_000_000
         _ = harness.answer(.invalidToken, 100)
         #expect(harness.machine.flightLimit == 1024)
+        #expect(harness.machine.answerLatency == 40_000_000, "from writing the failed row's batch to its answer")
         _ = harness.close(.local)
         harness.open()
-        harness.pump()
+        #expect(
+            harness.pump() == .scheduleFlush(afterNanoseconds: 50_000_000),
+            "a full flight waits a quarter longer than the answer time"
+        )
         #expect(harness.written.count == 1024, "the next connection carries the smaller flight")
-        _ = harness.answer(.invalidToken, 10)
-        #expect(harness.machine.flightLimit == 512)
-        _ = harness.close(.local)
-        harness.open()
+        harness.now += 49_000_000
+        #expect(harness.machine.flushDue() == .write)
+        #expect(harness.pump() == .scheduleFlush(afterNanoseconds: 1_000_000), "not quiet long enough yet")
+        #expect(harness.written.count == 1024)
+        harness.now += 1_000_000
+        #expect(harness.machine.flushDue() == .write)
         harness.pump()
-        _ = harness.answer(.invalidToken, 10)
-        _ = harness.close(.local)
-        #expect(harness.machine.flightLimit == 256)
-        harness.open()
-        harness.pump()
-        _ = harness.answer(.invalidToken, 10)
-        _ = harness.close(.local)
+        #expect(harness.machine.flightLimit == 2048, "quiet: the flight doubles")
+        #expect(harness.written.count == 2048)
+        for _ in 0..<6 {
+            harness.now += 40_000_000
+            _ = harness.answer(.invalidToken, 10)
+            _ = harness.close(.local)
+            harness.open()
+            harness.pump()
+        }
         #expect(harness.machine.flightLimit == BinaryConnectionMachine.minimumFlight, "never below the minimum")
+        #expect(harness.written.count == 256)
+        #expect(harness.barrier == nil)
+        #expect(harness.report.reconnectCauses[ReconnectCause.barrier] == nil)
+    }
+
+    /// A window nothing settles (too small to outgrow the gateway's receive buffer, say) gets a barrier after twice
+    /// the settle time, and at most `deliberateClosesPerMinute` of them a minute.
+    @Test func aWindowThatNeverSettlesGetsABarrierAfterALongQuietWithinTheBudget() {
+        var harness = Harness(rows: 1000, window: 4)
+        let minute: UInt64 = 60_000_000_000
+        let start = harness.now
+        for round in 0..<BinaryConnectionMachine.deliberateClosesPerMinute {
+            harness.open()
+            #expect(harness.pump() == .scheduleFlush(afterNanoseconds: 2_000_000_000), "round \(round)")
+            harness.now += 2_000_000_000
+            #expect(harness.machine.flushDue() == .write)
+            guard case .writeBarrier(let identifier) = harness.pump() else {
+                Issue.record("a long quiet full window gets the barrier")
+                return
+            }
+            #expect(identifier == 5)
+            #expect(harness.answer(.missingDeviceToken, identifier) == .close)
+            guard case .reconnect = harness.close(.local) else {
+                Issue.record("rows are left: the machine reconnects")
+                return
+            }
+        }
         harness.open()
-        #expect(harness.pump() == .writeBarrier(identifier: 257))
-        _ = harness.answer(.missingDeviceToken, 257)
-        #expect(harness.machine.flightLimit == 512, "a barrier's answer doubles it back")
+        #expect(harness.pump() == .scheduleFlush(afterNanoseconds: 2_000_000_000))
+        harness.now += 2_000_000_000
+        #expect(harness.machine.flushDue() == .write)
+        let firstBarrierAt = start + 2_000_000_000
+        #expect(
+            harness.pump() == .scheduleFlush(afterNanoseconds: firstBarrierAt + minute - harness.now),
+            "the budget is spent: the next barrier waits until the first is a minute old"
+        )
+        #expect(harness.report.reconnectCauses == [ReconnectCause.barrier: 6])
     }
 
     @Test func rowsArePresumedOnlyAfterTheGatewayReadThemAndTheSettleTimePassed() {
@@ -326,10 +379,13 @@ extension BinaryConnectionMachine {
         #expect(harness.report.summary.contains("after InvalidToken: 1"))
     }
 
-    /// A barrier written on a full flight closes the connection on purpose: its reconnect is named so.
-    @Test func aReconnectAfterABarrierOnAFullFlightIsNamedSo() {
+    /// A barrier before the end closes the connection on purpose: its reconnect is named so.
+    @Test func aReconnectAfterABarrierIsNamedSo() {
         var harness = Harness(rows: 10, window: 4)
         harness.open()
+        harness.pump()
+        harness.now += 2_000_000_000
+        _ = harness.machine.flushDue()
         #expect(harness.pump() == .writeBarrier(identifier: 5))
         #expect(harness.answer(.missingDeviceToken, 5) == .close)
         guard case .reconnect = harness.close(.local) else {
@@ -603,7 +659,7 @@ extension BinaryConnectionMachine {
     @Test func aStopListsTheRowsInFlightAsUnansweredAndTheRestAsUnsent() {
         var harness = Harness(rows: 10, window: 4, flushBytes: 4, chunk: 3)
         harness.open()
-        #expect(harness.pump() == .writeBarrier(identifier: 5), "a full flight of 4 rows, then the barrier")
+        #expect(harness.pump() == .scheduleFlush(afterNanoseconds: 2_000_000_000), "a full window of 4 rows waits")
         // Rows 1–4 are on the wire; rows 5 and 6 wait in the shard's hands; 7–10 were never handed out.
         #expect(harness.machine.interrupt() == .write)
         harness.machine.stop()
@@ -614,5 +670,110 @@ extension BinaryConnectionMachine {
         #expect(harness.report.uncertain == 0, "unanswered rows are the report's notSent, not uncertain")
         harness.machine.leaveUnsettled(resolve: Harness.resolve)
         #expect(harness.machine.outcomes.unsettledRows.count == 6, "nothing is listed twice")
+    }
+
+    /// Plays a gateway that drops the connection, with no answer, whenever `poison` is written on it, and otherwise
+    /// reads everything (command 0: rows are presumed a settle time later; commands 1 and 2: the barrier is
+    /// answered). Returns the connections it took, or nil when the job did not end within `bound` of them.
+    private static func runAgainstAGatewayThatDrops(_ harness: inout Harness, poison: Int, bound: Int = 60) -> Int? {
+        harness.open()
+        var connections = 1
+        var action = harness.pump()
+        for _ in 0..<(bound * 8) {
+            if action == .finish { return connections }
+            if harness.written.contains(where: { $0.line == poison }) {
+                guard case .reconnect = harness.close(.remote("reset by peer")) else {
+                    Issue.record("the machine reconnects after a drop")
+                    return nil
+                }
+                connections += 1
+                guard connections <= bound else { return nil }
+                harness.open()
+                action = harness.pump()
+                continue
+            }
+            switch action {
+            case .writeBarrier(let identifier):
+                #expect(harness.answer(.missingDeviceToken, identifier) == .close)
+                let after = harness.close(.local)
+                if after == .finish { return connections }
+                connections += 1
+                harness.open()
+                action = harness.pump()
+            case .scheduleFlush(let delay):
+                harness.now += delay
+                action = harness.machine.flushDue()
+                if action == .write { action = harness.pump() }
+            default:
+                // Command 0: the gateway read everything; a settle time later it is presumed.
+                _ = harness.machine.tick(acknowledged: harness.offset, now: harness.now)
+                harness.now += 1_000_000_001
+                action = harness.machine.tick(acknowledged: harness.offset, now: harness.now)
+                if action == .write { action = harness.pump() }
+            }
+        }
+        return nil
+    }
+
+    /// Command 0 has no error response: a row the gateway cannot take just ends the connection. Rows a connection
+    /// left that drop the next one too are bisected, alone on their connection, until the row is found; sent alone
+    /// twice more, it is left uncertain ("connection dropped") and never sent again. Every other row is delivered.
+    @Test(arguments: [FrameCommand.simple, .framed])
+    func aRowThatDropsEveryConnectionIsIsolatedAndLeftUncertain(command: FrameCommand) {
+        var harness = Harness(rows: 64, window: 1024, flushBytes: 16, command: command, chunk: 64)
+        let poison = 2 + 41
+        guard let connections = Self.runAgainstAGatewayThatDrops(&harness, poison: poison) else {
+            Issue.record("the job ends, the poison row isolated")
+            return
+        }
+        #expect(harness.report.droppedConnection == 1)
+        #expect(harness.report.uncertain == 1)
+        #expect(harness.report.delivered == 63, "every other row is delivered")
+        let unsettled = harness.machine.outcomes.unsettledRows
+        #expect(unsettled.map(\.line) == [poison])
+        #expect(unsettled.first?.outcome == .connectionDropped)
+        #expect(unsettled.first?.outcome.rawValue == "uncertain: connection dropped")
+        // Two drops start the isolation; bisection of 64 suspects takes at most 6 drops; then 2 drops alone.
+        let drops = harness.allLines.filter { $0 == poison }.count
+        #expect(drops <= 2 + 6 + 2, "bounded: \(drops) tries of the poison row")
+        #expect(connections <= 2 + 12 + 2 + 2, "bounded: \(connections) connections")
+        #expect(harness.machine.isDone)
+    }
+
+    /// A drop that does not happen again (a reset) isolates nothing: the rows go out again and settle.
+    @Test func aSingleDropIsolatesNothing() {
+        var harness = Harness(rows: 32, flushBytes: 8, command: .simple, chunk: 32)
+        harness.open()
+        harness.pump()
+        guard case .reconnect = harness.close(.remote("reset by peer")) else {
+            Issue.record("the machine reconnects")
+            return
+        }
+        harness.open()
+        harness.pump()
+        #expect(harness.machine.isolation == nil)
+        #expect(harness.written.count == 32, "every uncertain row is sent again, together")
+    }
+
+    /// An error response while rows are isolated shows the gateway answers: the isolation ends and the suspects go
+    /// back to the queue.
+    @Test func anAnswerEndsTheIsolation() {
+        var harness = Harness(rows: 16, flushBytes: 4, chunk: 16)
+        for _ in 0..<2 {
+            harness.open()
+            harness.pump()
+            _ = harness.close(.remote("reset by peer"))
+        }
+        harness.open()
+        harness.pump()
+        #expect(harness.machine.isolation?.suspects.count == 8, "the probe is the first half of 16 suspects")
+        #expect(harness.written.count == 8)
+        #expect(harness.answer(.invalidToken, 3) == .close)
+        #expect(harness.machine.isolation == nil)
+        _ = harness.close(.local)
+        harness.open()
+        harness.pump()
+        #expect(harness.written.count == 13, "the 5 rows after the refused one and the 8 other suspects")
+        #expect(harness.report.rejected == ["InvalidToken": 1])
     }
 }

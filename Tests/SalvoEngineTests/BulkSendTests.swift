@@ -47,6 +47,60 @@ import Testing
         #expect(!result.report.isComplete)
     }
 
+    /// A dirty list: every invalid token makes the gateway close the connection, but no connection is closed on
+    /// purpose before the end (no barrier on a full flight), and the report says the list should be cleaned.
+    @Test func aDirtyListClosesConnectionsForItsErrorsOnlyAndIsToldSo() async throws {
+        let count = 20_000
+        var generator = TokenGenerator(seed: 1)
+        let tokens = (0..<count).map { _ in generator.next() }
+        let invalid = Set(stride(from: 150, to: count, by: 250))
+        var plan = FaultPlan()
+        plan.invalidTokens = invalid.map { tokens[$0].hexString }
+        plan.errorDelayMilliseconds = 10
+
+        let harness = try await BulkSendHarness.start(tokens: count, plan: plan)
+        let result = try await harness.run(try harness.configuration())
+        let verdict = harness.verdict()
+        try await harness.stop()
+
+        #expect(verdict.deliveredOnce == count - invalid.count, "\(verdict.summary)")
+        #expect(verdict.invalidNeverDelivered == invalid.count)
+        #expect(verdict.deliveredMoreThanOnce == 0 && verdict.neverDelivered == 0)
+        let report = result.report
+        #expect(report.reconnectCauses[ReconnectCause.barrier] == nil, "\(report.summary)")
+        #expect(report.reconnectCauses["InvalidToken"] == invalid.count)
+        #expect(report.reconnects == invalid.count, "one reconnect per invalid token, none on purpose")
+        #expect(report.dirtyListWarning != nil)
+        #expect(report.summary.contains("--suppress"))
+    }
+
+    /// Command 0 has no error response: the gateway drops the connection on a token it cannot take. The row is
+    /// found by bisection, sent alone, and left uncertain ("connection dropped") instead of riding every
+    /// reconnect; every other row arrives (at least once: command 0 cannot confirm what preceded a drop).
+    @Test func aCommandZeroRowThatDropsEveryConnectionIsIsolated() async throws {
+        let count = 2_000
+        var generator = TokenGenerator(seed: 1)
+        let tokens = (0..<count).map { _ in generator.next() }
+        var plan = FaultPlan()
+        plan.invalidTokens = [tokens[1234].hexString]
+
+        let harness = try await BulkSendHarness.start(tokens: count, plan: plan)
+        let result = try await harness.run(try harness.configuration(command: .simple, connections: 1))
+        let verdict = harness.verdict()
+        try await harness.stop()
+
+        let report = result.report
+        #expect(report.droppedConnection == 1, "\(report.summary)")
+        #expect(report.uncertain == 1)
+        #expect(report.delivered == count - 1)
+        #expect(result.unsettledRows.map(\.line) == [1234 + 2])
+        #expect(result.unsettledRows.first?.outcome == .connectionDropped)
+        #expect(verdict.invalidNeverDelivered == 1)
+        #expect(verdict.neverDelivered == 0, "\(verdict.summary)")
+        #expect(verdict.unexpected == 0)
+        #expect(report.reconnects < 40, "bounded: \(report.reconnects) reconnects")
+    }
+
     @Test func shutdownsLoseNothingAndDuplicateNothing() async throws {
         var plan = FaultPlan()
         plan.shutdown = .init(everyAccepted: 997)
