@@ -672,7 +672,7 @@ struct BinaryConnectionMachine {
             let sample = now - writtenAt
             self.answerLatency = self.answerLatency == 0 ? sample : (3 * self.answerLatency + sample) / 4
         }
-        self.settle(settlement)
+        self.settle(settlement, accepted: settlement.confirmed + open.presumed)
         if barrier {
             self.probeSettled()
         } else if let isolation = self.isolation {
@@ -757,16 +757,19 @@ struct BinaryConnectionMachine {
         return .abort
     }
 
-    private mutating func settle(_ settlement: SentWindow.Settlement) {
+    ///
+    /// - Parameter accepted: rows the connection carried before the failed one (its spacing from the last error).
+    private mutating func settle(_ settlement: SentWindow.Settlement, accepted: Int = .max) {
         var requeue: [TokenRow] = []
         self.outcomes.confirm(settlement.confirmed)
         let failedRow = settlement.failed.flatMap { $0.isBarrier ? nil : $0.row }
         if settlement.failed?.isBarrier == true {
             self.flightLimit = min(self.configuration.windowCapacity, 2 * self.flightLimit)
         } else if failedRow != nil && settlement.status != .noErrors {
-            // Each error wastes what was written after the failed row: halve the flight while errors come, so that
-            // it settles near a few times their spacing.
-            self.flightLimit = max(Self.minimumFlight, min(self.configuration.windowCapacity, self.flightLimit / 2))
+            // Each error wastes what was written after the failed row: halve the flight while errors come, and at
+            // once down to twice their spacing, so that a dirty list does not resend a whole window per error.
+            let spaced = accepted > self.flightLimit / 4 ? self.flightLimit / 2 : 2 * accepted
+            self.flightLimit = max(Self.minimumFlight, min(self.configuration.windowCapacity, spaced))
         }
         if let row = failedRow, let status = settlement.status {
             if status == .noErrors {

@@ -245,8 +245,8 @@ extension BinaryConnectionMachine {
         )
         #expect(harness.written.count == 2048)
         harness.now += 40_000_000
-        _ = harness.answer(.invalidToken, 100)
-        #expect(harness.machine.flightLimit == 1024)
+        _ = harness.answer(.invalidToken, 1000)
+        #expect(harness.machine.flightLimit == 1024, "an error far into the flight halves it")
         #expect(harness.machine.answerLatency == 40_000_000, "from writing the failed row's batch to its answer")
         _ = harness.close(.local)
         harness.open()
@@ -264,6 +264,13 @@ extension BinaryConnectionMachine {
         harness.pump()
         #expect(harness.machine.flightLimit == 2048, "quiet: the flight doubles")
         #expect(harness.written.count == 2048)
+        harness.now += 40_000_000
+        _ = harness.answer(.invalidToken, 301)
+        #expect(harness.machine.flightLimit == 600, "errors closer than a quarter flight: twice their spacing at once")
+        _ = harness.close(.local)
+        harness.open()
+        harness.pump()
+        #expect(harness.written.count == 600)
         for _ in 0..<6 {
             harness.now += 40_000_000
             _ = harness.answer(.invalidToken, 10)
