@@ -2,13 +2,14 @@ import NIOCore
 
 /// An HTTP/2 connection error (RFC 9113 §5.4.1): the endpoint answers it with GOAWAY carrying `code` and closes.
 public struct HTTP2ConnectionError: Error, Equatable {
-    /// RFC 9113 §7 error codes the endpoint sends.
+    /// RFC 9113 §7 error codes the endpoints send.
     public enum Code: UInt32, Sendable {
         case noError = 0x0
         case protocolError = 0x1
         case flowControlError = 0x3
         case frameSizeError = 0x6
         case refusedStream = 0x7
+        case cancel = 0x8
         case compressionError = 0x9
         case enhanceYourCalm = 0xB
     }
@@ -56,8 +57,17 @@ public struct HTTP2FrameReader {
     private var sawPreface = false
     private var sawSettings = false
     private var continuing: (streamID: UInt32, block: ByteBuffer, endStream: Bool)?
+    /// The debug data of the last GOAWAY returned (APNs puts its JSON reason there), empty when it had none.
+    public private(set) var goAwayDebugData = ByteBuffer()
 
+    /// A reader of the frames a client sends (after the client preface).
     public init() {}
+
+    /// With `fromServer`, a reader of the frames a server sends: no preface, SETTINGS first (RFC 9113 §3.4), as
+    /// the HTTP/2 client engine reads them.
+    public init(fromServer: Bool) {
+        self.sawPreface = fromServer
+    }
 
     /// The next frame in `buffer` (advancing its reader index), or nil when it needs more bytes.
     public mutating func next(from buffer: inout ByteBuffer) throws(HTTP2ConnectionError) -> Frame? {
@@ -173,8 +183,8 @@ public struct HTTP2FrameReader {
                 settings.append((HTTP2SettingIdentifier(rawValue: parameter), value))
             }
             return .settings(settings)
-        case 5:  // PUSH_PROMISE
-            throw HTTP2ConnectionError(.protocolError, "a client may not push")
+        case 5:  // PUSH_PROMISE: a client may not push, and the client engine turns push off
+            throw HTTP2ConnectionError(.protocolError, "PUSH_PROMISE was not allowed")
         case 6:  // PING
             guard streamID == 0 else { throw HTTP2ConnectionError(.protocolError, "PING on a stream") }
             guard payload.readableBytes == 8 else { throw HTTP2ConnectionError(.frameSizeError, "PING size") }
@@ -184,7 +194,9 @@ public struct HTTP2FrameReader {
             guard streamID == 0 else { throw HTTP2ConnectionError(.protocolError, "GOAWAY on a stream") }
             guard payload.readableBytes >= 8 else { throw HTTP2ConnectionError(.frameSizeError, "GOAWAY size") }
             let last = payload.readInteger(as: UInt32.self)! & 0x7FFF_FFFF
-            return .goAway(lastStreamID: last, code: payload.readInteger(as: UInt32.self)!)
+            let code = payload.readInteger(as: UInt32.self)!
+            self.goAwayDebugData = payload
+            return .goAway(lastStreamID: last, code: code)
         case 8:  // WINDOW_UPDATE
             guard payload.readableBytes == 4 else { throw HTTP2ConnectionError(.frameSizeError, "WINDOW_UPDATE size") }
             let increment = Int(payload.readInteger(as: UInt32.self)! & 0x7FFF_FFFF)

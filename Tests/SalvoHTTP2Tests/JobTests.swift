@@ -13,7 +13,7 @@ import Testing
 
 // Serialized: debug builds of the HTTP/2 stack are CPU-bound, and parallel jobs would trip request deadlines.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct JobTests {
-    @Test func certificateAuthenticationDeliversEveryRowOnceWithTheDocumentedRequest() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func certificateAuthenticationDeliversEveryRowOnceWithTheDocumentedRequest(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 300, in: folder)
@@ -31,7 +31,7 @@ import Testing
             return .ok(apnsID: request.header("apns-id") ?? newAPNSID())
         }
         let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(
+            configuration: jobConfigurationForTests(engine: engine, 
                 port: server.port,
                 authentication: clientCertificate,
                 connections: 3
@@ -62,7 +62,7 @@ import Testing
         #expect(headers["body"] == testPayload.text)
     }
 
-    @Test func tokenAuthenticationSignsOnceForEveryConnectionAndStartsWithOneStream() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func tokenAuthenticationSignsOnceForEveryConnectionAndStartsWithOneStream(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 200, seed: 2, in: folder)
@@ -103,7 +103,7 @@ import Testing
             return .ok(apnsID: newAPNSID())
         }
         let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(port: server.port, authentication: .token(token), connections: 3),
+            configuration: jobConfigurationForTests(engine: engine, port: server.port, authentication: .token(token), connections: 3),
             source: file.source,
             summary: file.summary
         )
@@ -117,7 +117,7 @@ import Testing
         #expect(violations.withLockedValue { $0 } == [])
     }
 
-    @Test func everyResponseClassIsMapped() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func everyResponseClassIsMapped(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 12, seed: 3, in: folder)
@@ -149,7 +149,7 @@ import Testing
             return action
         }
         let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(port: server.port, authentication: clientCertificate),
+            configuration: jobConfigurationForTests(engine: engine, port: server.port, authentication: clientCertificate),
             source: file.source,
             summary: file.summary
         )
@@ -181,7 +181,7 @@ import Testing
         #expect(ledger.snapshot.delivered.values.allSatisfy { $0 == 1 })
     }
 
-    @Test func retriesStopAtTheCapAndHonourRetryAfter() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func retriesStopAtTheCapAndHonourRetryAfter(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 3, seed: 4, in: folder)
@@ -199,7 +199,7 @@ import Testing
             ledger.delivered(request)
             return .ok(apnsID: nil)
         }
-        var configuration = jobConfigurationForTests(port: server.port, authentication: clientCertificate)
+        var configuration = jobConfigurationForTests(engine: engine, port: server.port, authentication: clientCertificate)
         configuration.retry.maximumAttempts = 3
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
         await server.stop()
@@ -213,7 +213,7 @@ import Testing
         #expect(times[1] - times[0] >= .milliseconds(950))
     }
 
-    @Test func goAwayMidJobLosesNothingAndDuplicatesNothing() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func goAwayMidJobLosesNothingAndDuplicatesNothing(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 400, seed: 5, in: folder)
@@ -225,7 +225,7 @@ import Testing
             ledger.delivered(request)
             return .ok(apnsID: newAPNSID())
         }
-        var configuration = jobConfigurationForTests(
+        var configuration = jobConfigurationForTests(engine: engine, 
             port: server.port,
             authentication: clientCertificate,
             connections: 2
@@ -247,7 +247,7 @@ import Testing
         #expect(result.report.reconnects >= 400 / (37 + 16) - 2)
     }
 
-    @Test func connectionsThatRunOutOfStreamIDsAreReplacedWithoutLosingOrRepeatingARow() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func connectionsThatRunOutOfStreamIDsAreReplacedWithoutLosingOrRepeatingARow(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 300, seed: 18, in: folder)
@@ -260,7 +260,7 @@ import Testing
             ledger.delivered(request)
             return .ok(apnsID: newAPNSID())
         }
-        var configuration = jobConfigurationForTests(
+        var configuration = jobConfigurationForTests(engine: engine, 
             port: server.port,
             authentication: clientCertificate,
             connections: 2
@@ -291,7 +291,7 @@ import Testing
         #expect(result.report.reconnects >= 300 / 40 - 2)
     }
 
-    @Test func shrinkingConcurrentStreamsIsHonoured() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func shrinkingConcurrentStreamsIsHonoured(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 400, seed: 6, in: folder)
@@ -305,7 +305,7 @@ import Testing
             return .delayed(.milliseconds(1), .ok(apnsID: nil))
         }
         let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(port: server.port, authentication: clientCertificate),
+            configuration: jobConfigurationForTests(engine: engine, port: server.port, authentication: clientCertificate),
             source: file.source,
             summary: file.summary
         )
@@ -315,7 +315,7 @@ import Testing
         #expect(ledger.snapshot.delivered.values.allSatisfy { $0 == 1 })
     }
 
-    @Test func unansweredRequestsHitTheirDeadline() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func unansweredRequestsHitTheirDeadline(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 20, seed: 7, in: folder)
@@ -328,7 +328,7 @@ import Testing
                 ledger.delivered(request)
                 return .ok(apnsID: nil)
             }
-            var configuration = jobConfigurationForTests(port: server.port, authentication: clientCertificate)
+            var configuration = jobConfigurationForTests(engine: engine, port: server.port, authentication: clientCertificate)
             configuration.client.requestTimeout = .milliseconds(200)
             configuration.onUncertain = policy
             let source = TokenSource(files: file.source.files)
@@ -349,7 +349,7 @@ import Testing
         }
     }
 
-    @Test func credentialErrorsStopTheJobWithAClearMessage() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func credentialErrorsStopTheJobWithAClearMessage(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 600, seed: 8, in: folder)
@@ -357,7 +357,7 @@ import Testing
             .respond(status: 403, headers: [], body: errorBody(.badCertificateEnvironment))
         }
         let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(port: server.port, authentication: clientCertificate),
+            configuration: jobConfigurationForTests(engine: engine, port: server.port, authentication: clientCertificate),
             source: file.source,
             summary: file.summary
         )
@@ -377,7 +377,7 @@ import Testing
         #expect(lines == Set(2...601), "every row either refused or listed as unsettled")
     }
 
-    @Test func expiredProviderTokenIsRenewedOnce() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func expiredProviderTokenIsRenewedOnce(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 50, seed: 9, in: folder)
@@ -394,7 +394,7 @@ import Testing
             return .ok(apnsID: nil)
         }
         let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(port: server.port, authentication: .token(token)),
+            configuration: jobConfigurationForTests(engine: engine, port: server.port, authentication: .token(token)),
             source: file.source,
             summary: file.summary
         )
@@ -483,7 +483,7 @@ import Testing
         }
     }
 
-    @Test func idleConnectionsAreCheckedWithPing() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func idleConnectionsAreCheckedWithPing(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 1, seed: 14, in: folder)
@@ -495,7 +495,7 @@ import Testing
             }
             return .ok(apnsID: nil)
         }
-        var configuration = jobConfigurationForTests(port: server.port, authentication: clientCertificate)
+        var configuration = jobConfigurationForTests(engine: engine, port: server.port, authentication: clientCertificate)
         configuration.client.pingInterval = .milliseconds(100)
         configuration.client.pingTimeout = .seconds(2)
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
@@ -506,7 +506,7 @@ import Testing
         #expect(pings >= 2)
     }
 
-    @Test func aSilentConnectionIsClosedByItsUnansweredPingAndItsRowsGoElsewhere() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func aSilentConnectionIsClosedByItsUnansweredPingAndItsRowsGoElsewhere(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 300, seed: 17, in: folder)
@@ -517,7 +517,7 @@ import Testing
             privateKey: credentials.server.key,
             silentAfterRequests: 50
         )
-        var configuration = jobConfigurationForTests(port: sink.port, authentication: clientCertificate)
+        var configuration = jobConfigurationForTests(engine: engine, port: sink.port, authentication: clientCertificate)
         // At most 16 rows are caught on a connection that falls silent; its successor answers 50, so no row is
         // caught twice and the retry cap is never reached.
         configuration.client.maximumStreamsPerConnection = 16
@@ -550,7 +550,7 @@ import Testing
         #expect(result.connectionErrors.contains { $0.contains("no PING answer") })
     }
 
-    @Test func theSharedTokenIsRefreshedMidJob() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func theSharedTokenIsRefreshedMidJob(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 120, seed: 15, in: folder)
@@ -567,7 +567,7 @@ import Testing
             if total == 40 { clock.advance(by: 45 * 60) }
             return .ok(apnsID: nil)
         }
-        var configuration = jobConfigurationForTests(port: server.port, authentication: .token(token), connections: 2)
+        var configuration = jobConfigurationForTests(engine: engine, port: server.port, authentication: .token(token), connections: 2)
         configuration.client.maximumStreamsPerConnection = 8
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
         await server.stop()
@@ -578,7 +578,7 @@ import Testing
         #expect(seen.values.reduce(0, +) == 120)
     }
 
-    @Test func theBenchmarkSinkAnswersEveryRequestOnce() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func theBenchmarkSinkAnswersEveryRequestOnce(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 500, seed: 16, in: folder)
@@ -587,7 +587,7 @@ import Testing
             certificateChain: [credentials.server.certificate],
             privateKey: credentials.server.key
         )
-        var configuration = jobConfigurationForTests(port: sink.port, authentication: clientCertificate, connections: 2)
+        var configuration = jobConfigurationForTests(engine: engine, port: sink.port, authentication: clientCertificate, connections: 2)
         configuration.client.pingInterval = .milliseconds(20)
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
         let answered = sink.answeredCount
