@@ -67,10 +67,11 @@ import Testing
     static func connect(
         file: TokenFile,
         payload: Payload
-    ) async throws -> (EmbeddedChannel, HTTP2JobContext) {
+    ) async throws -> (EmbeddedChannel, HTTP2JobContext, EventLoopPromise<Void>) {
         let channel = EmbeddedChannel()
+        let finished = channel.eventLoop.makePromise(of: Void.self)
         let job = HTTP2JobContext(
-            work: HTTP2WorkQueue(source: file.source, finished: channel.eventLoop.makePromise()),
+            work: HTTP2WorkQueue(source: file.source, finished: finished),
             template: HTTP2RequestTemplate(
                 authority: "localhost",
                 headers: try APNSRequestHeaders(pushType: .alert, priority: .immediate, topic: testTopic),
@@ -94,7 +95,15 @@ import Testing
             HTTP2WireConnectionHandler(job: job, random: SplitMix64(seed: 7))
         )
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).get()
-        return (channel, job)
+        return (channel, job, finished)
+    }
+
+    /// Stops the unfinished job and closes the channel.
+    static func end(_ channel: EmbeddedChannel, _ job: HTTP2JobContext, _ finished: EventLoopPromise<Void>) {
+        job.work.stop(HTTP2JobStop(reason: nil, message: "the test is over"))
+        _ = try? channel.finish()
+        finished.futureResult.whenComplete { _ in }
+        finished.succeed()
     }
 
     @Test func requestsFollowTheSendWindowAndShareOneIndexedHeaderBlock() async throws {
@@ -104,8 +113,8 @@ import Testing
         let filler = String(repeating: "x", count: 1_950)
         let payload = try Payload(json: #"{"aps":{"alert":"hi"},"filler":"\#(filler)"}"#)
         let length = payload.byteCount
-        let (channel, _) = try await Self.connect(file: file, payload: payload)
-        defer { _ = try? channel.finish() }
+        let (channel, job, finished) = try await Self.connect(file: file, payload: payload)
+        defer { Self.end(channel, job, finished) }
         var server = Server()
 
         // The preface (checked by the reader), SETTINGS with push off, and a WINDOW_UPDATE; no request before the
@@ -164,8 +173,8 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 50, seed: 22, in: folder)
-        let (channel, _) = try await Self.connect(file: file, payload: testPayload)
-        defer { _ = try? channel.finish() }
+        let (channel, job, finished) = try await Self.connect(file: file, payload: testPayload)
+        defer { Self.end(channel, job, finished) }
         var server = Server()
         _ = try server.frames(from: channel)
         try Self.send(channel) { HTTP2FrameWriter.settings([(.maxConcurrentStreams, 4)], into: &$0) }
