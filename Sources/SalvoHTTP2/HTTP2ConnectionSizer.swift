@@ -148,7 +148,7 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
         let wanted = min(
             self.configuration.maximum,
             Int((flight / Double(perConnection)).rounded(.up)),
-            max(1, (self.configuration.rows + perConnection - 1) / perConnection)
+            max(1, self.configuration.rows / perConnection + (self.configuration.rows % perConnection == 0 ? 0 : 1))
         )
         guard wanted > self.connections else { return nil }
         let open = wanted - self.connections
