@@ -70,7 +70,11 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         let handler: any HTTP2ConnectionDriver & ChannelHandler =
             switch self.configuration.engine {
             case .wire:
-                HTTP2WireConnectionHandler(job: self.job, firstStreamID: self.configuration.firstStreamID, random: random)
+                HTTP2WireConnectionHandler(
+                    job: self.job,
+                    firstStreamID: self.configuration.firstStreamID,
+                    random: random
+                )
             case .nio:
                 HTTP2ConnectionHandler(job: self.job, firstStreamID: self.configuration.firstStreamID, random: random)
             }

@@ -186,10 +186,16 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
             )
         case .data(let streamID, let payload, let endStream, let flowControlled):
             self.received += flowControlled
-            self.perform(self.machine.dataReceived(streamID: Int32(streamID), bytes: payload, endStream: endStream, now: now))
+            self.perform(
+                self.machine.dataReceived(streamID: Int32(streamID), bytes: payload, endStream: endStream, now: now)
+            )
         case .resetStream(let streamID, let code):
             self.perform(
-                self.machine.streamClosed(streamID: Int32(streamID), code: HTTP2ErrorCode(networkCode: Int(code)), now: now)
+                self.machine.streamClosed(
+                    streamID: Int32(streamID),
+                    code: HTTP2ErrorCode(networkCode: Int(code)),
+                    now: now
+                )
             )
         case .settings(let settings):
             var maximum: Int?
@@ -233,7 +239,8 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
             self.machine.frameReceived(now: now)
         case .goAway(let lastStreamID, _):
             let debug = self.reader.goAwayDebugData
-            let reason = debug.readableBytes > 0 ? APNSErrorBody(jsonBytes: Array(debug.readableBytesView))?.reason : nil
+            let reason =
+                debug.readableBytes > 0 ? APNSErrorBody(jsonBytes: Array(debug.readableBytesView))?.reason : nil
             self.perform(self.machine.goAwayReceived(lastStreamID: Int32(lastStreamID), reason: reason, now: now))
         }
     }
@@ -356,7 +363,13 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     private func writeRequest(streamID: UInt32, token: DeviceToken, authorization: String?) {
         let headerIndex = self.outbound.writerIndex
         let endStream: UInt8 = self.payload.readableBytes == 0 ? 0x1 : 0
-        HTTP2FrameWriter.frameHeader(length: 0, type: 1, flags: 0x4 | endStream, streamID: streamID, into: &self.outbound)
+        HTTP2FrameWriter.frameHeader(
+            length: 0,
+            type: 1,
+            flags: 0x4 | endStream,
+            streamID: streamID,
+            into: &self.outbound
+        )
         let blockStart = self.outbound.writerIndex
         // `:path` as a literal without indexing with the static table's name (index 4): never the same twice,
         // so kept out of the dynamic table where it would evict the shared headers.

@@ -47,7 +47,10 @@ extension BenchCommand {
         @Option(help: "Streams per connection (default: 100; with --latency-ms, as many as the server allows).")
         var streams: Int?
 
-        @Option(name: .customLong("h2-engine"), help: "The client's HTTP/2 engine: wire or nio (default: the client's).")
+        @Option(
+            name: .customLong("h2-engine"),
+            help: "The client's HTTP/2 engine: wire or nio (default: the client's)."
+        )
         var engine: HTTP2Engine?
 
         @Option(help: "Runs per row; the best is reported.")

@@ -99,7 +99,8 @@ struct SendCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("h2-engine"),
-        help: "HTTP/2: the client's engine, wire (Salvo's own codec) or nio (NIOHTTP2) (default: \(HTTP2ClientConfiguration.defaultEngine.rawValue))."
+        help:
+            "HTTP/2: the client's engine, wire (Salvo's own codec) or nio (NIOHTTP2) (default: \(HTTP2ClientConfiguration.defaultEngine.rawValue))."
     )
     var engine: HTTP2Engine?
 

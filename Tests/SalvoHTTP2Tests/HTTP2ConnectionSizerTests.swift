@@ -53,7 +53,13 @@ import Testing
         )
         // 200,000/s × 100 ms = 20,000 streams: 20 connections of 1,000, at once, with no rate measured yet.
         #expect(
-            sizer.evaluate(now: Self.at(20), answered: 4, streamsAvailable: 2000, flightCuts: 0, streamsPerConnection: 1000)
+            sizer.evaluate(
+                now: Self.at(20),
+                answered: 4,
+                streamsAvailable: 2000,
+                flightCuts: 0,
+                streamsPerConnection: 1000
+            )
                 == Sizer.Decision(open: 18, rate: nil)
         )
         #expect(sizer.connections == 20 && !sizer.settled)
@@ -63,16 +69,34 @@ import Testing
             sizer.evaluate(now: Self.at(100), answered: 9000, streamsAvailable: 5000, flightCuts: 0).rate == nil
         )
         #expect(
-            sizer.evaluate(now: Self.at(220), answered: 20000, streamsAvailable: 5000, flightCuts: 0, streamsPerConnection: 1000)
-                .open == 0
+            sizer.evaluate(
+                now: Self.at(220),
+                answered: 20000,
+                streamsAvailable: 5000,
+                flightCuts: 0,
+                streamsPerConnection: 1000
+            )
+            .open == 0
         )
         #expect(
-            sizer.evaluate(now: Self.at(420), answered: 40000, streamsAvailable: 20000, flightCuts: 0, streamsPerConnection: 1000)
-                .open == 0
+            sizer.evaluate(
+                now: Self.at(420),
+                answered: 40000,
+                streamsAvailable: 20000,
+                flightCuts: 0,
+                streamsPerConnection: 1000
+            )
+            .open == 0
         )
         // Judged again: 80,000/s × 100 ms fills 8,000 of 20,000 streams, so the connections are not the limit.
         #expect(
-            sizer.evaluate(now: Self.at(620), answered: 56000, streamsAvailable: 20000, flightCuts: 0, streamsPerConnection: 1000)
+            sizer.evaluate(
+                now: Self.at(620),
+                answered: 56000,
+                streamsAvailable: 20000,
+                flightCuts: 0,
+                streamsPerConnection: 1000
+            )
                 == Sizer.Decision(open: 0, rate: 80_000)
         )
         #expect(sizer.connections == 20 && !sizer.settled)
@@ -81,8 +105,14 @@ import Testing
         var near = Sizer(configuration: configuration, now: Self.start)
         near.observe(roundTrip: .milliseconds(1))
         #expect(
-            near.evaluate(now: Self.at(10), answered: 4, streamsAvailable: 2000, flightCuts: 0, streamsPerConnection: 1000)
-                .open == 0
+            near.evaluate(
+                now: Self.at(10),
+                answered: 4,
+                streamsAvailable: 2000,
+                flightCuts: 0,
+                streamsPerConnection: 1000
+            )
+            .open == 0
         )
         // A job of 3,000 rows needs no more than 3 connections' streams, however far.
         var few = configuration
@@ -90,8 +120,14 @@ import Testing
         var small = Sizer(configuration: few, now: Self.start)
         small.observe(roundTrip: .milliseconds(100))
         #expect(
-            small.evaluate(now: Self.at(10), answered: 4, streamsAvailable: 2000, flightCuts: 0, streamsPerConnection: 1000)
-                .open == 1
+            small.evaluate(
+                now: Self.at(10),
+                answered: 4,
+                streamsAvailable: 2000,
+                flightCuts: 0,
+                streamsPerConnection: 1000
+            )
+            .open == 1
         )
     }
 

@@ -78,7 +78,9 @@ import Testing
         return Setup(simulator: simulator, certificates: certificates, signer: signer)
     }
 
-    @Test(arguments: HTTP2Engine.allCases) func tokenAndCertificateJobsAreDeliveredExactlyOnce(engine: HTTP2Engine) async throws {
+    @Test(arguments: HTTP2Engine.allCases) func tokenAndCertificateJobsAreDeliveredExactlyOnce(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let setup = try await Self.start()
@@ -105,7 +107,9 @@ import Testing
         try await setup.simulator.shutdown()
     }
 
-    @Test(arguments: HTTP2Engine.allCases) func theRealClientIsServedInCleartextAndOverTLSWithoutALPN(engine: HTTP2Engine) async throws {
+    @Test(arguments: HTTP2Engine.allCases) func theRealClientIsServedInCleartextAndOverTLSWithoutALPN(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let setup = try await Self.start()
@@ -135,7 +139,9 @@ import Testing
         try await setup.simulator.shutdown()
     }
 
-    @Test(arguments: HTTP2Engine.allCases) func faultsAreRetriedAndUninstalledTokensReported(engine: HTTP2Engine) async throws {
+    @Test(arguments: HTTP2Engine.allCases) func faultsAreRetriedAndUninstalledTokensReported(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 300, seed: 23, in: folder)
@@ -166,7 +172,9 @@ import Testing
         #expect(verdict.passed, "\(verdict.summary)")
     }
 
-    @Test(arguments: HTTP2Engine.allCases) func tooManyRequestsShrinkTheFlightAndEveryRowIsStillDeliveredOnce(engine: HTTP2Engine) async throws {
+    @Test(arguments: HTTP2Engine.allCases) func tooManyRequestsShrinkTheFlightAndEveryRowIsStillDeliveredOnce(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 3000, seed: 29, in: folder)
@@ -194,7 +202,9 @@ import Testing
         #expect(verdict.deliveredOnce == 3000)
     }
 
-    @Test(arguments: HTTP2Engine.allCases) func tokensOfAnotherAppAreRejectedOnceAndTheVerdictPasses(engine: HTTP2Engine) async throws {
+    @Test(arguments: HTTP2Engine.allCases) func tokensOfAnotherAppAreRejectedOnceAndTheVerdictPasses(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 300, seed: 25, in: folder)
