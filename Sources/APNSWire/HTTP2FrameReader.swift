@@ -23,14 +23,15 @@ public struct HTTP2ConnectionError: Error, Equatable {
     }
 }
 
-/// The server side of HTTP/2 framing (RFC 9113 §4, §6): checks the client preface, cuts frames out of the bytes
+/// HTTP/2 framing (RFC 9113 §4, §6), on the server's side by default: checks the client preface, cuts frames out of the bytes
 /// read, strips padding and priority fields, joins a header block split over CONTINUATION frames, and refuses
 /// what a conforming client never sends with the connection error the RFC names.
 ///
 /// Hand-written rather than `NIOHTTP2Handler`: the simulator has to answer well over 100 k requests/s while the
 /// sender shares its two cores, and NIOHTTP2's per-stream state machines cost more per request than the whole
 /// APNs check. Header blocks are left to the caller (the simulator decodes them with NIOHPACK; the benchmark sink
-/// never reads them); this type only frames. Pure and synchronous.
+/// never reads them); this type only frames. With `init(fromServer: true)` it reads a server's frames for the HTTP/2
+/// client's wire engine. Pure and synchronous.
 public struct HTTP2FrameReader {
     public static let preface: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
 

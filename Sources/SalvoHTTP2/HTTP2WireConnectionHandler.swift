@@ -21,7 +21,8 @@ import SalvoEngine
 /// and PING acknowledgements, the peer's `SETTINGS_HEADER_TABLE_SIZE` and `SETTINGS_INITIAL_WINDOW_SIZE`, the
 /// connection's send window (a request is written only when its whole DATA fits; WINDOW_UPDATE opens it), and the
 /// receive window (topped up with WINDOW_UPDATE when half is used). Streams send all their DATA at once, so no
-/// per-stream send window is kept; a peer whose stream window is smaller than one payload cannot be served.
+/// per-stream send window is kept; a peer whose stream window is smaller than one payload stops the job (APNs
+/// announces 64 KiB and more; a payload is at most 5 KiB).
 ///
 /// Sits right after TLS (or alone in cleartext mode); reads and writes bytes. Confined to its channel's event
 /// loop; not `Sendable`.
@@ -322,7 +323,18 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
         var room = self.machine.roomToWrite(isWritable: context.channel.isWritable)
         let dataLength = self.payload.readableBytes
         if dataLength > 0 {
-            guard dataLength <= self.streamWindow else { return }
+            guard dataLength <= self.streamWindow else {
+                // A stream's DATA goes in one frame: a server whose stream window cannot take one payload would
+                // hold every request, so the job stops with the cause rather than wait.
+                self.job.work.stop(
+                    HTTP2JobStop(
+                        reason: nil,
+                        message: "the server's stream window (SETTINGS_INITIAL_WINDOW_SIZE \(self.streamWindow) bytes) "
+                            + "is smaller than one payload (\(dataLength) bytes)"
+                    )
+                )
+                return
+            }
             room = min(room, self.sendWindow / dataLength)
         }
         guard room > 0 else { return }
