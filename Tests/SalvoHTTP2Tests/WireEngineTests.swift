@@ -194,6 +194,42 @@ import Testing
         try Self.send(channel) { HTTP2FrameWriter.settings([(.maxConcurrentStreams, 6)], into: &$0) }
         #expect(try server.requests(server.frames(from: channel)).map(\.streamID) == [13, 15, 17, 19])
     }
+
+    @Test func goAwaySendsTheStreamsAboveItsLastAgainAndItsReasonStopsTheJob() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 20, seed: 23, in: folder)
+        let (channel, job, finished) = try await Self.connect(file: file, payload: testPayload)
+        defer { Self.end(channel, job, finished) }
+        var server = Server()
+        _ = try server.frames(from: channel)
+        try Self.send(channel) { HTTP2FrameWriter.settings([(.maxConcurrentStreams, 4)], into: &$0) }
+        // Decoded, as every block is: the server's table follows the client's.
+        _ = try server.requests(server.frames(from: channel))
+        try Self.send(channel) { Self.answer200(1, into: &$0) }
+        #expect(try server.requests(server.frames(from: channel)).map(\.streamID) == [3, 5, 7, 9])
+        // GOAWAY after stream 5, with APNs' reason in its debug data: 7 and 9 were never processed.
+        try Self.send(channel) {
+            let reason = Array(#"{"reason":"InvalidProviderToken"}"#.utf8)
+            HTTP2FrameWriter.frameHeader(length: 8 + reason.count, type: 7, flags: 0, streamID: 0, into: &$0)
+            $0.writeInteger(UInt32(5))
+            $0.writeInteger(UInt32(0))
+            $0.writeBytes(reason)
+        }
+        #expect(try server.requests(server.frames(from: channel)).isEmpty)
+        #expect(job.work.stopped?.reason == "InvalidProviderToken")
+        var recorded = job.recorded.withLockedValue { $0 }
+        #expect(recorded.outcomes.report.confirmed == 1)
+        #expect(recorded.outcomes.report.resent == 2)
+        // 3 and 5 still finish; then the connection closes.
+        try Self.send(channel) {
+            Self.answer200(3, into: &$0)
+            Self.answer200(5, into: &$0)
+        }
+        recorded = job.recorded.withLockedValue { $0 }
+        #expect(recorded.outcomes.report.confirmed == 3)
+        #expect(!channel.isActive)
+    }
 }
 
 extension HTTP2FrameWriter {
