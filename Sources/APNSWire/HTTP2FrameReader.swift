@@ -23,9 +23,9 @@ public struct HTTP2ConnectionError: Error, Equatable {
     }
 }
 
-/// HTTP/2 framing (RFC 9113 §4, §6), on the server's side by default: checks the client preface, cuts frames out of the bytes
-/// read, strips padding and priority fields, joins a header block split over CONTINUATION frames, and refuses
-/// what a conforming client never sends with the connection error the RFC names.
+/// HTTP/2 framing (RFC 9113 §4, §6), on the server's side by default: checks the client preface, cuts frames out
+/// of the bytes read, strips padding and priority fields, joins a header block split over CONTINUATION frames, and
+/// refuses what a conforming peer never sends with the connection error the RFC names.
 ///
 /// Hand-written rather than `NIOHTTP2Handler`: the simulator has to answer well over 100 k requests/s while the
 /// sender shares its two cores, and NIOHTTP2's per-stream state machines cost more per request than the whole
