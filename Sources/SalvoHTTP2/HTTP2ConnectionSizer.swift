@@ -5,12 +5,18 @@ import NIOCore
 ///
 /// One connection delivers at most (streams in flight) ÷ (round trip). The sizer measures the round trip (the
 /// shortest time from a request to its answer, which queueing can only lengthen) and the rate of answers over
-/// each interval; by Little's law rate × round trip is the flight that rate needs. While that flight fills the
-/// streams the open connections may use (`fullFraction` of them: half, since under load queueing in the client
+/// each interval (at least two round trips); by Little's law rate × round trip is the flight that rate needs.
+///
+/// First, once the round trip and the server's stream limit are known, it opens at once as many connections as
+/// carry `targetRate`'s flight in their streams: far away, doubling alone would spend a warm-up (a connect, a
+/// handshake, a first answer at one stream) per step, longer than many jobs. Then, while the measured flight fills
+/// the streams the open connections may use (`fullFraction` of them: half, since under load queueing in the client
 /// and the server stretches the real round trip beyond the shortest, so full streams show as about half), the
-/// connections may be the limit, and the sizer opens as many again as are open (1, 2, 4, …) up to `maximum`. It stops growing for good when a growth did not
-/// raise the rate by `minimumGain` (the cores or the server are the limit then), and never grows in an interval in
-/// which 429 answers cut a flight (the server asked for less, not more). Connections are never closed by it.
+/// connections may be the limit, and the sizer opens as many again as are open up to `maximum`. After a growth it
+/// judges nothing until the new connections have their streams (at most `maximumWarmUp` intervals). It stops growing
+/// for good when a growth did not raise the rate by `minimumGain` (the cores or the server are the limit then), and
+/// never grows in an interval in which 429 answers cut a flight (the server asked for less, not more). Connections
+/// are never closed by it.
 ///
 /// A value with the time passed in: the pool calls `evaluate` on a timer and opens what it answers; the tests
 /// drive it with a fake clock and no sockets.
