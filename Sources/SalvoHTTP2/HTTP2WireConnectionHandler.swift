@@ -383,15 +383,15 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
             into: &self.outbound
         )
         let blockStart = self.outbound.writerIndex
-        // `:path` as a literal without indexing with the static table's name (index 4): never the same twice,
-        // so kept out of the dynamic table where it would evict the shared headers.
-        self.outbound.writeInteger(UInt8(0x04))
-        self.outbound.writeInteger(UInt8(Self.pathLength))
-        Self.writePath(token, into: &self.outbound)
         if let steady = self.steadyBlock, self.blockAuthorization == authorization {
+            // `:path` as a literal without indexing with the static table's name (index 4): never the same twice,
+            // so kept out of the dynamic table where it would evict the shared headers.
+            self.outbound.writeInteger(UInt8(0x04))
+            self.outbound.writeInteger(UInt8(Self.pathLength))
+            Self.writePath(token, into: &self.outbound)
             self.outbound.writeImmutableBuffer(steady)
         } else {
-            self.writeSharedBlock(authorization: authorization)
+            self.writeEncodedBlock(token: token, authorization: authorization)
         }
         let blockLength = self.outbound.writerIndex - blockStart
         self.outbound.setInteger(UInt32(blockLength) << 8 | 1, at: headerIndex)
@@ -407,26 +407,31 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
         }
     }
 
-    /// The headers every request of the connection shares, through the encoder: the first time (or after the
-    /// token changed) they enter its dynamic table, and encoding them again gives a block of indices alone, which
-    /// later requests copy (a block of indices changes no table, so it stays valid while no other block is sent).
-    /// When the table cannot hold them all, every request goes through the encoder.
-    private func writeSharedBlock(authorization: String?) {
-        let headers = self.sharedHeaders(authorization: authorization)
+    /// A request's whole header block through the encoder (the first request, after the token or the table size
+    /// changed, or always when the table cannot hold the shared headers): the encoder puts a table size update
+    /// first, as RFC 7541 §4.2 requires, the shared headers enter its dynamic table, and `:path` stays out of it.
+    /// Encoding the shared headers once more then gives a block of indices alone, which later requests copy after
+    /// their `:path` (a block of indices changes no table, so it stays valid while no other block is sent).
+    private func writeEncodedBlock(token: DeviceToken, authorization: String?) {
+        let shared = self.sharedHeaders(authorization: authorization)
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(1 + shared.count)
+        var path = ByteBuffer()
+        Self.writePath(token, into: &path)
+        headers.add(name: ":path", value: String(buffer: path), indexing: .nonIndexable)
+        headers.add(contentsOf: shared)
         var block = ByteBuffer()
         do {
             try self.encoder.encode(headers: headers, to: &block)
             self.outbound.writeBuffer(&block)
-            // RFC 7541 §4.1: an entry takes its name, its value and 32 bytes. Counted for every header, also those
-            // the static table holds, so a block that passes surely fits.
-            let size = headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
-            guard size <= self.encoder.allowedDynamicTableSize else {
-                self.steadyBlock = nil
-                self.blockAuthorization = nil
-                return
-            }
+            self.steadyBlock = nil
+            self.blockAuthorization = nil
+            // RFC 7541 §4.1: an entry takes its name, its value and 32 bytes. Counted for every shared header, also
+            // those the static table holds, so a block that passes surely fits.
+            let size = shared.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
+            guard size <= self.encoder.allowedDynamicTableSize else { return }
             var steady = ByteBuffer()
-            try self.encoder.encode(headers: headers, to: &steady)
+            try self.encoder.encode(headers: shared, to: &steady)
             self.steadyBlock = steady
             self.blockAuthorization = authorization
         } catch {

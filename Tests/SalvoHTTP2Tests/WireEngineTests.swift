@@ -195,6 +195,30 @@ import Testing
         #expect(try server.requests(server.frames(from: channel)).map(\.streamID) == [13, 15, 17, 19])
     }
 
+    @Test func aServerWithoutADynamicTableGetsLiteralHeaders() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 20, seed: 24, in: folder)
+        let (channel, job, finished) = try await Self.connect(file: file, payload: testPayload)
+        defer { Self.end(channel, job, finished) }
+        var server = Server()
+        _ = try server.frames(from: channel)
+        try Self.send(channel) {
+            HTTP2FrameWriter.settings([(.headerTableSize, 0), (.maxConcurrentStreams, 4)], into: &$0)
+        }
+        var requests = try server.requests(server.frames(from: channel))
+        try Self.send(channel) { Self.answer200(1, into: &$0) }
+        requests += try server.requests(server.frames(from: channel))
+        // The first block shrinks the server's table to nothing; every block then carries its headers in full.
+        #expect(server.decoder.allowedDynamicTableLength == 0)
+        #expect(requests.map(\.streamID) == [1, 3, 5, 7, 9])
+        for (index, request) in requests.enumerated() {
+            #expect(request.headers.first(name: ":path") == "/3/device/" + file.tokens[index].hexString)
+            #expect(request.headers.first(name: "apns-topic") == testTopic)
+            #expect(request.blockBytes > 2 + 74 + testTopic.utf8.count)
+        }
+    }
+
     @Test func goAwaySendsTheStreamsAboveItsLastAgainAndItsReasonStopsTheJob() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
