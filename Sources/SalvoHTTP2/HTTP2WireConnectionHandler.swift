@@ -21,8 +21,8 @@ import SalvoEngine
 /// and PING acknowledgements, the peer's `SETTINGS_HEADER_TABLE_SIZE` and `SETTINGS_INITIAL_WINDOW_SIZE`, the
 /// connection's send window (a request is written only when its whole DATA fits; WINDOW_UPDATE opens it), and the
 /// receive window (topped up with WINDOW_UPDATE when half is used). Streams send all their DATA at once, so no
-/// per-stream send window is kept; a peer whose stream window is smaller than one payload stops the job (APNs
-/// announces 64 KiB and more; a payload is at most 5 KiB).
+/// per-stream send window is kept; a peer whose stream window is smaller than one payload stops the job (the
+/// default window is 64 KiB; an APNs payload is at most 5 KiB).
 ///
 /// Sits right after TLS (or alone in cleartext mode); reads and writes bytes. Confined to its channel's event
 /// loop; not `Sendable`.
