@@ -2,13 +2,14 @@ import NIOCore
 
 /// An HTTP/2 connection error (RFC 9113 §5.4.1): the endpoint answers it with GOAWAY carrying `code` and closes.
 public struct HTTP2ConnectionError: Error, Equatable {
-    /// RFC 9113 §7 error codes the endpoint sends.
+    /// RFC 9113 §7 error codes the endpoints send.
     public enum Code: UInt32, Sendable {
         case noError = 0x0
         case protocolError = 0x1
         case flowControlError = 0x3
         case frameSizeError = 0x6
         case refusedStream = 0x7
+        case cancel = 0x8
         case compressionError = 0x9
         case enhanceYourCalm = 0xB
     }
@@ -22,14 +23,15 @@ public struct HTTP2ConnectionError: Error, Equatable {
     }
 }
 
-/// The server side of HTTP/2 framing (RFC 9113 §4, §6): checks the client preface, cuts frames out of the bytes
-/// read, strips padding and priority fields, joins a header block split over CONTINUATION frames, and refuses
-/// what a conforming client never sends with the connection error the RFC names.
+/// HTTP/2 framing (RFC 9113 §4, §6), on the server's side by default: checks the client preface, cuts frames out
+/// of the bytes read, strips padding and priority fields, joins a header block split over CONTINUATION frames, and
+/// refuses what a conforming peer never sends with the connection error the RFC names.
 ///
 /// Hand-written rather than `NIOHTTP2Handler`: the simulator has to answer well over 100 k requests/s while the
 /// sender shares its two cores, and NIOHTTP2's per-stream state machines cost more per request than the whole
 /// APNs check. Header blocks are left to the caller (the simulator decodes them with NIOHPACK; the benchmark sink
-/// never reads them); this type only frames. Pure and synchronous.
+/// never reads them); this type only frames. With `init(fromServer: true)` it reads a server's frames for the HTTP/2
+/// client's wire engine. Pure and synchronous.
 public struct HTTP2FrameReader {
     public static let preface: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
 
@@ -56,8 +58,17 @@ public struct HTTP2FrameReader {
     private var sawPreface = false
     private var sawSettings = false
     private var continuing: (streamID: UInt32, block: ByteBuffer, endStream: Bool)?
+    /// The debug data of the last GOAWAY returned (APNs puts its JSON reason there), empty when it had none.
+    public private(set) var goAwayDebugData = ByteBuffer()
 
+    /// A reader of the frames a client sends (after the client preface).
     public init() {}
+
+    /// With `fromServer`, a reader of the frames a server sends: no preface, SETTINGS first (RFC 9113 §3.4), as
+    /// the HTTP/2 client engine reads them.
+    public init(fromServer: Bool) {
+        self.sawPreface = fromServer
+    }
 
     /// The next frame in `buffer` (advancing its reader index), or nil when it needs more bytes.
     public mutating func next(from buffer: inout ByteBuffer) throws(HTTP2ConnectionError) -> Frame? {
@@ -173,8 +184,8 @@ public struct HTTP2FrameReader {
                 settings.append((HTTP2SettingIdentifier(rawValue: parameter), value))
             }
             return .settings(settings)
-        case 5:  // PUSH_PROMISE
-            throw HTTP2ConnectionError(.protocolError, "a client may not push")
+        case 5:  // PUSH_PROMISE: a client may not push, and the client engine turns push off
+            throw HTTP2ConnectionError(.protocolError, "PUSH_PROMISE was not allowed")
         case 6:  // PING
             guard streamID == 0 else { throw HTTP2ConnectionError(.protocolError, "PING on a stream") }
             guard payload.readableBytes == 8 else { throw HTTP2ConnectionError(.frameSizeError, "PING size") }
@@ -184,7 +195,9 @@ public struct HTTP2FrameReader {
             guard streamID == 0 else { throw HTTP2ConnectionError(.protocolError, "GOAWAY on a stream") }
             guard payload.readableBytes >= 8 else { throw HTTP2ConnectionError(.frameSizeError, "GOAWAY size") }
             let last = payload.readInteger(as: UInt32.self)! & 0x7FFF_FFFF
-            return .goAway(lastStreamID: last, code: payload.readInteger(as: UInt32.self)!)
+            let code = payload.readInteger(as: UInt32.self)!
+            self.goAwayDebugData = payload
+            return .goAway(lastStreamID: last, code: code)
         case 8:  // WINDOW_UPDATE
             guard payload.readableBytes == 4 else { throw HTTP2ConnectionError(.frameSizeError, "WINDOW_UPDATE size") }
             let increment = Int(payload.readInteger(as: UInt32.self)! & 0x7FFF_FFFF)

@@ -81,7 +81,8 @@ public enum HTTP2Benchmark {
         identity: ServerIdentity,
         serverThreads: Int = 1,
         streams: Int = 100,
-        server kind: Server = .sink
+        server kind: Server = .sink,
+        engine: HTTP2Engine? = nil
     ) async throws -> Row {
         let port: Int
         let answeredCount: @Sendable () -> Int
@@ -118,7 +119,8 @@ public enum HTTP2Benchmark {
                 authentication: .certificate(chain: identity.certificateChain, key: identity.privateKey),
                 topic: "com.example.salvo",
                 connections: connections,
-                streams: streams
+                streams: streams,
+                engine: engine
             )
         } catch {
             await stop()
@@ -143,6 +145,7 @@ public enum HTTP2Benchmark {
         connections: Int,
         maximumConnections: Int? = nil,
         streams: Int? = 100,
+        engine: HTTP2Engine? = nil,
         progress: (@Sendable (JobProgress) -> Void)? = nil
     ) async throws -> Row {
         var client = HTTP2ClientConfiguration(host: "127.0.0.1", port: port, authentication: authentication)
@@ -151,6 +154,7 @@ public enum HTTP2Benchmark {
         client.connections = connections
         client.maximumConnections = maximumConnections
         client.maximumStreamsPerConnection = streams
+        if let engine { client.engine = engine }
         let headers = try APNSRequestHeaders(pushType: .alert, priority: .immediate, topic: topic)
         let configuration = HTTP2JobConfiguration(
             client: client,

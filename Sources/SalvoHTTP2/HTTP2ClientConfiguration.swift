@@ -52,6 +52,10 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// HTTP/2 over TLS without ALPN: the client then speaks HTTP/2 by prior knowledge and does not ask the
     /// server to have chosen it.
     public var offersALPN = true
+    /// The code that speaks HTTP/2 (`HTTP2Engine`).
+    public var engine = Self.defaultEngine
+    /// The engine a job uses unless told otherwise.
+    public static let defaultEngine = HTTP2Engine.wire
     /// The seed of the job's jitter (retry backoff, reconnect delays): each connection slot gets a `SplitMix64`
     /// seeded from it and its index, and each connection one seeded from its slot's. Random by default; a fixed
     /// seed makes the delays of a run repeatable.

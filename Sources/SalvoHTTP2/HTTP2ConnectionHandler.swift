@@ -11,7 +11,7 @@ import SalvoEngine
 ///
 /// Sits behind `NIOHTTP2Handler` (frame level, no stream channels: a stream is a dictionary entry in the
 /// machine, not a child channel). Confined to its channel's event loop; not `Sendable`.
-final class HTTP2ConnectionHandler: ChannelInboundHandler {
+final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 

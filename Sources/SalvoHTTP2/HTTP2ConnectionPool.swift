@@ -29,13 +29,14 @@ final class HTTP2ConnectionPool: Sendable {
         configuration: HTTP2ClientConfiguration,
         sslContext: NIOSSLContext?,
         job: HTTP2JobContext,
-        group: any EventLoopGroup
+        group: any EventLoopGroup,
+        rows: Int = Int.max
     ) {
         let sizer = configuration.maximumConnections.map { maximum in
-            HTTP2ConnectionSizer(
-                configuration: .init(initial: configuration.connections, maximum: maximum),
-                now: .now()
-            )
+            var sizing = HTTP2ConnectionSizer.Configuration(initial: configuration.connections, maximum: maximum)
+            sizing.targetRate = Double(configuration.rate ?? HTTP2ConnectionSizer.nearbyRate)
+            sizing.rows = rows
+            return HTTP2ConnectionSizer(configuration: sizing, now: .now())
         }
         let state = NIOLockedValueBox(State(sizer: sizer))
         self.state = state
@@ -96,6 +97,7 @@ final class HTTP2ConnectionPool: Sendable {
             (
                 answered: recorded.answered,
                 streams: recorded.streamLimits.values.reduce(0, +),
+                perConnection: recorded.streamLimits.values.max(),
                 cuts: recorded.flightCuts,
                 roundTrip: recorded.roundTrip
             )
@@ -107,7 +109,8 @@ final class HTTP2ConnectionPool: Sendable {
                 now: .now(),
                 answered: seen.answered,
                 streamsAvailable: seen.streams,
-                flightCuts: seen.cuts - state.seenCuts
+                flightCuts: seen.cuts - state.seenCuts,
+                streamsPerConnection: seen.perConnection
             )
             state.seenCuts = seen.cuts
             state.sizer = sizer

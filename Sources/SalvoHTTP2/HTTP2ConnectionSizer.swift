@@ -5,12 +5,18 @@ import NIOCore
 ///
 /// One connection delivers at most (streams in flight) ÷ (round trip). The sizer measures the round trip (the
 /// shortest time from a request to its answer, which queueing can only lengthen) and the rate of answers over
-/// each interval; by Little's law rate × round trip is the flight that rate needs. While that flight fills the
-/// streams the open connections may use (`fullFraction` of them: half, since under load queueing in the client
+/// each interval (at least two round trips); by Little's law rate × round trip is the flight that rate needs.
+///
+/// First, once the round trip and the server's stream limit are known, it opens at once as many connections as
+/// carry `targetRate`'s flight in their streams: far away, doubling alone would spend a warm-up (a connect, a
+/// handshake, a first answer at one stream) per step, longer than many jobs. Then, while the measured flight fills
+/// the streams the open connections may use (`fullFraction` of them: half, since under load queueing in the client
 /// and the server stretches the real round trip beyond the shortest, so full streams show as about half), the
-/// connections may be the limit, and the sizer opens as many again as are open (1, 2, 4, …) up to `maximum`. It stops growing for good when a growth did not
-/// raise the rate by `minimumGain` (the cores or the server are the limit then), and never grows in an interval in
-/// which 429 answers cut a flight (the server asked for less, not more). Connections are never closed by it.
+/// connections may be the limit, and the sizer opens as many again as are open up to `maximum`. After a growth it
+/// judges nothing until the new connections have their streams (at most `maximumWarmUp` intervals). It stops growing
+/// for good when a growth did not raise the rate by `minimumGain` (the cores or the server are the limit then), and
+/// never grows in an interval in which 429 answers cut a flight (the server asked for less, not more). Connections
+/// are never closed by it.
 ///
 /// A value with the time passed in: the pool calls `evaluate` on a timer and opens what it answers; the tests
 /// drive it with a fake clock and no sockets.
@@ -26,6 +32,14 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
         var fullFraction = 0.5
         /// The rate after a growth must be at least this many times the rate before it, or growing stops.
         var minimumGain = 1.1
+        /// The rate the first step sizes for (`--rate`, or what one client on two cores delivers nearby): once the
+        /// round trip and the server's stream limit are known, as many connections open at once as carry this
+        /// rate's flight (rate × round trip) in their streams; nil to only double.
+        var targetRate: Double?
+        /// The job's rows: never more connections than their flight fills.
+        var rows = Int.max
+        /// The most intervals a warm-up after a growth lasts, when the new connections do not all come up.
+        var maximumWarmUp = 5
     }
 
     /// What one `evaluate` saw and decided.
@@ -35,6 +49,11 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
         /// Answers per second over the interval; nil when the interval was too short to measure.
         var rate: Double?
     }
+
+    /// The rate the first step sizes for without `--rate`: about what the client delivers nearby on two cores
+    /// shared with a server (the wire engine, `salvo bench h2`), so that far away the job opens the connections
+    /// whose streams carry it.
+    static let nearbyRate = 200_000
 
     let configuration: Configuration
     /// Connections opened so far (the initial ones included).
@@ -47,8 +66,12 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
     private var lastTime: NIODeadline
     /// The rate measured before the last growth, to compare the next one with.
     private var rateBeforeGrowth: Double?
-    /// The interval right after a growth holds connects and handshakes: it only restarts the measurement.
-    private var warmingUp = false
+    /// The intervals right after a growth hold connects, handshakes and the new connections' first answers (a
+    /// token-authenticated connection has one stream until then): they only restart the measurement, until the
+    /// streams available reach what the open connections will have, or `maximumWarmUp` intervals passed.
+    private var warmingUp = 0
+    /// Whether the first step (sized by `targetRate`) was taken.
+    private var jumped = false
 
     init(configuration: Configuration, now: NIODeadline) {
         precondition(configuration.initial >= 1 && configuration.maximum >= configuration.initial)
@@ -64,17 +87,41 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
         self.roundTrip = min(self.roundTrip ?? roundTrip, roundTrip)
     }
 
+    /// The interval a rate is measured over: `interval`, and at least two round trips (answers come in bursts
+    /// of a round trip's flight).
+    var measuringInterval: TimeAmount {
+        max(self.configuration.interval, .nanoseconds(2 * (self.roundTrip?.nanoseconds ?? 0)))
+    }
+
     /// Called on a timer with the job's answers so far, the streams the open connections may have in flight
-    /// now, and the 429 cuts since the last call. Says how many connections to open now.
-    mutating func evaluate(now: NIODeadline, answered: Int, streamsAvailable: Int, flightCuts: Int) -> Decision {
+    /// now, the 429 cuts since the last call, and the largest stream limit a connection reported (nil when none
+    /// did). Says how many connections to open now.
+    mutating func evaluate(
+        now: NIODeadline,
+        answered: Int,
+        streamsAvailable: Int,
+        flightCuts: Int,
+        streamsPerConnection: Int? = nil
+    ) -> Decision {
+        // The first step needs no rate: it is taken as soon as the round trip and the stream limit are known.
+        if !self.settled, self.warmingUp == 0,
+            let step = self.firstStep(streamsPerConnection: streamsPerConnection, flightCuts: flightCuts)
+        {
+            self.lastAnswered = answered
+            self.lastTime = now
+            return Decision(open: step, rate: nil)
+        }
         let elapsed = now - self.lastTime
-        guard elapsed >= self.configuration.interval else { return Decision(open: 0, rate: nil) }
+        guard elapsed >= self.measuringInterval else { return Decision(open: 0, rate: nil) }
         let rate = Double(answered - self.lastAnswered) / (Double(elapsed.nanoseconds) / 1e9)
         self.lastAnswered = answered
         self.lastTime = now
         guard !self.settled else { return Decision(open: 0, rate: rate) }
-        if self.warmingUp {
-            self.warmingUp = false
+        if self.warmingUp > 0 {
+            self.warmingUp -= 1
+            let full = streamsPerConnection.map { streamsAvailable >= self.connections * $0 } ?? true
+            if !full && self.warmingUp > 0 { return Decision(open: 0, rate: rate) }
+            self.warmingUp = 0
             return Decision(open: 0, rate: rate)
         }
         if let before = self.rateBeforeGrowth {
@@ -90,10 +137,34 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
             return Decision(open: 0, rate: rate)
         }
         let open = min(self.connections, self.configuration.maximum - self.connections)
-        self.connections += open
+        self.grow(by: open)
         self.rateBeforeGrowth = rate
-        self.warmingUp = true
-        if self.connections >= self.configuration.maximum { self.settled = true }
         return Decision(open: open, rate: rate)
+    }
+
+    /// The first step, once: connections enough for the target rate's flight at the measured round trip, when
+    /// that is more than are open. Doubling alone takes a warm-up per step (a connect, a handshake and a first
+    /// answer, several round trips each), which far away is longer than many jobs.
+    private mutating func firstStep(streamsPerConnection: Int?, flightCuts: Int) -> Int? {
+        guard !self.jumped, let target = self.configuration.targetRate, let roundTrip = self.roundTrip,
+            let perConnection = streamsPerConnection, perConnection > 1, flightCuts == 0
+        else { return nil }
+        self.jumped = true
+        let flight = target * Double(roundTrip.nanoseconds) / 1e9
+        let wanted = min(
+            self.configuration.maximum,
+            Int((flight / Double(perConnection)).rounded(.up)),
+            max(1, self.configuration.rows / perConnection + (self.configuration.rows % perConnection == 0 ? 0 : 1))
+        )
+        guard wanted > self.connections else { return nil }
+        let open = wanted - self.connections
+        self.grow(by: open)
+        return open
+    }
+
+    private mutating func grow(by open: Int) {
+        self.connections += open
+        self.warmingUp = self.configuration.maximumWarmUp
+        if self.connections >= self.configuration.maximum { self.settled = true }
     }
 }

@@ -66,16 +66,24 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         self.pendingConnect = nil
         if self.lastConnect != nil { self.job.recorded.withLockedValue { $0.outcomes.reconnected() } }
         self.lastConnect = .now()
-        let handler = HTTP2ConnectionHandler(
-            job: self.job,
-            firstStreamID: self.configuration.firstStreamID,
-            random: SplitMix64(seed: self.random.next())
-        )
+        let random = SplitMix64(seed: self.random.next())
+        let handler: any HTTP2ConnectionDriver & ChannelHandler =
+            switch self.configuration.engine {
+            case .wire:
+                HTTP2WireConnectionHandler(
+                    job: self.job,
+                    firstStreamID: self.configuration.firstStreamID,
+                    random: random
+                )
+            case .nio:
+                HTTP2ConnectionHandler(job: self.job, firstStreamID: self.configuration.firstStreamID, random: random)
+            }
         // The bootstrap's group is this loop, so the initializer runs here too.
         let boundHandler = NIOLoopBound(handler, eventLoop: self.eventLoop)
         let job = self.job
         let sslContext = self.sslContext
         let offersALPN = self.configuration.offersALPN
+        let engine = self.configuration.engine
         let serverName =
             self.configuration.serverName ?? (Self.isIPAddress(self.configuration.host) ? nil : self.configuration.host)
         let bootstrap = ClientBootstrap(group: self.eventLoop)
@@ -104,23 +112,26 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                                 }
                             )
                         }
-                        try sync.addHandler(WriteCoalescingHandler())
+                        // The wire engine writes one buffer per flush by itself.
+                        if engine == .nio { try sync.addHandler(WriteCoalescingHandler()) }
                     }
-                    try sync.addHandler(
-                        NIOHTTP2Handler(
-                            mode: .client,
-                            initialSettings: [
-                                HTTP2Setting(parameter: .enablePush, value: 0),
-                                HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
-                                HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                                HTTP2Setting(parameter: .maxHeaderListSize, value: 16 << 10),
-                            ],
-                            // The request headers are built by `HTTP2RequestTemplate`, valid by construction;
-                            // checking them again costs a few percent per request.
-                            headerBlockValidation: .disabled,
-                            contentLengthValidation: .disabled
+                    if engine == .nio {
+                        try sync.addHandler(
+                            NIOHTTP2Handler(
+                                mode: .client,
+                                initialSettings: [
+                                    HTTP2Setting(parameter: .enablePush, value: 0),
+                                    HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
+                                    HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                                    HTTP2Setting(parameter: .maxHeaderListSize, value: 16 << 10),
+                                ],
+                                // The request headers are built by `HTTP2RequestTemplate`, valid by construction;
+                                // checking them again costs a few percent per request.
+                                headerBlockValidation: .disabled,
+                                contentLengthValidation: .disabled
+                            )
                         )
-                    )
+                    }
                     try sync.addHandler(boundHandler.value)
                 }
             }

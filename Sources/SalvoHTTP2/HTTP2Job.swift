@@ -89,7 +89,13 @@ public enum HTTP2Job {
             ),
             answerLatency: answerLatency
         )
-        let pool = HTTP2ConnectionPool(configuration: client, sslContext: sslContext, job: job, group: loops)
+        let pool = HTTP2ConnectionPool(
+            configuration: client,
+            sslContext: sslContext,
+            job: job,
+            group: loops,
+            rows: summary.validRows
+        )
         pool.start()
         let ticker = progress.map { callback in
             loops.next().scheduleRepeatedTask(

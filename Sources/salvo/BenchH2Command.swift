@@ -47,6 +47,12 @@ extension BenchCommand {
         @Option(help: "Streams per connection (default: 100; with --latency-ms, as many as the server allows).")
         var streams: Int?
 
+        @Option(
+            name: .customLong("h2-engine"),
+            help: "The client's HTTP/2 engine: wire or nio (default: the client's)."
+        )
+        var engine: HTTP2Engine?
+
         @Option(help: "Runs per row; the best is reported.")
         var runs: Int = 2
 
@@ -122,7 +128,8 @@ extension BenchCommand {
             }
             print(
                 "\(self.tokens) notifications, \(payloadBytes)-byte payload, \(self.server) server, "
-                    + "\(self.streams ?? 100) streams per connection, best of \(self.runs) run(s)"
+                    + "\(self.streams ?? 100) streams per connection, \((self.engine ?? HTTP2ClientConfiguration.defaultEngine).rawValue) engine, "
+                    + "best of \(self.runs) run(s)"
             )
             print("connections  notifications/s  seconds  server")
             var failed = false
@@ -148,7 +155,8 @@ extension BenchCommand {
                             identity: identity,
                             serverThreads: self.serverThreads,
                             streams: self.streams ?? 100,
-                            server: HTTP2Benchmark.Server(rawValue: self.server)!
+                            server: HTTP2Benchmark.Server(rawValue: self.server)!,
+                            engine: self.engine
                         )
                     allDelivered = allDelivered && row.allDelivered
                     if best == nil || row.rate > best!.rate { best = row }
@@ -176,7 +184,8 @@ extension BenchCommand {
             print(
                 "\(self.tokens) notifications, \(payloadBytes)-byte payload, simulator (token auth, "
                     + "\(self.serverThreads) thread(s), 1,000 streams announced) in this process on "
-                    + "\(System.coreCount) cores, best of \(self.runs) run(s); client CPU: its event loop threads; "
+                    + "\(System.coreCount) cores, \((self.engine ?? HTTP2ClientConfiguration.defaultEngine).rawValue) engine, "
+                    + "best of \(self.runs) run(s); client CPU: its event loop threads; "
                     + "process CPU and peak RSS: client and simulator together"
             )
             print(
@@ -268,6 +277,7 @@ extension BenchCommand {
                     connections: connections,
                     maximumConnections: maximumConnections,
                     streams: streams,
+                    engine: self.engine,
                     progress: display.callback
                 )
                 display.finish()
@@ -291,3 +301,5 @@ extension ConnectionCount {
         return nil
     }
 }
+
+extension HTTP2Engine: ExpressibleByArgument {}

@@ -97,6 +97,13 @@ struct SendCommand: AsyncParsableCommand {
     )
     var maximumStreams: Int?
 
+    @Option(
+        name: .customLong("h2-engine"),
+        help:
+            "HTTP/2: the client's engine, wire (Salvo's own codec) or nio (NIOHTTP2) (default: \(HTTP2ClientConfiguration.defaultEngine.rawValue))."
+    )
+    var engine: HTTP2Engine?
+
     @OptionGroup var input: InputOptions
     @OptionGroup var delivery: DeliveryOptions
     @OptionGroup var output: OutputOptions
@@ -258,6 +265,7 @@ struct SendCommand: AsyncParsableCommand {
             guard streams >= 1 else { throw UserError("--max-streams needs at least 1 stream, not \(streams)") }
             client.maximumStreamsPerConnection = streams
         }
+        if let engine = self.engine { client.engine = engine }
         if let rate = self.rate {
             guard rate >= 1 else { throw UserError("--rate needs at least 1 notification per second, not \(rate)") }
             client.rate = rate

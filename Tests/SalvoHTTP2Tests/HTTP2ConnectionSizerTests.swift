@@ -41,6 +41,96 @@ import Testing
         #expect(sizer.connections == 4)
     }
 
+    @Test func theFirstStepOpensForTheTargetRatesFlightAndTheWarmUpLastsUntilTheNewConnectionsAreFull() {
+        var configuration = Sizer.Configuration(initial: 2, maximum: 32)
+        configuration.targetRate = 200_000
+        var sizer = Sizer(configuration: configuration, now: Self.start)
+        sizer.observe(roundTrip: .milliseconds(100))
+        // One stream per connection until the first answer: the server's limit is not known yet.
+        #expect(
+            sizer.evaluate(now: Self.at(10), answered: 2, streamsAvailable: 2, flightCuts: 0, streamsPerConnection: 1)
+                .open == 0
+        )
+        // 200,000/s × 100 ms = 20,000 streams: 20 connections of 1,000, at once, with no rate measured yet.
+        #expect(
+            sizer.evaluate(
+                now: Self.at(20),
+                answered: 4,
+                streamsAvailable: 2000,
+                flightCuts: 0,
+                streamsPerConnection: 1000
+            )
+                == Sizer.Decision(open: 18, rate: nil)
+        )
+        #expect(sizer.connections == 20 && !sizer.settled)
+        // Rates over two round trips; the warm-up lasts until the 20 connections have their streams.
+        #expect(sizer.measuringInterval == .milliseconds(200))
+        #expect(
+            sizer.evaluate(now: Self.at(100), answered: 9000, streamsAvailable: 5000, flightCuts: 0).rate == nil
+        )
+        #expect(
+            sizer.evaluate(
+                now: Self.at(220),
+                answered: 20000,
+                streamsAvailable: 5000,
+                flightCuts: 0,
+                streamsPerConnection: 1000
+            )
+            .open == 0
+        )
+        #expect(
+            sizer.evaluate(
+                now: Self.at(420),
+                answered: 40000,
+                streamsAvailable: 20000,
+                flightCuts: 0,
+                streamsPerConnection: 1000
+            )
+            .open == 0
+        )
+        // Judged again: 80,000/s × 100 ms fills 8,000 of 20,000 streams, so the connections are not the limit.
+        #expect(
+            sizer.evaluate(
+                now: Self.at(620),
+                answered: 56000,
+                streamsAvailable: 20000,
+                flightCuts: 0,
+                streamsPerConnection: 1000
+            )
+                == Sizer.Decision(open: 0, rate: 80_000)
+        )
+        #expect(sizer.connections == 20 && !sizer.settled)
+
+        // Nearby, the target's flight fits the open connections: no step.
+        var near = Sizer(configuration: configuration, now: Self.start)
+        near.observe(roundTrip: .milliseconds(1))
+        #expect(
+            near.evaluate(
+                now: Self.at(10),
+                answered: 4,
+                streamsAvailable: 2000,
+                flightCuts: 0,
+                streamsPerConnection: 1000
+            )
+            .open == 0
+        )
+        // A job of 3,000 rows needs no more than 3 connections' streams, however far.
+        var few = configuration
+        few.rows = 3_000
+        var small = Sizer(configuration: few, now: Self.start)
+        small.observe(roundTrip: .milliseconds(100))
+        #expect(
+            small.evaluate(
+                now: Self.at(10),
+                answered: 4,
+                streamsAvailable: 2000,
+                flightCuts: 0,
+                streamsPerConnection: 1000
+            )
+            .open == 1
+        )
+    }
+
     @Test func noGrowthWhenTheStreamsAreNotTheLimitAfter429sWithoutARoundTripOrAtTheMaximum() {
         // Nearby (1 ms): 100,000/s needs 100 of 2,000 streams; the streams are not what holds the job back.
         var near = Sizer(configuration: .init(initial: 2, maximum: 32), now: Self.start)

@@ -13,7 +13,9 @@ import Testing
 
 // Serialized: debug builds of the HTTP/2 stack are CPU-bound, and parallel jobs would trip request deadlines.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct JobTests {
-    @Test func certificateAuthenticationDeliversEveryRowOnceWithTheDocumentedRequest() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func certificateAuthenticationDeliversEveryRowOnceWithTheDocumentedRequest(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 300, in: folder)
@@ -32,6 +34,7 @@ import Testing
         }
         let result = try await HTTP2Job.run(
             configuration: jobConfigurationForTests(
+                engine: engine,
                 port: server.port,
                 authentication: clientCertificate,
                 connections: 3
@@ -62,7 +65,9 @@ import Testing
         #expect(headers["body"] == testPayload.text)
     }
 
-    @Test func tokenAuthenticationSignsOnceForEveryConnectionAndStartsWithOneStream() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func tokenAuthenticationSignsOnceForEveryConnectionAndStartsWithOneStream(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 200, seed: 2, in: folder)
@@ -103,7 +108,12 @@ import Testing
             return .ok(apnsID: newAPNSID())
         }
         let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(port: server.port, authentication: .token(token), connections: 3),
+            configuration: jobConfigurationForTests(
+                engine: engine,
+                port: server.port,
+                authentication: .token(token),
+                connections: 3
+            ),
             source: file.source,
             summary: file.summary
         )
@@ -117,7 +127,7 @@ import Testing
         #expect(violations.withLockedValue { $0 } == [])
     }
 
-    @Test func everyResponseClassIsMapped() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func everyResponseClassIsMapped(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 12, seed: 3, in: folder)
@@ -149,7 +159,11 @@ import Testing
             return action
         }
         let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(port: server.port, authentication: clientCertificate),
+            configuration: jobConfigurationForTests(
+                engine: engine,
+                port: server.port,
+                authentication: clientCertificate
+            ),
             source: file.source,
             summary: file.summary
         )
@@ -181,7 +195,8 @@ import Testing
         #expect(ledger.snapshot.delivered.values.allSatisfy { $0 == 1 })
     }
 
-    @Test func retriesStopAtTheCapAndHonourRetryAfter() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func retriesStopAtTheCapAndHonourRetryAfter(engine: HTTP2Engine) async throws
+    {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 3, seed: 4, in: folder)
@@ -199,7 +214,11 @@ import Testing
             ledger.delivered(request)
             return .ok(apnsID: nil)
         }
-        var configuration = jobConfigurationForTests(port: server.port, authentication: clientCertificate)
+        var configuration = jobConfigurationForTests(
+            engine: engine,
+            port: server.port,
+            authentication: clientCertificate
+        )
         configuration.retry.maximumAttempts = 3
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
         await server.stop()
@@ -213,7 +232,9 @@ import Testing
         #expect(times[1] - times[0] >= .milliseconds(950))
     }
 
-    @Test func goAwayMidJobLosesNothingAndDuplicatesNothing() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func goAwayMidJobLosesNothingAndDuplicatesNothing(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 400, seed: 5, in: folder)
@@ -226,6 +247,7 @@ import Testing
             return .ok(apnsID: newAPNSID())
         }
         var configuration = jobConfigurationForTests(
+            engine: engine,
             port: server.port,
             authentication: clientCertificate,
             connections: 2
@@ -247,7 +269,9 @@ import Testing
         #expect(result.report.reconnects >= 400 / (37 + 16) - 2)
     }
 
-    @Test func connectionsThatRunOutOfStreamIDsAreReplacedWithoutLosingOrRepeatingARow() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func connectionsThatRunOutOfStreamIDsAreReplacedWithoutLosingOrRepeatingARow(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 300, seed: 18, in: folder)
@@ -261,6 +285,7 @@ import Testing
             return .ok(apnsID: newAPNSID())
         }
         var configuration = jobConfigurationForTests(
+            engine: engine,
             port: server.port,
             authentication: clientCertificate,
             connections: 2
@@ -291,7 +316,7 @@ import Testing
         #expect(result.report.reconnects >= 300 / 40 - 2)
     }
 
-    @Test func shrinkingConcurrentStreamsIsHonoured() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func shrinkingConcurrentStreamsIsHonoured(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 400, seed: 6, in: folder)
@@ -305,7 +330,11 @@ import Testing
             return .delayed(.milliseconds(1), .ok(apnsID: nil))
         }
         let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(port: server.port, authentication: clientCertificate),
+            configuration: jobConfigurationForTests(
+                engine: engine,
+                port: server.port,
+                authentication: clientCertificate
+            ),
             source: file.source,
             summary: file.summary
         )
@@ -315,7 +344,7 @@ import Testing
         #expect(ledger.snapshot.delivered.values.allSatisfy { $0 == 1 })
     }
 
-    @Test func unansweredRequestsHitTheirDeadline() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func unansweredRequestsHitTheirDeadline(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 20, seed: 7, in: folder)
@@ -328,7 +357,11 @@ import Testing
                 ledger.delivered(request)
                 return .ok(apnsID: nil)
             }
-            var configuration = jobConfigurationForTests(port: server.port, authentication: clientCertificate)
+            var configuration = jobConfigurationForTests(
+                engine: engine,
+                port: server.port,
+                authentication: clientCertificate
+            )
             configuration.client.requestTimeout = .milliseconds(200)
             configuration.onUncertain = policy
             let source = TokenSource(files: file.source.files)
@@ -349,7 +382,9 @@ import Testing
         }
     }
 
-    @Test func credentialErrorsStopTheJobWithAClearMessage() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func credentialErrorsStopTheJobWithAClearMessage(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 600, seed: 8, in: folder)
@@ -357,7 +392,11 @@ import Testing
             .respond(status: 403, headers: [], body: errorBody(.badCertificateEnvironment))
         }
         let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(port: server.port, authentication: clientCertificate),
+            configuration: jobConfigurationForTests(
+                engine: engine,
+                port: server.port,
+                authentication: clientCertificate
+            ),
             source: file.source,
             summary: file.summary
         )
@@ -377,7 +416,7 @@ import Testing
         #expect(lines == Set(2...601), "every row either refused or listed as unsettled")
     }
 
-    @Test func expiredProviderTokenIsRenewedOnce() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func expiredProviderTokenIsRenewedOnce(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 50, seed: 9, in: folder)
@@ -394,7 +433,7 @@ import Testing
             return .ok(apnsID: nil)
         }
         let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(port: server.port, authentication: .token(token)),
+            configuration: jobConfigurationForTests(engine: engine, port: server.port, authentication: .token(token)),
             source: file.source,
             summary: file.summary
         )
@@ -483,7 +522,7 @@ import Testing
         }
     }
 
-    @Test func idleConnectionsAreCheckedWithPing() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func idleConnectionsAreCheckedWithPing(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 1, seed: 14, in: folder)
@@ -495,7 +534,11 @@ import Testing
             }
             return .ok(apnsID: nil)
         }
-        var configuration = jobConfigurationForTests(port: server.port, authentication: clientCertificate)
+        var configuration = jobConfigurationForTests(
+            engine: engine,
+            port: server.port,
+            authentication: clientCertificate
+        )
         configuration.client.pingInterval = .milliseconds(100)
         configuration.client.pingTimeout = .seconds(2)
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
@@ -506,7 +549,9 @@ import Testing
         #expect(pings >= 2)
     }
 
-    @Test func aSilentConnectionIsClosedByItsUnansweredPingAndItsRowsGoElsewhere() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func aSilentConnectionIsClosedByItsUnansweredPingAndItsRowsGoElsewhere(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 300, seed: 17, in: folder)
@@ -517,7 +562,7 @@ import Testing
             privateKey: credentials.server.key,
             silentAfterRequests: 50
         )
-        var configuration = jobConfigurationForTests(port: sink.port, authentication: clientCertificate)
+        var configuration = jobConfigurationForTests(engine: engine, port: sink.port, authentication: clientCertificate)
         // At most 16 rows are caught on a connection that falls silent; its successor answers 50, so no row is
         // caught twice and the retry cap is never reached.
         configuration.client.maximumStreamsPerConnection = 16
@@ -550,7 +595,7 @@ import Testing
         #expect(result.connectionErrors.contains { $0.contains("no PING answer") })
     }
 
-    @Test func theSharedTokenIsRefreshedMidJob() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func theSharedTokenIsRefreshedMidJob(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 120, seed: 15, in: folder)
@@ -567,7 +612,12 @@ import Testing
             if total == 40 { clock.advance(by: 45 * 60) }
             return .ok(apnsID: nil)
         }
-        var configuration = jobConfigurationForTests(port: server.port, authentication: .token(token), connections: 2)
+        var configuration = jobConfigurationForTests(
+            engine: engine,
+            port: server.port,
+            authentication: .token(token),
+            connections: 2
+        )
         configuration.client.maximumStreamsPerConnection = 8
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
         await server.stop()
@@ -578,7 +628,9 @@ import Testing
         #expect(seen.values.reduce(0, +) == 120)
     }
 
-    @Test func theBenchmarkSinkAnswersEveryRequestOnce() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func theBenchmarkSinkAnswersEveryRequestOnce(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 500, seed: 16, in: folder)
@@ -587,7 +639,12 @@ import Testing
             certificateChain: [credentials.server.certificate],
             privateKey: credentials.server.key
         )
-        var configuration = jobConfigurationForTests(port: sink.port, authentication: clientCertificate, connections: 2)
+        var configuration = jobConfigurationForTests(
+            engine: engine,
+            port: sink.port,
+            authentication: clientCertificate,
+            connections: 2
+        )
         configuration.client.pingInterval = .milliseconds(20)
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
         let answered = sink.answeredCount

@@ -24,8 +24,13 @@ import Testing
             )
         }
 
-        func job(authentication: APNSAuthentication, connections: Int = 2) -> HTTP2JobConfiguration {
+        func job(
+            engine: HTTP2Engine = HTTP2ClientConfiguration.defaultEngine,
+            authentication: APNSAuthentication,
+            connections: Int = 2
+        ) -> HTTP2JobConfiguration {
             var configuration = jobConfigurationForTests(
+                engine: engine,
                 port: self.simulator.http2Port!,
                 authentication: authentication,
                 connections: connections,
@@ -73,13 +78,15 @@ import Testing
         return Setup(simulator: simulator, certificates: certificates, signer: signer)
     }
 
-    @Test func tokenAndCertificateJobsAreDeliveredExactlyOnce() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func tokenAndCertificateJobsAreDeliveredExactlyOnce(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let setup = try await Self.start()
         let file = try TokenFile(count: 200, seed: 21, in: folder)
         let byToken = try await HTTP2Job.run(
-            configuration: setup.job(authentication: try setup.token()),
+            configuration: setup.job(engine: engine, authentication: try setup.token()),
             source: file.source,
             summary: file.summary
         )
@@ -90,7 +97,7 @@ import Testing
 
         let second = try TokenFile(count: 100, seed: 22, in: folder)
         let byCertificate = try await HTTP2Job.run(
-            configuration: setup.job(authentication: try setup.certificate(topic: testTopic)),
+            configuration: setup.job(engine: engine, authentication: try setup.certificate(topic: testTopic)),
             source: second.source,
             summary: second.summary
         )
@@ -100,12 +107,14 @@ import Testing
         try await setup.simulator.shutdown()
     }
 
-    @Test func theRealClientIsServedInCleartextAndOverTLSWithoutALPN() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func theRealClientIsServedInCleartextAndOverTLSWithoutALPN(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let setup = try await Self.start()
         let cleartextFile = try TokenFile(count: 150, seed: 26, in: folder)
-        var cleartext = setup.job(authentication: try setup.token())
+        var cleartext = setup.job(engine: engine, authentication: try setup.token())
         cleartext.client.port = setup.simulator.http2CleartextPort!
         cleartext.client.cleartext = true
         let overCleartext = try await HTTP2Job.run(
@@ -116,7 +125,7 @@ import Testing
         #expect(overCleartext.stopped == nil && overCleartext.report.confirmed == 150)
 
         let plainTLSFile = try TokenFile(count: 150, seed: 27, in: folder)
-        var withoutALPN = setup.job(authentication: try setup.certificate(topic: testTopic))
+        var withoutALPN = setup.job(engine: engine, authentication: try setup.certificate(topic: testTopic))
         withoutALPN.client.offersALPN = false
         let overTLS = try await HTTP2Job.run(
             configuration: withoutALPN,
@@ -130,7 +139,9 @@ import Testing
         try await setup.simulator.shutdown()
     }
 
-    @Test func faultsAreRetriedAndUninstalledTokensReported() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func faultsAreRetriedAndUninstalledTokensReported(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 300, seed: 23, in: folder)
@@ -146,7 +157,7 @@ import Testing
         faults.shrinkAfterStreams = 20
         faults.shrinkTo = 4
         let setup = try await Self.start(faults: faults, plan: plan)
-        var configuration = setup.job(authentication: try setup.token())
+        var configuration = setup.job(engine: engine, authentication: try setup.token())
         configuration.retry.maximumAttempts = 20
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
         try await setup.simulator.shutdown()
@@ -161,7 +172,9 @@ import Testing
         #expect(verdict.passed, "\(verdict.summary)")
     }
 
-    @Test func tooManyRequestsShrinkTheFlightAndEveryRowIsStillDeliveredOnce() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func tooManyRequestsShrinkTheFlightAndEveryRowIsStillDeliveredOnce(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 3000, seed: 29, in: folder)
@@ -170,7 +183,7 @@ import Testing
         var faults = HTTP2EndpointConfiguration.Faults()
         faults.tooManyRequestsRate = 0.02
         let setup = try await Self.start(faults: faults, plan: plan)
-        var configuration = setup.job(authentication: try setup.token(), connections: 1)
+        var configuration = setup.job(engine: engine, authentication: try setup.token(), connections: 1)
         configuration.retry.maximumAttempts = 20
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
         try await setup.simulator.shutdown()
@@ -189,7 +202,9 @@ import Testing
         #expect(verdict.deliveredOnce == 3000)
     }
 
-    @Test func tokensOfAnotherAppAreRejectedOnceAndTheVerdictPasses() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func tokensOfAnotherAppAreRejectedOnceAndTheVerdictPasses(
+        engine: HTTP2Engine
+    ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 300, seed: 25, in: folder)
@@ -207,7 +222,7 @@ import Testing
         // Retried answers must not turn a refusal into a delivery, nor a delivery into two.
         faults.serviceUnavailableRate = 0.05
         let setup = try await Self.start(faults: faults, plan: plan)
-        var configuration = setup.job(authentication: try setup.token())
+        var configuration = setup.job(engine: engine, authentication: try setup.token())
         configuration.retry.maximumAttempts = 20
         let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
         try await setup.simulator.shutdown()
@@ -225,14 +240,14 @@ import Testing
         #expect(verdict.invalidNeverDelivered == foreign.count)
     }
 
-    @Test func wrongCredentialsStopTheJob() async throws {
+    @Test(arguments: HTTP2Engine.allCases) func wrongCredentialsStopTheJob(engine: HTTP2Engine) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 50, seed: 24, in: folder)
         let setup = try await Self.start()
         // A certificate for another app may not push to this topic.
         let other = try await HTTP2Job.run(
-            configuration: setup.job(authentication: try setup.certificate(topic: "com.example.other")),
+            configuration: setup.job(engine: engine, authentication: try setup.certificate(topic: "com.example.other")),
             source: file.source,
             summary: file.summary
         )
@@ -242,7 +257,7 @@ import Testing
         let stranger = try JWTSigner(privateKey: P256.Signing.PrivateKey(), keyID: Self.keyID, teamID: Self.teamID)
         let source = TokenSource(files: file.source.files)
         let refused = try await HTTP2Job.run(
-            configuration: setup.job(authentication: .token(try ProviderToken(signer: stranger))),
+            configuration: setup.job(engine: engine, authentication: .token(try ProviderToken(signer: stranger))),
             source: source,
             summary: try source.validate()
         )

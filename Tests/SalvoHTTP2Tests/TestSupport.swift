@@ -86,6 +86,7 @@ let testTopic = "com.example.salvo"
 
 /// A job configuration against a local server, with quick timings for tests.
 func jobConfigurationForTests(
+    engine: HTTP2Engine = HTTP2ClientConfiguration.defaultEngine,
     port: Int,
     authentication: APNSAuthentication,
     connections: Int = 1,
@@ -95,6 +96,7 @@ func jobConfigurationForTests(
     client.serverName = "localhost"
     client.trustRoots = trustRoots
     client.connections = connections
+    client.engine = engine
     client.requestTimeout = .seconds(5)
     client.connectTimeout = .seconds(2)
     client.reconnect = ReconnectPolicy(

@@ -1,0 +1,21 @@
+/// The code that speaks HTTP/2 on a job's connections. Both drive the same `HTTP2ConnectionStateMachine`, so rows
+/// end the same way with either; they differ in what a request costs.
+public enum HTTP2Engine: String, Sendable, CaseIterable {
+    /// Salvo's own client codec (`HTTP2WireConnectionHandler`): APNSWire's frame reader, a header block encoded
+    /// once per connection and token, one buffer per flush.
+    case wire
+    /// NIOHTTP2's `NIOHTTP2Handler` at frame level, with `HTTP2ConnectionHandler`.
+    case nio
+}
+
+/// What a connection slot needs of the handler that drives a connection, whichever the engine.
+protocol HTTP2ConnectionDriver: AnyObject {
+    /// Called on the event loop when the connection takes no more rows: the slot opens a replacement.
+    var onGoAway: (() -> Void)? { get set }
+    /// Called on the event loop when the server's first SETTINGS arrive.
+    var onReady: (() -> Void)? { get set }
+    /// Whether the server's SETTINGS have arrived on this connection.
+    var isReady: Bool { get }
+    /// Why this connection failed before it was ready in a way retrying cannot heal, if it did.
+    var hopeless: String? { get set }
+}
