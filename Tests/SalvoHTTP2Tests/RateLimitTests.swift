@@ -21,30 +21,24 @@ import Testing
         #expect(bucket.nextAvailable(now: Self.start + .seconds(5)) == Self.start + .seconds(5) + .milliseconds(1))
     }
 
-    /// Two jobs of 200 and 1,200 rows at the same rate: the difference of their times is 1,000 rows at the rate,
-    /// without the fixed cost of starting a job (connect, TLS, the first answer).
+    /// A job of 1,200 rows over TLS at `--rate 1000` never goes faster than the cap (+10 %).
     @Test func aJobOverTLSKeepsToItsRate() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let setup = try await SimulatorEndpointTests.start()
         var configuration = setup.job(authentication: try setup.certificate(topic: testTopic), connections: 2)
         configuration.client.rate = 1000
-        var seconds: [Double] = []
-        for (count, seed) in [(200, UInt64(71)), (1200, 72)] {
-            let file = try TokenFile(count: count, seed: seed, in: folder)
-            let started = ContinuousClock.now
-            let result = try await HTTP2Job.run(
-                configuration: configuration,
-                source: file.source,
-                summary: file.summary
-            )
-            let elapsed = ContinuousClock.now - started
-            seconds.append(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-            #expect(result.report.confirmed == count)
-        }
-        let measured = 1000 / (seconds[1] - seconds[0])
-        // Never above the cap (+10 %). Alone it also stays above 900/s; beside the rest of the suite on two cores
-        // the client may be starved below the cap, which says nothing about the cap.
+        // One job, timed start to end: set-up and a loaded machine only lengthen it, so the rate measured can only
+        // fall below what the limiter allowed (a bucket that starts empty, with 50 ms of burst: 1,200 rows take at
+        // least 1.15 s, at most 1,043/s). Without the cap they take a fraction of that.
+        let count = 1200
+        let file = try TokenFile(count: count, seed: 72, in: folder)
+        let started = ContinuousClock.now
+        let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
+        let elapsed = ContinuousClock.now - started
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        #expect(result.report.confirmed == count)
+        let measured = Double(count) / seconds
         #expect(measured < 1100, "measured \(measured)/s for --rate 1000 (\(seconds) s)")
         try await setup.simulator.shutdown()
     }
