@@ -99,12 +99,14 @@ final class HTTP2ConnectionPool: Sendable {
                 streams: recorded.streamLimits.values.reduce(0, +),
                 perConnection: recorded.streamLimits.values.max(),
                 cuts: recorded.flightCuts,
-                roundTrip: recorded.roundTrip
+                roundTrip: recorded.roundTrip,
+                handshake: recorded.handshake
             )
         }
         let (from, to) = self.state.withLockedValue { state -> (Int, Int) in
             guard var sizer = state.sizer else { return (0, 0) }
             if let roundTrip = seen.roundTrip { sizer.observe(roundTrip: roundTrip) }
+            if let handshake = seen.handshake { sizer.observe(handshake: handshake) }
             let decision = sizer.evaluate(
                 now: .now(),
                 answered: seen.answered,

@@ -7,9 +7,11 @@ import NIOCore
 /// shortest time from a request to its answer, which queueing can only lengthen) and the rate of answers over
 /// each interval (at least two round trips); by Little's law rate × round trip is the flight that rate needs.
 ///
-/// First, once the round trip and the server's stream limit are known, it opens at once as many connections as
-/// carry `targetRate`'s flight in their streams: far away, doubling alone would spend a warm-up (a connect, a
-/// handshake, a first answer at one stream) per step, longer than many jobs. Then, while the measured flight fills
+/// First, as soon as the distance is known — the first TLS handshake (about one round trip with TLS 1.3, before any
+/// answer), or else the first answer — it opens at once as many connections as carry `targetRate`'s flight in their
+/// streams (the server's limit, or `assumedStreams` while a token-authenticated connection still has its first
+/// single stream): far away, doubling alone would spend a warm-up (a connect, a handshake, a first answer at one
+/// stream) per step, longer than many jobs. Then, while the measured flight fills
 /// the streams the open connections may use (`fullFraction` of them: half, since under load queueing in the client
 /// and the server stretches the real round trip beyond the shortest, so full streams show as about half), the
 /// connections may be the limit, and the sizer opens as many again as are open up to `maximum`. After a growth it
@@ -54,12 +56,18 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
     /// shared with a server (the wire engine, `salvo bench h2`), so that far away the job opens the connections
     /// whose streams carry it.
     static let nearbyRate = 200_000
+    /// The streams a connection is counted for in the first step while its limit is unknown or still the single
+    /// stream of a token-authenticated connection before its first answer: what APNs and the simulator announce.
+    static let assumedStreams = 1000
 
     let configuration: Configuration
     /// Connections opened so far (the initial ones included).
     private(set) var connections: Int
     /// The shortest round trip measured; nil before the first answer.
     private(set) var roundTrip: TimeAmount?
+    /// The shortest TLS handshake seen: the distance before any answer (a handshake also holds some computing, so
+    /// it errs long, toward more connections).
+    private(set) var handshake: TimeAmount?
     /// Whether growing has stopped for good (a growth that did not pay, or the maximum reached).
     private(set) var settled = false
     private var lastAnswered = 0
@@ -85,6 +93,12 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
     mutating func observe(roundTrip: TimeAmount) {
         guard roundTrip > .zero else { return }
         self.roundTrip = min(self.roundTrip ?? roundTrip, roundTrip)
+    }
+
+    /// A TLS handshake's duration: the shortest is kept.
+    mutating func observe(handshake: TimeAmount) {
+        guard handshake > .zero else { return }
+        self.handshake = min(self.handshake ?? handshake, handshake)
     }
 
     /// The interval a rate is measured over: `interval`, and at least two round trips (answers come in bursts
@@ -146,9 +160,10 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
     /// that is more than are open. Doubling alone takes a warm-up per step (a connect, a handshake and a first
     /// answer, several round trips each), which far away is longer than many jobs.
     private mutating func firstStep(streamsPerConnection: Int?, flightCuts: Int) -> Int? {
-        guard !self.jumped, let target = self.configuration.targetRate, let roundTrip = self.roundTrip,
-            let perConnection = streamsPerConnection, perConnection > 1, flightCuts == 0
+        guard !self.jumped, let target = self.configuration.targetRate,
+            let roundTrip = self.roundTrip ?? self.handshake, flightCuts == 0
         else { return nil }
+        let perConnection = streamsPerConnection.flatMap { $0 > 1 ? $0 : nil } ?? Self.assumedStreams
         self.jumped = true
         let flight = target * Double(roundTrip.nanoseconds) / 1e9
         let wanted = min(

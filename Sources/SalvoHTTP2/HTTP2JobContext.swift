@@ -18,6 +18,9 @@ final class HTTP2JobContext: Sendable {
         var answered = 0
         /// The shortest time from a request to its answer, on any connection.
         var roundTrip: TimeAmount?
+        /// The shortest TLS handshake (TCP connected to handshake done: about one round trip with TLS 1.3), known
+        /// before any answer.
+        var handshake: TimeAmount?
         /// Each open connection's stream limit as it last reported it.
         var streamLimits: [ObjectIdentifier: Int] = [:]
     }

@@ -2,6 +2,7 @@ import APNSWire
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
+import NIOTLS
 import SalvoEngine
 
 /// Speaks HTTP/2 on one connection by itself (the `wire` engine) and drives its `HTTP2ConnectionStateMachine`
@@ -47,6 +48,8 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     private var wakeUp: Scheduled<Void>?
 
     private var reader = HTTP2FrameReader(fromServer: true)
+    /// When TCP connected, to time the TLS handshake (the first measure of the distance, for the sizer).
+    private var activeAt: NIODeadline?
     /// Bytes read and not yet cut into frames.
     private var inbound: ByteBuffer?
     /// Frames written since the last flush.
@@ -96,6 +99,7 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
 
     func channelActive(context: ChannelHandlerContext) {
+        self.activeAt = .now()
         self.machine.opened(now: .now())
         self.scheduleTick(context: context)
         self.outbound.writeBytes(HTTP2FrameReader.preface)
@@ -112,6 +116,14 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
         HTTP2FrameWriter.windowUpdate(streamID: 0, increment: self.windowTarget, into: &self.outbound)
         self.flush()
         context.fireChannelActive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case TLSUserEvent.handshakeCompleted = event, let activeAt = self.activeAt {
+            let handshake = NIODeadline.now() - activeAt
+            self.job.recorded.withLockedValue { $0.handshake = min($0.handshake ?? handshake, handshake) }
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
