@@ -5,13 +5,16 @@ import SalvoHTTP2
 /// A bulk send over either provider interface, from token files to written results: the library's one entry
 /// point, which the command line only parses options for and prints.
 ///
-/// `prepare` reads the input once (bad rows are named with file, line and reason; the good ones still go) and
-/// checks that every output can be written before anything is sent; `run` sends every valid row, and writes
-/// the report, the rejects and the unregistered tokens.
+/// `prepare` checks that every output can be written and opens the input (each file's header and first chunk are
+/// read: a file whose first chunk holds no token is refused before anything is sent); `run` validates the rows as
+/// it sends them, so the input is read once (bad rows are named with file, line and reason in the rejects and the
+/// report; the good ones still go), and writes the report, the rejects and the unregistered tokens. A journaled
+/// job validates its whole input first (the journal is sized by it).
 public struct BulkSend: Sendable {
     public let request: SendRequest
     public let source: TokenSource
-    /// What validation found.
+    /// What validation found: the whole input's counts (`isFinal`), or, when the rows are validated as they are
+    /// sent, none yet (the result has them).
     public let summary: TokenSource.Summary
     /// The input files as they were when validated.
     public let inputFiles: [InputFile]
@@ -45,7 +48,8 @@ public struct BulkSend: Sendable {
             files: request.files,
             options: request.input,
             suppression: suppression,
-            payloads: request.payloads.map { RowPayloads(templates: $0, limit: request.payloadLimit) }
+            payloads: request.payloads.map { RowPayloads(templates: $0, limit: request.payloadLimit) },
+            firstChunkRows: request.firstChunkRows
         )
         let inputFiles = request.files.map { path in
             var status = stat()
@@ -86,9 +90,14 @@ public struct BulkSend: Sendable {
                 source.attach(rows, resendWritten: request.onUncertain == .resend)
             }
         }
-        let summary: TokenSource.Summary
+        var summary: TokenSource.Summary
         do {
-            summary = try source.validate()
+            if request.journal == nil {
+                summary = try source.open() ?? TokenSource.Summary(validRows: 0, rejects: [])
+                if source.summary == nil { summary.isFinal = false }
+            } else {
+                summary = try source.validate()
+            }
         } catch {
             throw JobError(.input, error.description)
         }
@@ -219,7 +228,7 @@ public struct BulkSend: Sendable {
     ) async throws(JobError) -> SendResult {
         var result: SendResult
         // Nothing valid to send: no connection at all (a gateway sees no empty session), and the files say so.
-        guard summary.validRows > 0 else {
+        guard summary.validRows > 0 || !summary.isFinal else {
             var report = JobReport()
             report.gateway = self.request.gateway
             report.inputRows = summary.inputRows
@@ -253,11 +262,14 @@ public struct BulkSend: Sendable {
             result.report.notSent = result.notSent
             if result.notSent > 0 { result.report.stopped = result.stopped }
         }
+        // Rows validated as they were sent: the input's summary is complete now that the job has read every row.
+        let final = self.summary.isFinal ? self.summary : self.source.summarySoFar
+        result.inputRejects = final.rejects
         result.report.partition = self.request.input.partition
         result.report.inputFiles = self.inputFiles
-        result.report.suppressed = self.summary.suppressed
-        result.report.reregistered = self.summary.reregistered
-        if self.summary.duplicates > 0 { result.report.duplicates = self.summary.duplicates }
+        result.report.suppressed = final.suppressed
+        result.report.reregistered = final.reregistered
+        if final.duplicates > 0 { result.report.duplicates = final.duplicates }
         if write { try OutputFiles.write(result, to: self.request.outputs) }
         return result
     }
