@@ -135,10 +135,11 @@ public enum BinaryJob {
         report.gateway = "\(configuration.host):\(configuration.port)"
         report.connections = configuration.connections
         report.inputRows = opened ? summary.inputRows : inputRows
-        report.validRows = summary.validRows
+        // An opened source's rows to send: a journal's settled rows were read but not sent.
+        report.validRows = opened ? source.rowsToSend(summary) : summary.validRows
         report.invalidInput = summary.rejects.count
         report.onUncertain = configuration.onUncertain.rawValue
-        report.notSent = max(0, summary.validRows - outcomes.settled)
+        report.notSent = max(0, report.validRows - outcomes.settled)
         if report.notSent > 0 { report.stopped = error?.message ?? stop?.reason }
         report.seconds = seconds()
         report.notificationsPerSecond = report.seconds > 0 ? Double(report.delivered) / report.seconds : 0

@@ -628,6 +628,13 @@ extension TokenSource {
         }
     }
 
+    /// The rows of `summary` this run sends: the valid ones, less those the attached journal holds as settled (and,
+    /// unless written rows are sent again, those it holds as written).
+    public func rowsToSend(_ summary: Summary) -> Int {
+        let resend = self.state.withLockedValue { $0.resendWritten }
+        return summary.journaled.rowsToSend(validRows: summary.validRows, resendUncertain: resend)
+    }
+
     /// The valid rows of the whole input: exact once known, else the valid rows so far scaled by the part of the
     /// input read (for progress lines).
     public var estimatedValidRows: Int {

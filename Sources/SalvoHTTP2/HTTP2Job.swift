@@ -148,7 +148,8 @@ public enum HTTP2Job {
         if !summary.isFinal {
             // An opened source: every row is read by now (taken, or left above), so its summary is the input's.
             let final = source.summarySoFar
-            report.validRows = final.validRows
+            // The rows to send: a journal's settled rows were read but not sent.
+            report.validRows = source.rowsToSend(final)
             report.invalidInput = final.rejects.count
             report.inputRows = final.inputRows
         }

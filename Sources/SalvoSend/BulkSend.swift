@@ -8,8 +8,7 @@ import SalvoHTTP2
 /// `prepare` checks that every output can be written and opens the input (each file's header and first chunk are
 /// read: a file whose first chunk holds no token is refused before anything is sent); `run` validates the rows as
 /// it sends them, so the input is read once (bad rows are named with file, line and reason in the rejects and the
-/// report; the good ones still go), and writes the report, the rejects and the unregistered tokens. A journaled
-/// job validates its whole input first (the journal is sized by it).
+/// report; the good ones still go), and writes the report, the rejects and the unregistered tokens.
 public struct BulkSend: Sendable {
     public let request: SendRequest
     public let source: TokenSource
@@ -37,12 +36,6 @@ public struct BulkSend: Sendable {
             } catch {
                 throw JobError(.input, "--suppress \(error.description)")
             }
-        }
-        if request.payloads != nil, case .http2 = request.interface {
-            throw JobError(
-                .configuration,
-                "payload templates are sent over the binary interface only (--protocol binary)"
-            )
         }
         let source = TokenSource(
             files: request.files,
@@ -81,7 +74,8 @@ public struct BulkSend: Sendable {
                 )
             }
             if let stored, stored.version == JournalManifest.currentVersion {
-                // Probably a resume: validation tallies what the journal holds (reading it only).
+                // Probably a resume: validation tallies what the journal holds (reading it only), as the rows are
+                // taken.
                 let rows = try RowJournal(
                     statePath: JobJournal.statePath(options.directory),
                     logPath: JobJournal.logPath(options.directory),
@@ -92,12 +86,8 @@ public struct BulkSend: Sendable {
         }
         var summary: TokenSource.Summary
         do {
-            if request.journal == nil {
-                summary = try source.open() ?? TokenSource.Summary(validRows: 0, rejects: [])
-                if source.summary == nil { summary.isFinal = false }
-            } else {
-                summary = try source.validate()
-            }
+            summary = try source.open() ?? TokenSource.Summary(validRows: 0, rejects: [])
+            if source.summary == nil { summary.isFinal = false }
         } catch {
             throw JobError(.input, error.description)
         }
@@ -115,8 +105,10 @@ public struct BulkSend: Sendable {
             case .resume:
                 journal = try JobJournal.resume(options.directory, manifest: stored!, rows: source.journal!)
             case .start, .finished:
-                // Made only once the input is validated: a run killed before this starts the job afresh.
-                let manifest = JournalManifest(inputs: inputs, settings: settings, lineCounts: summary.lineCounts)
+                // Sized by the rows' line numbers: a validated input's, or a bound from the line ends the hashing
+                // counted (the rows are validated as they are sent).
+                let lineCounts = summary.isFinal ? summary.lineCounts : try hashing.lineCounts()
+                let manifest = JournalManifest(inputs: inputs, settings: settings, lineCounts: lineCounts)
                 let started = try JobJournal.start(options.directory, manifest: manifest)
                 source.attach(started.rows!, resendWritten: request.onUncertain == .resend)
                 journal = started
@@ -180,10 +172,14 @@ public struct BulkSend: Sendable {
             try OutputFiles.write(result, to: SendOutputs(report: self.request.outputs.report))
             return result
         }
-        let tally = self.summary.journaled
         let resend = self.request.onUncertain == .resend
         var thisRun = self.summary
-        thisRun.validRows = tally.rowsToSend(validRows: self.summary.validRows, resendUncertain: resend)
+        if self.summary.isFinal {
+            thisRun.validRows = self.summary.journaled.rowsToSend(
+                validRows: self.summary.validRows,
+                resendUncertain: resend
+            )
+        }
         journal.startSyncing()
         var result: SendResult
         do throws(JobError) {
@@ -198,16 +194,18 @@ public struct BulkSend: Sendable {
             journal.stopSyncing()
             throw error
         }
+        // Rows validated as they were sent: the journal's tally is complete now that every row was read.
+        let whole = self.summary.isFinal ? self.summary : self.source.summarySoFar
         JournalResume.add(
-            tally,
+            whole.journaled,
             rejectLog: journal.rejectLog(),
             files: self.request.files,
             resendUncertain: resend,
             run: journal.manifest.runs,
             to: &result
         )
-        result.report.validRows = self.summary.validRows
-        result.report.inputRows = self.summary.inputRows
+        result.report.validRows = whole.validRows
+        result.report.inputRows = whole.inputRows
         result.rejectedRows = self.inInputOrder(result.rejectedRows)
         result.unsettledRows = self.inInputOrder(result.unsettledRows)
         if result.stopped == nil && result.report.stopped == nil && result.error == nil {

@@ -36,11 +36,17 @@ enum SendConsole {
             return result
         }
         if let journal = send.journal, journal.manifest.runs > 1 {
-            let tally = send.summary.journaled
+            var settled = send.summary.journaled.settled
+            var uncertain = send.summary.journaled.uncertainRows.count
+            if !send.summary.isFinal, let counts = journal.rows?.stateCounts() {
+                // Rows validated as they are sent: the journal's own marks (only valid rows are ever marked).
+                settled = RowState.allCases.filter(\.isSettled).reduce(0) { $0 + counts[Int($1.rawValue)] }
+                uncertain = counts[Int(RowState.written.rawValue)]
+            }
             let policy = request.onUncertain == .resend ? "sent again" : "reported"
             log(
-                "journal \(journal.directory): resuming the job (run \(journal.manifest.runs)): \(tally.settled) rows "
-                    + "settled before, \(tally.uncertainRows.count) uncertain (\(policy))"
+                "journal \(journal.directory): resuming the job (run \(journal.manifest.runs)): \(settled) rows "
+                    + "settled before, \(uncertain) uncertain (\(policy))"
             )
         }
         if send.summary.isFinal {
