@@ -206,6 +206,8 @@ public final class TokenSource: @unchecked Sendable {
         var bytesBefore = 0
         var offset = 0
         var totalBytes = 0
+        /// Tokens per byte in the first chunk `open()` read: the estimate before the first row is taken.
+        var firstChunkRate = 0.0
     }
 
     public init(
@@ -560,6 +562,7 @@ extension TokenSource {
         var columns: [Int] = []
         var payloadColumns: [[Int]] = []
         var totalBytes = 0
+        var firstChunkRate = 0.0
         var opened = false
         defer {
             if !opened { for descriptor in descriptors { close(descriptor) } }
@@ -570,14 +573,18 @@ extension TokenSource {
             payloadColumns.append(try self.payloads?.columns(in: file, header: reader.headerNames) ?? [])
             var rows = 0
             var tokens = 0
+            var lastOffset = 0
             var firstReject: InputReject?
             while rows < self.firstChunkRows, let row = try reader.next() {
                 rows += 1
                 switch row {
-                case .token: tokens += 1
+                case .token(let row):
+                    tokens += 1
+                    lastOffset = row.reference.offset
                 case .reject(let reject): if firstReject == nil { firstReject = reject }
                 }
             }
+            if fileIndex == 0 && lastOffset > 0 { firstChunkRate = Double(tokens) / Double(lastOffset) }
             if rows == self.firstChunkRows, try reader.next() != nil { small = false }
             if tokens == 0, let reject = firstReject {
                 var value = reject.value.isEmpty ? "" : ", value '\(reject.value)'"
@@ -606,6 +613,7 @@ extension TokenSource {
             state.payloadColumns = payloadColumns
             state.streaming = true
             state.totalBytes = totalBytes
+            state.firstChunkRate = firstChunkRate
             // About 66 bytes a row (a hex token and a line end): the hashes need no regrowth for a plain list.
             if !self.options.dedupe { state.hashes.reserveCapacity(totalBytes / 66 + 1) }
         }
@@ -642,7 +650,9 @@ extension TokenSource {
             if let summary = state.summary { return summary.validRows }
             let read = state.bytesBefore + state.offset
             let valid = state.running.validRows
-            guard read > 0, state.totalBytes > read else { return valid }
+            // Before the first row is taken: the first chunk's density over the whole input.
+            if read == 0 { return Int(state.firstChunkRate * Double(state.totalBytes)) }
+            guard state.totalBytes > read else { return valid }
             return Int(Double(valid) * Double(state.totalBytes) / Double(read))
         }
     }

@@ -145,7 +145,7 @@ public struct BulkSend: Sendable {
         let result = try await self.send(progress: snapshots, answerLatency: answerLatency, stop: stop)
         // The final counts, so the metrics end equal to the report.
         metrics?.update(
-            JobProgress(validRows: self.summary.validRows, seconds: result.report.seconds, report: result.report)
+            JobProgress(validRows: result.report.validRows, seconds: result.report.seconds, report: result.report)
         )
         return result
     }
