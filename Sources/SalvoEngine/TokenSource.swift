@@ -1,4 +1,5 @@
 import APNSWire
+import Dispatch
 import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
@@ -208,6 +209,38 @@ public final class TokenSource: @unchecked Sendable {
         var totalBytes = 0
         /// Tokens per byte in the first chunk `open()` read: the estimate before the first row is taken.
         var firstChunkRate = 0.0
+        /// The repeats among `hashes` once every row was taken, counted on a thread of its own (the summary's
+        /// `duplicates` when read).
+        var pendingRepeats: RepeatCount?
+
+        /// The summary, with the repeats counted.
+        mutating func resolvedSummary() -> Summary? {
+            if let pending = self.pendingRepeats {
+                self.summary?.duplicates = pending.wait()
+                self.pendingRepeats = nil
+            }
+            return self.summary
+        }
+    }
+
+    /// Counts repeated hashes off the sender's path: the shard that takes the last chunk does not wait for it.
+    final class RepeatCount: @unchecked Sendable {
+        private let done = DispatchSemaphore(value: 0)
+        // Written once before `done` is signalled, read after waiting on it.
+        private var value = 0
+
+        init(_ hashes: [UInt64]) {
+            DispatchQueue.global().async {
+                self.value = TokenSource.repeats(hashes)
+                self.done.signal()
+            }
+        }
+
+        func wait() -> Int {
+            self.done.wait()
+            self.done.signal()
+            return self.value
+        }
     }
 
     public init(
@@ -622,13 +655,13 @@ extension TokenSource {
 
     /// The whole input's summary: from `validate()`, or once `nextChunk` has taken the last row of an opened
     /// source; nil before.
-    public var summary: Summary? { self.state.withLockedValue { $0.summary } }
+    public var summary: Summary? { self.state.withLockedValue { $0.resolvedSummary() } }
 
     /// The summary when known, else the counts so far (`Summary.isFinal` false): what a job that stopped before
     /// the end of the input read of it.
     public var summarySoFar: Summary {
         self.state.withLockedValue { state in
-            if let summary = state.summary { return summary }
+            if let summary = state.resolvedSummary() { return summary }
             var running = state.running
             running.isFinal = false
             running.duplicates = Self.repeats(state.hashes)
@@ -759,11 +792,10 @@ extension TokenSource {
 
     /// Every row of an opened source has been taken: its summary is complete.
     private func finish(_ state: inout State) {
-        var summary = state.running
-        summary.duplicates = Self.repeats(state.hashes)
+        if !state.hashes.isEmpty { state.pendingRepeats = RepeatCount(state.hashes) }
         state.hashes = []
         state.seen = [:]
-        state.summary = summary
+        state.summary = state.running
     }
 
     /// How many values repeat an earlier one: bucketed by their top 16 bits (the hashes are uniform), each bucket
