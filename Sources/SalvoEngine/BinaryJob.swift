@@ -24,7 +24,8 @@ public enum BinaryJob {
     /// Runs a job to the end.
     ///
     /// - Parameters:
-    ///   - source: validated (`validate()` returned `summary`).
+    ///   - source: validated (`validate()` returned `summary`), or opened (`open()`: `summary` is not final, and the
+    ///     report takes the source's once every row has been read).
     ///   - progress: called about every `progressInterval` on a private queue while the job runs.
     ///   - stop: lets the caller stop the job (a signal): it drains, then returns what it settled.
     /// - Throws: `JobError` only when the job cannot start (credentials unreadable). A job that cannot go on
@@ -68,7 +69,8 @@ public enum BinaryJob {
             )
             timer.schedule(deadline: .now() + .milliseconds(interval), repeating: .milliseconds(interval))
             timer.setEventHandler {
-                var snapshot = Progress(validRows: summary.validRows, seconds: seconds())
+                let validRows = summary.isFinal ? summary.validRows : source.estimatedValidRows
+                var snapshot = Progress(validRows: validRows, seconds: seconds())
                 for shard in shards {
                     shard.queue.sync {
                         snapshot.report.merge(shard.machine.outcomes.report)
@@ -124,16 +126,20 @@ public enum BinaryJob {
         while let chunk = try? source.nextChunk(maximumRows: configuration.chunkRows) {
             for row in chunk { outcomes.leave(row, .unsent) }
         }
+        // An opened source has validated every row by now (the rows above were read to the end).
+        let opened = !summary.isFinal
+        let summary = opened ? source.summarySoFar : summary
         var report = outcomes.report
         var rejectedRows = outcomes.rejectedRows
         report.mode = configuration.modeName + " over " + (shards.first?.transportKind.description ?? "?")
         report.gateway = "\(configuration.host):\(configuration.port)"
         report.connections = configuration.connections
-        report.inputRows = inputRows
-        report.validRows = summary.validRows
+        report.inputRows = opened ? summary.inputRows : inputRows
+        // An opened source's rows to send: a journal's settled rows were read but not sent.
+        report.validRows = opened ? source.rowsToSend(summary) : summary.validRows
         report.invalidInput = summary.rejects.count
         report.onUncertain = configuration.onUncertain.rawValue
-        report.notSent = max(0, summary.validRows - outcomes.settled)
+        report.notSent = max(0, report.validRows - outcomes.settled)
         if report.notSent > 0 { report.stopped = error?.message ?? stop?.reason }
         report.seconds = seconds()
         report.notificationsPerSecond = report.seconds > 0 ? Double(report.delivered) / report.seconds : 0

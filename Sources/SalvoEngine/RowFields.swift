@@ -1,4 +1,5 @@
 import APNSWire
+import NIOCore
 
 /// The fields payload templates read, for the rows of one chunk: their bytes, per row and column where each field
 /// lies, and the template and rendered size `PayloadTemplates.measure` gave the row.
@@ -102,6 +103,24 @@ public struct RowFields {
                     )
                 )
             }
+        }
+    }
+
+    /// The rendered size of row `index` (measured when its chunk was taken).
+    public func payloadByteCount(_ index: Int) -> Int { self.payloadCounts[index] }
+
+    /// Renders row `index` with the template `templates` gave it at the end of `buffer` (a request's body);
+    /// returns the bytes written.
+    public func render(_ index: Int, with templates: PayloadTemplates, to buffer: inout ByteBuffer) -> Int {
+        let (template, count) = self.measure(index)
+        return buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { out in
+            let written = self.withFields(index) { fields in
+                templates.templates.withUnsafeBufferPointer {
+                    $0[template].render(fields, into: UnsafeMutableRawBufferPointer(rebasing: out[0..<count]))
+                }
+            }
+            precondition(written == count, "the fields changed since they were measured")
+            return written
         }
     }
 }

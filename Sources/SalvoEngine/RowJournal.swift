@@ -143,4 +143,12 @@ public final class RowJournal: @unchecked Sendable {
         let base = self.bases[file]
         return (0..<self.lineCounts[file]).map { RowState(rawValue: self.bytes[base + $0]) ?? .none }
     }
+
+    /// How many rows of every file are in each state, indexed by `RowState.rawValue` (a scan of the mapped bytes:
+    /// what a resumed run says before it sends).
+    public func stateCounts() -> [Int] {
+        var counts = [Int](repeating: 0, count: 256)
+        for index in 0..<self.count { counts[Int(self.bytes[index])] += 1 }
+        return Array(counts.prefix(RowState.allCases.count))
+    }
 }

@@ -1,4 +1,5 @@
 import APNSWire
+import Dispatch
 import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
@@ -88,13 +89,16 @@ public enum HeaderMode: String, Hashable, Sendable, CaseIterable {
     case auto
 }
 
-/// Reads tokens from CSV files for a job: validates every row first, then hands out the good ones in chunks.
+/// Reads tokens from CSV files for a job, validating every row, and hands out the good ones in chunks.
 ///
-/// `validate()` reads the whole input once, collecting the rows that will not be sent (bad hex, wrong
-/// length, and with `dedupe` a token already seen) with file, line and reason, and counting the good ones,
-/// so a job can report bad input before it sends anything. `nextChunk` then streams the good rows again,
-/// in order, to the shards. Memory stays bounded by the chunk size and the list of rejected lines; only
-/// `dedupe` keeps a set of every token.
+/// Two ways to read: `open()` reads each file's header and first chunk at once (a file whose first chunk holds
+/// no token is refused: the wrong file or the wrong column), then validates each row as `nextChunk` takes it,
+/// so the input is read once; the rows that will not be sent (bad hex, wrong length, with `dedupe` a token
+/// already taken) are collected with file, line and reason, and the complete `summary` is known once the last
+/// row is taken. `validate()` reads the whole input first (for `salvo check`, and a journaled job, whose
+/// journal is sized by it), and `nextChunk` then reads the good rows again. Memory stays bounded by the chunk
+/// size and the list of rejected lines; only `dedupe` keeps a set of every token (filled as rows are taken, so
+/// a repeated token is never handed out twice).
 ///
 /// Thread-safe (hence `@unchecked Sendable`): every mutable field lives in `state`, behind its lock, which
 /// shards on different queues take once per chunk, not per row.
@@ -150,6 +154,9 @@ public final class TokenSource: @unchecked Sendable {
         public var lineCounts: [Int] = []
         /// With a journal attached before validation: what earlier runs of the job settled among the valid rows.
         public var journaled = JournalTally()
+        /// Whether these are the counts of the whole input. False for the summary of a source opened with
+        /// `open()` before its last row is taken: the counts so far (`TokenSource.summary` has the final one).
+        public var isFinal = true
 
         public init(validRows: Int, rejects: [InputReject]) {
             self.validRows = validRows
@@ -165,6 +172,8 @@ public final class TokenSource: @unchecked Sendable {
     /// A payload per row: rows are measured while validating (refused with their line when they cannot be
     /// rendered or are over the limit), and their fields handed out with each chunk.
     public let payloads: RowPayloads?
+    /// Rows of each file that `open()` reads at once: a file whose first chunk holds no token is refused.
+    public let firstChunkRows: Int
     private let state: NIOLockedValueBox<State>
 
     private struct State {
@@ -184,18 +193,68 @@ public final class TokenSource: @unchecked Sendable {
         var journal: RowJournal?
         /// Rows the journal holds as written but unsettled (uncertain after a crash) are sent again.
         var resendWritten = true
+        /// Opened with `open()`: rows are validated as `nextChunk` takes them, into `running`.
+        var streaming = false
+        var running = Summary(validRows: 0, rejects: [])
+        /// With `dedupe`, every token taken so far: its file index (high 16 bits) and line.
+        var seen: [DeviceToken: Int] = [:]
+        /// Without `dedupe`, the hash of every valid row's token, to count repeats at the end.
+        var hashes: [UInt64] = []
+        /// The highest line number of the current file so far.
+        var lastLine = 0
+        /// Bytes of the files before the current one, the current row's offset, and of the whole input (for
+        /// an estimate of the valid rows while streaming).
+        var bytesBefore = 0
+        var offset = 0
+        var totalBytes = 0
+        /// Tokens per byte in the first chunk `open()` read: the estimate before the first row is taken.
+        var firstChunkRate = 0.0
+        /// The repeats among `hashes` once every row was taken, counted on a thread of its own (the summary's
+        /// `duplicates` when read).
+        var pendingRepeats: RepeatCount?
+
+        /// The summary, with the repeats counted.
+        mutating func resolvedSummary() -> Summary? {
+            if let pending = self.pendingRepeats {
+                self.summary?.duplicates = pending.wait()
+                self.pendingRepeats = nil
+            }
+            return self.summary
+        }
+    }
+
+    /// Counts repeated hashes off the sender's path: the shard that takes the last chunk does not wait for it.
+    final class RepeatCount: @unchecked Sendable {
+        private let done = DispatchSemaphore(value: 0)
+        // Written once before `done` is signalled, read after waiting on it.
+        private var value = 0
+
+        init(_ hashes: [UInt64]) {
+            DispatchQueue.global().async {
+                self.value = TokenSource.repeats(hashes)
+                self.done.signal()
+            }
+        }
+
+        func wait() -> Int {
+            self.done.wait()
+            self.done.signal()
+            return self.value
+        }
     }
 
     public init(
         files: [String],
         options: Options = Options(),
         suppression: SuppressionList? = nil,
-        payloads: RowPayloads? = nil
+        payloads: RowPayloads? = nil,
+        firstChunkRows: Int = 1000
     ) {
         self.files = files
         self.options = options
         self.suppression = suppression
         self.payloads = payloads
+        self.firstChunkRows = max(1, firstChunkRows)
         self.state = NIOLockedValueBox(State())
     }
 
@@ -225,6 +284,7 @@ public final class TokenSource: @unchecked Sendable {
         var summary = Summary(validRows: 0, rejects: [])
         var rejectedLines: [Set<Int>] = []
         var columns: [Int] = []
+        // With dedupe, each token's first row: its file index (high 16 bits) and line.
         var seen: [DeviceToken: Int]? = self.options.dedupe ? [:] : nil
         // Without dedupe, repeated tokens are only counted: 8 bytes a row (the token's 64-bit hash), sorted once.
         var hashes: [UInt64] = []
@@ -243,7 +303,7 @@ public final class TokenSource: @unchecked Sendable {
         for (fileIndex, file) in self.files.enumerated() {
             var rejected = Set<Int>()
             let reader = try RowReader(path: file, fileIndex: fileIndex, options: self.options)
-            let descriptor = open(file, O_RDONLY | O_CLOEXEC)
+            let descriptor = Glibc.open(file, O_RDONLY | O_CLOEXEC)
             guard descriptor >= 0 else {
                 throw InputError(file: file, line: nil, message: "cannot open: \(String(cString: strerror(errno)))")
             }
@@ -290,12 +350,13 @@ public final class TokenSource: @unchecked Sendable {
                                     line: row.line,
                                     value: row.token.hexString,
                                     reason:
-                                        "duplicate of the token on line \(first)\(self.files.count > 1 ? " of \(reader.path)" : "")"
+                                        "duplicate of the token on line \(first & (1 << 48 - 1))"
+                                        + (self.files.count > 1 ? " of \(self.files[first >> 48])" : "")
                                 )
                             )
                             continue
                         }
-                        seen![row.token] = row.line
+                        seen![row.token] = fileIndex << 48 | row.line
                     }
                     if let suppression = self.suppression, suppression.entries[row.token] != nil {
                         // Only a listed token's registration time matters, so only those are read.
@@ -332,8 +393,7 @@ public final class TokenSource: @unchecked Sendable {
             }
             rejectedLines.append(rejected)
         }
-        hashes.sort()
-        summary.duplicates = hashes.indices.dropFirst().reduce(0) { $0 + (hashes[$1] == hashes[$1 - 1] ? 1 : 0) }
+        summary.duplicates = Self.repeats(hashes)
         self.state.withLockedValue {
             $0.summary = summary
             $0.rejectedLines = rejectedLines
@@ -357,7 +417,7 @@ public final class TokenSource: @unchecked Sendable {
         let payloads = self.payloads
         if let payloads { fields.removeAll(columnCount: payloads.templates.columns.count) }
         let result: Result<[TokenRow]?, InputError> = self.state.withLockedValue { state in
-            precondition(state.summary != nil, "validate() first")
+            precondition(state.summary != nil || state.streaming, "validate() or open() first")
             var rows: [TokenRow] = []
             rows.reserveCapacity(maximumRows)
             do throws(InputError) {
@@ -374,8 +434,13 @@ public final class TokenSource: @unchecked Sendable {
                         )
                     }
                     guard let row = try state.reader!.next() else {
+                        if state.streaming { self.endFile(&state) }
                         state.reader = nil
                         state.fileIndex += 1
+                        continue
+                    }
+                    if state.streaming {
+                        if let good = self.take(row, state: &state, fields: &fields) { rows.append(good) }
                         continue
                     }
                     if case .token(let good) = row, !state.rejectedLines[state.fileIndex].contains(good.line),
@@ -406,6 +471,7 @@ public final class TokenSource: @unchecked Sendable {
             } catch {
                 return .failure(error)
             }
+            if state.finished && state.streaming && state.summary == nil { self.finish(&state) }
             return .success(rows.isEmpty ? nil : rows)
         }
         return try result.get()
@@ -509,5 +575,253 @@ extension TokenSource {
             line: nil,
             message: "the file changed during the job (the row at byte \(reference.offset) no longer renders)"
         )
+    }
+}
+
+extension TokenSource {
+    /// Opens the input to be validated as `nextChunk` takes its rows, so that it is read once: each file's header
+    /// and first chunk (`firstChunkRows` rows) are read now.
+    ///
+    /// When every file ends within its first chunk the input is small: it is validated whole (as `validate()`)
+    /// and that summary returned. Otherwise the summary is nil, `nextChunk` validates each row as it takes it,
+    /// and `summary` is complete once the last row has been taken.
+    ///
+    /// - Throws: `InputError` when a file cannot be read or parsed at all, or when a file's first chunk holds rows
+    ///   and no token among them (the wrong file, or the wrong column): nothing of the input is handed out then.
+    @discardableResult
+    public func open() throws(InputError) -> Summary? {
+        var small = true
+        var descriptors: [Int32] = []
+        var columns: [Int] = []
+        var payloadColumns: [[Int]] = []
+        var totalBytes = 0
+        var firstChunkRate = 0.0
+        var opened = false
+        defer {
+            if !opened { for descriptor in descriptors { close(descriptor) } }
+        }
+        for (fileIndex, file) in self.files.enumerated() {
+            let reader = try RowReader(path: file, fileIndex: fileIndex, options: self.options)
+            columns.append(reader.tokenColumn)
+            payloadColumns.append(try self.payloads?.columns(in: file, header: reader.headerNames) ?? [])
+            var rows = 0
+            var tokens = 0
+            var lastOffset = 0
+            var firstReject: InputReject?
+            while rows < self.firstChunkRows, let row = try reader.next() {
+                rows += 1
+                switch row {
+                case .token(let row):
+                    tokens += 1
+                    lastOffset = row.reference.offset
+                case .reject(let reject): if firstReject == nil { firstReject = reject }
+                }
+            }
+            if fileIndex == 0 && lastOffset > 0 { firstChunkRate = Double(tokens) / Double(lastOffset) }
+            if rows == self.firstChunkRows, try reader.next() != nil { small = false }
+            if tokens == 0, let reject = firstReject {
+                var value = reject.value.isEmpty ? "" : ", value '\(reject.value)'"
+                if value.count > 100 { value = String(value.prefix(97)) + "..." }
+                throw InputError(
+                    file: file,
+                    line: nil,
+                    message:
+                        "no valid token in its first \(rows) row(s) (line \(reject.line): \(reject.reason)\(value)): "
+                        + "is it the right file, and is the token in \(self.options.column)?"
+                )
+            }
+            let descriptor = Glibc.open(file, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else {
+                throw InputError(file: file, line: nil, message: "cannot open: \(String(cString: strerror(errno)))")
+            }
+            descriptors.append(descriptor)
+            var status = stat()
+            if fstat(descriptor, &status) == 0 { totalBytes += Int(status.st_size) }
+        }
+        if small { return try self.validate() }
+        opened = true
+        self.state.withLockedValue { state in
+            state.descriptors = descriptors
+            state.columns = columns
+            state.payloadColumns = payloadColumns
+            state.streaming = true
+            state.totalBytes = totalBytes
+            state.firstChunkRate = firstChunkRate
+            // About 66 bytes a row (a hex token and a line end): the hashes need no regrowth for a plain list.
+            if !self.options.dedupe { state.hashes.reserveCapacity(totalBytes / 66 + 1) }
+        }
+        return nil
+    }
+
+    /// The whole input's summary: from `validate()`, or once `nextChunk` has taken the last row of an opened
+    /// source; nil before.
+    public var summary: Summary? { self.state.withLockedValue { $0.resolvedSummary() } }
+
+    /// The summary when known, else the counts so far (`Summary.isFinal` false): what a job that stopped before
+    /// the end of the input read of it.
+    public var summarySoFar: Summary {
+        self.state.withLockedValue { state in
+            if let summary = state.resolvedSummary() { return summary }
+            var running = state.running
+            running.isFinal = false
+            running.duplicates = Self.repeats(state.hashes)
+            return running
+        }
+    }
+
+    /// The rows of `summary` this run sends: the valid ones, less those the attached journal holds as settled (and,
+    /// unless written rows are sent again, those it holds as written).
+    public func rowsToSend(_ summary: Summary) -> Int {
+        let resend = self.state.withLockedValue { $0.resendWritten }
+        return summary.journaled.rowsToSend(validRows: summary.validRows, resendUncertain: resend)
+    }
+
+    /// The valid rows of the whole input: exact once known, else the valid rows so far scaled by the part of the
+    /// input read (for progress lines).
+    public var estimatedValidRows: Int {
+        self.state.withLockedValue { state in
+            if let summary = state.summary { return summary.validRows }
+            let read = state.bytesBefore + state.offset
+            let valid = state.running.validRows
+            // Before the first row is taken: the first chunk's density over the whole input.
+            if read == 0 { return Int(state.firstChunkRate * Double(state.totalBytes)) }
+            guard state.totalBytes > read else { return valid }
+            return Int(Double(valid) * Double(state.totalBytes) / Double(read))
+        }
+    }
+
+    /// Validates one row of an opened source as it is taken (`validate()`'s rules, one row at a time): the row
+    /// to hand out, or nil when it is refused, suppressed, another partition's, or settled in the journal.
+    private func take(_ row: RowReader.Row, state: inout State, fields: inout RowFields) -> TokenRow? {
+        let fileIndex = state.fileIndex
+        let reader = state.reader!
+        let file = self.files[fileIndex]
+        let partition = self.options.partition
+        switch row {
+        case .reject(let reject):
+            state.lastLine = max(state.lastLine, reject.line)
+            if partition?.ownsBadRows == false {
+                state.running.otherPartitions += 1
+            } else {
+                state.running.rejects.append(reject)
+            }
+            return nil
+        case .token(let row):
+            state.lastLine = max(state.lastLine, row.line)
+            state.offset = row.reference.offset
+            if let partition, !partition.contains(row.token) {
+                state.running.otherPartitions += 1
+                return nil
+            }
+            var measured: (template: Int, count: Int)?
+            let start = fields.rowStart
+            if let payloads = self.payloads {
+                reader.appendFields(columns: state.payloadColumns[fileIndex], to: &fields)
+                switch fields.withPendingFields({ payloads.templates.measure($0, limit: payloads.limit) }) {
+                case .success(let result):
+                    measured = (result.template, result.count)
+                case .failure(let error):
+                    fields.dropRow(from: start)
+                    state.running.rejects.append(
+                        InputReject(file: file, line: row.line, value: row.token.hexString, reason: error.message)
+                    )
+                    return nil
+                }
+            }
+            if self.options.dedupe {
+                if let first = state.seen[row.token] {
+                    if measured != nil { fields.dropRow(from: start) }
+                    let firstFile = first >> 48
+                    let of = self.files.count > 1 ? " of \(self.files[firstFile])" : ""
+                    state.running.rejects.append(
+                        InputReject(
+                            file: file,
+                            line: row.line,
+                            value: row.token.hexString,
+                            reason: "duplicate of the token on line \(first & (1 << 48 - 1))\(of)"
+                        )
+                    )
+                    return nil
+                }
+                state.seen[row.token] = fileIndex << 48 | row.line
+            }
+            if let suppression = self.suppression, suppression.entries[row.token] != nil {
+                switch reader.registrationTime(line: row.line) {
+                case .unreadable(let reject):
+                    if measured != nil { fields.dropRow(from: start) }
+                    if partition?.ownsBadRows == false {
+                        state.running.otherPartitions += 1
+                    } else {
+                        state.running.rejects.append(reject)
+                    }
+                    return nil
+                case .known(let registeredAt):
+                    if suppression.suppresses(row.token, registeredAt: registeredAt) != nil {
+                        if measured != nil { fields.dropRow(from: start) }
+                        state.running.suppressed += 1
+                        return nil
+                    }
+                    state.running.reregistered += 1
+                }
+            }
+            state.running.validRows += 1
+            if !self.options.dedupe { state.hashes.append(row.token.stableHash) }
+            if let journal = state.journal {
+                let recorded = journal.state(file: fileIndex, line: row.line)
+                state.running.journaled.count(row, recorded)
+                if recorded.isSettled || (recorded == .written && !state.resendWritten) {
+                    if measured != nil { fields.dropRow(from: start) }
+                    return nil
+                }
+            }
+            if let measured {
+                fields.keep(row.reference, template: measured.template, payloadCount: measured.count)
+            }
+            return row
+        }
+    }
+
+    /// The current file of an opened source has no more rows.
+    private func endFile(_ state: inout State) {
+        state.running.lineCounts.append(state.lastLine + 1)
+        state.lastLine = 0
+        state.offset = 0
+        var status = stat()
+        if fstat(state.descriptors[state.fileIndex], &status) == 0 { state.bytesBefore += Int(status.st_size) }
+    }
+
+    /// Every row of an opened source has been taken: its summary is complete.
+    private func finish(_ state: inout State) {
+        if !state.hashes.isEmpty { state.pendingRepeats = RepeatCount(state.hashes) }
+        state.hashes = []
+        state.seen = [:]
+        state.summary = state.running
+    }
+
+    /// How many values repeat an earlier one: bucketed by their top 16 bits (the hashes are uniform), each bucket
+    /// sorted on its own; linear in the count, where one sort of millions would not be.
+    static func repeats(_ hashes: [UInt64]) -> Int {
+        guard hashes.count > 1 else { return 0 }
+        let bits = hashes.count < 1 << 16 ? 8 : 16
+        let shift = UInt64(64 - bits)
+        var starts = [Int](repeating: 0, count: (1 << bits) + 1)
+        for hash in hashes { starts[Int(hash >> shift) + 1] += 1 }
+        for bucket in 0..<(1 << bits) { starts[bucket + 1] += starts[bucket] }
+        var next = starts
+        var sorted = [UInt64](repeating: 0, count: hashes.count)
+        var repeats = 0
+        sorted.withUnsafeMutableBufferPointer { sorted in
+            for hash in hashes {
+                let bucket = Int(hash >> shift)
+                sorted[next[bucket]] = hash
+                next[bucket] += 1
+            }
+            for bucket in 0..<(1 << bits) where starts[bucket + 1] - starts[bucket] > 1 {
+                var slice = UnsafeMutableBufferPointer(rebasing: sorted[starts[bucket]..<starts[bucket + 1]])
+                slice.sort()
+                for index in 1..<slice.count where slice[index] == slice[index - 1] { repeats += 1 }
+            }
+        }
+        return repeats
     }
 }

@@ -208,12 +208,18 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver
         var id = Int(first)
         for item in items {
             let streamID = HTTP2StreamID(Int32(id))
-            let headers = self.job.template.headers(token: item.row.token, authorization: bearer?.authorization)
+            let headers = self.job.template.headers(
+                token: item.row.token,
+                authorization: bearer?.authorization,
+                bodyLength: item.payload?.readableBytes
+            )
             context.write(
                 self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))),
                 promise: nil
             )
-            context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: payload)), promise: nil)
+            // A row's own body (a payload template's rendering), or the job's one payload.
+            let body = item.payload.map { HTTP2Frame.FramePayload.data(.init(data: .byteBuffer($0), endStream: true)) }
+            context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: body ?? payload)), promise: nil)
             id += 2
         }
         context.flush()

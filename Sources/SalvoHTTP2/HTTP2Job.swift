@@ -56,7 +56,7 @@ public enum HTTP2Job {
         report.invalidInput = summary.rejects.count
         report.inputRows = summary.inputRows
         report.onUncertain = configuration.onUncertain.rawValue
-        guard summary.validRows > 0 else { return HTTP2JobResult(report: report) }
+        guard summary.validRows > 0 || !summary.isFinal else { return HTTP2JobResult(report: report) }
 
         let threads = min(client.maximumConnections ?? client.connections, System.coreCount)
         let ownGroup: MultiThreadedEventLoopGroup? =
@@ -102,7 +102,8 @@ public enum HTTP2Job {
                 initialDelay: TimeAmount(progressInterval),
                 delay: TimeAmount(progressInterval)
             ) { _ in
-                callback(Self.progress(job, validRows: summary.validRows, since: start))
+                let validRows = summary.isFinal ? summary.validRows : source.estimatedValidRows
+                callback(Self.progress(job, validRows: validRows, since: start))
             }
         }
         // The job ends when every row has its answer, or when a stop's grace runs out.
@@ -150,6 +151,14 @@ public enum HTTP2Job {
                 for row in chunk { recorded.outcomes.leave(row, .unsent) }
             }
         }
+        if !summary.isFinal {
+            // An opened source: every row is read by now (taken, or left above), so its summary is the input's.
+            let final = source.summarySoFar
+            // The rows to send: a journal's settled rows were read but not sent.
+            report.validRows = source.rowsToSend(final)
+            report.invalidInput = final.rejects.count
+            report.inputRows = final.inputRows
+        }
         var result = HTTP2JobResult(outcomes: recorded.outcomes, deliveries: recorded.deliveries)
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
         result.report.mode = report.mode
@@ -169,7 +178,7 @@ public enum HTTP2Job {
         result.connectionErrors = job.connectionErrors.withLockedValue { $0 }
         result.flightCuts = recorded.flightCuts
         result.smallestFlightWindow = recorded.smallestFlightWindow
-        result.notSent = max(0, summary.validRows - answered)
+        result.notSent = max(0, report.validRows - answered)
         return result
     }
 

@@ -26,8 +26,9 @@ struct HTTP2RequestTemplate: Sendable {
         self.contentLength = String(buffer.readableBytes)
     }
 
-    /// The header block of the request for `token`; pseudo-headers first, as HTTP/2 requires.
-    func headers(token: DeviceToken, authorization: String?) -> HPACKHeaders {
+    /// The header block of the request for `token`; pseudo-headers first, as HTTP/2 requires. `bodyLength`: the
+    /// length of a row's own body (nil: `payload`'s).
+    func headers(token: DeviceToken, authorization: String?, bodyLength: Int? = nil) -> HPACKHeaders {
         var headers = HPACKHeaders()
         headers.reserveCapacity(5 + self.fields.count)
         headers.add(name: ":method", value: "POST")
@@ -40,7 +41,7 @@ struct HTTP2RequestTemplate: Sendable {
         // ~200 bytes into one.
         if let authorization { headers.add(name: "authorization", value: authorization) }
         for field in self.fields { headers.add(name: field.name, value: field.value) }
-        headers.add(name: "content-length", value: self.contentLength)
+        headers.add(name: "content-length", value: bodyLength.map { String($0) } ?? self.contentLength)
         return headers
     }
 

@@ -13,14 +13,19 @@ public struct HTTP2WorkItem: Hashable, Sendable {
     /// Its last send went out and got no answer (the stream or the connection was lost): if the job stops before
     /// it goes again, it may have been delivered.
     public var unanswered = false
+    /// The row's own request body, rendered from a payload template (nil: the job's one payload). A slice of its
+    /// chunk's buffer: rendered once, kept for a retry.
+    public var payload: ByteBuffer?
 
     public init(
         row: TokenRow,
         attempts: Int = 0,
         refusals: Int = 0,
-        notBefore: NIODeadline = .uptimeNanoseconds(0)
+        notBefore: NIODeadline = .uptimeNanoseconds(0),
+        payload: ByteBuffer? = nil
     ) {
         self.row = row
+        self.payload = payload
         self.attempts = attempts
         self.refusals = refusals
         self.notBefore = notBefore

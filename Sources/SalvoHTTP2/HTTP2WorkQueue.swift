@@ -8,9 +8,39 @@ import SalvoEngine
 protocol HTTP2RowSource: AnyObject, Sendable {
     /// The next rows, at most `maximumRows`; nil when every row has been handed out. May block (it reads files).
     func nextChunk(maximumRows: Int) throws -> [TokenRow]?
+
+    /// The next rows as work items, with their own payloads when the source renders one per row.
+    func nextItems(maximumRows: Int) throws -> [HTTP2WorkItem]?
 }
 
-extension TokenSource: HTTP2RowSource {}
+extension HTTP2RowSource {
+    func nextItems(maximumRows: Int) throws -> [HTTP2WorkItem]? {
+        try self.nextChunk(maximumRows: maximumRows)?.map { HTTP2WorkItem(row: $0) }
+    }
+}
+
+extension TokenSource: HTTP2RowSource {
+    /// With `payloads`, each row's payload is rendered into one buffer per chunk, and each item's body is its slice
+    /// of it (one allocation per chunk, none per row).
+    func nextItems(maximumRows: Int) throws -> [HTTP2WorkItem]? {
+        guard let payloads = self.payloads else {
+            return try self.nextChunk(maximumRows: maximumRows)?.map { HTTP2WorkItem(row: $0) }
+        }
+        var fields = RowFields()
+        guard let rows = try self.nextChunk(maximumRows: maximumRows, fields: &fields) else { return nil }
+        var total = 0
+        for index in rows.indices { total += fields.payloadByteCount(index) }
+        var buffer = ByteBufferAllocator().buffer(capacity: total)
+        var items: [HTTP2WorkItem] = []
+        items.reserveCapacity(rows.count)
+        for (index, row) in rows.enumerated() {
+            let start = buffer.writerIndex
+            let count = fields.render(index, with: payloads.templates, to: &buffer)
+            items.append(HTTP2WorkItem(row: row, payload: buffer.getSlice(at: start, length: count)))
+        }
+        return items
+    }
+}
 
 /// The rows of a job that every connection takes from: new rows from the token source, and rows waiting to be
 /// sent again. Knows when the job is finished: the source is exhausted (or the job stopped), nothing waits, and
@@ -144,15 +174,15 @@ final class HTTP2WorkQueue: Sendable {
     private func readAhead() {
         var again = true
         while again {
-            let chunk = Result { try self.source.nextChunk(maximumRows: self.chunkRows) }
+            let chunk = Result { try self.source.nextItems(maximumRows: self.chunkRows) }
             let finishedNow: Bool
             (again, finishedNow) = self.state.withLockedValue { state -> (Bool, Bool) in
                 state.reading = false
                 switch chunk {
-                case .success(let rows?) where state.stop != nil:
-                    state.abandoned.append(contentsOf: rows.lazy.map { HTTP2WorkItem(row: $0) })
-                case .success(let rows?):
-                    state.ready.append(contentsOf: rows.lazy.map { HTTP2WorkItem(row: $0) })
+                case .success(let items?) where state.stop != nil:
+                    state.abandoned.append(contentsOf: items)
+                case .success(let items?):
+                    state.ready.append(contentsOf: items)
                 case .success(nil):
                     state.sourceExhausted = true
                 case .failure(let error):

@@ -5,13 +5,15 @@ import SalvoHTTP2
 /// A bulk send over either provider interface, from token files to written results: the library's one entry
 /// point, which the command line only parses options for and prints.
 ///
-/// `prepare` reads the input once (bad rows are named with file, line and reason; the good ones still go) and
-/// checks that every output can be written before anything is sent; `run` sends every valid row, and writes
-/// the report, the rejects and the unregistered tokens.
+/// `prepare` checks that every output can be written and opens the input (each file's header and first chunk are
+/// read: a file whose first chunk holds no token is refused before anything is sent); `run` validates the rows as
+/// it sends them, so the input is read once (bad rows are named with file, line and reason in the rejects and the
+/// report; the good ones still go), and writes the report, the rejects and the unregistered tokens.
 public struct BulkSend: Sendable {
     public let request: SendRequest
     public let source: TokenSource
-    /// What validation found.
+    /// What validation found: the whole input's counts (`isFinal`), or, when the rows are validated as they are
+    /// sent, none yet (the result has them).
     public let summary: TokenSource.Summary
     /// The input files as they were when validated.
     public let inputFiles: [InputFile]
@@ -35,17 +37,12 @@ public struct BulkSend: Sendable {
                 throw JobError(.input, "--suppress \(error.description)")
             }
         }
-        if request.payloads != nil, case .http2 = request.interface {
-            throw JobError(
-                .configuration,
-                "payload templates are sent over the binary interface only (--protocol binary)"
-            )
-        }
         let source = TokenSource(
             files: request.files,
             options: request.input,
             suppression: suppression,
-            payloads: request.payloads.map { RowPayloads(templates: $0, limit: request.payloadLimit) }
+            payloads: request.payloads.map { RowPayloads(templates: $0, limit: request.payloadLimit) },
+            firstChunkRows: request.firstChunkRows
         )
         let inputFiles = request.files.map { path in
             var status = stat()
@@ -77,7 +74,8 @@ public struct BulkSend: Sendable {
                 )
             }
             if let stored, stored.version == JournalManifest.currentVersion {
-                // Probably a resume: validation tallies what the journal holds (reading it only).
+                // Probably a resume: validation tallies what the journal holds (reading it only), as the rows are
+                // taken.
                 let rows = try RowJournal(
                     statePath: JobJournal.statePath(options.directory),
                     logPath: JobJournal.logPath(options.directory),
@@ -86,9 +84,10 @@ public struct BulkSend: Sendable {
                 source.attach(rows, resendWritten: request.onUncertain == .resend)
             }
         }
-        let summary: TokenSource.Summary
+        var summary: TokenSource.Summary
         do {
-            summary = try source.validate()
+            summary = try source.open() ?? TokenSource.Summary(validRows: 0, rejects: [])
+            if source.summary == nil { summary.isFinal = false }
         } catch {
             throw JobError(.input, error.description)
         }
@@ -106,8 +105,10 @@ public struct BulkSend: Sendable {
             case .resume:
                 journal = try JobJournal.resume(options.directory, manifest: stored!, rows: source.journal!)
             case .start, .finished:
-                // Made only once the input is validated: a run killed before this starts the job afresh.
-                let manifest = JournalManifest(inputs: inputs, settings: settings, lineCounts: summary.lineCounts)
+                // Sized by the rows' line numbers: a validated input's, or a bound from the line ends the hashing
+                // counted (the rows are validated as they are sent).
+                let lineCounts = summary.isFinal ? summary.lineCounts : try hashing.lineCounts()
+                let manifest = JournalManifest(inputs: inputs, settings: settings, lineCounts: lineCounts)
                 let started = try JobJournal.start(options.directory, manifest: manifest)
                 source.attach(started.rows!, resendWritten: request.onUncertain == .resend)
                 journal = started
@@ -144,7 +145,7 @@ public struct BulkSend: Sendable {
         let result = try await self.send(progress: snapshots, answerLatency: answerLatency, stop: stop)
         // The final counts, so the metrics end equal to the report.
         metrics?.update(
-            JobProgress(validRows: self.summary.validRows, seconds: result.report.seconds, report: result.report)
+            JobProgress(validRows: result.report.validRows, seconds: result.report.seconds, report: result.report)
         )
         return result
     }
@@ -171,10 +172,14 @@ public struct BulkSend: Sendable {
             try OutputFiles.write(result, to: SendOutputs(report: self.request.outputs.report))
             return result
         }
-        let tally = self.summary.journaled
         let resend = self.request.onUncertain == .resend
         var thisRun = self.summary
-        thisRun.validRows = tally.rowsToSend(validRows: self.summary.validRows, resendUncertain: resend)
+        if self.summary.isFinal {
+            thisRun.validRows = self.summary.journaled.rowsToSend(
+                validRows: self.summary.validRows,
+                resendUncertain: resend
+            )
+        }
         journal.startSyncing()
         var result: SendResult
         do throws(JobError) {
@@ -189,16 +194,18 @@ public struct BulkSend: Sendable {
             journal.stopSyncing()
             throw error
         }
+        // Rows validated as they were sent: the journal's tally is complete now that every row was read.
+        let whole = self.summary.isFinal ? self.summary : self.source.summarySoFar
         JournalResume.add(
-            tally,
+            whole.journaled,
             rejectLog: journal.rejectLog(),
             files: self.request.files,
             resendUncertain: resend,
             run: journal.manifest.runs,
             to: &result
         )
-        result.report.validRows = self.summary.validRows
-        result.report.inputRows = self.summary.inputRows
+        result.report.validRows = whole.validRows
+        result.report.inputRows = whole.inputRows
         result.rejectedRows = self.inInputOrder(result.rejectedRows)
         result.unsettledRows = self.inInputOrder(result.unsettledRows)
         if result.stopped == nil && result.report.stopped == nil && result.error == nil {
@@ -219,7 +226,7 @@ public struct BulkSend: Sendable {
     ) async throws(JobError) -> SendResult {
         var result: SendResult
         // Nothing valid to send: no connection at all (a gateway sees no empty session), and the files say so.
-        guard summary.validRows > 0 else {
+        guard summary.validRows > 0 || !summary.isFinal else {
             var report = JobReport()
             report.gateway = self.request.gateway
             report.inputRows = summary.inputRows
@@ -253,11 +260,14 @@ public struct BulkSend: Sendable {
             result.report.notSent = result.notSent
             if result.notSent > 0 { result.report.stopped = result.stopped }
         }
+        // Rows validated as they were sent: the input's summary is complete now that the job has read every row.
+        let final = self.summary.isFinal ? self.summary : self.source.summarySoFar
+        result.inputRejects = final.rejects
         result.report.partition = self.request.input.partition
         result.report.inputFiles = self.inputFiles
-        result.report.suppressed = self.summary.suppressed
-        result.report.reregistered = self.summary.reregistered
-        if self.summary.duplicates > 0 { result.report.duplicates = self.summary.duplicates }
+        result.report.suppressed = final.suppressed
+        result.report.reregistered = final.reregistered
+        if final.duplicates > 0 { result.report.duplicates = final.duplicates }
         if write { try OutputFiles.write(result, to: self.request.outputs) }
         return result
     }

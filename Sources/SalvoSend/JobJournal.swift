@@ -45,7 +45,16 @@ public final class JobJournal: @unchecked Sendable {
 
     /// The input files with their sizes and SHA-256 hashes.
     public static func fingerprint(_ files: [String]) throws(JobError) -> [JournalManifest.Input] {
+        try Self.fingerprintAndCountLines(files).inputs
+    }
+
+    /// The input files with their sizes and SHA-256 hashes, and per file a bound on the line numbers its rows
+    /// can have (its line ends plus two: one more than the last line's number), counted in the same read.
+    static func fingerprintAndCountLines(
+        _ files: [String]
+    ) throws(JobError) -> (inputs: [JournalManifest.Input], lineCounts: [Int]) {
         var inputs: [JournalManifest.Input] = []
+        var lineCounts: [Int] = []
         for path in files {
             guard let handle = FileHandle(forReadingAtPath: path) else {
                 throw JobError(.input, "\(path): cannot open: \(String(cString: strerror(errno)))")
@@ -53,18 +62,39 @@ public final class JobJournal: @unchecked Sendable {
             defer { try? handle.close() }
             var hash = SHA256()
             var bytes = 0
+            var lineEnds = 0
             do {
                 while let chunk = try handle.read(upToCount: 1 << 22), !chunk.isEmpty {
                     hash.update(data: chunk)
                     bytes += chunk.count
+                    lineEnds += chunk.withUnsafeBytes { Self.lineEnds($0) }
                 }
             } catch {
                 throw JobError(.input, "\(path): cannot read: \(error)")
             }
             let digest = hash.finalize().map { String(format: "%02x", $0) }.joined()
             inputs.append(JournalManifest.Input(path: path, bytes: bytes, sha256: digest))
+            lineCounts.append(lineEnds + 2)
         }
-        return inputs
+        return (inputs, lineCounts)
+    }
+
+    /// The line feeds in `bytes`, eight bytes at a time.
+    static func lineEnds(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var count = 0
+        var index = 0
+        let words = bytes.count / 8
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        while index < words {
+            // A zero byte of `word ^ 0x0a…` is a line feed: the exact test (no false positives).
+            let word = bytes.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self) ^ (ones &* 0x0a)
+            let low7 = (word & ~highs) &+ ~highs
+            count += (~(low7 | word | ~highs)).nonzeroBitCount
+            index += 1
+        }
+        for offset in (words * 8)..<bytes.count where bytes[offset] == 0x0a { count += 1 }
+        return count
     }
 
     /// SHA-256 of `bytes`, hex (the payload's entry among the settings).
@@ -156,16 +186,16 @@ public final class JobJournal: @unchecked Sendable {
     }
 }
 
-/// The input files' sizes and SHA-256 hashes, read on a thread of their own from the moment it is made.
+/// The input files' sizes, SHA-256 hashes and line ends, read on a thread of their own from the moment it is made.
 final class FileFingerprints: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     // Written once by the hashing thread before `done` is signalled, read after waiting on it.
-    private var result: Result<[JournalManifest.Input], JobError> = .success([])
+    private var result: Result<(inputs: [JournalManifest.Input], lineCounts: [Int]), JobError> = .success(([], []))
 
     init(_ files: [String]) {
         let thread = Thread { [self] in
             do throws(JobError) {
-                self.result = .success(try JobJournal.fingerprint(files))
+                self.result = .success(try JobJournal.fingerprintAndCountLines(files))
             } catch {
                 self.result = .failure(error)
             }
@@ -178,6 +208,13 @@ final class FileFingerprints: @unchecked Sendable {
     func value() throws(JobError) -> [JournalManifest.Input] {
         self.done.wait()
         self.done.signal()
-        return try self.result.get()
+        return try self.result.get().inputs
+    }
+
+    /// Waits for the read, and returns per file a bound on its rows' line numbers (the journal's size).
+    func lineCounts() throws(JobError) -> [Int] {
+        self.done.wait()
+        self.done.signal()
+        return try self.result.get().lineCounts
     }
 }

@@ -17,6 +17,8 @@ public enum Preflight {
             case certificate(certificateFile: String?, keyFile: String?, pkcs12File: String?, passphrase: String?)
             /// An ES256 signing key (HTTP/2 token authentication).
             case signingKey(file: String, keyID: String?, teamID: String?)
+            /// A provider token file (`salvo token mint`, HTTP/2 token authentication).
+            case providerTokenFile(String)
         }
 
         /// Which interfaces the send would use.
@@ -32,6 +34,9 @@ public enum Preflight {
         /// The payload limits to check against (one per interface).
         public var payloadLimits: [PayloadLimit] = []
         public var priority: NotificationPriority = .immediate
+        /// HTTP/2: the `apns-push-type` the send would use, checked against `topic` and `priority` (nil: not
+        /// checked).
+        public var pushType: APNSPushType?
         public var tokenFiles: [String] = []
         public var input = TokenSource.Options()
         /// Whether to shake hands with the gateways.
@@ -47,7 +52,12 @@ public enum Preflight {
     /// Runs every check in order; the handshakes last, and only when the credentials loaded.
     public static func run(_ request: Request) async -> [CheckResult] {
         var results = Self.credentials(request)
-        let credentialsLoaded = !results.contains { $0.name == "credentials" && $0.status == .fail }
+        let credentialsLoaded = !results.contains {
+            ($0.name == "credentials" || $0.name == "provider token") && $0.status == .fail
+        }
+        if request.http2 != nil, let pushType = request.pushType {
+            results.append(Self.pushType(pushType, topic: request.topic, priority: request.priority))
+        }
         if let file = request.payloadFile {
             results += Self.payload(file: file, limits: request.payloadLimits, priority: request.priority)
         }
@@ -104,12 +114,87 @@ public enum Preflight {
             }
             results.append(CredentialCheck.identifier(flag: "--key-id", value: keyID))
             results.append(CredentialCheck.identifier(flag: "--team-id", value: teamID))
-            if let topic = request.topic, !topic.isEmpty {
-                results.append(.ok("topic", "--topic \(topic) (a signing key may send to any of the team's apps)"))
-            } else {
-                results.append(.fail("topic", "--topic is needed with a signing key: give the app's bundle id"))
-            }
+            results.append(Self.tokenTopic(request.topic, what: "a signing key"))
             return results
+        case .providerTokenFile(let path):
+            return [
+                Self.providerTokenFile(path, now: Int64(request.now.timeIntervalSince1970)),
+                Self.tokenTopic(request.topic, what: "a provider token"),
+            ]
+        }
+    }
+
+    /// The topic of a send authenticated by a token: needed, and any of the team's apps.
+    private static func tokenTopic(_ topic: String?, what: String) -> CheckResult {
+        if let topic, !topic.isEmpty {
+            return .ok("topic", "--topic \(topic) (\(what) may send to any of the team's apps)")
+        }
+        return .fail("topic", "--topic is needed with \(what): give the app's bundle id")
+    }
+
+    /// A provider token file as `send --provider-token-file` reads it: a token file whose fields agree with its
+    /// token, issued less than an hour before `now` (UNIX seconds) and not ahead of it beyond clock skew; a
+    /// warning from 55 minutes of age.
+    public static func providerTokenFile(_ path: String, now: Int64) -> CheckResult {
+        let name = "provider token"
+        guard let data = FileManager.default.contents(atPath: path) else {
+            return .fail(name, "\(path): cannot read the provider token file (does it exist, and may it be read?)")
+        }
+        let contents: ProviderTokenFileContents
+        do {
+            contents = try ProviderTokenFileContents(parsing: [UInt8](data), path: path)
+            _ = try ProviderTokenFile(path: path, clock: { now })
+        } catch {
+            return .fail(name, error.message)
+        }
+        let age = max(0, now - contents.issuedAt)
+        let which = "a token of key \(contents.keyID), team \(contents.teamID), issued \(age / 60) min ago"
+        if age >= ProviderTokenFileMonitor.warningAge {
+            return .warning(
+                name,
+                "\(path): \(which): APNs refuses it from 60 minutes of age; a send takes a newer one only when the "
+                    + "file is replaced (salvo token mint)"
+            )
+        }
+        return .ok(name, "\(path): \(which) (APNs takes it until 60 minutes)")
+    }
+
+    /// The push type's rules (`APNSPushType.violation`): a known push type, the topic suffix it needs (voip:
+    /// `<bundle id>.voip`, …), the priorities it takes (background: 5; pushtotalk: 10).
+    public static func pushType(
+        _ pushType: APNSPushType,
+        topic: String?,
+        priority: NotificationPriority
+    ) -> CheckResult {
+        let name = "push type"
+        guard APNSPushType.known.contains(pushType) else {
+            let known = APNSPushType.known.map(\.rawValue).sorted().joined(separator: ", ")
+            return .fail(name, "--push-type \(pushType) is not one of APNs' push types (\(known))")
+        }
+        switch pushType.violation(topic: topic, priority: priority) {
+        case nil:
+            let to = topic.map { " to --topic \($0)" } ?? ""
+            return .ok(name, "apns-push-type \(pushType)\(to) at priority \(priority.rawValue)")
+        case .deviceTokenNotForTopic?:
+            let suffix = pushType.requiredTopicSuffix ?? ""
+            return .fail(
+                name,
+                "--push-type \(pushType) needs a --topic ending in \(suffix) (<bundle id>\(suffix)), not --topic "
+                    + "\(topic ?? ""): APNs would answer DeviceTokenNotForTopic for every request"
+            )
+        case .badPriority?:
+            let allowed = pushType.allowedPriorities.map { String($0.rawValue) }.joined(separator: " or ")
+            return .fail(
+                name,
+                "--push-type \(pushType) takes --priority \(allowed), not \(priority.rawValue): APNs would answer "
+                    + "BadPriority for every request"
+            )
+        case let reason?:
+            return .fail(
+                name,
+                "--push-type \(pushType) does not go with --topic \(topic ?? ""): APNs would answer \(reason) for "
+                    + "every request"
+            )
         }
     }
 
@@ -226,6 +311,8 @@ public enum Preflight {
             case .signingKey(let file, let keyID, let teamID):
                 let signer = try JWTSigner(p8File: file, keyID: keyID ?? "", teamID: teamID ?? "")
                 authentication = .token(try ProviderToken(signer: signer))
+            case .providerTokenFile(let path):
+                authentication = .token(ProviderToken(file: try ProviderTokenFile(path: path)))
             }
             var configuration = HTTP2ClientConfiguration(
                 host: gateway.host,

@@ -47,8 +47,14 @@ struct CheckCommand: AsyncParsableCommand {
     @Option(help: "The binary command: 2 (2048-byte payloads), 1 or 0 (256 bytes).")
     var format: UInt8 = 2
 
-    @Option(help: "Priority: 10 or 5.")
-    var priority: UInt8 = 10
+    @Option(help: "Priority: 10 or 5 (default: 10; 5 for --push-type background, as send).")
+    var priority: UInt8?
+
+    @Option(
+        name: .customLong("provider-token-file"),
+        help: "HTTP/2: the provider token file a send would use (from `salvo token mint`): its token and its age."
+    )
+    var providerTokenFile: String?
 
     @Option(help: "Seconds the handshake may take.")
     var timeout: Int = 10
@@ -65,13 +71,18 @@ struct CheckCommand: AsyncParsableCommand {
         guard [0, 1, 2].contains(self.format) else {
             throw ValidationError("--format is 0, 1 or 2 (got \(self.format))")
         }
-        guard self.priority == 10 || self.priority == 5 else {
-            throw ValidationError("--priority is 10 or 5 (got \(self.priority))")
+        if let priority = self.priority, priority != 10 && priority != 5 {
+            throw ValidationError("--priority is 10 or 5 (got \(priority))")
         }
         guard (1...300).contains(self.timeout) else {
             throw ValidationError("--timeout is 1 to 300 (got \(self.timeout))")
         }
-        if self.signingKey.authKey != nil {
+        if self.providerTokenFile != nil {
+            guard self.wireProtocol == .h2 else { throw ValidationError("--provider-token-file needs --protocol h2") }
+            guard !self.certificate.isAnyGiven, self.signingKey.authKey == nil else {
+                throw ValidationError("give --provider-token-file, --auth-key or a certificate: one of them")
+            }
+        } else if self.signingKey.authKey != nil {
             guard self.wireProtocol == .h2 else { throw ValidationError("--auth-key needs --protocol h2") }
             guard !self.certificate.isAnyGiven else {
                 throw ValidationError("give --auth-key or a certificate, not both")
@@ -85,7 +96,9 @@ struct CheckCommand: AsyncParsableCommand {
     func run() async throws {
         let (binary, http2) = try self.addresses()
         let credentials: Preflight.Request.Credentials =
-            if let authKey = self.signingKey.authKey {
+            if let file = self.providerTokenFile {
+                .providerTokenFile(file)
+            } else if let authKey = self.signingKey.authKey {
                 .signingKey(file: authKey, keyID: self.signingKey.keyID, teamID: self.signingKey.teamID)
             } else {
                 .certificate(
@@ -112,7 +125,9 @@ struct CheckCommand: AsyncParsableCommand {
         if binary != nil { limits.append(self.format == 2 ? .binary : .legacy) }
         if http2 != nil { limits.append(self.pushType == "voip" ? .http2VoIP : .http2) }
         request.payloadLimits = limits
-        request.priority = NotificationPriority(rawValue: self.priority)
+        let pushType = APNSPushType(rawValue: self.pushType)
+        request.priority = NotificationPriority(rawValue: self.priority ?? (pushType == .background ? 5 : 10))
+        request.pushType = pushType
         request.tokenFiles = self.tokens
         request.input = self.input.tokenSourceOptions
         request.handshake = !self.noHandshake

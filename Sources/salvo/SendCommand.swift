@@ -155,9 +155,6 @@ struct SendCommand: AsyncParsableCommand {
         if self.wireProtocol == .h2 {
             try self.validateHeaderOptions()
             try self.validatePushType()
-            guard self.payloads.payload != nil else {
-                throw ValidationError("--payload-template and --payload-dir go with --protocol binary; give --payload")
-            }
         }
     }
 

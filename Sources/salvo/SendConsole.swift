@@ -36,39 +36,32 @@ enum SendConsole {
             return result
         }
         if let journal = send.journal, journal.manifest.runs > 1 {
-            let tally = send.summary.journaled
+            var settled = send.summary.journaled.settled
+            var uncertain = send.summary.journaled.uncertainRows.count
+            if !send.summary.isFinal, let counts = journal.rows?.stateCounts() {
+                // Rows validated as they are sent: the journal's own marks (only valid rows are ever marked).
+                settled = RowState.allCases.filter(\.isSettled).reduce(0) { $0 + counts[Int($1.rawValue)] }
+                uncertain = counts[Int(RowState.written.rawValue)]
+            }
             let policy = request.onUncertain == .resend ? "sent again" : "reported"
             log(
-                "journal \(journal.directory): resuming the job (run \(journal.manifest.runs)): \(tally.settled) rows "
-                    + "settled before, \(tally.uncertainRows.count) uncertain (\(policy))"
+                "journal \(journal.directory): resuming the job (run \(journal.manifest.runs)): \(settled) rows "
+                    + "settled before, \(uncertain) uncertain (\(policy))"
             )
         }
-        let rejects = send.summary.rejects
-        for reject in rejects.prefix(10) {
-            // Input text is escaped: a token file may hold escape sequences that would act on the terminal.
+        if send.summary.isFinal {
+            Self.logRejects(send.summary.rejects, duplicates: send.summary.duplicates, request: request, log: log)
+            let toSend = send.summary.journaled.rowsToSend(
+                validRows: send.summary.validRows,
+                resendUncertain: request.onUncertain == .resend
+            )
+            log("sending \(toSend) notifications of \(what) to \(request.gateway) over \(Self.connections(request))")
+        } else {
             log(
-                TerminalText.escaped("\(reject.file): line \(reject.line): \(reject.reason) (value: \(reject.value))")
+                "sending the notifications of \(what) to \(request.gateway) over \(Self.connections(request)) "
+                    + "(rows are checked as they are read; bad ones are named at the end)"
             )
         }
-        if rejects.count > 10 {
-            log("… and \(rejects.count - 10) more bad rows\(request.outputs.rejects.map { " (all in \($0))" } ?? "")")
-        }
-        if send.summary.duplicates > 0 {
-            log(
-                "warning: \(send.summary.duplicates) rows repeat the token of an earlier row and will be sent again "
-                    + "(--dedupe leaves them out)"
-            )
-        }
-        let toSend = send.summary.journaled.rowsToSend(
-            validRows: send.summary.validRows,
-            resendUncertain: request.onUncertain == .resend
-        )
-        var connections = "\(request.connections) connection(s)"
-        if case .http2(let configuration) = request.interface, let maximum = configuration.client.maximumConnections {
-            connections =
-                "\(request.connections) connection(s) at first, more as the round trip needs (at most \(maximum))"
-        }
-        log("sending \(toSend) notifications of \(what) to \(request.gateway) over \(connections)")
         let result: SendResult
         do {
             result = try await send.run(progress: display.callback, metrics: metrics, stop: stop)
@@ -77,6 +70,15 @@ enum SendConsole {
             throw UserError(error.message)
         }
         display.finish()
+        if !send.summary.isFinal {
+            Self.logRejects(
+                result.inputRejects,
+                duplicates: result.report.duplicates ?? 0,
+                request: request,
+                log: log,
+                after: true
+            )
+        }
         if printSummary {
             log(result.report.summary)
             log("memory     \(peakResidentBytes() >> 20) MiB peak resident")
@@ -98,5 +100,41 @@ enum SendConsole {
             log("unregistered \(result.unregistered.count)\(request.outputs.unregistered.map { " (in \($0))" } ?? "")")
         }
         return result
+    }
+
+    /// Names the first bad rows (the rejects file has them all), and warns of repeated tokens.
+    private static func logRejects(
+        _ rejects: [InputReject],
+        duplicates: Int,
+        request: SendRequest,
+        log: (String) -> Void,
+        after: Bool = false
+    ) {
+        for reject in rejects.prefix(10) {
+            // Input text is escaped: a token file may hold escape sequences that would act on the terminal.
+            log(
+                TerminalText.escaped("\(reject.file): line \(reject.line): \(reject.reason) (value: \(reject.value))")
+            )
+        }
+        if rejects.count > 10 {
+            log("… and \(rejects.count - 10) more bad rows\(request.outputs.rejects.map { " (all in \($0))" } ?? "")")
+        }
+        if duplicates > 0 {
+            log(
+                after
+                    ? "warning: \(duplicates) rows repeated the token of an earlier row and were sent again "
+                        + "(--dedupe leaves them out)"
+                    : "warning: \(duplicates) rows repeat the token of an earlier row and will be sent again "
+                        + "(--dedupe leaves them out)"
+            )
+        }
+    }
+
+    /// How many connections, as the job will open them.
+    private static func connections(_ request: SendRequest) -> String {
+        if case .http2(let configuration) = request.interface, let maximum = configuration.client.maximumConnections {
+            return "\(request.connections) connection(s) at first, more as the round trip needs (at most \(maximum))"
+        }
+        return "\(request.connections) connection(s)"
     }
 }

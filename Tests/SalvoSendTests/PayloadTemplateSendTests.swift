@@ -6,7 +6,7 @@ import SalvoSimulator
 import SalvoTestSupport
 import Testing
 
-/// A payload per row over the binary interface, checked from the simulator's ledger: the digest each device shows
+/// A payload per row over the binary interface (`HTTP2PayloadTemplateTests` for HTTP/2), checked from the simulator's ledger: the digest each device shows
 /// is the digest of the payload the row should render to.
 @Suite struct PayloadTemplateSendTests {
     private static func folder() throws -> String {
@@ -240,12 +240,12 @@ import Testing
         try self.refused(["--payload-template", "bad.json"], template: text, status: status, message: message)
     }
 
-    @Test func templatesOverHTTP2AreRefusedAsAUsageError() throws {
+    @Test func aBadTemplateOverHTTP2IsRefusedBeforeConnectingToo() throws {
         try self.refused(
             ["--payload-template", "bad.json", "--protocol", "h2", "--topic", CertificateFactory.sharedTopic],
-            template: #"{"aps":{"alert":"Hi {{name}}"}}"#,
-            status: 64,
-            message: "--payload-template and --payload-dir go with --protocol binary"
+            template: #"{"aps":{"alert":"Hi {{nmae}}"}}"#,
+            status: 3,
+            message: "bad.json, line 1, column 21: {{nmae}} names no column of the header"
         )
     }
 
