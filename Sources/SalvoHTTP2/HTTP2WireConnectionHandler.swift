@@ -333,7 +333,8 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     private func writeRequests() {
         guard let context = self.context else { return }
         var room = self.machine.roomToWrite(isWritable: context.channel.isWritable)
-        let dataLength = self.payload.readableBytes
+        // Rows with bodies of their own (a payload template) are counted at the longest they may be.
+        let dataLength = self.job.work.maximumBodyLength ?? self.payload.readableBytes
         if dataLength > 0 {
             guard dataLength <= self.streamWindow else {
                 // A stream's DATA goes in one frame: a server whose stream window cannot take one payload would
@@ -369,11 +370,14 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
         let bearer = self.job.token?.current()
         let (first, actions) = self.machine.writing(items, bearer: bearer, now: now)
         var id = UInt32(first)
+        var written = 0
         for item in items {
-            self.writeRequest(streamID: id, token: item.row.token, authorization: bearer?.authorization)
+            let body = item.payload ?? self.payload
+            self.writeRequest(streamID: id, token: item.row.token, authorization: bearer?.authorization, body: body)
+            written += body.readableBytes
             id &+= 2
         }
-        self.sendWindow -= dataLength * items.count
+        self.sendWindow -= written
         self.perform(actions)
         // Held back by the rate: look again when the bucket has refilled, not only when answers come.
         if rateLimited, let rate = self.job.rate {
@@ -383,10 +387,11 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
         }
     }
 
-    /// One request: HEADERS (`:path`, then the block the other headers share) and DATA with END_STREAM.
-    private func writeRequest(streamID: UInt32, token: DeviceToken, authorization: String?) {
+    /// One request: HEADERS (`:path`, then the block the other headers share, then `content-length`) and DATA with
+    /// END_STREAM.
+    private func writeRequest(streamID: UInt32, token: DeviceToken, authorization: String?, body: ByteBuffer) {
         let headerIndex = self.outbound.writerIndex
-        let endStream: UInt8 = self.payload.readableBytes == 0 ? 0x1 : 0
+        let endStream: UInt8 = body.readableBytes == 0 ? 0x1 : 0
         HTTP2FrameWriter.frameHeader(
             length: 0,
             type: 1,
@@ -405,17 +410,37 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
         } else {
             self.writeEncodedBlock(token: token, authorization: authorization)
         }
+        Self.writeContentLength(body.readableBytes, into: &self.outbound)
         let blockLength = self.outbound.writerIndex - blockStart
         self.outbound.setInteger(UInt32(blockLength) << 8 | 1, at: headerIndex)
         if endStream == 0 {
             HTTP2FrameWriter.frameHeader(
-                length: self.payload.readableBytes,
+                length: body.readableBytes,
                 type: 0,
                 flags: 0x1,
                 streamID: streamID,
                 into: &self.outbound
             )
-            self.outbound.writeImmutableBuffer(self.payload)
+            self.outbound.writeImmutableBuffer(body)
+        }
+    }
+
+    /// `content-length` as a literal without indexing, named by the static table (index 28, RFC 7541 §6.2.2): the
+    /// length differs from row to row with payload templates, so it stays out of the shared block and the table.
+    private static func writeContentLength(_ length: Int, into buffer: inout ByteBuffer) {
+        var count = 1
+        var divisor = 1
+        while length / divisor >= 10 {
+            divisor *= 10
+            count += 1
+        }
+        // 0000 1111 then 28 − 15 = 13: the name index continued past the 4-bit prefix.
+        buffer.writeInteger(UInt8(0x0F))
+        buffer.writeInteger(UInt8(13))
+        buffer.writeInteger(UInt8(count))
+        while divisor > 0 {
+            buffer.writeInteger(UInt8(ascii: "0") + UInt8(length / divisor % 10))
+            divisor /= 10
         }
     }
 
@@ -461,7 +486,6 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
         headers.add(name: ":authority", value: template.authority)
         if let authorization { headers.add(name: "authorization", value: authorization) }
         for field in template.fields { headers.add(name: field.name, value: field.value) }
-        headers.add(name: "content-length", value: String(self.payload.readableBytes))
         return headers
     }
 

@@ -11,15 +11,22 @@ protocol HTTP2RowSource: AnyObject, Sendable {
 
     /// The next rows as work items, with their own payloads when the source renders one per row.
     func nextItems(maximumRows: Int) throws -> [HTTP2WorkItem]?
+
+    /// The longest body a row of its own may have (nil: rows have none, the job's payload goes), for flow control.
+    var maximumBodyLength: Int? { get }
 }
 
 extension HTTP2RowSource {
     func nextItems(maximumRows: Int) throws -> [HTTP2WorkItem]? {
         try self.nextChunk(maximumRows: maximumRows)?.map { HTTP2WorkItem(row: $0) }
     }
+
+    var maximumBodyLength: Int? { nil }
 }
 
 extension TokenSource: HTTP2RowSource {
+    var maximumBodyLength: Int? { self.payloads?.maximumByteCount }
+
     /// With `payloads`, each row's payload is rendered into one buffer per chunk, and each item's body is its slice
     /// of it (one allocation per chunk, none per row).
     func nextItems(maximumRows: Int) throws -> [HTTP2WorkItem]? {
@@ -54,6 +61,8 @@ extension TokenSource: HTTP2RowSource {
 /// lock each, never one per row. The source is only ever called on `reader`, never under the lock.
 final class HTTP2WorkQueue: Sendable {
     private let source: any HTTP2RowSource
+    /// The longest body a row of its own may have (nil: every request carries the job's payload).
+    let maximumBodyLength: Int?
     private let chunkRows: Int
     private let reader = DispatchQueue(label: "salvo.h2.read-ahead")
     private let state = NIOLockedValueBox(State())
@@ -82,6 +91,7 @@ final class HTTP2WorkQueue: Sendable {
     init(source: some HTTP2RowSource, chunkRows: Int = 4096, finished: EventLoopPromise<Void>) {
         precondition(chunkRows > 0)
         self.source = source
+        self.maximumBodyLength = source.maximumBodyLength
         self.chunkRows = chunkRows
         self.finished = finished
         let read = self.state.withLockedValue { self.startReadingIfLow(&$0) }

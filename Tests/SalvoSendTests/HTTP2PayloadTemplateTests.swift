@@ -18,7 +18,8 @@ import Testing
     private static func send(
         folder: URL,
         payload: [String],
-        expected: [DeviceToken]
+        expected: [DeviceToken],
+        engine: String = "wire"
     ) async throws -> (status: Int32, output: String, verdict: Verdict) {
         guard let salvo = InterruptionTests.executable else {
             Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
@@ -36,7 +37,7 @@ import Testing
                 "send", "tokens.csv", "--gateway", "127.0.0.1:\(simulator.http2Port ?? 0)", "--cert", paths.client,
                 "--key", paths.clientKey, "--ca", paths.ca, "--connections", "2", "--protocol", "h2",
                 "--server-name", "localhost", "--topic", CertificateFactory.sharedTopic, "--push-type", "alert",
-                "--rejects", "rejects.csv", "--report", "report.json",
+                "--rejects", "rejects.csv", "--report", "report.json", "--h2-engine", engine,
             ] + payload
         let output = Pipe()
         process.standardOutput = output
@@ -60,7 +61,8 @@ import Testing
         return folder
     }
 
-    @Test func eachRequestCarriesItsRowsPayloadAndAnOverSizeRowIsRefusedWithItsLine() async throws {
+    @Test(arguments: ["wire", "nio"])
+    func eachRequestCarriesItsRowsPayloadAndAnOverSizeRowIsRefusedWithItsLine(engine: String) async throws {
         let folder = try Self.folder()
         try Data(#"{"aps":{"alert":{"title":"Hi {{name}}","body":"{{city}}"},"badge":"{{badge:int}}"}}"#.utf8)
             .write(to: folder.appendingPathComponent("welcome.json"))
@@ -96,7 +98,8 @@ import Testing
         let (status, output, verdict) = try await Self.send(
             folder: folder,
             payload: ["--payload-template", "welcome.json"],
-            expected: Array(expected.keys)
+            expected: Array(expected.keys),
+            engine: engine
         )
         #expect(status == 1, "two bad rows: exit 1\n\(output)")
         #expect(verdict.deliveredOnce == expected.count, "\(verdict.summary)")
