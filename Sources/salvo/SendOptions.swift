@@ -135,8 +135,14 @@ struct DeliveryOptions: ParsableArguments {
     @Option(help: "Milliseconds without an error after which a written notification is presumed accepted.")
     var settleMilliseconds: Int = 1000
 
-    @Option(help: "Unsettled notifications the job may hold in all (16 bytes each).")
-    var windowRows: Int = 3_000_000
+    @Option(
+        help: ArgumentHelp(
+            "Unsettled notifications the job may hold in all (16 bytes each).",
+            discussion: "Rows are presumed a settle time after the gateway read them, and a healthy connection is "
+                + "never closed to settle them sooner, so this bounds the rate: at most window / settle time."
+        )
+    )
+    var windowRows: Int = 6_000_000
 
     @Option(help: "Rows on a connection that ended without an answer: resend (at least once) or report (at most once).")
     var onUncertain: OnUncertain = .resend

@@ -121,8 +121,16 @@ import Testing
         hashes += hashes.prefix(1234)
         hashes += [hashes[5], hashes[5]]
         hashes.shuffle(using: &generator)
-        #expect(TokenSource.repeats(hashes) == 1236)
-        #expect(TokenSource.repeats([1, 2, 1, 1]) == 2)
-        #expect(TokenSource.repeats([]) == 0)
+        let original = hashes
+        #expect(TokenSource.repeats(&hashes) == 1236)
+        #expect(hashes.sorted() == original.sorted(), "reordered in place, nothing lost")
+        var small: [UInt64] = [1, 2, 1, 1]
+        #expect(TokenSource.repeats(&small) == 2)
+        var none: [UInt64] = []
+        #expect(TokenSource.repeats(&none) == 0)
+        // Values crowded into a few buckets (the top bits alike), to exercise the in-place moves.
+        var crowded = (0..<70_000).map { UInt64($0 % 4) << 62 | UInt64($0 % 50_000) }
+        crowded.shuffle(using: &generator)
+        #expect(TokenSource.repeats(&crowded) == 20_000)
     }
 }
