@@ -184,19 +184,10 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver
     /// Takes as many rows as the machine has room for and writes them, then flushes once.
     private func writeRequests() {
         guard let context = self.context else { return }
-        var room = self.machine.roomToWrite(isWritable: context.channel.isWritable)
+        let room = self.machine.roomToWrite(isWritable: context.channel.isWritable)
         guard room > 0 else { return }
         let now = NIODeadline.now()
-        var nextDelayed = self.job.work.nextDelayed
-        var rateLimited = false
-        if let rate = self.job.rate {
-            let granted = rate.withLockedValue { $0.take(upTo: room, now: now) }
-            rateLimited = granted < room
-            if granted == 0 { nextDelayed = rate.withLockedValue { $0.nextAvailable(now: now) } }
-            room = granted
-        }
-        let items = room > 0 ? self.job.work.take(maximum: room, now: now) : []
-        if let rate = self.job.rate, items.count < room { rate.withLockedValue { $0.giveBack(room - items.count) } }
+        let (items, rateLimited, nextDelayed) = self.job.take(room: room, now: now)
         guard !items.isEmpty else {
             guard !self.job.work.isDone else { return }
             self.scheduleWakeUp(at: self.machine.noRowsReady(now: now, nextDelayed: nextDelayed))
@@ -225,10 +216,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver
         context.flush()
         self.perform(actions)
         // Held back by the rate: look again when the bucket has refilled, not only when answers come.
-        if rateLimited, let rate = self.job.rate {
-            self.scheduleWakeUp(
-                at: self.machine.noRowsReady(now: now, nextDelayed: rate.withLockedValue { $0.nextAvailable(now: now) })
-            )
+        if rateLimited, let slot = self.job.nextRateSlot(now: now) {
+            self.scheduleWakeUp(at: self.machine.noRowsReady(now: now, nextDelayed: slot))
         }
     }
 

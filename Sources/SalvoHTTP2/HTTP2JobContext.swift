@@ -90,6 +90,29 @@ final class HTTP2JobContext: Sendable {
         self.recorded.withLockedValue { _ = $0.streamLimits.removeValue(forKey: connection) }
     }
 
+    /// The rows a connection may write now: up to `room`, within the job's `--rate` (what the bucket granted and the
+    /// queue had no row for goes back to it). `rateLimited`: the rate held rows back; `nextDelayed`: when a row may
+    /// be ready, for a connection that got none.
+    func take(room: Int, now: NIODeadline) -> (items: [HTTP2WorkItem], rateLimited: Bool, nextDelayed: NIODeadline?) {
+        var room = room
+        var nextDelayed = self.work.nextDelayed
+        var rateLimited = false
+        if let rate = self.rate {
+            let granted = rate.withLockedValue { $0.take(upTo: room, now: now) }
+            rateLimited = granted < room
+            if granted == 0 { nextDelayed = rate.withLockedValue { $0.nextAvailable(now: now) } }
+            room = granted
+        }
+        let items = room > 0 ? self.work.take(maximum: room, now: now) : []
+        if let rate = self.rate, items.count < room { rate.withLockedValue { $0.giveBack(room - items.count) } }
+        return (items, rateLimited, nextDelayed)
+    }
+
+    /// When the `--rate` bucket has room again (nil without a rate).
+    func nextRateSlot(now: NIODeadline) -> NIODeadline? {
+        self.rate?.withLockedValue { $0.nextAvailable(now: now) }
+    }
+
     func noteConnectionError(_ message: String) {
         self.connectionErrors.withLockedValue { errors in
             // Bounded: the first few explain a failure; thousands would not.
