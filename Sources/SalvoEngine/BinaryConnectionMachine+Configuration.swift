@@ -1,4 +1,29 @@
+import APNSWire
 internal import SalvoIO
+
+extension BinaryConnectionMachine {
+    struct Configuration {
+        /// HOST:PORT, for messages.
+        var gateway: String
+        var command: FrameCommand
+        var frameByteCount: Int
+        /// 0: no expiry.
+        var expiry: UInt32
+        var flush: FlushPolicy
+        var reconnect: ReconnectPolicy
+        var settleNanoseconds: UInt64
+        var peerReceiveBufferBytes: Int
+        var windowCapacity: Int
+        var processingErrorRetries: Int
+        var onUncertain: OnUncertain
+        /// Ciphertext the connection may hold unsent before encoding pauses.
+        var queueLimitBytes: Int
+        /// How long a barrier waits for its answer, and how long written bytes may wait to be read, counted from
+        /// the last time the gateway's TCP acknowledged anything: a gateway silent that long is left (at least
+        /// the settle time).
+        var answerTimeoutNanoseconds: UInt64 = 10_000_000_000
+    }
+}
 
 extension BinaryConnectionMachine.Configuration {
     /// The machine's share of a job's configuration.

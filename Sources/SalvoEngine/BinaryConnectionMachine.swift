@@ -10,77 +10,6 @@ import DequeModule
 /// window, the flight limit, the reconnect streak and the row outcomes. Per-connection facts live in the
 /// `State.open` case and vanish with the connection.
 struct BinaryConnectionMachine {
-    struct Configuration {
-        /// HOST:PORT, for messages.
-        var gateway: String
-        var command: FrameCommand
-        var frameByteCount: Int
-        /// 0: no expiry.
-        var expiry: UInt32
-        var flush: FlushPolicy
-        var reconnect: ReconnectPolicy
-        var settleNanoseconds: UInt64
-        var peerReceiveBufferBytes: Int
-        var windowCapacity: Int
-        var processingErrorRetries: Int
-        var onUncertain: OnUncertain
-        /// Ciphertext the connection may hold unsent before encoding pauses.
-        var queueLimitBytes: Int
-        /// How long a barrier waits for its answer, and how long written bytes may wait to be read, counted from
-        /// the last time the gateway's TCP acknowledged anything: a gateway silent that long is left (at least
-        /// the settle time).
-        var answerTimeoutNanoseconds: UInt64 = 10_000_000_000
-    }
-
-    /// What the driver does next.
-    enum Action: Equatable {
-        /// Nothing now; wait for the next event.
-        case none
-        /// Open a connection; report `opened` or `connectFailed`.
-        case connect
-        /// Call `reconnectDue` after this many nanoseconds.
-        case reconnect(afterNanoseconds: UInt64)
-        /// Take the next chunk from the source (`rowsArrived` / `sourceExhausted`), then write again.
-        case needRows
-        /// Write the encoded batch now (`flushed`), then write again.
-        case flush
-        /// Call `flushDue` (and write again) after this many nanoseconds: a batch to flush by age, or a full flight
-        /// whose quiet time runs out.
-        case scheduleFlush(afterNanoseconds: UInt64)
-        /// Append the barrier with this identifier to the batch and write it (`flushed`); then wait.
-        case writeBarrier(identifier: UInt32)
-        /// Call `write` again (room opened up).
-        case write
-        /// The gateway answered and will close: close the connection in order.
-        case close
-        /// Drop the connection at once (report `closed(.local, …)` when it is gone).
-        case abort
-        /// Every row is settled: close and report success.
-        case finish
-        /// The job cannot go on: abort and report the error.
-        case fail(JobError)
-    }
-
-    /// Why a connect failed.
-    enum ConnectFailure: Equatable {
-        /// The credentials or the gateway's identity were refused: every try would fail alike.
-        case credentials(String)
-        /// The gateway could not be reached (refused, reset, timed out).
-        case unreachable(String)
-        /// Retrying cannot help (the name does not resolve, the peer does not speak TLS): stop at once.
-        case hopeless(String)
-    }
-
-    /// Why a connection ended.
-    enum CloseCause: Equatable {
-        /// We closed it.
-        case local
-        /// The peer closed or reset it, or it failed.
-        case remote(String)
-        /// The gateway refused the client certificate during or right after the handshake.
-        case certificateRefused(String)
-    }
-
     enum State {
         case idle
         case connecting
@@ -118,24 +47,13 @@ struct BinaryConnectionMachine {
         var lastSettledAt: UInt64 = 0
     }
 
-    /// Rows suspected of making the gateway drop connections without an answer (command 0 has no error response;
-    /// a row the gateway cannot take ends the connection, and resending it would end every connection after),
-    /// being bisected: the first half of the suspects goes alone on a connection (`probeWritten`) and settles
-    /// (commands 1 and 2: the barrier's answer; command 0: presumed) — the rest are the suspects — or drops the
-    /// connection — it is the suspects, and the rest go back to the queue. A single row that drops the connection
-    /// `poisonDrops` times alone is left uncertain (`connectionDropped`), never sent again.
-    struct Isolation: Equatable {
-        var suspects: Deque<TokenRow>
-        var probeWritten = false
-        /// Connections the single remaining suspect dropped, alone.
-        var soloDrops = 0
-    }
-
     private(set) var state = State.idle
     let configuration: Configuration
-    private(set) var outcomes: RowOutcomes
-    private(set) var window: SentWindow
-    private var pending: Deque<TokenRow> = []
+    // Internal rather than private for the extensions in the type's other files (`+Isolation`); only the machine
+    // changes them.
+    var outcomes: RowOutcomes
+    var window: SentWindow
+    var pending: Deque<TokenRow> = []
     private var exhausted = false
     /// Rows every error halves and every settled batch doubles, between `minimumFlight` and the window's
     /// capacity: everything written after a failed row is discarded and written again, so when errors come
@@ -160,8 +78,8 @@ struct BinaryConnectionMachine {
     private var deliberateCloses: Deque<UInt64> = []
     /// Rows of the last connection that dropped with no answer, sent again first: when the next connection drops
     /// before they settle, they are the suspects (`isolation`).
-    private var carried = 0
-    private(set) var isolation: Isolation?
+    var carried = 0
+    var isolation: Isolation?
 
     /// The connect budget: barriers before the end of the job, which close a healthy connection on purpose, at
     /// most this many a minute per shard (reconnects that errors force are not counted: the gateway chose them).
@@ -355,13 +273,6 @@ struct BinaryConnectionMachine {
         self.leaveSuspects()
     }
 
-    /// Suspects waiting for their probe were written before, with no answer: unanswered when the job stops.
-    private mutating func leaveSuspects() {
-        guard let isolation = self.isolation else { return }
-        for row in isolation.suspects { self.outcomes.leave(row, .unanswered) }
-        self.isolation = nil
-    }
-
     private mutating func reconnectAction(now: UInt64) -> Action {
         let delay = self.configuration.reconnect.delay(
             failures: self.failures,
@@ -535,86 +446,6 @@ struct BinaryConnectionMachine {
         guard !open.flushScheduled else { return .none }
         open.flushScheduled = true
         return .scheduleFlush(afterNanoseconds: max(due &- now, 1))
-    }
-
-    /// Writes while rows are isolated: the probe (the first half of the suspects) alone, then, for commands 1 and 2,
-    /// the barrier whose answer proves it; command 0 waits for it to be presumed.
-    private mutating func writeProbe(_ open: inout Open, now: UInt64, encode: (TokenRow, UInt32) -> Int) -> Action {
-        guard var isolation = self.isolation else { return .none }
-        if !isolation.probeWritten {
-            let count = (isolation.suspects.count + 1) / 2
-            for _ in 0..<count {
-                let row = isolation.suspects.removeFirst()
-                let size = encode(row, self.window.record(row))
-                if open.unflushedSince == nil { open.unflushedSince = now }
-                open.unflushedBytes += size
-                open.unflushedRows += 1
-            }
-            isolation.probeWritten = true
-            self.isolation = isolation
-            return .flush
-        }
-        if open.unflushedBytes > 0 { return .flush }
-        guard self.configuration.command != .simple, !self.window.isEmpty else { return .none }
-        open.barrierWritten = true
-        open.barrierAt = now
-        return .writeBarrier(identifier: self.window.record(SentWindow.barrierRow))
-    }
-
-    /// The probe settled without dropping the connection: its rows are cleared, the rest of the suspects are
-    /// probed next (none left: the drops were not theirs, and isolation ends).
-    private mutating func probeSettled() {
-        guard var isolation = self.isolation, isolation.probeWritten, self.window.isEmpty else { return }
-        isolation.probeWritten = false
-        isolation.soloDrops = 0
-        self.isolation = isolation.suspects.isEmpty ? nil : isolation
-    }
-
-    /// A connection ended with no answer (`dropped`: the gateway ended it). Rows written on it that were already
-    /// suspects, or that the connection before left and this one did not settle, become (or stay) isolated: taken
-    /// out of `settlement`, they wait in `isolation` instead of the queue. Only with the resend policy (otherwise a
-    /// dropped row is left uncertain at once and never rides another connection).
-    private mutating func suspect(_ settlement: inout SentWindow.Settlement, dropped: Bool, presumedHere: Int) {
-        let uncertain = settlement.uncertain.filter { !$0.isBarrier }.map(\.row)
-        if var isolation = self.isolation {
-            guard isolation.probeWritten else { return }
-            let probe = uncertain + settlement.unsent.filter { !$0.isBarrier }.map(\.row)
-            settlement.uncertain = []
-            settlement.unsent = []
-            isolation.probeWritten = false
-            guard dropped, !uncertain.isEmpty else {
-                // No verdict (the probe never reached the gateway, or we left it): probed again.
-                isolation.suspects.prepend(contentsOf: probe)
-                self.isolation = isolation
-                return
-            }
-            // The probe dropped the connection: it holds the culprit; the untested rest goes back to the queue.
-            self.pending.prepend(contentsOf: isolation.suspects)
-            isolation.suspects = Deque(probe)
-            isolation.soloDrops = probe.count == 1 ? isolation.soloDrops + 1 : 0
-            if probe.count == 1 && isolation.soloDrops >= Self.poisonDrops {
-                self.outcomes.connectionDropped(probe[0])
-                self.isolation = nil
-                return
-            }
-            _ = self.outcomes.uncertain(uncertain.count)
-            self.isolation = isolation
-            return
-        }
-        guard dropped, self.configuration.onUncertain == .resend, !uncertain.isEmpty else {
-            self.carried = 0
-            return
-        }
-        // The rows the last drop left were written first here, and presumed in order.
-        let overlap = min(max(self.carried - presumedHere, 0), uncertain.count)
-        guard overlap > 0 else {
-            self.carried = uncertain.count
-            return
-        }
-        self.carried = 0
-        _ = self.outcomes.uncertain(overlap)
-        self.isolation = Isolation(suspects: Deque(uncertain.prefix(overlap)))
-        settlement.uncertain = Array(settlement.uncertain.filter { !$0.isBarrier }.dropFirst(overlap))
     }
 
     /// The encoded batch went to the connection.

@@ -103,67 +103,6 @@ public enum HeaderMode: String, Hashable, Sendable, CaseIterable {
 /// Thread-safe (hence `@unchecked Sendable`): every mutable field lives in `state`, behind its lock, which
 /// shards on different queues take once per chunk, not per row.
 public final class TokenSource: @unchecked Sendable {
-    public struct Options: Hashable, Sendable {
-        public var column: TokenColumn
-        public var header: HeaderMode
-        public var dedupe: Bool
-        /// Only the rows of this partition are sent (nil: every row).
-        public var partition: Partition?
-        /// How the token column writes a token.
-        public var encoding: TokenEncoding
-        /// The column with each device's last registration (UNIX seconds or ISO 8601): a suppressed token whose
-        /// device registered after the list's timestamp is sent (Apple's rule). Nil: every listed token is left
-        /// out.
-        public var registeredAt: TokenColumn?
-
-        public init(
-            column: TokenColumn = .name("token"),
-            header: HeaderMode = .auto,
-            dedupe: Bool = false,
-            partition: Partition? = nil,
-            encoding: TokenEncoding = .hex,
-            registeredAt: TokenColumn? = nil
-        ) {
-            self.column = column
-            self.header = header
-            self.dedupe = dedupe
-            self.partition = partition
-            self.encoding = encoding
-            self.registeredAt = registeredAt
-        }
-    }
-
-    /// What validation found.
-    public struct Summary: Hashable, Sendable {
-        /// Rows that will be sent.
-        public var validRows: Int
-        /// Rows that will not, with reasons, in file and line order.
-        public var rejects: [InputReject]
-        /// Valid rows left out because `suppression` lists their token (not sent, not in `validRows`).
-        public var suppressed = 0
-        /// Listed tokens sent all the same: their device registered again after the list's timestamp.
-        public var reregistered = 0
-        /// Without `dedupe`: valid rows whose token an earlier valid row already holds (sent all the same).
-        public var duplicates = 0
-        /// Rows left to the other partitions (good rows whose token hashes elsewhere, and bad rows outside
-        /// partition 0).
-        public var otherPartitions = 0
-        /// Every row of the input: valid, refused, suppressed and in other partitions.
-        public var inputRows: Int { self.validRows + self.rejects.count + self.suppressed + self.otherPartitions }
-        /// Per file, one more than the line number of its last row (the journal's size).
-        public var lineCounts: [Int] = []
-        /// With a journal attached before validation: what earlier runs of the job settled among the valid rows.
-        public var journaled = JournalTally()
-        /// Whether these are the counts of the whole input. False for the summary of a source opened with
-        /// `open()` before its last row is taken: the counts so far (`TokenSource.summary` has the final one).
-        public var isFinal = true
-
-        public init(validRows: Int, rejects: [InputReject]) {
-            self.validRows = validRows
-            self.rejects = rejects
-        }
-    }
-
     public let files: [String]
     public let options: Options
     /// Tokens not to send (Apple's rule, with `Options.registeredAt` when given): their rows are counted as
@@ -174,9 +113,10 @@ public final class TokenSource: @unchecked Sendable {
     public let payloads: RowPayloads?
     /// Rows of each file that `open()` reads at once: a file whose first chunk holds no token is refused.
     public let firstChunkRows: Int
-    private let state: NIOLockedValueBox<State>
+    /// Every mutable field, behind one lock (internal for the extensions in other files of the type).
+    let state: NIOLockedValueBox<State>
 
-    private struct State {
+    struct State {
         var summary: Summary?
         /// Rejected lines per file, to skip on the sending pass.
         var rejectedLines: [Set<Int>] = []
@@ -220,34 +160,6 @@ public final class TokenSource: @unchecked Sendable {
                 self.pendingRepeats = nil
             }
             return self.summary
-        }
-    }
-
-    /// Counts repeated hashes off the sender's path: the shard that takes the last chunk does not wait for it.
-    final class RepeatCount: @unchecked Sendable {
-        private let done = DispatchSemaphore(value: 0)
-        // Written once before `done` is signalled, read after waiting on it.
-        private var value = 0
-
-        // Handed over to the counting thread, which takes it out: the only reference, sorted in place.
-        private var hashes: [UInt64]
-
-        /// Takes `hashes` (leaving it empty), so that counting sorts the one copy in place.
-        init(taking hashes: inout [UInt64]) {
-            self.hashes = []
-            swap(&self.hashes, &hashes)
-            DispatchQueue.global().async {
-                var hashes: [UInt64] = []
-                swap(&hashes, &self.hashes)
-                self.value = TokenSource.repeats(&hashes)
-                self.done.signal()
-            }
-        }
-
-        func wait() -> Int {
-            self.done.wait()
-            self.done.signal()
-            return self.value
         }
     }
 
@@ -487,106 +399,6 @@ public final class TokenSource: @unchecked Sendable {
 }
 
 extension TokenSource {
-    /// Reads the token of a row again, from its file (for rows journaled without their tokens).
-    ///
-    /// Only rows that validation accepted are ever read again, so a failure here means the file changed
-    /// during the job.
-    ///
-    /// - Precondition: `validate()` has returned.
-    public func token(at reference: RowReference) throws(InputError) -> DeviceToken {
-        let (column, descriptor) = self.state.withLockedValue {
-            ($0.columns[reference.file], $0.descriptors[reference.file])
-        }
-        let path = self.files[reference.file]
-        var size = 512
-        while true {
-            var bytes = [UInt8](repeating: 0, count: size)
-            let count = bytes.withUnsafeMutableBytes {
-                pread(descriptor, $0.baseAddress, size, off_t(reference.offset))
-            }
-            guard count > 0 else { break }
-            let token: DeviceToken?? = bytes.withUnsafeBufferPointer { all in
-                let piece = UnsafeBufferPointer(rebasing: all[0..<count])
-                guard let fields = CSVReader.fields(ofRecordIn: piece, complete: count < size) else { return nil }
-                guard column < fields.count else { return .some(nil) }
-                let field = fields[column]
-                var text = Array(piece[field.start..<field.end])
-                if field.hasEscapedQuotes { text.removeAll { $0 == UInt8(ascii: "\"") } }
-                return .some(text.withUnsafeBytes { try? self.options.encoding.token($0) })
-            }
-            switch token {
-            case .some(.some(let token)): return token
-            case .some(.none): break
-            case .none:
-                size *= 4
-                if size <= 1 << 20 { continue }
-            }
-            break
-        }
-        throw InputError(
-            file: path,
-            line: nil,
-            message: "the file changed during the job (no token at byte \(reference.offset))"
-        )
-    }
-}
-
-extension TokenSource {
-    /// Reads a row's payload fields again from its file (a row sent again after its chunk's fields were replaced),
-    /// into `fields` (refilled with that one row, measured).
-    ///
-    /// - Precondition: `validate()` has returned, and the source has `payloads`.
-    public func fields(at reference: RowReference, into fields: inout RowFields) throws(InputError) {
-        let payloads = self.payloads!
-        let (columns, descriptor) = self.state.withLockedValue {
-            ($0.payloadColumns[reference.file], $0.descriptors[reference.file])
-        }
-        fields.removeAll(columnCount: payloads.templates.columns.count)
-        var size = 4096
-        while size <= 1 << 20 {
-            var bytes = [UInt8](repeating: 0, count: size)
-            let count = bytes.withUnsafeMutableBytes {
-                pread(descriptor, $0.baseAddress, size, off_t(reference.offset))
-            }
-            guard count > 0 else { break }
-            let found: [CSVReader.Field]? = bytes.withUnsafeBufferPointer { all in
-                CSVReader.fields(ofRecordIn: UnsafeBufferPointer(rebasing: all[0..<count]), complete: count < size)
-            }
-            guard let found else {
-                size *= 4
-                continue
-            }
-            for column in columns {
-                guard column < found.count else {
-                    fields.appendMissing()
-                    continue
-                }
-                let field = found[column]
-                fields.beginField()
-                var cursor = field.start
-                while cursor < field.end {
-                    fields.bytes.append(bytes[cursor])
-                    cursor += field.hasEscapedQuotes && bytes[cursor] == UInt8(ascii: "\"") ? 2 : 1
-                }
-                fields.endField()
-            }
-            if case .success(let measured) = fields.withPendingFields({
-                payloads.templates.measure($0, limit: payloads.limit)
-            }) {
-                fields.keep(reference, template: measured.template, payloadCount: measured.count)
-                return
-            }
-            break
-        }
-        throw InputError(
-            file: self.files[reference.file],
-            line: nil,
-            message: "the file changed during the job (the row at byte \(reference.offset) no longer renders)"
-        )
-    }
-}
-
-extension TokenSource {
     /// Opens the input to be validated as `nextChunk` takes its rows, so that it is read once: each file's header
     /// and first chunk (`firstChunkRows` rows) are read now.
     ///
@@ -807,40 +619,4 @@ extension TokenSource {
         state.summary = state.running
     }
 
-    /// How many values repeat an earlier one: bucketed by their top 16 bits (the hashes are uniform) in place
-    /// (an American flag sort: each value swapped straight into its bucket's next free place), each bucket then
-    /// sorted on its own; linear in the count, where one sort of millions would not be, and no second array (at
-    /// 8 bytes a row, a copy of 10 M hashes would be 80 MB more at the end of the input). Leaves `hashes`
-    /// reordered.
-    static func repeats(_ hashes: inout [UInt64]) -> Int {
-        guard hashes.count > 1 else { return 0 }
-        let bits = hashes.count < 1 << 16 ? 8 : 16
-        let shift = UInt64(64 - bits)
-        var starts = [Int](repeating: 0, count: (1 << bits) + 1)
-        for hash in hashes { starts[Int(hash >> shift) + 1] += 1 }
-        for bucket in 0..<(1 << bits) { starts[bucket + 1] += starts[bucket] }
-        var next = starts
-        var repeats = 0
-        hashes.withUnsafeMutableBufferPointer { values in
-            for bucket in 0..<(1 << bits) {
-                let end = starts[bucket + 1]
-                while next[bucket] < end {
-                    let place = next[bucket]
-                    let home = Int(values[place] >> shift)
-                    if home == bucket {
-                        next[bucket] += 1
-                    } else {
-                        values.swapAt(place, next[home])
-                        next[home] += 1
-                    }
-                }
-            }
-            for bucket in 0..<(1 << bits) where starts[bucket + 1] - starts[bucket] > 1 {
-                var slice = UnsafeMutableBufferPointer(rebasing: values[starts[bucket]..<starts[bucket + 1]])
-                slice.sort()
-                for index in 1..<slice.count where slice[index] == slice[index - 1] { repeats += 1 }
-            }
-        }
-        return repeats
-    }
 }
