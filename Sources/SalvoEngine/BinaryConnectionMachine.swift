@@ -64,6 +64,10 @@ struct BinaryConnectionMachine {
     private var processingErrors: [RowReference: Int] = [:]
     /// Connections in a row that settled nothing (a connect that failed counts too).
     private(set) var failures = 0
+    /// Of those, drops that narrowed isolated rows (`suspect`): they count toward giving up (a gateway that drops
+    /// everything is not bisected forever: the job still ends `giveUpAfter` after its last progress) but not
+    /// toward the backoff, since finding a row takes one connection per halving, asked for by us.
+    private var narrowingDrops = 0
     private var lastConnectAt: UInt64 = 0
     /// Why the last connection ended, for the report's reconnect causes: an error response's reason name
     /// (`InvalidToken`, `Shutdown`, …), or what happened without one.
@@ -141,6 +145,10 @@ struct BinaryConnectionMachine {
         return "\(self.failures) \(what) in a row and no row settled for \(since / 1_000_000_000) s"
     }
 
+    /// The last connection ended before a row was written on it, closed by the gateway: a gateway that paces
+    /// connects accepts and closes at once, so the job's connects are spaced further apart (`ConnectPacer`).
+    var lastClosedOnConnect: Bool { self.endCause == ReconnectCause.closedOnConnect }
+
     /// A reconnect delay ran out.
     mutating func reconnectDue(now: UInt64) -> Action {
         guard case .idle = self.state else { return .none }
@@ -181,24 +189,30 @@ struct BinaryConnectionMachine {
     ///
     /// - Parameters:
     ///   - sentThrough: ciphertext bytes the connection handed to the kernel.
+    ///   - acknowledged: ciphertext bytes the gateway's TCP had acknowledged at the end (nil: unknown).
     ///   - resolve: reads a row's token again (the window keeps only where rows are).
     mutating func closed<Failure: Error>(
         _ cause: CloseCause,
         sentThrough: Int,
+        acknowledged: Int? = nil,
         now: UInt64,
         resolve: (SentWindow.Journaled) throws(Failure) -> DeviceToken
     ) -> Action {
         switch self.state {
         case .open(let open):
             var settlement: SentWindow.Settlement
+            // A probe's verdict counts only the rows the gateway's TCP acknowledged: a reset before the rest
+            // arrived says nothing of them (they count as never written, and are probed again).
+            let probing = self.isolation?.probeWritten == true
+            let through = probing ? min(sentThrough, acknowledged ?? sentThrough) : sentThrough
             do {
-                settlement = try self.window.abandon(sentThrough: sentThrough, resolve: resolve)
+                settlement = try self.window.abandon(sentThrough: through, resolve: resolve)
             } catch {
                 return self.fail(.input, "\(error)")
             }
             var remote = false
             if case .remote = cause { remote = true }
-            self.suspect(&settlement, dropped: remote, presumedHere: open.presumed)
+            let narrowed = self.suspect(&settlement, dropped: remote, presumedHere: open.presumed)
             self.settle(settlement)
             switch cause {
             case .local: self.endCause = open.misbehaved ? ReconnectCause.silent : ReconnectCause.closedLocally
@@ -211,10 +225,16 @@ struct BinaryConnectionMachine {
                 return self.fail(.credentials, "the gateway refused the client certificate: \(message)")
             }
             // A connection that settled something starts a new streak; one that settled nothing (the gateway
-            // keeps dropping us) lengthens it, backing off further and eventually giving up.
-            if cause != .local || open.misbehaved { self.failures = open.settledAny ? 1 : self.failures + 1 }
+            // keeps dropping us) lengthens it, backing off further and eventually giving up. A drop that narrowed
+            // isolated rows lengthens the streak but not the backoff (`narrowingDrops`).
+            if narrowed || cause != .local || open.misbehaved {
+                let drops = narrowed ? 1 : 0
+                self.failures = open.settledAny ? 1 : self.failures + 1
+                self.narrowingDrops = open.settledAny ? drops : self.narrowingDrops + drops
+            }
         case .answered:
             self.failures = 0
+            self.narrowingDrops = 0
             self.carried = 0
         case .idle, .connecting, .finished, .failed:
             return .none
@@ -275,8 +295,9 @@ struct BinaryConnectionMachine {
 
     private mutating func reconnectAction(now: UInt64) -> Action {
         let delay = self.configuration.reconnect.delay(
-            failures: self.failures,
+            failures: self.failures > 0 ? max(self.failures - self.narrowingDrops, 1) : 0,
             sinceLastConnect: now &- self.lastConnectAt,
+            sinceProgress: now > self.lastProgressAt ? now - self.lastProgressAt : 0,
             random: self.generator.nextUnit()
         )
         return .reconnect(afterNanoseconds: delay)
@@ -338,7 +359,7 @@ struct BinaryConnectionMachine {
     ) -> Action {
         guard case .open(var open) = self.state, !open.barrierWritten else { return .none }
         if self.isolation != nil {
-            let action = self.writeProbe(&open, now: now, encode: encode)
+            let action = self.writeProbe(&open, queuedBytes: queuedBytes, now: now, encode: encode)
             self.state = .open(open)
             return action
         }

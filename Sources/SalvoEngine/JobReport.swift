@@ -181,6 +181,15 @@ public struct JobReport: Codable, Hashable, Sendable {
     public var dirtyListWarning: String? {
         let closes = self.reconnectCauses.filter { Self.tokenClosings.contains($0.key) }.values.reduce(0, +)
         let rows = max(self.written, self.validRows, 1)
+        let dropped = self.reconnectCauses[ReconnectCause.closedWithoutAnswer, default: 0]
+        if let rowsDropping = self.droppedConnection, rowsDropping > 0 {
+            // Command 0 has no error response: a row the gateway refuses only ends the connection, and finding it
+            // takes several connections.
+            return "\(rowsDropping) rows made the gateway close the connection without an answer, "
+                + "\(dropped) connections in all (command 0 names no bad row: each is found by sending rows alone). "
+                + "Command 2 (--format 2) names the bad row in an error response; leave known bad tokens out with "
+                + "--suppress."
+        }
         guard closes >= 5, closes * 10_000 >= rows else { return nil }
         return "invalid tokens closed \(closes) connections (one in every \(rows / closes) rows written): the push "
             + "service counts frequent reconnects against the sender. Leave them out next time: pass this run's "

@@ -18,11 +18,12 @@ public struct ReconnectPolicy: Hashable, Sendable {
         get { .nanoseconds(self.floorNanoseconds) }
         set { self.floorNanoseconds = newValue.nanoseconds }
     }
-    /// Give up after this many failures in a row (a connect that succeeds resets the count).
+    /// Failures in a row (a connect that succeeds resets the count) before giving up is considered at all.
     public var maximumAttempts: Int
-    /// With the binary interface, give up only when, besides `maximumAttempts` failures in a row, the job has
-    /// settled no row for this long: a gateway that refuses some connects (pacing them) while the job makes
-    /// progress is backed off from, never abandoned.
+    /// Give up only when, besides `maximumAttempts` failures in a row, the job has settled no row for this long:
+    /// a gateway that refuses some connects (pacing them) while the job makes progress is backed off from, never
+    /// abandoned, and one that is gone is given up on this long after the last row settled, not later (backoffs
+    /// are cut to end at this deadline: `delay(failures:sinceLastConnect:sinceProgress:random:)`).
     public var giveUpAfter: Duration
 
     // Kept in nanoseconds of the monotonic clock the callers read, so that `delay` does no conversion.
@@ -34,7 +35,7 @@ public struct ReconnectPolicy: Hashable, Sendable {
         initialDelay: .milliseconds(100),
         maximumDelay: .seconds(30),
         minimumInterval: .milliseconds(50),
-        maximumAttempts: 12,
+        maximumAttempts: 4,
         giveUpAfter: .seconds(30)
     )
 
@@ -73,9 +74,17 @@ public struct ReconnectPolicy: Hashable, Sendable {
         return max(backoff, floor)
     }
 
-    /// Whether to stop trying.
-    public func givesUp(after failures: Int) -> Bool {
-        failures >= self.maximumAttempts
+    /// `delay(failures:sinceLastConnect:random:)`, cut so that the try after it comes no later than the give-up
+    /// deadline (`giveUpAfter` after the last progress): a job whose gateway is gone ends at that deadline, not a
+    /// whole backoff (up to `maximumDelay`) after it.
+    ///
+    /// - Parameter sinceProgress: nanoseconds since the job last settled a row (or started).
+    public func delay(failures: Int, sinceLastConnect: UInt64, sinceProgress: UInt64, random: Double) -> UInt64 {
+        let delay = self.delay(failures: failures, sinceLastConnect: sinceLastConnect, random: random)
+        let deadline = self.giveUpAfter.nanoseconds
+        guard sinceProgress < deadline else { return delay }
+        let floor = sinceLastConnect >= self.floorNanoseconds ? 0 : self.floorNanoseconds - sinceLastConnect
+        return min(delay, max(deadline - sinceProgress, floor))
     }
 
     /// Whether to stop trying: `maximumAttempts` failures in a row and no progress for `giveUpAfter`.

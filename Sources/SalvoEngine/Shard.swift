@@ -376,7 +376,16 @@ final class Shard: @unchecked Sendable {
         let sent = connection.statistics.bytesSent
         self.logger.info("closed", metadata: ["cause": "\(end.description)", "bytes-sent": "\(sent)"])
         self.machine.noteProgress(at: self.pacer.lastProgressAt)
-        self.perform(self.machine.closed(cause, sentThrough: sent, now: Self.now(), resolve: self.resolve))
+        self.perform(
+            self.machine.closed(
+                cause,
+                sentThrough: sent,
+                acknowledged: connection.ciphertextBytesAcknowledgedAtEnd,
+                now: Self.now(),
+                resolve: self.resolve
+            )
+        )
+        if self.machine.lastClosedOnConnect { self.pacer.refused() }
     }
 
     private func end(_ result: Result<Void, JobError>, abort: Bool) {

@@ -53,8 +53,9 @@ final class HTTP2ConnectionPool: Sendable {
             job.work.stop(
                 HTTP2JobStop(
                     reason: nil,
-                    message: "cannot keep a connection to \(configuration.host):\(configuration.port) "
-                        + "after \(configuration.reconnect.maximumAttempts) attempts per connection: \(detail)"
+                    message: "cannot keep a connection to \(configuration.host):\(configuration.port): every "
+                        + "connection failed \(configuration.reconnect.maximumAttempts) times or more in a row and no "
+                        + "row was answered for \(configuration.reconnect.giveUpAfter.components.seconds) s: \(detail)"
                 )
             )
         }

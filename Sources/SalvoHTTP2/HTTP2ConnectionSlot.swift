@@ -17,6 +17,10 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
     private let job: HTTP2JobContext
     private let onGiveUp: @Sendable () -> Void
     private var failures = 0
+    /// The job's settled rows when this slot last saw them change, and when: a slot gives up only when the whole
+    /// job has made no progress for the policy's `giveUpAfter` (a gateway that refuses some connects while others
+    /// carry rows is backed off from, never abandoned).
+    private var progressMark: (answered: Int, at: NIODeadline) = (0, .now())
     private var lastConnect: NIODeadline?
     private var channels: [ObjectIdentifier: any Channel] = [:]
     private var current: ObjectIdentifier?
@@ -202,13 +206,22 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
     private func scheduleReconnect() {
         guard !self.stopped, !self.job.work.isDone, self.pendingConnect == nil, !self.connecting else { return }
         let policy = self.configuration.reconnect
-        if policy.givesUp(after: self.failures) {
+        let now = NIODeadline.now()
+        let answered = self.job.recorded.withLockedValue { $0.answered }
+        if answered != self.progressMark.answered { self.progressMark = (answered, now) }
+        let sinceProgress = UInt64(max(0, (now - self.progressMark.at).nanoseconds))
+        if policy.givesUp(after: self.failures, sinceProgress: sinceProgress) {
             self.stopped = true
             self.onGiveUp()
             return
         }
-        let since = self.lastConnect.map { UInt64(max(0, (NIODeadline.now() - $0).nanoseconds)) } ?? UInt64.max
-        let delay = policy.delay(failures: self.failures, sinceLastConnect: since, random: self.random.nextUnit())
+        let since = self.lastConnect.map { UInt64(max(0, (now - $0).nanoseconds)) } ?? UInt64.max
+        let delay = policy.delay(
+            failures: self.failures,
+            sinceLastConnect: since,
+            sinceProgress: sinceProgress,
+            random: self.random.nextUnit()
+        )
         self.configuration.logger.info(
             "reconnect",
             metadata: ["after-ms": "\(delay / 1_000_000)"]

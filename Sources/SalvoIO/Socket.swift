@@ -115,6 +115,22 @@ package enum Socket {
         _ = setsockopt(fd, level, name, &value, socklen_t(MemoryLayout<Int32>.size))
     }
 
+    /// Bytes the peer's TCP has acknowledged on this socket since it connected (Linux's `tcpi_bytes_acked`, a
+    /// counter the kernel keeps after a reset too, unlike the send queue `SIOCOUTQ` measures, which a reset
+    /// empties); nil when the kernel does not say (before Linux 4.1).
+    static func bytesAcknowledged(_ fd: Int32) -> Int? {
+        // Glibc's `struct tcp_info` ends before this field, so the kernel's layout (linux/tcp.h) is read as bytes:
+        // `tcpi_bytes_acked` is the 64-bit counter at offset 120, after 8 one-byte fields, 24 32-bit fields and
+        // the two 64-bit pacing rates.
+        withUnsafeTemporaryAllocation(byteCount: 256, alignment: 8) { buffer -> Int? in
+            var length = socklen_t(buffer.count)
+            guard getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, buffer.baseAddress, &length) == 0, length >= 128 else {
+                return nil
+            }
+            return Int(clamping: buffer.load(fromByteOffset: 120, as: UInt64.self))
+        }
+    }
+
     /// Makes `close` send a reset instead of a FIN.
     static func setLingerZero(_ fd: Int32) {
         var option = linger(l_onoff: 1, l_linger: 0)

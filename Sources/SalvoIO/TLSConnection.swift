@@ -129,6 +129,11 @@ public final class TLSConnection: @unchecked Sendable {
         return max(0, transport.statistics.bytesSent - Int(unacknowledged))
     }
 
+    /// Ciphertext the peer's TCP had acknowledged when the connection ended, as a stream offset comparable with
+    /// `ciphertextBytesWritten`: read from the kernel just before the descriptor closed, so bytes a reset left
+    /// unacknowledged are not counted. nil while the connection lasts, or when the kernel does not say.
+    public private(set) var ciphertextBytesAcknowledgedAtEnd: Int?
+
     /// Encrypts all of `plaintext` (one SSL_write) and sends it after anything written before.
     /// Throws `.connectionClosed` once closing or closed.
     public func write(_ plaintext: ByteBuffer) throws {
@@ -353,6 +358,7 @@ public final class TLSConnection: @unchecked Sendable {
             self.end = end
         }
         cancelTimer()
+        ciphertextBytesAcknowledgedAtEnd = Socket.bytesAcknowledged(fd).map { min($0, transport.statistics.bytesSent) }
         transport.close(reset: resetOnTeardown)
     }
 

@@ -206,6 +206,13 @@ struct SendCommand: AsyncParsableCommand {
                 metrics: observability.jobMetrics(dimensions: [("protocol", self.wireProtocol.rawValue)]),
                 stop: stop
             )
+        } catch let error as UserError {
+            await observability.stop()
+            // A job stopped by a signal exits by the signal, even when it also failed while it settled (the record
+            // is written either way).
+            guard let signal = signals.signal else { throw error }
+            FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+            throw ExitCode(128 + signal)
         } catch {
             await observability.stop()
             throw error
@@ -258,6 +265,7 @@ struct SendCommand: AsyncParsableCommand {
         )
         client.serverName = self.certificate.serverName
         self.delivery.applyConnections(to: &client)
+        client.reconnect = self.delivery.reconnectPolicy()
         if let streams = self.maximumStreams {
             guard streams >= 1 else { throw UserError("--max-streams needs at least 1 stream, not \(streams)") }
             client.maximumStreamsPerConnection = streams

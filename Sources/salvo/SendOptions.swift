@@ -150,6 +150,23 @@ struct DeliveryOptions: ParsableArguments {
     @Option(help: "Least milliseconds between two connects of one connection slot.")
     var reconnectFloorMilliseconds: Int = Int(ReconnectPolicy.default.minimumInterval / .milliseconds(1))
 
+    @Option(
+        help: ArgumentHelp(
+            "Seconds with connects failing and no row settled after which the job stops (exit 3).",
+            discussion: "A gateway that refuses some connects while rows still settle is backed off from, never "
+                + "given up on."
+        )
+    )
+    var giveUpSeconds: Int = Int(ReconnectPolicy.default.giveUpAfter.components.seconds)
+
+    /// The reconnect policy both interfaces follow: `--reconnect-floor-milliseconds` and `--give-up-seconds`.
+    func reconnectPolicy() -> ReconnectPolicy {
+        var reconnect = ReconnectPolicy.default
+        reconnect.minimumInterval = .milliseconds(self.reconnectFloorMilliseconds)
+        reconnect.giveUpAfter = .seconds(self.giveUpSeconds)
+        return reconnect
+    }
+
     @Option(help: "Transport: uring or socket (default: SALVO_TRANSPORT, else io_uring where the kernel allows it).")
     var transport: BinaryTransport?
 
@@ -189,6 +206,7 @@ struct DeliveryOptions: ParsableArguments {
             ("--settle-milliseconds", self.settleMilliseconds, 1...600_000),
             ("--window-rows", self.windowRows, 1024...100_000_000),
             ("--reconnect-floor-milliseconds", self.reconnectFloorMilliseconds, 0...60_000),
+            ("--give-up-seconds", self.giveUpSeconds, 1...3600),
         ]
         for (option, value, range) in ranges where !range.contains(value) {
             throw ValidationError("\(option) is \(range.lowerBound) to \(range.upperBound) (got \(value))")
@@ -260,9 +278,7 @@ struct DeliveryOptions: ParsableArguments {
         credentials: GatewayCredentials,
         template: FrameTemplate
     ) throws -> BinaryJobConfiguration {
-        var reconnect = ReconnectPolicy.default
-        reconnect.minimumInterval = .milliseconds(self.reconnectFloorMilliseconds)
-        return BinaryJobConfiguration(
+        BinaryJobConfiguration(
             host: host,
             port: port,
             serverName: serverName,
@@ -270,7 +286,7 @@ struct DeliveryOptions: ParsableArguments {
             template: template,
             connections: self.shards,
             flush: FlushPolicy(bytes: self.flushBytes, delay: .microseconds(self.flushMicroseconds)),
-            reconnect: reconnect,
+            reconnect: self.reconnectPolicy(),
             settle: .milliseconds(self.settleMilliseconds),
             windowRows: self.windowRows,
             onUncertain: self.onUncertain,

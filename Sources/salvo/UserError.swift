@@ -5,8 +5,8 @@ import Foundation
 import Glibc
 #endif
 
-/// A problem with the user's input found while running (a file, a line, a value): printed as
-/// `Error: <message>` with exit code 1, without the usage text that argument errors get.
+/// A problem found while running (a file, a line, a value, a gateway that cannot be reached): printed as
+/// `Error: <message>` with exit code 3, without the usage text that argument errors get.
 struct UserError: Error, CustomStringConvertible {
     let description: String
 
@@ -16,7 +16,7 @@ struct UserError: Error, CustomStringConvertible {
 }
 
 /// Runs a command's body; a `UserError` is printed as `Error: …` and ends the process with status 3 (the
-/// job could not run), so scripts can tell it from refused rows (status 1) and bad arguments (status 2).
+/// job could not run), so scripts can tell it from refused rows (status 1) and bad arguments (status 64).
 func exitingOnUserError(_ body: () async throws -> Void) async throws {
     do {
         try await body()

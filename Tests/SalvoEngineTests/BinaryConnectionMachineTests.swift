@@ -20,6 +20,10 @@ private struct Harness {
     var unflushed = 0
     var now: UInt64 = 10_000_000_000
     var flushes = 0
+    /// Every reconnect delay the machine asked for after a close.
+    var delays: [UInt64] = []
+    /// What `pump` tells the machine the connection holds unsent.
+    var queuedBytes = 0
 
     init(
         rows count: Int,
@@ -106,7 +110,9 @@ private struct Harness {
             default:
                 return action
             }
-            action = self.machine.write(queuedBytes: 0, now: self.now, wallSeconds: 1_000) { row, identifier in
+            action = self.machine.write(queuedBytes: self.queuedBytes, now: self.now, wallSeconds: 1_000) {
+                row,
+                identifier in
                 self.written.append((row.line, identifier))
                 self.allLines.append(row.line)
                 self.unflushed += 1
@@ -132,11 +138,20 @@ private struct Harness {
 
     mutating func close(
         _ cause: BinaryConnectionMachine.CloseCause,
-        sentThrough: Int? = nil
+        sentThrough: Int? = nil,
+        acknowledged: Int? = nil
     )
         -> BinaryConnectionMachine.Action
     {
-        self.machine.closed(cause, sentThrough: sentThrough ?? self.offset, now: self.now, resolve: Self.resolve)
+        let action = self.machine.closed(
+            cause,
+            sentThrough: sentThrough ?? self.offset,
+            acknowledged: acknowledged,
+            now: self.now,
+            resolve: Self.resolve
+        )
+        if case .reconnect(let delay) = action { self.delays.append(delay) }
+        return action
     }
 
     var report: JobReport { self.machine.outcomes.report }
@@ -745,6 +760,104 @@ extension BinaryConnectionMachine {
         #expect(drops <= 2 + 6 + 2, "bounded: \(drops) tries of the poison row")
         #expect(connections <= 2 + 12 + 2 + 2, "bounded: \(connections) connections")
         #expect(harness.machine.isDone)
+    }
+
+    /// A poison row at the front of many suspects: every probe drops, one connection per halving. Those drops are
+    /// what the bisection asks for, so the backoff stays at its first step (no 30 s waits), and the job does not
+    /// give up while the time bound has not passed.
+    @Test func bisectionDropsDoNotLengthenTheBackoff() {
+        var harness = Harness(
+            rows: 512,
+            window: 1024,
+            flushBytes: 64,
+            command: .framed,
+            reconnect: ReconnectPolicy(
+                initialDelay: .milliseconds(100),
+                maximumDelay: .seconds(30),
+                minimumInterval: .zero,
+                maximumAttempts: 4,
+                giveUpAfter: .seconds(60)
+            ),
+            chunk: 512
+        )
+        let poison = 2
+        guard Self.runAgainstAGatewayThatDrops(&harness, poison: poison, bound: 40) != nil else {
+            Issue.record("the job ends, the poison row isolated")
+            return
+        }
+        #expect(harness.machine.outcomes.unsettledRows.map(\.line) == [poison])
+        #expect(harness.report.delivered == 511)
+        // Two drops start the isolation (backoff 100 ms, then 200 ms); the 9 halvings of 512 and the 2 solo drops
+        // stay at 200 ms.
+        #expect(harness.delays.allSatisfy { $0 <= 200_000_000 }, "\(harness.delays.map { $0 / 1_000_000 })")
+    }
+
+    /// A drop before the gateway's TCP acknowledged the probe says nothing of it: the same probe goes out again,
+    /// nothing is narrowed and no row is condemned.
+    @Test func aProbeTheGatewayNeverReceivedIsProbedAgain() {
+        let patient = ReconnectPolicy(
+            initialDelay: .microseconds(1),
+            maximumDelay: .microseconds(10),
+            minimumInterval: .zero,
+            maximumAttempts: 3,
+            giveUpAfter: .seconds(60)
+        )
+        var harness = Harness(rows: 16, flushBytes: 4, reconnect: patient, chunk: 16)
+        for _ in 0..<2 {
+            harness.open()
+            harness.pump()
+            _ = harness.close(.remote("reset by peer"))
+        }
+        harness.open()
+        harness.pump()
+        let probe = harness.written.map(\.line)
+        #expect(probe.count == 8)
+        // Reset with nothing acknowledged: no verdict.
+        _ = harness.close(.remote("reset by peer"), acknowledged: 0)
+        #expect(harness.machine.isolation?.suspects.count == 16)
+        harness.open()
+        harness.pump()
+        #expect(harness.written.map(\.line) == probe, "the same probe again")
+        // Half of it acknowledged (batches of 4): the culprit is among those 4; the other 4 go back to the queue.
+        _ = harness.close(.remote("reset by peer"), acknowledged: 4)
+        #expect(harness.machine.isolation?.suspects.count == 4)
+        #expect((harness.report.droppedConnection ?? 0) == 0)
+    }
+
+    /// A probe is written in batches of the flush size, and waits while the connection's queue is over its limit.
+    @Test func aProbeIsWrittenInBatchesWithinTheQueueLimit() {
+        var harness = Harness(rows: 64, flushBytes: 4, chunk: 64)
+        for _ in 0..<2 {
+            harness.open()
+            harness.pump()
+            _ = harness.close(.remote("reset by peer"))
+        }
+        harness.open()
+        harness.queuedBytes = 1 << 30
+        #expect(harness.pump() == .none)
+        #expect(harness.written.isEmpty, "nothing while the queue is full")
+        harness.queuedBytes = 0
+        let flushes = harness.flushes
+        harness.pump()
+        #expect(harness.written.count == 32)
+        #expect(harness.flushes - flushes >= 8, "32 rows in batches of 4")
+    }
+
+    /// A connection that ends before the rows it inherited reach the gateway keeps them suspect: the next drop
+    /// that carries them isolates them.
+    @Test func aConnectionThatCarriedNothingKeepsTheRowsSuspect() {
+        var harness = Harness(rows: 8, flushBytes: 4, command: .simple, chunk: 8)
+        harness.open()
+        harness.pump()
+        _ = harness.close(.remote("reset by peer"))
+        // The gateway closes the next connection before anything was handed to the kernel.
+        harness.open()
+        _ = harness.close(.remote("closed on connect"), sentThrough: 0)
+        #expect(harness.machine.isolation == nil)
+        harness.open()
+        harness.pump()
+        _ = harness.close(.remote("reset by peer"))
+        #expect(harness.machine.isolation?.suspects.count == 8, "the rows dropped twice are isolated")
     }
 
     /// A drop that does not happen again (a reset) isolates nothing: the rows go out again and settle.

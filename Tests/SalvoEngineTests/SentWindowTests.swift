@@ -189,7 +189,29 @@ private func resolve(_ journaled: SentWindow.Journaled) -> DeviceToken {
         #expect(policy.delay(failures: 3, sinceLastConnect: 10, random: 0) == 40)
         #expect(policy.delay(failures: 0, sinceLastConnect: 10, random: 0.9) == 40)
         #expect(policy.delay(failures: 0, sinceLastConnect: 60, random: 0.9) == 0)
-        #expect(policy.givesUp(after: 5) && !policy.givesUp(after: 4))
+        #expect(policy.givesUp(after: 5, sinceProgress: 0) && !policy.givesUp(after: 4, sinceProgress: 0))
         #expect(policy.delay(failures: 200, sinceLastConnect: 1_000_000, random: 0.999_999_9) <= 1000)
+    }
+
+    /// A gateway that is gone is given up on at the deadline (`giveUpAfter` after the last progress), not a whole
+    /// backoff after it: the delay before the last try is cut to end at the deadline, never under the floor.
+    @Test func backoffEndsAtTheGiveUpDeadline() {
+        let policy = ReconnectPolicy(
+            initialDelay: .nanoseconds(1000),
+            maximumDelay: .nanoseconds(100_000),
+            minimumInterval: .nanoseconds(50),
+            maximumAttempts: 4,
+            giveUpAfter: .nanoseconds(10_000)
+        )
+        let top = 0.999_999_9
+        // Far from the deadline the backoff is as before: 8,000 at the 4th failure.
+        #expect(policy.delay(failures: 4, sinceLastConnect: 1_000_000, sinceProgress: 0, random: top) / 10 == 799)
+        // 3,000 before it, the backoff of 8,000 is cut to 3,000.
+        #expect(policy.delay(failures: 4, sinceLastConnect: 1_000_000, sinceProgress: 7000, random: top) == 3000)
+        // At the deadline only the floor is left.
+        #expect(policy.delay(failures: 4, sinceLastConnect: 20, sinceProgress: 9990, random: top) == 30)
+        // Past it, nothing is cut (the next failure gives up).
+        #expect(policy.delay(failures: 4, sinceLastConnect: 1_000_000, sinceProgress: 20_000, random: top) / 10 == 799)
+        #expect(policy.givesUp(after: 4, sinceProgress: 10_000) && !policy.givesUp(after: 4, sinceProgress: 9_999))
     }
 }
