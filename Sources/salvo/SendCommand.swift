@@ -219,8 +219,12 @@ struct SendCommand: AsyncParsableCommand {
         }
         await observability.stop()
         if let signal = signals.signal { throw ExitCode(128 + signal) }
-        // A job that stopped early (credentials refused, an error that cannot heal) could not run: 3.
-        if result.stopped != nil { throw ExitCode(3) }
+        // A job that stopped early (credentials refused, an error that cannot heal) could not run: 3. The cause goes
+        // to standard error too, as a binary job's does, so that it shows with --quiet.
+        if let stopped = result.stopped {
+            FileHandle.standardError.write(Data("Error: \(stopped)\n".utf8))
+            throw ExitCode(3)
+        }
         if !result.isComplete { throw ExitCode(1) }
     }
 

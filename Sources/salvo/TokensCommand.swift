@@ -3,6 +3,10 @@ import ArgumentParser
 import Foundation
 import SalvoEngine
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// `salvo tokens generate N`: sample token files for demos, tests and benchmarks.
 struct TokensCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -30,14 +34,36 @@ struct TokensCommand: ParsableCommand {
         }
 
         func run() throws {
+            do {
+                try self.write()
+            } catch let error as UserError {
+                // Exit 3 like every command that could not do its job (a full disk, a folder that is missing).
+                FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+                throw ExitCode(3)
+            }
+        }
+
+        private func write() throws {
+            let name = self.output ?? "standard output"
             let sink: FileHandle
             if let output = self.output {
-                guard FileManager.default.createFile(atPath: output, contents: nil) else {
-                    throw UserError("\(output): cannot create the file")
+                // open(2), not FileManager.createFile: that replaces the path by a new file, a device (/dev/stdout,
+                // a named pipe) included.
+                let descriptor = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+                guard descriptor >= 0 else {
+                    throw UserError("\(output): cannot create the file: \(String(cString: strerror(errno)))")
                 }
-                sink = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+                sink = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
             } else {
                 sink = FileHandle.standardOutput
+            }
+            // `write(contentsOf:)` throws where `write(_:)` would trap (a full disk, a closed pipe).
+            func emit(_ text: String) throws {
+                do {
+                    try sink.write(contentsOf: Data(text.utf8))
+                } catch {
+                    throw UserError("\(name): cannot write: \(error.localizedDescription)")
+                }
             }
             var generator = TokenGenerator(seed: self.seed)
             var chunk = "token\n"
@@ -45,12 +71,18 @@ struct TokensCommand: ParsableCommand {
                 chunk += generator.next().hexString
                 chunk += "\n"
                 if chunk.utf8.count >= 1 << 20 {
-                    sink.write(Data(chunk.utf8))
+                    try emit(chunk)
                     chunk = ""
                 }
             }
-            sink.write(Data(chunk.utf8))
-            if self.output != nil { try sink.close() }
+            try emit(chunk)
+            if self.output != nil {
+                do {
+                    try sink.close()
+                } catch {
+                    throw UserError("\(name): cannot close the file: \(error.localizedDescription)")
+                }
+            }
         }
     }
 }

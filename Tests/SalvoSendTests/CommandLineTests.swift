@@ -75,6 +75,47 @@ import Testing
         #expect(decoded.notSent == 1)
     }
 
+    /// Numeric options out of range are refused by name (exit 64), never a crash: each of these once ended in a
+    /// backtrace (an overflowing duration, an allocation no machine has, a port past 65535).
+    @Test(arguments: [
+        (["--reconnect-floor-milliseconds=-1"], "--reconnect-floor-milliseconds is 0 to 60000"),
+        (["--flush-microseconds", "99999999999999999"], "--flush-microseconds is 0 to 10000000"),
+        (["--settle-milliseconds", "9223372036854775807"], "--settle-milliseconds is 1 to 600000"),
+        (["--window-rows", "999999999999"], "--window-rows is 1024 to 100000000"),
+        (["--give-up-seconds", "0"], "--give-up-seconds is 1 to 3600"),
+        (["--flush-bytes", "1"], "--flush-bytes is 256 to 16777216"),
+        (["--connections", "0"], "--connections is 1 to 64 or auto"),
+        (["--max-connections", "100000"], "--max-connections is 1 to 256"),
+    ])
+    func numericSendOptionsAreRangeChecked(extra: [String], message: String) throws {
+        let arguments = ["send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:9"] + extra
+        guard let (status, error) = try self.salvo(arguments) else { return }
+        #expect(status == 64, "\(error)")
+        #expect(error.contains(message), "\(error)")
+        #expect(!error.contains("Fatal error") && !error.contains("Stack dump"), "\(error)")
+    }
+
+    @Test(arguments: [
+        (["--threads", "100000"], "--threads is 1 to 256"),
+        (["--gateway-port", "99999"], "--gateway-port is 0 to 65535"),
+        (["--h2-port=-1"], "--h2-port is 0 to 65535"),
+    ])
+    func numericSimulatorOptionsAreRangeChecked(extra: [String], message: String) throws {
+        guard let (status, error) = try self.salvo(["simulate"] + extra) else { return }
+        #expect(status == 64, "\(error)")
+        #expect(error.contains(message), "\(error)")
+    }
+
+    /// A token file that cannot be written (a full device) is an error with the path, exit 3, not a trap.
+    @Test func tokensGenerateReportsAFailedWrite() throws {
+        guard FileManager.default.fileExists(atPath: "/dev/full") else { return }
+        guard let (status, error) = try self.salvo(["tokens", "generate", "100000", "-o", "/dev/full"]) else {
+            return
+        }
+        #expect(status == 3, "\(error)")
+        #expect(error.contains("/dev/full: cannot write"), "\(error)")
+    }
+
     @Test func payloadCheckRefusesAPriorityAppleDoesNotDefine() throws {
         guard let (status, error) = try self.salvo(["payload", "check", "payload.json", "--priority", "7"]) else {
             return

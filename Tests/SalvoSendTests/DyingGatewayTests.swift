@@ -1,0 +1,114 @@
+import Foundation
+import SalvoEngine
+import SalvoSimulator
+import SalvoTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The real `salvo` executable against a simulator that goes away mid-send: the job gives up the stated time after
+/// its last progress (`--give-up-seconds`), exits 3, and writes a report in which every row is in one field, with
+/// every row it did not settle in the unsettled file.
+@Suite struct DyingGatewayTests {
+    enum Interface: String, CaseIterable, Sendable {
+        case binary, h2
+    }
+
+    @Test(arguments: Interface.allCases)
+    func aGatewayThatDiesMidSendEndsTheJobWithTheRecord(interface: Interface) async throws {
+        guard let salvo = InterruptionTests.executable else {
+            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
+            return
+        }
+        let paths = CertificateFactory.sharedFolder
+        var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
+        switch interface {
+        case .binary:
+            // A slow reader keeps rows on their way when the gateway goes.
+            configuration.plan.slowReader = .init(chunkSize: 2048, delayMilliseconds: 5, probability: 1)
+        case .h2:
+            // Answers come 50 ms late: streams are in flight when the gateway goes.
+            var http2 = HTTP2EndpointConfiguration()
+            http2.faults.responseDelayMilliseconds = 50
+            configuration.http2 = http2
+        }
+        let simulator = try await Simulator.start(configuration)
+        var stopped = false
+        defer { if !stopped { Task { try? await simulator.shutdown() } } }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-dying-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        var generator = TokenGenerator(seed: 21)
+        let count = 20_000
+        let tokens = (0..<count).map { _ in generator.next().hexString }
+        try Data(("token\n" + tokens.joined(separator: "\n") + "\n").utf8)
+            .write(to: folder.appendingPathComponent("tokens.csv"))
+        try Data(#"{"aps":{"alert":"hi"}}"#.utf8).write(to: folder.appendingPathComponent("payload.json"))
+        let report = folder.appendingPathComponent("report.json")
+        var arguments = [
+            "send", "tokens.csv", "--payload", "payload.json", "--cert", paths.client, "--key", paths.clientKey,
+            "--ca", paths.ca, "--connections", "1", "--give-up-seconds", "2", "--report", report.path, "--quiet",
+        ]
+        switch interface {
+        case .binary:
+            arguments += ["--gateway", "127.0.0.1:\(simulator.gatewayPort)"]
+        case .h2:
+            arguments += [
+                "--protocol", "h2", "--gateway", "127.0.0.1:\(simulator.http2Port ?? 0)", "--server-name", "localhost",
+                "--topic", CertificateFactory.sharedTopic, "--push-type", "alert",
+            ]
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: salvo)
+        process.currentDirectoryURL = folder
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        let clock = ContinuousClock()
+        let start = clock.now
+        while simulator.ledger.snapshot().accepted < 200 && process.isRunning && clock.now - start < .seconds(20) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let acceptedBeforeDeath = simulator.ledger.snapshot().accepted
+        #expect(acceptedBeforeDeath >= 200 && acceptedBeforeDeath < count, "the gateway dies mid-send")
+        let died = clock.now
+        try await simulator.shutdown()
+        stopped = true
+        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        while process.isRunning && clock.now - died < .seconds(30) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        if process.isRunning {
+            process.terminate()
+            Issue.record("salvo did not give up within 30 s of the gateway's death")
+            return
+        }
+        // 2 s without progress and at least 4 failed connects; the backoff is cut at the deadline.
+        #expect(clock.now - died < .seconds(15), "given up \(clock.now - died) after the gateway died")
+        #expect(process.terminationStatus == 3, "\(message)")
+        let said = message.split(separator: "\n").filter { !$0.contains(" warning ") && !$0.contains(" info ") }
+        #expect(said.contains { $0.contains("cannot") }, "\(said)")
+        let decoded = try JSONDecoder().decode(JobReport.self, from: Data(contentsOf: report))
+        #expect(decoded.validRows == count)
+        let accounted =
+            decoded.confirmed + decoded.presumed + decoded.rejectedTotal + decoded.expired + decoded.uncertain
+            + decoded.notSent
+        #expect(accounted == count, "every row in exactly one field: \(decoded)")
+        #expect(decoded.notSent > 0, "rows were left when the gateway died")
+        #expect(decoded.stopped != nil)
+        let unsettled = try String(
+            contentsOf: folder.appendingPathComponent("report.unsettled.csv"),
+            encoding: .utf8
+        )
+        .split(separator: "\n")
+        let rows = unsettled.dropFirst().map { $0.split(separator: ",") }
+        #expect(rows.count == decoded.uncertain + decoded.notSent)
+        #expect(Set(rows.map { String($0[0]) }).count == rows.count, "each row once")
+        // What the report settled reached the gateway: the ledger holds at least the delivered rows.
+        #expect(acceptedBeforeDeath <= count)
+        #expect(simulator.ledger.snapshot().accepted >= decoded.confirmed)
+    }
+}
