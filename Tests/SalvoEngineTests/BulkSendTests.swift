@@ -101,6 +101,37 @@ import Testing
         #expect(report.reconnects < 40, "bounded: \(report.reconnects) reconnects")
     }
 
+    /// A gateway that refuses a connect within 150 ms of the previous one from the same client (it paces connects)
+    /// while invalid tokens close connections: the shards' connects share one pacer, refusals widen it, and the
+    /// job, which keeps making progress, is never abandoned however many connects are refused.
+    @Test func aGatewayThatPacesConnectsIsBackedOffFromNeverAbandoned() async throws {
+        let count = 2_000
+        var generator = TokenGenerator(seed: 5)
+        let tokens = (0..<count).map { _ in generator.next() }
+        let invalid = stride(from: 37, to: count, by: 100).map { tokens[$0].hexString }
+        var plan = FaultPlan()
+        plan.invalidTokens = invalid
+        plan.connectionLimits = FaultPlan.ConnectionLimits(minIntervalPerClientMilliseconds: 150)
+        let harness = try await BulkSendHarness.start(tokens: count, plan: plan, seed: 5)
+        var configuration = try harness.configuration(connections: 2)
+        // The shipped policy: a 50 ms floor between connects of the job, 4 failures and 30 s without progress
+        // before giving up.
+        configuration.reconnect = .default
+        let result = try await harness.run(configuration)
+        let verdict = harness.verdict()
+        try await harness.stop()
+
+        #expect(verdict.deliveredOnce == count - invalid.count, "\(verdict.summary)")
+        #expect(verdict.invalidNeverDelivered == invalid.count)
+        #expect(verdict.deliveredMoreThanOnce == 0 && verdict.neverDelivered == 0)
+        #expect(result.report.reconnectCauses["InvalidToken"] == invalid.count, "\(result.report.summary)")
+        // The second shard's first connect comes 50 ms after the first shard's: refused, and more after it.
+        #expect(
+            verdict.ledger.connectionsRefused["minInterval", default: 0] > 0,
+            "\(verdict.ledger.connectionsRefused)"
+        )
+    }
+
     @Test func shutdownsLoseNothingAndDuplicateNothing() async throws {
         var plan = FaultPlan()
         plan.shutdown = .init(everyAccepted: 997)
