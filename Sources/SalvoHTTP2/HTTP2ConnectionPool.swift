@@ -61,6 +61,7 @@ final class HTTP2ConnectionPool: Sendable {
         }
         self.slots = (0..<(configuration.maximumConnections ?? configuration.connections)).map { index in
             HTTP2ConnectionSlot(
+                index: index,
                 eventLoop: group.next(),
                 random: SplitMix64(seed: configuration.randomSeed &+ UInt64(index) &* 0x9E37_79B9_7F4A_7C15),
                 configuration: configuration,

@@ -29,8 +29,12 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
     private var pendingConnect: Scheduled<Void>?
     /// Jitter for reconnect delays, and the seeds of this slot's connections.
     private var random: SplitMix64
+    /// Which of the gateway's addresses this slot tries first (`RotatingResolver`): its index, moved on by each
+    /// failed connect.
+    private var addressTurn: Int
 
     init(
+        index: Int,
         eventLoop: any EventLoop,
         random: SplitMix64,
         configuration: HTTP2ClientConfiguration,
@@ -39,6 +43,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         onGiveUp: @escaping @Sendable () -> Void
     ) {
         self.eventLoop = eventLoop
+        self.addressTurn = index
         self.random = random
         self.configuration = configuration
         self.sslContext = sslContext
@@ -91,6 +96,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         let serverName =
             self.configuration.serverName ?? (Self.isIPAddress(self.configuration.host) ? nil : self.configuration.host)
         let bootstrap = ClientBootstrap(group: self.eventLoop)
+            .resolver(RotatingResolver(loop: self.eventLoop, turn: self.addressTurn))
             .connectTimeout(TimeAmount(self.configuration.connectTimeout))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
@@ -178,6 +184,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                     )
                     if let hopeless = HTTP2ConnectFailure.hopeless(connectError: error) { self.stopJob(hopeless) }
                     self.failures += 1
+                    self.addressTurn &+= 1
                     self.scheduleReconnect()
                 }
             }
