@@ -73,7 +73,10 @@ final class ProgressDisplay: Sendable {
     static func line(_ progress: JobProgress) -> String {
         let report = progress.report
         let percent = progress.validRows > 0 ? 100 * progress.settled / progress.validRows : 100
-        let eta = progress.secondsLeft.map { "ETA \(Int($0.rounded(.up))) s" } ?? "ETA –"
+        // With no connection open, the rate so far says nothing of the time left (the gateway may be gone).
+        let connecting = progress.connections == 0 && progress.settled < progress.validRows
+        let eta =
+            connecting ? "no connection" : progress.secondsLeft.map { "ETA \(Int($0.rounded(.up))) s" } ?? "ETA –"
         var parts = [
             "\(progress.settled)/\(progress.validRows) settled (\(percent)%)", "\(Int(progress.rate))/s", eta,
             "delivered \(report.delivered)", "rejected \(report.rejectedTotal)",
