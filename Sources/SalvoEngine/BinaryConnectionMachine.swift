@@ -227,7 +227,7 @@ struct BinaryConnectionMachine {
             // A connection that settled something starts a new streak; one that settled nothing (the gateway
             // keeps dropping us) lengthens it, backing off further and eventually giving up. A drop that narrowed
             // isolated rows lengthens the streak but not the backoff (`narrowingDrops`).
-            if narrowed || cause != .local || open.misbehaved {
+            if cause != .local || open.misbehaved {
                 let drops = narrowed ? 1 : 0
                 self.failures = open.settledAny ? 1 : self.failures + 1
                 self.narrowingDrops = open.settledAny ? drops : self.narrowingDrops + drops
