@@ -48,58 +48,104 @@ public final class JobJournal: @unchecked Sendable {
         try Self.fingerprintAndCountLines(files).inputs
     }
 
-    /// The input files with their sizes and SHA-256 hashes, and per file a bound on the line numbers its rows
-    /// can have (its line ends plus two: one more than the last line's number), counted in the same read.
+    /// The input files with their sizes and SHA-256 hashes, and (with `countLines`) per file a bound on the line
+    /// numbers its rows can have (its line ends plus two: one more than the last line's number), counted in the same
+    /// read; without it, `lineCounts` is empty (a resumed job's state file is sized already).
+    ///
+    /// Each file is read with `read(2)` into one 8 MiB buffer, reused: no copy but the kernel's, no allocation per
+    /// piece, and SHA-256 straight over the buffer (swift-crypto: BoringSSL, with the CPU's SHA extensions where it
+    /// has them).
     static func fingerprintAndCountLines(
-        _ files: [String]
+        _ files: [String],
+        countLines: Bool = true
     ) throws(JobError) -> (inputs: [JournalManifest.Input], lineCounts: [Int]) {
         var inputs: [JournalManifest.Input] = []
         var lineCounts: [Int] = []
+        let size = 8 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 64)
+        defer { buffer.deallocate() }
         for path in files {
-            guard let handle = FileHandle(forReadingAtPath: path) else {
+            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else {
                 throw JobError(.input, "\(path): cannot open: \(String(cString: strerror(errno)))")
             }
-            defer { try? handle.close() }
+            defer { close(descriptor) }
+            _ = posix_fadvise(descriptor, 0, 0, POSIX_FADV_SEQUENTIAL)
             var hash = SHA256()
             var bytes = 0
             var lineEnds = 0
-            do {
-                while let chunk = try handle.read(upToCount: 1 << 22), !chunk.isEmpty {
-                    hash.update(data: chunk)
-                    bytes += chunk.count
-                    lineEnds += chunk.withUnsafeBytes { Self.lineEnds($0) }
+            var afterCarriageReturn = false
+            while true {
+                let count = read(descriptor, buffer.baseAddress, size)
+                if count < 0 && errno == EINTR { continue }
+                guard count >= 0 else {
+                    throw JobError(.input, "\(path): cannot read: \(String(cString: strerror(errno)))")
                 }
-            } catch {
-                throw JobError(.input, "\(path): cannot read: \(error)")
+                if count == 0 { break }
+                let piece = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+                hash.update(bufferPointer: piece)
+                bytes += count
+                if countLines {
+                    lineEnds += Self.lineEnds(piece, afterCarriageReturn: afterCarriageReturn)
+                    afterCarriageReturn = piece[count - 1] == 0x0d
+                }
             }
-            let digest = hash.finalize().map { String(format: "%02x", $0) }.joined()
-            inputs.append(JournalManifest.Input(path: path, bytes: bytes, sha256: digest))
-            lineCounts.append(lineEnds + 2)
+            inputs.append(JournalManifest.Input(path: path, bytes: bytes, sha256: Self.hex(hash.finalize())))
+            if countLines { lineCounts.append(lineEnds + 2) }
         }
         return (inputs, lineCounts)
     }
 
-    /// The line feeds in `bytes`, eight bytes at a time.
-    static func lineEnds(_ bytes: UnsafeRawBufferPointer) -> Int {
+    private static func hex(_ digest: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        for byte in digest {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// The line ends in `bytes` as `CSVReader` counts them: each LF, each CRLF once, each bare CR; eight bytes at a
+    /// time.
+    ///
+    /// - Parameter afterCarriageReturn: the byte before `bytes` (a file read in pieces) was a CR, already counted:
+    ///   an LF first completes that CRLF and is not counted again.
+    static func lineEnds(_ bytes: UnsafeRawBufferPointer, afterCarriageReturn: Bool = false) -> Int {
         var count = 0
         var index = 0
+        var carriageReturnBefore = afterCarriageReturn
         let words = bytes.count / 8
         let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
+        let lows: UInt64 = 0x7f7f_7f7f_7f7f_7f7f
+        // The high bit of each byte of `word` that is zero (exact: no false positives).
+        @inline(__always) func zeroBytes(_ word: UInt64) -> UInt64 { ~(((word & lows) &+ lows) | word | lows) }
         while index < words {
-            // A zero byte of `word ^ 0x0a…` is a line feed: the exact test (no false positives).
-            let word = bytes.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self) ^ (ones &* 0x0a)
-            let low7 = (word & ~highs) &+ ~highs
-            count += (~(low7 | word | ~highs)).nonzeroBitCount
+            let word = bytes.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self)
+            let lineFeeds = zeroBytes(word ^ (ones &* 0x0a))
+            let carriageReturns = zeroBytes(word ^ (ones &* 0x0d))
+            // A CR followed by an LF, in this word (the CR's bit moved up one byte) or across the words.
+            let pairs = (carriageReturns << 8) & lineFeeds
+            let pairBefore = carriageReturnBefore && lineFeeds & 0x80 != 0 ? 1 : 0
+            count += lineFeeds.nonzeroBitCount + carriageReturns.nonzeroBitCount - pairs.nonzeroBitCount - pairBefore
+            carriageReturnBefore = carriageReturns >> 63 != 0
             index += 1
         }
-        for offset in (words * 8)..<bytes.count where bytes[offset] == 0x0a { count += 1 }
+        for offset in (words * 8)..<bytes.count {
+            let byte = bytes[offset]
+            if byte == 0x0d {
+                count += 1
+            } else if byte == 0x0a && !carriageReturnBefore {
+                count += 1
+            }
+            carriageReturnBefore = byte == 0x0d
+        }
         return count
     }
 
     /// SHA-256 of `bytes`, hex (the payload's entry among the settings).
     public static func sha256(_ bytes: [UInt8]) -> String {
-        SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+        Self.hex(SHA256.hash(data: bytes))
     }
 
     /// Starts a new job in `directory` (created when missing): earlier state files are removed, the rows' file
@@ -192,10 +238,12 @@ final class FileFingerprints: @unchecked Sendable {
     // Written once by the hashing thread before `done` is signalled, read after waiting on it.
     private var result: Result<(inputs: [JournalManifest.Input], lineCounts: [Int]), JobError> = .success(([], []))
 
-    init(_ files: [String]) {
+    /// Starts reading `files`; their line ends are counted too with `countLines` (a new job's state file is sized
+    /// by them; a resumed job's is sized already).
+    init(_ files: [String], countLines: Bool = true) {
         let thread = Thread { [self] in
             do throws(JobError) {
-                self.result = .success(try JobJournal.fingerprintAndCountLines(files))
+                self.result = .success(try JobJournal.fingerprintAndCountLines(files, countLines: countLines))
             } catch {
                 self.result = .failure(error)
             }
