@@ -60,6 +60,7 @@ public struct BulkSend: Sendable {
                 if case .refuse(let message) = JournalManifest.decide(
                     stored: stored,
                     inputs: inputs,
+                    payloadFiles: request.payloadFiles,
                     settings: request.journalSettings(options),
                     directory: options.directory
                 ) {
@@ -97,6 +98,7 @@ public struct BulkSend: Sendable {
             switch JournalManifest.decide(
                 stored: stored,
                 inputs: inputs,
+                payloadFiles: request.payloadFiles,
                 settings: settings,
                 directory: options.directory
             ) {
@@ -108,7 +110,12 @@ public struct BulkSend: Sendable {
                 // Sized by the rows' line numbers: a validated input's, or a bound from the line ends the hashing
                 // counted (the rows are validated as they are sent).
                 let lineCounts = summary.isFinal ? summary.lineCounts : try hashing.lineCounts()
-                let manifest = JournalManifest(inputs: inputs, settings: settings, lineCounts: lineCounts)
+                let manifest = JournalManifest(
+                    inputs: inputs,
+                    settings: settings,
+                    lineCounts: lineCounts,
+                    payloadFiles: request.payloadFiles
+                )
                 let started = try JobJournal.start(options.directory, manifest: manifest)
                 source.attach(started.rows!, resendWritten: request.onUncertain == .resend)
                 journal = started
