@@ -113,6 +113,8 @@ public final class TokenSource: @unchecked Sendable {
     public let payloads: RowPayloads?
     /// Rows of each file that `open()` reads at once: a file whose first chunk holds no token is refused.
     public let firstChunkRows: Int
+    /// `firstChunkRows` unless told otherwise (`send` and `check` apply the same rule).
+    public static let defaultFirstChunkRows = 1000
     /// Every mutable field, behind one lock (internal for the extensions in other files of the type).
     let state: NIOLockedValueBox<State>
 
@@ -168,7 +170,7 @@ public final class TokenSource: @unchecked Sendable {
         options: Options = Options(),
         suppression: SuppressionList? = nil,
         payloads: RowPayloads? = nil,
-        firstChunkRows: Int = 1000
+        firstChunkRows: Int = TokenSource.defaultFirstChunkRows
     ) {
         self.files = files
         self.options = options
@@ -247,6 +249,9 @@ public final class TokenSource: @unchecked Sendable {
                         reader.appendFields(columns: fieldColumns, to: &scratch)
                         let measured = scratch.withPendingFields {
                             payloads.templates.measure($0, limit: payloads.limit)
+                        }
+                        if case .success(let size) = measured {
+                            summary.largestPayload = max(summary.largestPayload, size.count)
                         }
                         if case .failure(let error) = measured {
                             rejected.insert(row.line)
@@ -541,6 +546,7 @@ extension TokenSource {
                 switch fields.withPendingFields({ payloads.templates.measure($0, limit: payloads.limit) }) {
                 case .success(let result):
                     measured = (result.template, result.count)
+                    state.running.largestPayload = max(state.running.largestPayload, result.count)
                 case .failure(let error):
                     fields.dropRow(from: start)
                     state.running.rejects.append(

@@ -25,12 +25,16 @@ struct PayloadOptions: ParsableArguments {
     @Option(help: "With --payload-dir: the column that holds each row's language tag.")
     var languageColumn: String = "lang"
 
+    /// Refuses more than one of the three; `send` needs one of them (`isGiven`), `check` none.
     func validate() throws {
         let given = [self.payload, self.payloadTemplate, self.payloadDir].compactMap { $0 }
-        guard given.count == 1 else {
+        guard given.count <= 1 else {
             throw ValidationError("give one of --payload, --payload-template and --payload-dir")
         }
     }
+
+    /// Whether a payload, a template or a folder of templates is named.
+    var isGiven: Bool { self.payload != nil || self.payloadTemplate != nil || self.payloadDir != nil }
 
     /// The templates, compiled, with their files' hashes (for the journal); nil with `--payload` (or none).
     ///

@@ -112,6 +112,9 @@ struct SendCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard !self.tokens.isEmpty else { throw ValidationError("name at least one token file") }
+        guard self.payloads.isGiven else {
+            throw ValidationError("give one of --payload, --payload-template and --payload-dir")
+        }
         if self.registeredAt != nil && self.suppress == nil {
             throw ValidationError("--registered-at applies the suppression list: give --suppress too")
         }
