@@ -65,6 +65,27 @@ final class CSVReader {
         close(self.descriptor)
     }
 
+    /// Reads on from byte `offset`, the start of a record on line `line` (a checkpoint): what is buffered is
+    /// dropped, and no byte-order mark is looked for there.
+    ///
+    /// - Throws: `InputError` when the file cannot be positioned.
+    func seek(offset: Int, line: Int) throws(InputError) {
+        guard lseek(self.descriptor, off_t(offset), SEEK_SET) == off_t(offset) else {
+            throw InputError(
+                file: self.path,
+                line: line,
+                message: "cannot read on from byte \(offset): \(String(cString: strerror(errno)))"
+            )
+        }
+        self.position = 0
+        self.filled = 0
+        self.bufferOffset = offset
+        self.atEndOfFile = false
+        self.startedFile = true
+        self.line = line
+        self.fields.removeAll(keepingCapacity: true)
+    }
+
     /// Reads the next non-blank record.
     ///
     /// - Returns: the line the record starts on, or nil at the end of the file. The record's fields are in

@@ -4,8 +4,9 @@ import Foundation
 import SalvoEngine
 
 /// A job's journal folder (`send --journal DIR`): `job.json` (the `JournalManifest`), `rows.state` (one byte per
-/// input line, the `RowJournal`) and `rejects.log` (refused rows with their reasons). The files and the syncing;
-/// every decision is `JournalManifest.decide`'s and `JournalTally`'s.
+/// input line, the `RowJournal`), `rejects.log` (refused rows with their reasons) and `checkpoint.json` (the
+/// `InputCheckpoint` before which every row is done with, so that a resumed run starts reading there). The files
+/// and the syncing; every decision is `JournalManifest.decide`'s and `JournalTally`'s.
 public final class JobJournal: @unchecked Sendable {
     public let directory: String
     public private(set) var manifest: JournalManifest
@@ -13,6 +14,10 @@ public final class JobJournal: @unchecked Sendable {
     public let rows: RowJournal?
     /// Syncs the rows and the log every `syncInterval` while the job runs (confined to its own queue).
     private var timer: DispatchSourceTimer?
+    /// Where the rows' source is settled up to (`TokenSource.settledCheckpoint`), asked at each sync; and the last
+    /// checkpoint written (both confined to `queue` while syncing).
+    private var checkpoint: (@Sendable () -> InputCheckpoint?)?
+    private var writtenCheckpoint: InputCheckpoint?
     private let queue = DispatchQueue(label: "salvo.journal")
     /// How often the marks reach the disk: a machine that crashes loses at most this much of them.
     public static let syncInterval = DispatchTimeInterval.milliseconds(200)
@@ -20,6 +25,7 @@ public final class JobJournal: @unchecked Sendable {
     public static func manifestPath(_ directory: String) -> String { directory + "/job.json" }
     public static func statePath(_ directory: String) -> String { directory + "/rows.state" }
     public static func logPath(_ directory: String) -> String { directory + "/rejects.log" }
+    public static func checkpointPath(_ directory: String) -> String { directory + "/checkpoint.json" }
 
     private init(directory: String, manifest: JournalManifest, rows: RowJournal?) {
         self.directory = directory
@@ -158,6 +164,7 @@ public final class JobJournal: @unchecked Sendable {
         }
         unlink(Self.statePath(directory))
         unlink(Self.logPath(directory))
+        unlink(Self.checkpointPath(directory))
         let rows = try RowJournal(
             statePath: Self.statePath(directory),
             logPath: Self.logPath(directory),
@@ -192,12 +199,14 @@ public final class JobJournal: @unchecked Sendable {
         return JournalRejectLog(text: text)
     }
 
-    /// Syncs the marks every `syncInterval` until `stopSyncing()`.
-    public func startSyncing() {
-        guard let rows = self.rows, self.timer == nil else { return }
+    /// Syncs the marks every `syncInterval` until `stopSyncing()`; with `checkpoint`, each sync also records the
+    /// checkpoint it gives, when it moved.
+    public func startSyncing(checkpoint: (@Sendable () -> InputCheckpoint?)? = nil) {
+        guard self.rows != nil, self.timer == nil else { return }
+        self.queue.sync { self.checkpoint = checkpoint }
         let timer = DispatchSource.makeTimerSource(queue: self.queue)
         timer.schedule(deadline: .now() + Self.syncInterval, repeating: Self.syncInterval)
-        timer.setEventHandler { rows.sync() }
+        timer.setEventHandler { [weak self] in self?.sync() }
         timer.resume()
         self.timer = timer
     }
@@ -206,8 +215,57 @@ public final class JobJournal: @unchecked Sendable {
     public func stopSyncing() {
         self.timer?.cancel()
         self.timer = nil
-        self.queue.sync {}
+        self.queue.sync { self.sync() }
+    }
+
+    /// On `queue`: the checkpoint as the marks are now, the marks to the disk, then the checkpoint (so that one on
+    /// the disk never passes a mark that is not).
+    private func sync() {
+        dispatchPrecondition(condition: .onQueue(self.queue))
+        let point = self.checkpoint?()
         self.rows?.sync()
+        guard let point, point != self.writtenCheckpoint else { return }
+        // A checkpoint that cannot be written costs a later run time, never a row: the job goes on.
+        if (try? Self.write(point, job: self.manifest, to: self.directory)) != nil { self.writtenCheckpoint = point }
+    }
+
+    /// Removes the checkpoint (it proved wrong): the next run reads the input from its top.
+    public func discardCheckpoint() {
+        self.queue.sync {
+            self.checkpoint = nil
+            unlink(Self.checkpointPath(self.directory))
+        }
+    }
+
+    /// The checkpoint file's contents: the checkpoint, and the job it belongs to.
+    private struct CheckpointFile: Codable {
+        /// `job(of:)` of the manifest the checkpoint was written for.
+        var job: String
+        var checkpoint: InputCheckpoint
+    }
+
+    /// A job's identity for its checkpoint: its inputs' hashes and its state file's shape.
+    private static func job(of manifest: JournalManifest) -> String {
+        Self.sha256(
+            Array((manifest.inputs.map(\.sha256) + manifest.lineCounts.map(String.init)).joined(separator: ",").utf8)
+        )
+    }
+
+    private static func write(_ point: InputCheckpoint, job manifest: JournalManifest, to directory: String) throws {
+        let data = try JSONEncoder().encode(CheckpointFile(job: Self.job(of: manifest), checkpoint: point))
+        let writer = try AtomicFileWriter(path: Self.checkpointPath(directory))
+        try writer.write(String(decoding: data, as: UTF8.self))
+        try writer.commit()
+    }
+
+    /// The checkpoint in `directory` written for the job of `manifest`; nil when there is none, it cannot be read,
+    /// or it is another job's (a run that finds none reads the input from its top).
+    public static func loadCheckpoint(_ directory: String, manifest: JournalManifest) -> InputCheckpoint? {
+        guard let data = FileManager.default.contents(atPath: Self.checkpointPath(directory)),
+            let file = try? JSONDecoder().decode(CheckpointFile.self, from: data),
+            file.job == Self.job(of: manifest)
+        else { return nil }
+        return file.checkpoint
     }
 
     /// Records that the job finished, with its report and exit status.
