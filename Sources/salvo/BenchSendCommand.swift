@@ -129,7 +129,7 @@ extension BenchCommand {
             )
             print(
                 "transport  shards  notifications/s  seconds  first row  ledger"
-                    + (self.resumeAfter != nil ? "        resumed: first row  rows  seconds" : "")
+                    + (self.resumeAfter != nil ? "        resumed: first row  rows       seconds" : "")
             )
             var failed = false
             for transportName in self.transports {
@@ -168,7 +168,7 @@ extension BenchCommand {
                             payloads: payloads
                         )
                         var measured = try await Self.measure(request, display: display, stopAt: self.resumeAfter)
-                        if self.resumeAfter != nil {
+                        if self.resumeAfter != nil && measured.stopped {
                             // The same job again: it resumes from the journal's last checkpoint.
                             let resumed = try await Self.measure(request, display: display, stopAt: nil)
                             measured.resumed = Measured.Resumed(
@@ -197,8 +197,10 @@ extension BenchCommand {
                     if let resumed = result.resumed {
                         line +=
                             "                 \(format3(resumed.firstRow).padding(toLength: 9, withPad: " ", startingAt: 0))  "
-                            + "\(String(resumed.rows).padding(toLength: 4, withPad: " ", startingAt: 0))  "
+                            + "\(String(resumed.rows).padding(toLength: 9, withPad: " ", startingAt: 0))  "
                             + format3(resumed.seconds)
+                    } else if self.resumeAfter != nil {
+                        line += "  (the job settled nothing to stop at before its end: no resume)"
                     }
                     print(line)
                 }
@@ -214,6 +216,8 @@ extension BenchCommand {
             /// Rows this run sent, and delivered.
             var rows: Int
             var delivered: Int
+            /// Whether the run stopped before the job's end (asked to, at `stopAt`).
+            var stopped = false
             /// The resumed run, after a stop.
             var resumed: Resumed?
 
@@ -246,17 +250,20 @@ extension BenchCommand {
                     }
                 }
             }
+            // A job the journal holds as finished sends nothing (its report is the earlier run's).
+            let finished = send.finishedJob != nil
             let result = try await send.run(progress: progress, stop: stop)
             let elapsed = clock.now - started
             if let error = result.error { throw error }
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
             // A resumed run's report covers the whole job: this run's rows are those earlier runs did not settle.
-            let delivered = result.report.delivered - (result.report.resumed?.settledBefore ?? 0)
+            let delivered = finished ? 0 : result.report.delivered - (result.report.resumed?.settledBefore ?? 0)
             return Measured(
                 seconds: seconds,
-                firstRow: result.report.firstRowSeconds ?? 0,
+                firstRow: finished ? 0 : result.report.firstRowSeconds ?? 0,
                 rows: delivered,
                 delivered: delivered,
+                stopped: result.stopped != nil,
                 resumed: nil
             )
         }
