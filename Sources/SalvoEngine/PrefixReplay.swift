@@ -21,25 +21,38 @@ final class PrefixReplay: @unchecked Sendable {
     }
 
     private let done = DispatchSemaphore(value: 0)
+    /// The outcome, its hashes apart (in `hashes`), so that copies of it never share their array.
     private let outcome = NIOLockedValueBox<Result<Found, InputError>?>(nil)
+    private let hashes = NIOLockedValueBox<[UInt64]>([])
 
     /// Starts reading `source`'s rows before `checkpoint` (the thread holds the source until it is done).
+    ///
+    /// - Parameter hashCapacity: room for the hashes of the whole input's valid rows (an estimate), so that the rows
+    ///   after the checkpoint join these without a second array.
     init(
         source: TokenSource,
         checkpoint: InputCheckpoint,
         journal: RowJournal?,
         resendWritten: Bool,
-        payloadColumns: [[Int]]
+        payloadColumns: [[Int]],
+        hashCapacity: Int
     ) {
         let thread = Thread { [self] in
-            let result = Result { () throws(InputError) -> Found in
+            var result = Result { () throws(InputError) -> Found in
                 try source.replay(
                     to: checkpoint,
                     journal: journal,
                     resendWritten: resendWritten,
-                    payloadColumns: payloadColumns
+                    payloadColumns: payloadColumns,
+                    hashCapacity: hashCapacity
                 )
             }
+            var hashes: [UInt64] = []
+            if case .success(var found) = result {
+                swap(&hashes, &found.pass.hashes)
+                result = .success(found)
+            }
+            self.hashes.withLockedValue { swap(&$0, &hashes) }
             self.outcome.withLockedValue { $0 = result }
             self.done.signal()
         }
@@ -53,6 +66,16 @@ final class PrefixReplay: @unchecked Sendable {
 
     /// The outcome once done, nil before.
     var outcomeIfDone: Result<Found, InputError>? { self.outcome.withLockedValue { $0 } }
+
+    /// Takes the hashes of the valid rows read (once done; the outcome's `pass.hashes` is empty), so that the caller
+    /// holds the only reference and can append to them in place.
+    func takeHashes() -> [UInt64] {
+        self.hashes.withLockedValue { hashes in
+            var taken: [UInt64] = []
+            swap(&taken, &hashes)
+            return taken
+        }
+    }
 
     /// Waits until the rows are read.
     func wait() -> Result<Found, InputError> {
@@ -79,10 +102,11 @@ extension TokenSource {
         to checkpoint: InputCheckpoint,
         journal: RowJournal?,
         resendWritten: Bool,
-        payloadColumns: [[Int]]
+        payloadColumns: [[Int]],
+        hashCapacity: Int
     ) throws(InputError) -> PrefixReplay.Found {
         var found = PrefixReplay.Found(pass: Pass(), lastLineInCheckpointFile: 0, unsettled: nil)
-        if !self.options.dedupe { found.pass.hashes.reserveCapacity(checkpoint.validRows) }
+        if !self.options.dedupe { found.pass.hashes.reserveCapacity(max(checkpoint.validRows, hashCapacity)) }
         var scratch = RowFields()
         let columnCount = self.payloads?.templates.columns.count ?? 0
         for fileIndex in 0..<min(checkpoint.file + 1, self.files.count) {
@@ -121,7 +145,9 @@ extension TokenSource {
             checkpoint: state.resumed!.checkpoint,
             journal: state.journal,
             resendWritten: state.resendWritten,
-            payloadColumns: state.payloadColumns
+            payloadColumns: state.payloadColumns,
+            // About 66 bytes a row (a hex token and a line end), as `open()` reserves.
+            hashCapacity: self.options.dedupe ? 0 : state.totalBytes / 66 + 1
         )
         state.resumed!.replay = replay
         return replay
@@ -164,7 +190,10 @@ extension TokenSource {
         }
         merged.append(later)
         state.pass.running = merged
-        state.pass.hashes.append(contentsOf: found.pass.hashes)
+        // The rows after the checkpoint join the replay's hashes, reserved for the whole input: no third array.
+        var hashes = state.resumed!.replay!.takeHashes()
+        hashes.append(contentsOf: state.pass.hashes)
+        state.pass.hashes = hashes
         return nil
     }
 }
