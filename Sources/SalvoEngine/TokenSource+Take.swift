@@ -122,7 +122,14 @@ extension TokenSource {
     }
 
     /// `take` for the row an opened source's reader just read, counted for checkpoints when the source keeps them.
-    func takeTracked(_ row: RowReader.Row, state: inout State, fields: inout RowFields) -> TokenRow? {
+    ///
+    /// - Parameter payloadColumns: the current file's (`State.payloadColumns`), held by the caller for the chunk.
+    func takeTracked(
+        _ row: RowReader.Row,
+        payloadColumns: [Int],
+        state: inout State,
+        fields: inout RowFields
+    ) -> TokenRow? {
         let reader = state.reader!
         let fileIndex = state.fileIndex
         guard state.tracking != nil else {
@@ -130,7 +137,7 @@ extension TokenSource {
                 row,
                 reader: reader,
                 fileIndex: fileIndex,
-                payloadColumns: state.payloadColumns[fileIndex],
+                payloadColumns: payloadColumns,
                 journal: state.journal,
                 resendWritten: state.resendWritten,
                 pass: &state.pass,
@@ -149,7 +156,7 @@ extension TokenSource {
             row,
             reader: reader,
             fileIndex: fileIndex,
-            payloadColumns: state.payloadColumns[fileIndex],
+            payloadColumns: payloadColumns,
             journal: state.journal,
             resendWritten: state.resendWritten,
             pass: &state.pass,

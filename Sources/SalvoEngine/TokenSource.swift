@@ -399,6 +399,8 @@ public final class TokenSource: @unchecked Sendable {
         }
         var rows: [TokenRow] = []
         rows.reserveCapacity(maximumRows)
+        // The current file's payload columns, looked up once per file rather than per row.
+        var columns: (file: Int, columns: [Int]) = (-1, [])
         do throws(InputError) {
             while rows.count < maximumRows && !state.finished {
                 if state.reader == nil {
@@ -419,7 +421,13 @@ public final class TokenSource: @unchecked Sendable {
                     continue
                 }
                 if state.streaming {
-                    if let good = self.takeTracked(row, state: &state, fields: &fields) { rows.append(good) }
+                    if payloads != nil && columns.file != state.fileIndex {
+                        columns = (state.fileIndex, state.payloadColumns[state.fileIndex])
+                    }
+                    if let good = self.takeTracked(row, payloadColumns: columns.columns, state: &state, fields: &fields)
+                    {
+                        rows.append(good)
+                    }
                     continue
                 }
                 if case .token(let good) = row, !state.rejectedLines[state.fileIndex].contains(good.line),
