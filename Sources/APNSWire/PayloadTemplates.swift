@@ -89,8 +89,9 @@ public struct PayloadTemplates: Sendable {
     ) -> Result<(template: Int, count: Int), PayloadRowError> {
         let index: Int
         if let languageColumn = self.languageColumn {
-            guard let language = fields.field(languageColumn), let found = self.templateIndex(language: language)
-            else {
+            // A row without the language field (a short row) takes the default, as a tag with no template does.
+            let language = fields.field(languageColumn)
+            guard let found = language.map({ self.templateIndex(language: $0) }) ?? self.defaultIndex else {
                 let tag = fields.field(languageColumn).map { String(decoding: $0, as: UTF8.self) } ?? ""
                 return .failure(
                     PayloadRowError(

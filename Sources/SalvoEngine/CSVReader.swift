@@ -9,7 +9,8 @@ import Musl
 /// Reads the file in chunks (1 MiB by default) with `read(2)` rather than mapping it: a mapped file's pages
 /// count toward the process's resident memory as they are touched, and a bulk send must stay small while
 /// it reads a file of tens of millions of rows. Handles a UTF-8 byte-order mark, quoted fields (with `""`
-/// escapes, commas and line breaks inside), CRLF and LF line ends and blank lines (skipped).
+/// escapes, commas and line breaks inside), CRLF, LF and bare CR line ends (each one line, inside a quoted field
+/// too, as `JobJournal.lineEnds` counts them) and blank lines (skipped).
 ///
 /// Written by hand because it is on the per-row path: a record is parsed into field ranges over the
 /// chunk, with no allocation per row (the field array is reused), which no CSV library here offers.
@@ -62,6 +63,27 @@ final class CSVReader {
 
     deinit {
         close(self.descriptor)
+    }
+
+    /// Reads on from byte `offset`, the start of a record on line `line` (a checkpoint): what is buffered is
+    /// dropped, and no byte-order mark is looked for there.
+    ///
+    /// - Throws: `InputError` when the file cannot be positioned.
+    func seek(offset: Int, line: Int) throws(InputError) {
+        guard lseek(self.descriptor, off_t(offset), SEEK_SET) == off_t(offset) else {
+            throw InputError(
+                file: self.path,
+                line: line,
+                message: "cannot read on from byte \(offset): \(String(cString: strerror(errno)))"
+            )
+        }
+        self.position = 0
+        self.filled = 0
+        self.bufferOffset = offset
+        self.atEndOfFile = false
+        self.startedFile = true
+        self.line = line
+        self.fields.removeAll(keepingCapacity: true)
     }
 
     /// Reads the next non-blank record.
@@ -256,7 +278,10 @@ final class CSVReader {
                         closed = true
                         break
                     }
-                    if byte == newline { lines += 1 }
+                    // A line break inside the field: LF, CRLF (once) or a bare CR, as between records.
+                    if byte == newline || (byte == carriageReturn && (scan + 1 == end || bytes[scan + 1] != newline)) {
+                        lines += 1
+                    }
                     scan += 1
                 }
                 guard closed else { return atEndOfFile ? .unclosedQuote : .needMore }
@@ -269,17 +294,11 @@ final class CSVReader {
                 let fieldStart = cursor
                 while cursor < end {
                     let byte = bytes[cursor]
-                    if byte == comma || byte == newline { break }
+                    if byte == comma || byte == newline || byte == carriageReturn { break }
                     cursor += 1
                 }
                 if cursor == end && !atEndOfFile { return .needMore }
-                var fieldEnd = cursor
-                if fieldEnd > fieldStart && bytes[fieldEnd - 1] == carriageReturn
-                    && (cursor == end || bytes[cursor] == newline)
-                {
-                    fieldEnd -= 1
-                }
-                fields.append(Field(start: fieldStart, end: fieldEnd, quoted: false, hasEscapedQuotes: false))
+                fields.append(Field(start: fieldStart, end: cursor, quoted: false, hasEscapedQuotes: false))
             }
 
             // After a field: a comma, a line end, or the end of the file.
@@ -292,11 +311,14 @@ final class CSVReader {
                 cursor += 1
                 continue
             }
+            // A line end: LF, CRLF or a bare CR (old Mac files), each one line, so that every record has a line
+            // of its own (the journal finds a row by its line).
             if separator == carriageReturn {
                 guard cursor + 1 < end || atEndOfFile else { return .needMore }
                 cursor += 1
-            }
-            if cursor < end && bytes[cursor] == newline {
+                if cursor < end && bytes[cursor] == newline { cursor += 1 }
+                lines += 1
+            } else if separator == newline {
                 cursor += 1
                 lines += 1
             }

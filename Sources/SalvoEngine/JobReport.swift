@@ -79,6 +79,9 @@ public struct JobReport: Codable, Hashable, Sendable {
 
     public var seconds = 0.0
     public var notificationsPerSecond = 0.0
+    /// Seconds from the start of the run (`BulkSend.prepare`: opening the input, reading the journal, hashing the
+    /// files, then connecting) to the first row handed to a connection: how long the run took to start sending.
+    public var firstRowSeconds: Double?
     /// For a job kept in a journal (`send --journal`) that earlier runs began: what this run took over. The
     /// counts above cover the whole job, every run.
     public var resumed: JobResume?
@@ -161,11 +164,23 @@ public struct JobReport: Codable, Hashable, Sendable {
         }
         let rate = Int(self.notificationsPerSecond.rounded())
         lines.append("time       \(Self.seconds(self.seconds)) s, \(rate) notifications/s")
+        if let first = self.firstRowSeconds {
+            lines.append("first row  \(Self.seconds(first)) s after the run began (input opened, connected)")
+        }
         if let resumed = self.resumed {
             lines.append(
                 "resumed    run \(resumed.run) of the job: \(resumed.settledBefore) rows settled by earlier runs, "
                     + "\(resumed.inheritedUncertain) uncertain (written, unsettled when a run ended)"
             )
+            if let point = resumed.startedAt {
+                let place =
+                    point.offset == 0
+                    ? "the top of file \(point.file + 1)" : "line \(point.line) of file \(point.file + 1)"
+                lines.append(
+                    "checkpoint reading began at \(place), after \(point.rows) rows already done with (read again "
+                        + "beside the sending, only for this report)"
+                )
+            }
         }
         if let stopped = self.stopped { lines.append("stopped    \(stopped); \(self.notSent) rows not settled") }
         lines.append(self.isComplete ? "result     every row delivered" : "result     NOT every row delivered")
@@ -305,10 +320,14 @@ public struct JobResume: Codable, Hashable, Sendable {
     /// Valid rows an earlier run wrote and did not settle (it was killed, or stopped with them unanswered): sent
     /// again with `--on-uncertain resend`, counted uncertain with `report`.
     public var inheritedUncertain: Int
+    /// The journal's checkpoint the run started reading at: the rows before it (valid ones among them), read again
+    /// off the sending path for this report; nil when it read from the top.
+    public var startedAt: InputCheckpoint?
 
-    public init(run: Int, settledBefore: Int, inheritedUncertain: Int) {
+    public init(run: Int, settledBefore: Int, inheritedUncertain: Int, startedAt: InputCheckpoint? = nil) {
         self.run = run
         self.settledBefore = settledBefore
         self.inheritedUncertain = inheritedUncertain
+        self.startedAt = startedAt
     }
 }

@@ -137,6 +137,21 @@ public final class RowJournal: @unchecked Sendable {
         self.log.withLockedValue { _ = fsync($0) }
     }
 
+    /// How many of the lines `lines` of input file `file` hold a settled row (lines past the file's count are not
+    /// counted). A scan of the mapped bytes, for `CheckpointTrail`.
+    public func settledCount(file: Int, lines: Range<Int>) -> Int {
+        guard file < self.bases.count else { return 0 }
+        let lower = max(0, lines.lowerBound)
+        let upper = min(self.lineCounts[file], lines.upperBound)
+        guard lower < upper else { return 0 }
+        let base = self.bases[file]
+        var count = 0
+        for index in (base + lower)..<(base + upper) where self.bytes[index] >= RowState.confirmed.rawValue {
+            count += 1
+        }
+        return count
+    }
+
     /// Every row's state, in order (for a tally or a test).
     public func states(file: Int) -> [RowState] {
         guard file < self.bases.count else { return [] }

@@ -27,6 +27,16 @@ final class RowReader {
     /// The 0-based index of the token column.
     var tokenColumn: Int { self.column ?? 0 }
 
+    /// The byte offset of the record `next()` returned last.
+    var recordOffset: Int { self.csv.recordOffset }
+
+    /// Reads on from `offset`, the start of a record on line `line` (after the header, which was read): a row held
+    /// back while the header was told apart is dropped, as it lies before.
+    func seek(offset: Int, line: Int) throws(InputError) {
+        self.pending = nil
+        try self.csv.seek(offset: offset, line: line)
+    }
+
     init(path: String, fileIndex: Int, options: TokenSource.Options) throws(InputError) {
         self.path = path
         self.fileIndex = fileIndex

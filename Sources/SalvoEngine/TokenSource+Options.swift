@@ -50,6 +50,8 @@ extension TokenSource {
         public var inputRows: Int { self.validRows + self.rejects.count + self.suppressed + self.otherPartitions }
         /// Per file, one more than the line number of its last row (the journal's size).
         public var lineCounts: [Int] = []
+        /// With a payload per row: the largest payload a row rendered to within the limit, in bytes (0 without).
+        public var largestPayload = 0
         /// With a journal attached before validation: what earlier runs of the job settled among the valid rows.
         public var journaled = JournalTally()
         /// Whether these are the counts of the whole input. False for the summary of a source opened with

@@ -100,6 +100,10 @@ public enum HeaderMode: String, Hashable, Sendable, CaseIterable {
 /// size and the list of rejected lines; only `dedupe` keeps a set of every token (filled as rows are taken, so
 /// a repeated token is never handed out twice).
 ///
+/// A journaled, opened source keeps checkpoints (`settledCheckpoint()`): places before which every row is done
+/// with. A run that resumes the job starts there (`resume(at:)`) and sends at once; the rows before are read
+/// again beside the sending, only for the summary (`PrefixReplay`).
+///
 /// Thread-safe (hence `@unchecked Sendable`): every mutable field lives in `state`, behind its lock, which
 /// shards on different queues take once per chunk, not per row.
 public final class TokenSource: @unchecked Sendable {
@@ -113,6 +117,13 @@ public final class TokenSource: @unchecked Sendable {
     public let payloads: RowPayloads?
     /// Rows of each file that `open()` reads at once: a file whose first chunk holds no token is refused.
     public let firstChunkRows: Int
+    /// Rows read between two checkpoints of a journaled, opened source (the last segment of a file is shorter).
+    public let checkpointRows: Int
+    /// `firstChunkRows` unless told otherwise (`send` and `check` apply the same rule).
+    public static let defaultFirstChunkRows = 1000
+    /// `checkpointRows` unless told otherwise: 1024 rows, so that a resumed run reads again at most about a
+    /// thousand rows per file already settled, and a job of 10 M rows keeps at most 10,000 segments.
+    public static let defaultCheckpointRows = 1024
     /// Every mutable field, behind one lock (internal for the extensions in other files of the type).
     let state: NIOLockedValueBox<State>
 
@@ -133,25 +144,30 @@ public final class TokenSource: @unchecked Sendable {
         var journal: RowJournal?
         /// Rows the journal holds as written but unsettled (uncertain after a crash) are sent again.
         var resendWritten = true
-        /// Opened with `open()`: rows are validated as `nextChunk` takes them, into `running`.
+        /// Opened with `open()`: rows are validated as `nextChunk` takes them, into `pass`.
         var streaming = false
-        var running = Summary(validRows: 0, rejects: [])
-        /// With `dedupe`, every token taken so far: its file index (high 16 bits) and line.
-        var seen: [DeviceToken: Int] = [:]
-        /// Without `dedupe`, the hash of every valid row's token, to count repeats at the end.
-        var hashes: [UInt64] = []
-        /// The highest line number of the current file so far.
-        var lastLine = 0
-        /// Bytes of the files before the current one, the current row's offset, and of the whole input (for
-        /// an estimate of the valid rows while streaming).
+        /// An opened source's rows taken so far (from the checkpoint on, when resumed).
+        var pass = Pass()
+        /// Bytes of the files before the current one, and of the whole input (for an estimate of the valid rows
+        /// while streaming); each file's size.
         var bytesBefore = 0
-        var offset = 0
         var totalBytes = 0
+        var fileSizes: [Int] = []
         /// Tokens per byte in the first chunk `open()` read: the estimate before the first row is taken.
         var firstChunkRate = 0.0
-        /// The repeats among `hashes` once every row was taken, counted on a thread of its own (the summary's
+        /// The repeats among the hashes once every row was taken, counted on a thread of their own (the summary's
         /// `duplicates` when read).
         var pendingRepeats: RepeatCount?
+        /// A journaled, opened source: the segment being read, for checkpoints.
+        var tracking: Tracking?
+        /// Where `resume(at:)` asked an opened source to start.
+        var resumePoint: InputCheckpoint?
+        /// A source opened at a checkpoint: the rows before it, read again off the sending path.
+        var resumed: Resumed?
+        /// A valid row before the checkpoint was found unsettled in the journal: the checkpoint cannot be trusted.
+        var checkpointRefuted = false
+        /// When the first row was handed out (uptime nanoseconds).
+        var firstRowAt: UInt64?
 
         /// The summary, with the repeats counted.
         mutating func resolvedSummary() -> Summary? {
@@ -168,13 +184,15 @@ public final class TokenSource: @unchecked Sendable {
         options: Options = Options(),
         suppression: SuppressionList? = nil,
         payloads: RowPayloads? = nil,
-        firstChunkRows: Int = 1000
+        firstChunkRows: Int = TokenSource.defaultFirstChunkRows,
+        checkpointRows: Int = TokenSource.defaultCheckpointRows
     ) {
         self.files = files
         self.options = options
         self.suppression = suppression
         self.payloads = payloads
         self.firstChunkRows = max(1, firstChunkRows)
+        self.checkpointRows = max(1, checkpointRows)
         self.state = NIOLockedValueBox(State())
     }
 
@@ -185,11 +203,20 @@ public final class TokenSource: @unchecked Sendable {
     /// Keeps the job's rows in `journal` from now on (the connections mark them as they write and settle them):
     /// `nextChunk` skips the rows the journal holds as settled (and, unless `resendWritten`, those it holds as
     /// written).
-    /// Attached before `validate()`, validation tallies what the journal holds (`Summary.journaled`).
+    /// Attached before `validate()`, validation tallies what the journal holds (`Summary.journaled`). Attached
+    /// before the first row is taken, an opened source keeps checkpoints (`settledCheckpoint()`; not with `dedupe`,
+    /// whose resumed runs read every row).
     public func attach(_ journal: RowJournal, resendWritten: Bool) {
         self.state.withLockedValue {
             $0.journal = journal
             $0.resendWritten = resendWritten
+            if !self.options.dedupe {
+                $0.tracking = Tracking(
+                    trail: CheckpointTrail(reached: .start),
+                    rowsPerSegment: self.checkpointRows,
+                    from: .start
+                )
+            }
         }
     }
 
@@ -247,6 +274,9 @@ public final class TokenSource: @unchecked Sendable {
                         reader.appendFields(columns: fieldColumns, to: &scratch)
                         let measured = scratch.withPendingFields {
                             payloads.templates.measure($0, limit: payloads.limit)
+                        }
+                        if case .success(let size) = measured {
+                            summary.largestPayload = max(summary.largestPayload, size.count)
                         }
                         if case .failure(let error) = measured {
                             rejected.insert(row.line)
@@ -333,68 +363,114 @@ public final class TokenSource: @unchecked Sendable {
 
     /// The next rows to send, as `nextChunk(maximumRows:)`, and with `payloads` their fields, template and rendered
     /// size in `fields` (refilled: what it held before is gone).
+    ///
+    /// A source opened at a checkpoint hands out the rows after it at once; the rows before it are read again on a
+    /// thread of their own, and the call that finds the input's end waits for them (the summary needs them).
     public func nextChunk(maximumRows: Int, fields: inout RowFields) throws(InputError) -> [TokenRow]? {
+        if let payloads = self.payloads { fields.removeAll(columnCount: payloads.templates.columns.count) }
+        while true {
+            switch self.state.withLockedValue({ self.takeChunk(maximumRows: maximumRows, state: &$0, fields: &fields) })
+            {
+            case .rows(let rows):
+                return rows
+            case .failure(let error):
+                throw error
+            case .waitForReplay(let replay):
+                // Outside the lock: the other shards find the end too, and wait the same way.
+                _ = replay.wait()
+            }
+        }
+    }
+
+    /// What one locked step of `nextChunk` came to.
+    private enum ChunkStep {
+        case rows([TokenRow]?)
+        case failure(InputError)
+        /// The input's end, with the rows before the checkpoint still being read: wait, then step again.
+        case waitForReplay(PrefixReplay)
+    }
+
+    private func takeChunk(maximumRows: Int, state: inout State, fields: inout RowFields) -> ChunkStep {
+        precondition(state.summary != nil || state.streaming, "validate() or open() first")
         let payloads = self.payloads
-        if let payloads { fields.removeAll(columnCount: payloads.templates.columns.count) }
-        let result: Result<[TokenRow]?, InputError> = self.state.withLockedValue { state in
-            precondition(state.summary != nil || state.streaming, "validate() or open() first")
-            var rows: [TokenRow] = []
-            rows.reserveCapacity(maximumRows)
-            do throws(InputError) {
-                while rows.count < maximumRows && !state.finished {
-                    if state.reader == nil {
-                        guard state.fileIndex < self.files.count else {
-                            state.finished = true
-                            break
-                        }
-                        state.reader = try RowReader(
-                            path: self.files[state.fileIndex],
-                            fileIndex: state.fileIndex,
-                            options: self.options
-                        )
+        if state.streaming && state.resumed?.merged == false {
+            // The rows before the checkpoint: read from the first chunk on; a failure stops the job.
+            if let failure = self.replayFailure(&state) { return .failure(failure) }
+        }
+        var rows: [TokenRow] = []
+        rows.reserveCapacity(maximumRows)
+        // The current file's payload columns, looked up once per file rather than per row.
+        var columns: (file: Int, columns: [Int]) = (-1, [])
+        do throws(InputError) {
+            while rows.count < maximumRows && !state.finished {
+                if state.reader == nil {
+                    guard state.fileIndex < self.files.count else {
+                        state.finished = true
+                        break
                     }
-                    guard let row = try state.reader!.next() else {
-                        if state.streaming { self.endFile(&state) }
-                        state.reader = nil
-                        state.fileIndex += 1
-                        continue
+                    state.reader = try RowReader(
+                        path: self.files[state.fileIndex],
+                        fileIndex: state.fileIndex,
+                        options: self.options
+                    )
+                }
+                guard let row = try state.reader!.next() else {
+                    if state.streaming { self.endFile(&state) }
+                    state.reader = nil
+                    state.fileIndex += 1
+                    continue
+                }
+                if state.streaming {
+                    if payloads != nil && columns.file != state.fileIndex {
+                        columns = (state.fileIndex, state.payloadColumns[state.fileIndex])
                     }
-                    if state.streaming {
-                        if let good = self.take(row, state: &state, fields: &fields) { rows.append(good) }
-                        continue
-                    }
-                    if case .token(let good) = row, !state.rejectedLines[state.fileIndex].contains(good.line),
-                        self.options.partition?.contains(good.token) ?? true
+                    if let good = self.takeTracked(row, payloadColumns: columns.columns, state: &state, fields: &fields)
                     {
-                        if let journal = state.journal {
-                            let recorded = journal.state(file: state.fileIndex, line: good.line)
-                            if recorded.isSettled || (recorded == .written && !state.resendWritten) { continue }
-                        }
-                        if let payloads {
-                            let start = fields.rowStart
-                            state.reader!.appendFields(columns: state.payloadColumns[state.fileIndex], to: &fields)
-                            switch fields.withPendingFields({ payloads.templates.measure($0, limit: payloads.limit) }) {
-                            case .success(let measured):
-                                fields.keep(good.reference, template: measured.template, payloadCount: measured.count)
-                            case .failure(let error):
-                                fields.dropRow(from: start)
-                                throw InputError(
-                                    file: self.files[state.fileIndex],
-                                    line: good.line,
-                                    message: "the file changed during the job: \(error.message)"
-                                )
-                            }
-                        }
                         rows.append(good)
                     }
+                    continue
                 }
-            } catch {
-                return .failure(error)
+                if case .token(let good) = row, !state.rejectedLines[state.fileIndex].contains(good.line),
+                    self.options.partition?.contains(good.token) ?? true
+                {
+                    if let journal = state.journal {
+                        let recorded = journal.state(file: state.fileIndex, line: good.line)
+                        if recorded.isSettled || (recorded == .written && !state.resendWritten) { continue }
+                    }
+                    if let payloads {
+                        let start = fields.rowStart
+                        state.reader!.appendFields(columns: state.payloadColumns[state.fileIndex], to: &fields)
+                        switch fields.withPendingFields({ payloads.templates.measure($0, limit: payloads.limit) }) {
+                        case .success(let measured):
+                            fields.keep(good.reference, template: measured.template, payloadCount: measured.count)
+                        case .failure(let error):
+                            fields.dropRow(from: start)
+                            throw InputError(
+                                file: self.files[state.fileIndex],
+                                line: good.line,
+                                message: "the file changed during the job: \(error.message)"
+                            )
+                        }
+                    }
+                    rows.append(good)
+                }
             }
-            if state.finished && state.streaming && state.summary == nil { self.finish(&state) }
-            return .success(rows.isEmpty ? nil : rows)
+        } catch {
+            return .failure(error)
         }
-        return try result.get()
+        if !rows.isEmpty && state.firstRowAt == nil { state.firstRowAt = DispatchTime.now().uptimeNanoseconds }
+        if state.finished && state.streaming && state.summary == nil {
+            if let resumed = state.resumed, !resumed.merged {
+                // Hand out what was read first; the next step waits for the rows before the checkpoint.
+                guard rows.isEmpty else { return .rows(rows) }
+                guard let replay = resumed.replay, replay.isDone else {
+                    return .waitForReplay(self.startReplay(&state))
+                }
+                if let failure = self.replayFailure(&state) { return .failure(failure) }
+            }
+            self.finish(&state)
+        }
+        return .rows(rows.isEmpty ? nil : rows)
     }
 }
 
@@ -415,6 +491,7 @@ extension TokenSource {
         var columns: [Int] = []
         var payloadColumns: [[Int]] = []
         var totalBytes = 0
+        var fileSizes: [Int] = []
         var firstChunkRate = 0.0
         var opened = false
         defer {
@@ -456,9 +533,17 @@ extension TokenSource {
             }
             descriptors.append(descriptor)
             var status = stat()
-            if fstat(descriptor, &status) == 0 { totalBytes += Int(status.st_size) }
+            fileSizes.append(fstat(descriptor, &status) == 0 ? Int(status.st_size) : 0)
+            totalBytes += fileSizes.last!
         }
         if small { return try self.validate() }
+        // Resumed at a checkpoint: reading starts there (the header of its file is read as usual).
+        let point = self.state.withLockedValue { $0.resumePoint }
+        var reader: RowReader?
+        if let point, point.file < self.files.count, point.offset > 0 {
+            reader = try RowReader(path: self.files[point.file], fileIndex: point.file, options: self.options)
+            try reader!.seek(offset: point.offset, line: point.line)
+        }
         opened = true
         self.state.withLockedValue { state in
             state.descriptors = descriptors
@@ -466,9 +551,15 @@ extension TokenSource {
             state.payloadColumns = payloadColumns
             state.streaming = true
             state.totalBytes = totalBytes
+            state.fileSizes = fileSizes
             state.firstChunkRate = firstChunkRate
+            var rows = totalBytes
+            if let point {
+                self.start(at: point, reader: reader, state: &state)
+                rows -= state.resumed!.bytesBefore
+            }
             // About 66 bytes a row (a hex token and a line end): the hashes need no regrowth for a plain list.
-            if !self.options.dedupe { state.hashes.reserveCapacity(totalBytes / 66 + 1) }
+            if !self.options.dedupe { state.pass.hashes.reserveCapacity(rows / 66 + 1) }
         }
         return nil
     }
@@ -478,13 +569,19 @@ extension TokenSource {
     public var summary: Summary? { self.state.withLockedValue { $0.resolvedSummary() } }
 
     /// The summary when known, else the counts so far (`Summary.isFinal` false): what a job that stopped before
-    /// the end of the input read of it.
+    /// the end of the input read of it (a resumed source's rows before its checkpoint included: this waits for
+    /// them).
     public var summarySoFar: Summary {
-        self.state.withLockedValue { state in
+        let replay = self.state.withLockedValue { state in
+            state.streaming && state.summary == nil && state.resumed?.merged == false ? self.startReplay(&state) : nil
+        }
+        _ = replay?.wait()
+        return self.state.withLockedValue { state in
             if let summary = state.resolvedSummary() { return summary }
-            var running = state.running
+            if state.resumed?.merged == false { _ = self.replayFailure(&state) }
+            var running = state.pass.running
             running.isFinal = false
-            var hashes = state.hashes
+            var hashes = state.pass.hashes
             running.duplicates = Self.repeats(&hashes)
             return running
         }
@@ -498,125 +595,26 @@ extension TokenSource {
     }
 
     /// The valid rows of the whole input: exact once known, else the valid rows so far scaled by the part of the
-    /// input read (for progress lines).
+    /// input read (for progress lines). A source resumed at a checkpoint counts the checkpoint's valid rows before
+    /// it and scales what it read after it.
     public var estimatedValidRows: Int {
         self.state.withLockedValue { state in
             if let summary = state.summary { return summary.validRows }
-            let read = state.bytesBefore + state.offset
-            let valid = state.running.validRows
-            // Before the first row is taken: the first chunk's density over the whole input.
-            if read == 0 { return Int(state.firstChunkRate * Double(state.totalBytes)) }
-            guard state.totalBytes > read else { return valid }
-            return Int(Double(valid) * Double(state.totalBytes) / Double(read))
+            var before = (rows: 0, bytes: 0)
+            if let resumed = state.resumed, !resumed.merged {
+                before = (resumed.checkpoint.validRows, resumed.bytesBefore)
+            }
+            let read = state.bytesBefore + state.pass.offset - before.bytes
+            let rest = state.totalBytes - before.bytes
+            let valid = state.pass.running.validRows
+            // Before the first row is taken: the first chunk's density over the rest of the input.
+            if read <= 0 { return before.rows + Int(state.firstChunkRate * Double(rest)) }
+            guard rest > read else { return before.rows + valid }
+            return before.rows + Int(Double(valid) * Double(rest) / Double(read))
         }
     }
 
-    /// Validates one row of an opened source as it is taken (`validate()`'s rules, one row at a time): the row
-    /// to hand out, or nil when it is refused, suppressed, another partition's, or settled in the journal.
-    private func take(_ row: RowReader.Row, state: inout State, fields: inout RowFields) -> TokenRow? {
-        let fileIndex = state.fileIndex
-        let reader = state.reader!
-        let file = self.files[fileIndex]
-        let partition = self.options.partition
-        switch row {
-        case .reject(let reject):
-            state.lastLine = max(state.lastLine, reject.line)
-            if partition?.ownsBadRows == false {
-                state.running.otherPartitions += 1
-            } else {
-                state.running.rejects.append(reject)
-            }
-            return nil
-        case .token(let row):
-            state.lastLine = max(state.lastLine, row.line)
-            state.offset = row.reference.offset
-            if let partition, !partition.contains(row.token) {
-                state.running.otherPartitions += 1
-                return nil
-            }
-            var measured: (template: Int, count: Int)?
-            let start = fields.rowStart
-            if let payloads = self.payloads {
-                reader.appendFields(columns: state.payloadColumns[fileIndex], to: &fields)
-                switch fields.withPendingFields({ payloads.templates.measure($0, limit: payloads.limit) }) {
-                case .success(let result):
-                    measured = (result.template, result.count)
-                case .failure(let error):
-                    fields.dropRow(from: start)
-                    state.running.rejects.append(
-                        InputReject(file: file, line: row.line, value: row.token.hexString, reason: error.message)
-                    )
-                    return nil
-                }
-            }
-            if self.options.dedupe {
-                if let first = state.seen[row.token] {
-                    if measured != nil { fields.dropRow(from: start) }
-                    let firstFile = first >> 48
-                    let of = self.files.count > 1 ? " of \(self.files[firstFile])" : ""
-                    state.running.rejects.append(
-                        InputReject(
-                            file: file,
-                            line: row.line,
-                            value: row.token.hexString,
-                            reason: "duplicate of the token on line \(first & (1 << 48 - 1))\(of)"
-                        )
-                    )
-                    return nil
-                }
-                state.seen[row.token] = fileIndex << 48 | row.line
-            }
-            if let suppression = self.suppression, suppression.entries[row.token] != nil {
-                switch reader.registrationTime(line: row.line) {
-                case .unreadable(let reject):
-                    if measured != nil { fields.dropRow(from: start) }
-                    if partition?.ownsBadRows == false {
-                        state.running.otherPartitions += 1
-                    } else {
-                        state.running.rejects.append(reject)
-                    }
-                    return nil
-                case .known(let registeredAt):
-                    if suppression.suppresses(row.token, registeredAt: registeredAt) != nil {
-                        if measured != nil { fields.dropRow(from: start) }
-                        state.running.suppressed += 1
-                        return nil
-                    }
-                    state.running.reregistered += 1
-                }
-            }
-            state.running.validRows += 1
-            if !self.options.dedupe { state.hashes.append(row.token.stableHash) }
-            if let journal = state.journal {
-                let recorded = journal.state(file: fileIndex, line: row.line)
-                state.running.journaled.count(row, recorded)
-                if recorded.isSettled || (recorded == .written && !state.resendWritten) {
-                    if measured != nil { fields.dropRow(from: start) }
-                    return nil
-                }
-            }
-            if let measured {
-                fields.keep(row.reference, template: measured.template, payloadCount: measured.count)
-            }
-            return row
-        }
-    }
-
-    /// The current file of an opened source has no more rows.
-    private func endFile(_ state: inout State) {
-        state.running.lineCounts.append(state.lastLine + 1)
-        state.lastLine = 0
-        state.offset = 0
-        var status = stat()
-        if fstat(state.descriptors[state.fileIndex], &status) == 0 { state.bytesBefore += Int(status.st_size) }
-    }
-
-    /// Every row of an opened source has been taken: its summary is complete.
-    private func finish(_ state: inout State) {
-        if !state.hashes.isEmpty { state.pendingRepeats = RepeatCount(taking: &state.hashes) }
-        state.hashes = []
-        state.seen = [:]
-        state.summary = state.running
-    }
-
+    /// When the first row was handed out (`DispatchTime` uptime nanoseconds), nil before: how long a job took to
+    /// start sending.
+    public var firstRowUptimeNanoseconds: UInt64? { self.state.withLockedValue { $0.firstRowAt } }
 }

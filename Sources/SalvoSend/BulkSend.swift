@@ -1,4 +1,5 @@
 import APNSWire
+import Dispatch
 import SalvoEngine
 import SalvoHTTP2
 
@@ -21,12 +22,21 @@ public struct BulkSend: Sendable {
     public let journal: JobJournal?
     /// When the journal holds a finished job: how it ended (nothing is sent, and `run` returns its report).
     public var finishedJob: JournalManifest.Finish? { self.journal?.manifest.finish }
+    /// When `prepare` began (`DispatchTime` uptime nanoseconds): the report's `firstRowSeconds` counts from here.
+    public var startedAt: UInt64 = 0
 
     /// Validates the input and the outputs.
     ///
     /// - Throws: `JobError(.input)` for a file that cannot be read at all, `JobError(.output)` for an output that
     ///   cannot be written or would overwrite an input or another output.
     public static func prepare(_ request: SendRequest) throws(JobError) -> BulkSend {
+        let startedAt = DispatchTime.now().uptimeNanoseconds
+        var send = try Self.open(request)
+        send.startedAt = startedAt
+        return send
+    }
+
+    private static func open(_ request: SendRequest) throws(JobError) -> BulkSend {
         guard !request.files.isEmpty else { throw JobError(.input, "name at least one token file") }
         try OutputFiles.check(request.outputs, inputs: request.files)
         var suppression: SuppressionList?
@@ -53,13 +63,16 @@ public struct BulkSend: Sendable {
         var hashing: FileFingerprints?
         if let options = request.journal {
             stored = try JobJournal.loadManifest(options.directory)
-            // The files are hashed beside the validation, so that a resumed job starts sooner.
-            hashing = FileFingerprints(request.files)
+            // The files are hashed beside the opening (and, for a new job, their line ends counted: they size its
+            // state file). Nothing is sent before the hashes match: a changed file never goes against an old
+            // journal.
+            hashing = FileFingerprints(request.files, countLines: stored == nil)
             if let stored, stored.finish != nil {
                 let inputs = try hashing!.value()
                 if case .refuse(let message) = JournalManifest.decide(
                     stored: stored,
                     inputs: inputs,
+                    payloadFiles: request.payloadFiles,
                     settings: request.journalSettings(options),
                     directory: options.directory
                 ) {
@@ -82,6 +95,10 @@ public struct BulkSend: Sendable {
                     lineCounts: stored.lineCounts
                 )
                 source.attach(rows, resendWritten: request.onUncertain == .resend)
+                // Reading starts where every row before is done with (from the last sync), not at the top.
+                if let checkpoint = JobJournal.loadCheckpoint(options.directory, manifest: stored) {
+                    source.resume(at: checkpoint)
+                }
             }
         }
         var summary: TokenSource.Summary
@@ -97,6 +114,7 @@ public struct BulkSend: Sendable {
             switch JournalManifest.decide(
                 stored: stored,
                 inputs: inputs,
+                payloadFiles: request.payloadFiles,
                 settings: settings,
                 directory: options.directory
             ) {
@@ -108,7 +126,12 @@ public struct BulkSend: Sendable {
                 // Sized by the rows' line numbers: a validated input's, or a bound from the line ends the hashing
                 // counted (the rows are validated as they are sent).
                 let lineCounts = summary.isFinal ? summary.lineCounts : try hashing.lineCounts()
-                let manifest = JournalManifest(inputs: inputs, settings: settings, lineCounts: lineCounts)
+                let manifest = JournalManifest(
+                    inputs: inputs,
+                    settings: settings,
+                    lineCounts: lineCounts,
+                    payloadFiles: request.payloadFiles
+                )
                 let started = try JobJournal.start(options.directory, manifest: manifest)
                 source.attach(started.rows!, resendWritten: request.onUncertain == .resend)
                 journal = started
@@ -180,7 +203,8 @@ public struct BulkSend: Sendable {
                 resendUncertain: resend
             )
         }
-        journal.startSyncing()
+        let source = self.source
+        journal.startSyncing(checkpoint: { source.settledCheckpoint() })
         var result: SendResult
         do throws(JobError) {
             result = try await self.send(
@@ -192,8 +216,10 @@ public struct BulkSend: Sendable {
             )
         } catch {
             journal.stopSyncing()
+            if self.source.checkpointRefuted { journal.discardCheckpoint() }
             throw error
         }
+        if self.source.checkpointRefuted { journal.discardCheckpoint() }
         // Rows validated as they were sent: the journal's tally is complete now that every row was read.
         let whole = self.summary.isFinal ? self.summary : self.source.summarySoFar
         JournalResume.add(
@@ -202,6 +228,7 @@ public struct BulkSend: Sendable {
             files: self.request.files,
             resendUncertain: resend,
             run: journal.manifest.runs,
+            startedAt: self.source.resumedAt,
             to: &result
         )
         result.report.validRows = whole.validRows
@@ -259,6 +286,9 @@ public struct BulkSend: Sendable {
             )
             result.report.notSent = result.notSent
             if result.notSent > 0 { result.report.stopped = result.stopped }
+        }
+        if let first = self.source.firstRowUptimeNanoseconds, self.startedAt > 0, first >= self.startedAt {
+            result.report.firstRowSeconds = Double(first - self.startedAt) / 1e9
         }
         // Rows validated as they were sent: the input's summary is complete now that the job has read every row.
         let final = self.summary.isFinal ? self.summary : self.source.summarySoFar

@@ -4,8 +4,9 @@ import Foundation
 import SalvoEngine
 
 /// A job's journal folder (`send --journal DIR`): `job.json` (the `JournalManifest`), `rows.state` (one byte per
-/// input line, the `RowJournal`) and `rejects.log` (refused rows with their reasons). The files and the syncing;
-/// every decision is `JournalManifest.decide`'s and `JournalTally`'s.
+/// input line, the `RowJournal`), `rejects.log` (refused rows with their reasons) and `checkpoint.json` (the
+/// `InputCheckpoint` before which every row is done with, so that a resumed run starts reading there). The files
+/// and the syncing; every decision is `JournalManifest.decide`'s and `JournalTally`'s.
 public final class JobJournal: @unchecked Sendable {
     public let directory: String
     public private(set) var manifest: JournalManifest
@@ -13,6 +14,10 @@ public final class JobJournal: @unchecked Sendable {
     public let rows: RowJournal?
     /// Syncs the rows and the log every `syncInterval` while the job runs (confined to its own queue).
     private var timer: DispatchSourceTimer?
+    /// Where the rows' source is settled up to (`TokenSource.settledCheckpoint`), asked at each sync; and the last
+    /// checkpoint written (both confined to `queue` while syncing).
+    private var checkpoint: (@Sendable () -> InputCheckpoint?)?
+    private var writtenCheckpoint: InputCheckpoint?
     private let queue = DispatchQueue(label: "salvo.journal")
     /// How often the marks reach the disk: a machine that crashes loses at most this much of them.
     public static let syncInterval = DispatchTimeInterval.milliseconds(200)
@@ -20,6 +25,7 @@ public final class JobJournal: @unchecked Sendable {
     public static func manifestPath(_ directory: String) -> String { directory + "/job.json" }
     public static func statePath(_ directory: String) -> String { directory + "/rows.state" }
     public static func logPath(_ directory: String) -> String { directory + "/rejects.log" }
+    public static func checkpointPath(_ directory: String) -> String { directory + "/checkpoint.json" }
 
     private init(directory: String, manifest: JournalManifest, rows: RowJournal?) {
         self.directory = directory
@@ -48,58 +54,104 @@ public final class JobJournal: @unchecked Sendable {
         try Self.fingerprintAndCountLines(files).inputs
     }
 
-    /// The input files with their sizes and SHA-256 hashes, and per file a bound on the line numbers its rows
-    /// can have (its line ends plus two: one more than the last line's number), counted in the same read.
+    /// The input files with their sizes and SHA-256 hashes, and (with `countLines`) per file a bound on the line
+    /// numbers its rows can have (its line ends plus two: one more than the last line's number), counted in the same
+    /// read; without it, `lineCounts` is empty (a resumed job's state file is sized already).
+    ///
+    /// Each file is read with `read(2)` into one 8 MiB buffer, reused: no copy but the kernel's, no allocation per
+    /// piece, and SHA-256 straight over the buffer (swift-crypto: BoringSSL, with the CPU's SHA extensions where it
+    /// has them).
     static func fingerprintAndCountLines(
-        _ files: [String]
+        _ files: [String],
+        countLines: Bool = true
     ) throws(JobError) -> (inputs: [JournalManifest.Input], lineCounts: [Int]) {
         var inputs: [JournalManifest.Input] = []
         var lineCounts: [Int] = []
+        let size = 8 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 64)
+        defer { buffer.deallocate() }
         for path in files {
-            guard let handle = FileHandle(forReadingAtPath: path) else {
+            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else {
                 throw JobError(.input, "\(path): cannot open: \(String(cString: strerror(errno)))")
             }
-            defer { try? handle.close() }
+            defer { close(descriptor) }
+            _ = posix_fadvise(descriptor, 0, 0, POSIX_FADV_SEQUENTIAL)
             var hash = SHA256()
             var bytes = 0
             var lineEnds = 0
-            do {
-                while let chunk = try handle.read(upToCount: 1 << 22), !chunk.isEmpty {
-                    hash.update(data: chunk)
-                    bytes += chunk.count
-                    lineEnds += chunk.withUnsafeBytes { Self.lineEnds($0) }
+            var afterCarriageReturn = false
+            while true {
+                let count = read(descriptor, buffer.baseAddress, size)
+                if count < 0 && errno == EINTR { continue }
+                guard count >= 0 else {
+                    throw JobError(.input, "\(path): cannot read: \(String(cString: strerror(errno)))")
                 }
-            } catch {
-                throw JobError(.input, "\(path): cannot read: \(error)")
+                if count == 0 { break }
+                let piece = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+                hash.update(bufferPointer: piece)
+                bytes += count
+                if countLines {
+                    lineEnds += Self.lineEnds(piece, afterCarriageReturn: afterCarriageReturn)
+                    afterCarriageReturn = piece[count - 1] == 0x0d
+                }
             }
-            let digest = hash.finalize().map { String(format: "%02x", $0) }.joined()
-            inputs.append(JournalManifest.Input(path: path, bytes: bytes, sha256: digest))
-            lineCounts.append(lineEnds + 2)
+            inputs.append(JournalManifest.Input(path: path, bytes: bytes, sha256: Self.hex(hash.finalize())))
+            if countLines { lineCounts.append(lineEnds + 2) }
         }
         return (inputs, lineCounts)
     }
 
-    /// The line feeds in `bytes`, eight bytes at a time.
-    static func lineEnds(_ bytes: UnsafeRawBufferPointer) -> Int {
+    private static func hex(_ digest: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        for byte in digest {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// The line ends in `bytes` as `CSVReader` counts them: each LF, each CRLF once, each bare CR; eight bytes at a
+    /// time.
+    ///
+    /// - Parameter afterCarriageReturn: the byte before `bytes` (a file read in pieces) was a CR, already counted:
+    ///   an LF first completes that CRLF and is not counted again.
+    static func lineEnds(_ bytes: UnsafeRawBufferPointer, afterCarriageReturn: Bool = false) -> Int {
         var count = 0
         var index = 0
+        var carriageReturnBefore = afterCarriageReturn
         let words = bytes.count / 8
         let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
+        let lows: UInt64 = 0x7f7f_7f7f_7f7f_7f7f
+        // The high bit of each byte of `word` that is zero (exact: no false positives).
+        @inline(__always) func zeroBytes(_ word: UInt64) -> UInt64 { ~(((word & lows) &+ lows) | word | lows) }
         while index < words {
-            // A zero byte of `word ^ 0x0a…` is a line feed: the exact test (no false positives).
-            let word = bytes.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self) ^ (ones &* 0x0a)
-            let low7 = (word & ~highs) &+ ~highs
-            count += (~(low7 | word | ~highs)).nonzeroBitCount
+            let word = bytes.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self)
+            let lineFeeds = zeroBytes(word ^ (ones &* 0x0a))
+            let carriageReturns = zeroBytes(word ^ (ones &* 0x0d))
+            // A CR followed by an LF, in this word (the CR's bit moved up one byte) or across the words.
+            let pairs = (carriageReturns << 8) & lineFeeds
+            let pairBefore = carriageReturnBefore && lineFeeds & 0x80 != 0 ? 1 : 0
+            count += lineFeeds.nonzeroBitCount + carriageReturns.nonzeroBitCount - pairs.nonzeroBitCount - pairBefore
+            carriageReturnBefore = carriageReturns >> 63 != 0
             index += 1
         }
-        for offset in (words * 8)..<bytes.count where bytes[offset] == 0x0a { count += 1 }
+        for offset in (words * 8)..<bytes.count {
+            let byte = bytes[offset]
+            if byte == 0x0d {
+                count += 1
+            } else if byte == 0x0a && !carriageReturnBefore {
+                count += 1
+            }
+            carriageReturnBefore = byte == 0x0d
+        }
         return count
     }
 
     /// SHA-256 of `bytes`, hex (the payload's entry among the settings).
     public static func sha256(_ bytes: [UInt8]) -> String {
-        SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+        Self.hex(SHA256.hash(data: bytes))
     }
 
     /// Starts a new job in `directory` (created when missing): earlier state files are removed, the rows' file
@@ -112,6 +164,7 @@ public final class JobJournal: @unchecked Sendable {
         }
         unlink(Self.statePath(directory))
         unlink(Self.logPath(directory))
+        unlink(Self.checkpointPath(directory))
         let rows = try RowJournal(
             statePath: Self.statePath(directory),
             logPath: Self.logPath(directory),
@@ -146,12 +199,14 @@ public final class JobJournal: @unchecked Sendable {
         return JournalRejectLog(text: text)
     }
 
-    /// Syncs the marks every `syncInterval` until `stopSyncing()`.
-    public func startSyncing() {
-        guard let rows = self.rows, self.timer == nil else { return }
+    /// Syncs the marks every `syncInterval` until `stopSyncing()`; with `checkpoint`, each sync also records the
+    /// checkpoint it gives, when it moved.
+    public func startSyncing(checkpoint: (@Sendable () -> InputCheckpoint?)? = nil) {
+        guard self.rows != nil, self.timer == nil else { return }
+        self.queue.sync { self.checkpoint = checkpoint }
         let timer = DispatchSource.makeTimerSource(queue: self.queue)
         timer.schedule(deadline: .now() + Self.syncInterval, repeating: Self.syncInterval)
-        timer.setEventHandler { rows.sync() }
+        timer.setEventHandler { [weak self] in self?.sync() }
         timer.resume()
         self.timer = timer
     }
@@ -160,8 +215,57 @@ public final class JobJournal: @unchecked Sendable {
     public func stopSyncing() {
         self.timer?.cancel()
         self.timer = nil
-        self.queue.sync {}
+        self.queue.sync { self.sync() }
+    }
+
+    /// On `queue`: the checkpoint as the marks are now, the marks to the disk, then the checkpoint (so that one on
+    /// the disk never passes a mark that is not).
+    private func sync() {
+        dispatchPrecondition(condition: .onQueue(self.queue))
+        let point = self.checkpoint?()
         self.rows?.sync()
+        guard let point, point != self.writtenCheckpoint else { return }
+        // A checkpoint that cannot be written costs a later run time, never a row: the job goes on.
+        if (try? Self.write(point, job: self.manifest, to: self.directory)) != nil { self.writtenCheckpoint = point }
+    }
+
+    /// Removes the checkpoint (it proved wrong): the next run reads the input from its top.
+    public func discardCheckpoint() {
+        self.queue.sync {
+            self.checkpoint = nil
+            unlink(Self.checkpointPath(self.directory))
+        }
+    }
+
+    /// The checkpoint file's contents: the checkpoint, and the job it belongs to.
+    private struct CheckpointFile: Codable {
+        /// `job(of:)` of the manifest the checkpoint was written for.
+        var job: String
+        var checkpoint: InputCheckpoint
+    }
+
+    /// A job's identity for its checkpoint: its inputs' hashes and its state file's shape.
+    private static func job(of manifest: JournalManifest) -> String {
+        Self.sha256(
+            Array((manifest.inputs.map(\.sha256) + manifest.lineCounts.map(String.init)).joined(separator: ",").utf8)
+        )
+    }
+
+    private static func write(_ point: InputCheckpoint, job manifest: JournalManifest, to directory: String) throws {
+        let data = try JSONEncoder().encode(CheckpointFile(job: Self.job(of: manifest), checkpoint: point))
+        let writer = try AtomicFileWriter(path: Self.checkpointPath(directory))
+        try writer.write(String(decoding: data, as: UTF8.self))
+        try writer.commit()
+    }
+
+    /// The checkpoint in `directory` written for the job of `manifest`; nil when there is none, it cannot be read,
+    /// or it is another job's (a run that finds none reads the input from its top).
+    public static func loadCheckpoint(_ directory: String, manifest: JournalManifest) -> InputCheckpoint? {
+        guard let data = FileManager.default.contents(atPath: Self.checkpointPath(directory)),
+            let file = try? JSONDecoder().decode(CheckpointFile.self, from: data),
+            file.job == Self.job(of: manifest)
+        else { return nil }
+        return file.checkpoint
     }
 
     /// Records that the job finished, with its report and exit status.
@@ -192,10 +296,12 @@ final class FileFingerprints: @unchecked Sendable {
     // Written once by the hashing thread before `done` is signalled, read after waiting on it.
     private var result: Result<(inputs: [JournalManifest.Input], lineCounts: [Int]), JobError> = .success(([], []))
 
-    init(_ files: [String]) {
+    /// Starts reading `files`; their line ends are counted too with `countLines` (a new job's state file is sized
+    /// by them; a resumed job's is sized already).
+    init(_ files: [String], countLines: Bool = true) {
         let thread = Thread { [self] in
             do throws(JobError) {
-                self.result = .success(try JobJournal.fingerprintAndCountLines(files))
+                self.result = .success(try JobJournal.fingerprintAndCountLines(files, countLines: countLines))
             } catch {
                 self.result = .failure(error)
             }

@@ -49,6 +49,9 @@ public struct JournalManifest: Codable, Hashable, Sendable {
 
     public var version = Self.currentVersion
     public var inputs: [Input]
+    /// The payload template files the job may use (`--payload-template`, every file of `--payload-dir`); nil in a
+    /// manifest written before templates were recorded (taken as none).
+    public var payloadFiles: [Input]?
     /// The options that change what is sent (protocol, gateway, payload hash, format, expiry, partition, …), by
     /// name.
     public var settings: [String: String]
@@ -58,19 +61,27 @@ public struct JournalManifest: Codable, Hashable, Sendable {
     public var runs = 1
     public var finish: Finish?
 
-    public init(inputs: [Input], settings: [String: String], lineCounts: [Int]) {
+    public init(inputs: [Input], settings: [String: String], lineCounts: [Int], payloadFiles: [Input] = []) {
         self.inputs = inputs
         self.settings = settings
         self.lineCounts = lineCounts
+        self.payloadFiles = payloadFiles.isEmpty ? nil : payloadFiles
     }
 
-    /// What a run with `inputs` and `settings` does with a journal that holds `stored` (nil: nothing).
+    /// The settings that name the payload templates: compared before the templates' files, so that another folder
+    /// is named as such rather than file by file.
+    static let templateSettings = ["--payload-template", "--payload-dir"]
+
+    /// What a run with `inputs`, `payloadFiles` and `settings` does with a journal that holds `stored` (nil:
+    /// nothing).
     ///
-    /// An input is compared by path, size and hash; a file that changed is named. Settings are compared by
-    /// name and value; the first that differs is named.
+    /// An input is compared by path, size and hash; a file that changed is named. The payload template files
+    /// likewise: one changed, added or removed is named. Settings are compared by name and value; the first that
+    /// differs is named.
     public static func decide(
         stored: JournalManifest?,
         inputs: [Input],
+        payloadFiles: [Input] = [],
         settings: [String: String],
         directory: String
     ) -> Decision {
@@ -87,21 +98,53 @@ public struct JournalManifest: Codable, Hashable, Sendable {
             )
         }
         for (old, new) in zip(stored.inputs, inputs) where old != new {
+            return .refuse(Self.changed(old, new, directory: directory))
+        }
+        if let refusal = Self.differingSetting(stored.settings, settings, among: Self.templateSettings, directory) {
+            return .refuse(refusal)
+        }
+        let storedFiles = stored.payloadFiles ?? []
+        for old in storedFiles {
+            guard let new = payloadFiles.first(where: { $0.path == old.path }) else {
+                return .refuse(
+                    "\(old.path), a payload template of the job in --journal \(directory), is gone: restore it, or "
+                        + "start a new job in another folder"
+                )
+            }
+            if new != old { return .refuse(Self.changed(old, new, directory: directory)) }
+        }
+        for new in payloadFiles where !storedFiles.contains(where: { $0.path == new.path }) {
             return .refuse(
-                "\(new.path) changed since the job in --journal \(directory) started "
-                    + "(\(old.bytes) bytes, SHA-256 \(old.sha256.prefix(16))…; now \(new.bytes) bytes, "
-                    + "\(new.sha256.prefix(16))…): restore it, or start a new job in another folder"
+                "\(new.path) is a payload template the job in --journal \(directory) did not have (rows would "
+                    + "take it): remove it, or start a new job in another folder"
             )
         }
-        for name in Set(stored.settings.keys).union(settings.keys).sorted()
-        where stored.settings[name] != settings[name] {
-            return .refuse(
-                "--journal \(directory) holds a job sent with \(name) \(stored.settings[name] ?? "(none)"), "
-                    + "not \(settings[name] ?? "(none)"): run it with the same options, or start a new job in "
-                    + "another folder"
-            )
+        let names = Set(stored.settings.keys).union(settings.keys).sorted()
+        if let refusal = Self.differingSetting(stored.settings, settings, among: names, directory) {
+            return .refuse(refusal)
         }
         if let finish = stored.finish { return .finished(finish) }
         return .resume
+    }
+
+    private static func changed(_ old: Input, _ new: Input, directory: String) -> String {
+        "\(new.path) changed since the job in --journal \(directory) started "
+            + "(\(old.bytes) bytes, SHA-256 \(old.sha256.prefix(16))…; now \(new.bytes) bytes, "
+            + "\(new.sha256.prefix(16))…): restore it, or start a new job in another folder"
+    }
+
+    /// The refusal for the first of `names` whose value differs, or nil.
+    private static func differingSetting(
+        _ stored: [String: String],
+        _ settings: [String: String],
+        among names: [String],
+        _ directory: String
+    ) -> String? {
+        for name in names where stored[name] != settings[name] {
+            return "--journal \(directory) holds a job sent with \(name) \(stored[name] ?? "(none)"), "
+                + "not \(settings[name] ?? "(none)"): run it with the same options, or start a new job in "
+                + "another folder"
+        }
+        return nil
     }
 }

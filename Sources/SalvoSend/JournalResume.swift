@@ -14,6 +14,7 @@ enum JournalResume {
         files: [String],
         resendUncertain: Bool,
         run: Int,
+        startedAt: InputCheckpoint? = nil,
         to result: inout SendResult
     ) {
         result.report.confirmed += tally.confirmed
@@ -50,7 +51,8 @@ enum JournalResume {
             result.report.resumed = JobResume(
                 run: run,
                 settledBefore: tally.settled,
-                inheritedUncertain: tally.uncertainRows.count
+                inheritedUncertain: tally.uncertainRows.count,
+                startedAt: startedAt
             )
         }
     }

@@ -31,6 +31,11 @@ public enum Preflight {
         public var credentials: Credentials
         public var topic: String?
         public var payloadFile: String?
+        /// A payload per row, as `send` takes it: one template (`--payload-template`), or a folder of them with the
+        /// column that picks one (`--payload-dir`, `--language-column`).
+        public var payloadTemplate: String?
+        public var payloadDir: String?
+        public var languageColumn = "lang"
         /// The payload limits to check against (one per interface).
         public var payloadLimits: [PayloadLimit] = []
         public var priority: NotificationPriority = .immediate
@@ -39,6 +44,8 @@ public enum Preflight {
         public var pushType: APNSPushType?
         public var tokenFiles: [String] = []
         public var input = TokenSource.Options()
+        /// Rows of each token file a send reads before its first connection (`SendRequest.firstChunkRows`).
+        public var firstChunkRows = TokenSource.defaultFirstChunkRows
         /// Whether to shake hands with the gateways.
         public var handshake = true
         public var handshakeTimeout: Duration = .seconds(10)
@@ -61,8 +68,22 @@ public enum Preflight {
         if let file = request.payloadFile {
             results += Self.payload(file: file, limits: request.payloadLimits, priority: request.priority)
         }
+        var payloads: RowPayloads?
+        if request.payloadTemplate != nil || request.payloadDir != nil {
+            let (checks, templates) = Self.templates(request)
+            results += checks
+            // Rows are measured against the smallest limit of the interfaces checked.
+            if let templates, let limit = request.payloadLimits.min(by: { $0.bytes < $1.bytes }) {
+                payloads = RowPayloads(templates: templates.templates, limit: limit)
+            }
+        }
         if !request.tokenFiles.isEmpty {
-            results += Self.tokens(files: request.tokenFiles, options: request.input)
+            results += Self.tokens(
+                files: request.tokenFiles,
+                options: request.input,
+                payloads: payloads,
+                firstChunkRows: request.firstChunkRows
+            )
         }
         guard request.handshake else { return results }
         guard credentialsLoaded else {
@@ -235,19 +256,47 @@ public enum Preflight {
     /// At most this many bad rows are named in the table (the count is always whole).
     public static let namedRejects = 5
 
-    /// The token files as a send reads them (`TokenSource.validate`): rows, bad rows with their lines, duplicates.
-    public static func tokens(files: [String], options: TokenSource.Options) -> [CheckResult] {
+    /// The token files as a send reads them: first each file's header and first `firstChunkRows` rows, as `send`
+    /// reads them before its first connection (`TokenSource.open`: a file whose first rows hold no token is refused
+    /// there, so it fails here), then every row (`TokenSource.validate`): rows, bad rows with their lines,
+    /// duplicates; with `payloads`, the columns the templates name and each row's rendering (a row that cannot be
+    /// rendered, or renders over the limit, is a bad row).
+    public static func tokens(
+        files: [String],
+        options: TokenSource.Options,
+        payloads: RowPayloads? = nil,
+        firstChunkRows: Int = TokenSource.defaultFirstChunkRows
+    ) -> [CheckResult] {
         let summary: TokenSource.Summary
         do {
-            summary = try TokenSource(files: files, options: options).validate()
+            let opened = TokenSource(files: files, options: options, payloads: payloads, firstChunkRows: firstChunkRows)
+            if let small = try opened.open() {
+                summary = small
+            } else {
+                summary = try TokenSource(files: files, options: options, payloads: payloads).validate()
+            }
         } catch {
-            return [.fail("tokens", error.description)]
+            return [.fail("tokens", "\(error.description) (a send refuses this before its first connection)")]
         }
         var results: [CheckResult] = []
         if summary.validRows == 0 {
             results.append(.fail("tokens", "no valid token in \(summary.inputRows) row(s): a send would send nothing"))
         } else {
-            results.append(.ok("tokens", "\(summary.validRows) valid row(s) of \(summary.inputRows)"))
+            results.append(
+                .ok(
+                    "tokens",
+                    "\(summary.validRows) valid row(s) of \(summary.inputRows); a token within the first "
+                        + "\(firstChunkRows) rows of \(files.count == 1 ? "the file" : "each file"), as send needs"
+                )
+            )
+        }
+        if let payloads, summary.largestPayload > 0 {
+            results.append(
+                .ok(
+                    "rendered",
+                    "the rows' payloads render to at most \(summary.largestPayload) bytes, within \(payloads.limit)"
+                )
+            )
         }
         if !summary.rejects.isEmpty {
             let named = summary.rejects.prefix(Self.namedRejects).map { reject in

@@ -24,6 +24,9 @@ public struct SendRequest: Sendable {
     /// A payload per row, rendered from the row's columns (nil: the interface's one payload for every row). Rows
     /// that cannot be rendered, or render over the format's limit, are refused with their line.
     public var payloads: PayloadTemplates?
+    /// The files `payloads` came from, with their sizes and hashes (`PayloadTemplateFiles.files`): a journaled job
+    /// keeps them, and refuses to resume when one changed, appeared or is gone.
+    public var payloadFiles: [JournalManifest.Input] = []
     /// Rows of each file read before the first connection: a file whose first chunk holds no token is refused at
     /// once. The other rows are validated as they are sent (`TokenSource.open()`).
     public var firstChunkRows = 1000

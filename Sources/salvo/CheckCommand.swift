@@ -5,7 +5,7 @@ import SalvoEngine
 import SalvoSend
 
 /// `salvo check TOKENS.csv --payload FILE --gateway … (--cert/--key | --auth-key …)`: everything `send` would need,
-/// checked without sending a notification.
+/// checked without sending a notification (a payload per row too: `--payload-template`, `--payload-dir`).
 struct CheckCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check",
@@ -19,8 +19,9 @@ struct CheckCommand: AsyncParsableCommand {
     @Argument(help: "CSV files of device tokens (optional).")
     var tokens: [String] = []
 
-    @Option(help: "The JSON payload file (optional).")
-    var payload: String?
+    /// `send`'s payload options, each optional here: `--payload`, `--payload-template`, or `--payload-dir` with
+    /// `--language-column`.
+    @OptionGroup var payloads: PayloadOptions
 
     @Option(help: "HOST:PORT, or `production` / `sandbox` for Apple's gateways.")
     var gateway: String
@@ -120,7 +121,10 @@ struct CheckCommand: AsyncParsableCommand {
         request.serverName = self.certificate.serverName
         request.trustedCAFile = self.certificate.ca
         request.topic = self.topic
-        request.payloadFile = self.payload
+        request.payloadFile = self.payloads.payload
+        request.payloadTemplate = self.payloads.payloadTemplate
+        request.payloadDir = self.payloads.payloadDir
+        request.languageColumn = self.payloads.languageColumn
         var limits: [PayloadLimit] = []
         if binary != nil { limits.append(self.format == 2 ? .binary : .legacy) }
         if http2 != nil { limits.append(self.pushType == "voip" ? .http2VoIP : .http2) }

@@ -1,6 +1,8 @@
 import APNSWire
 import ArgumentParser
 import Foundation
+import SalvoEngine
+import SalvoSend
 
 /// What `send` sends: one payload for every row, or a payload per row from a template (or a folder of templates,
 /// one per language).
@@ -23,40 +25,27 @@ struct PayloadOptions: ParsableArguments {
     @Option(help: "With --payload-dir: the column that holds each row's language tag.")
     var languageColumn: String = "lang"
 
+    /// Refuses more than one of the three; `send` needs one of them (`isGiven`), `check` none.
     func validate() throws {
         let given = [self.payload, self.payloadTemplate, self.payloadDir].compactMap { $0 }
-        guard given.count == 1 else {
+        guard given.count <= 1 else {
             throw ValidationError("give one of --payload, --payload-template and --payload-dir")
         }
     }
 
-    /// The templates, compiled; nil with `--payload`.
+    /// Whether a payload, a template or a folder of templates is named.
+    var isGiven: Bool { self.payload != nil || self.payloadTemplate != nil || self.payloadDir != nil }
+
+    /// The templates, compiled, with their files' hashes (for the journal); nil with `--payload` (or none).
     ///
     /// - Throws: `UserError` naming the file and the position of what is wrong.
-    func templates() throws -> PayloadTemplates? {
-        if let file = self.payloadTemplate {
-            return PayloadTemplates(try Self.compile(file))
-        }
-        guard let folder = self.payloadDir else { return nil }
-        let names: [String]
-        do {
-            names = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".json") }
-                .sorted()
+    func templates() throws -> PayloadTemplateFiles? {
+        do throws(JobError) {
+            if let file = self.payloadTemplate { return try PayloadTemplateFiles.load(template: file) }
+            guard let folder = self.payloadDir else { return nil }
+            return try PayloadTemplateFiles.load(folder: folder, languageColumn: self.languageColumn)
         } catch {
-            throw UserError("--payload-dir \(folder): cannot list the folder (\(error.localizedDescription))")
-        }
-        guard !names.isEmpty else { throw UserError("--payload-dir \(folder): the folder holds no .json template") }
-        let templates = try names.map { name in
-            (tag: String(name.dropLast(".json".count)), template: try Self.compile(folder + "/" + name))
-        }
-        return PayloadTemplates(byLanguage: templates, languageColumn: self.languageColumn)
-    }
-
-    private static func compile(_ file: String) throws -> PayloadTemplate {
-        do {
-            return try PayloadTemplate(json: try readFile(file), file: file)
-        } catch let error as PayloadTemplateError {
-            throw UserError(error.description)
+            throw UserError(error.message)
         }
     }
 

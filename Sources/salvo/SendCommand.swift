@@ -112,6 +112,9 @@ struct SendCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard !self.tokens.isEmpty else { throw ValidationError("name at least one token file") }
+        guard self.payloads.isGiven else {
+            throw ValidationError("give one of --payload, --payload-template and --payload-dir")
+        }
         if self.registeredAt != nil && self.suppress == nil {
             throw ValidationError("--registered-at applies the suppression list: give --suppress too")
         }
@@ -165,7 +168,8 @@ struct SendCommand: AsyncParsableCommand {
     private func send() async throws {
         let interface: SendRequest.Interface
         var what: String
-        let templates = try self.payloads.templates()
+        let templateFiles = try self.payloads.templates()
+        let templates = templateFiles?.templates
         let observability = try await self.observe.start(label: "salvo.send")
         if self.wireProtocol == .h2 {
             var configuration = try self.http2Configuration(templates)
@@ -184,7 +188,7 @@ struct SendCommand: AsyncParsableCommand {
         }
         var input = self.input.tokenSourceOptions
         input.registeredAt = self.registeredAt.map { Int($0).map(TokenColumn.number) ?? .name($0) }
-        let request = SendRequest(
+        var request = SendRequest(
             files: self.tokens,
             input: input,
             interface: interface,
@@ -193,6 +197,7 @@ struct SendCommand: AsyncParsableCommand {
             journal: self.journal.map { SendJournal(directory: $0, settings: self.journalSettings) },
             payloads: templates
         )
+        request.payloadFiles = templateFiles?.files ?? []
         // Either job stops in order on a signal: no new rows, 2 s for those in flight, then the record.
         let stop = JobStop(grace: .seconds(2))
         let signals = SignalStop(stop: stop)
@@ -232,10 +237,8 @@ struct SendCommand: AsyncParsableCommand {
     private var journalSettings: [String: String] {
         [
             "--format": String(self.delivery.format), "--expiry": self.delivery.expiry ?? "",
-            // A template's file: its contents are the job's payloads (a changed file is another job's).
-            "--payload-template": self.payloads.payloadTemplate.map { path in
-                (try? readFile(path)).map { "\(path) \(JobJournal.sha256($0))" } ?? path
-            } ?? "",
+            // The templates' contents are the job's `payloadFiles` (a changed file is refused by name).
+            "--payload-template": self.payloads.payloadTemplate ?? "",
             "--payload-dir": self.payloads.payloadDir.map { "\($0) (\(self.payloads.languageColumn))" } ?? "",
             "--priority": self.delivery.priority.map { String($0) } ?? "",
             "--topic": self.topic ?? "", "--push-type": self.pushType, "--collapse-id": self.collapseID ?? "",

@@ -44,9 +44,12 @@ enum SendConsole {
                 uncertain = counts[Int(RowState.written.rawValue)]
             }
             let policy = request.onUncertain == .resend ? "sent again" : "reported"
+            // Started at the journal's checkpoint: the rows before it are not read before the first connection.
+            let start =
+                send.source.resumedAt.map { "; reading from row \($0.rows + 1), the journal's checkpoint" } ?? ""
             log(
                 "journal \(journal.directory): resuming the job (run \(journal.manifest.runs)): \(settled) rows "
-                    + "settled before, \(uncertain) uncertain (\(policy))"
+                    + "settled before, \(uncertain) uncertain (\(policy))\(start)"
             )
         }
         if send.summary.isFinal {

@@ -157,15 +157,12 @@ import Testing
             ("pt", #"{"aps":{"alert":"Olá Ana"}}"#),
             ("fr-CA", #"{"aps":{"alert":"Hello Ana"}}"#),
             ("", #"{"aps":{"alert":"Hello Ana"}}"#),
-            (nil, ""),
+            // A short row, with no language field at all: the default too.
+            (nil, #"{"aps":{"alert":"Hello Ana"}}"#),
         ]
         for (language, expected) in cases {
             let result = self.render(templates, ["name": "Ana", "n": "3", "lang": language])
-            if language == nil {
-                #expect(throws: PayloadRowError.self) { try result.get() }
-            } else {
-                #expect(try result.get() == expected, "\(language ?? "")")
-            }
+            #expect(try result.get() == expected, "\(language ?? "no field")")
         }
         let withoutDefault = PayloadTemplates(
             byLanguage: [("de", try self.template(#"{"aps":{"alert":"Hallo"}}"#))],
@@ -173,6 +170,8 @@ import Testing
         )
         let error = try #require(throws: PayloadRowError.self) { try self.render(withoutDefault, ["lang": "fr"]).get() }
         #expect(error.message == "no template for language 'fr' and no default template")
+        let short = try #require(throws: PayloadRowError.self) { try self.render(withoutDefault, ["lang": nil]).get() }
+        #expect(short.message == "no template for language '' and no default template")
     }
 
     @Test func aRenderedFrameIsTheFrameOfTheRenderedPayload() throws {

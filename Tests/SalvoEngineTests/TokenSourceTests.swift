@@ -67,6 +67,25 @@ func drain(_ source: TokenSource, chunk: Int = 3) throws -> [TokenRow] {
         for row in rows { #expect(try source.token(at: row.reference) == row.token) }
     }
 
+    @Test func aBareCarriageReturnEndsALineLikeLFAndCRLF() throws {
+        // Old Mac line ends, mixed with LF and CRLF, after quoted fields and inside them: every record has a line
+        // of its own (the journal finds a row by its file and line), and a CRLF counts once.
+        func contents(_ end: String) -> String {
+            "token,note\(end)\(hex(1)),plain\(end)\(hex(2)),\"quoted\"\(end)\(hex(3)),\"two\(end)lines\"\r\n"
+                + "\(hex(4)),x\n\(end)\(hex(5)),y\(end)"
+        }
+        for text in [contents("\r"), contents("\n")] {
+            let source = TokenSource(files: [try temporaryFile(text)])
+            let summary = try source.validate()
+            #expect(summary.validRows == 5 && summary.rejects.isEmpty, "\(summary.rejects)")
+            let rows = try drain(source)
+            #expect(rows.map(\.token) == (1...5).map { token($0) })
+            #expect(rows.map(\.line) == [2, 3, 4, 6, 8], "\(text.debugDescription)")
+            #expect(Set(rows.map(\.line)).count == rows.count, "no two rows share a line")
+            for row in rows { #expect(try source.token(at: row.reference) == row.token) }
+        }
+    }
+
     @Test func columnByNumberWithAndWithoutHeader() throws {
         let headerless = try temporaryFile("\(hex(1))\n\(hex(2))\n")
         let auto = TokenSource(files: [headerless], options: .init(column: .number(1)))

@@ -7,21 +7,59 @@ import Testing
 /// A new journaled job's state file is sized from the line ends counted while the files are hashed (the rows are
 /// validated as they are sent): the count is exact, and bounds every line number a reader gives a row.
 @Suite struct JournalLineCountTests {
+    /// Line ends counted one byte at a time: LF, CRLF once, a bare CR.
+    private static func expectedLineEnds(_ bytes: some Collection<UInt8>, afterCarriageReturn: Bool = false) -> Int {
+        var count = 0
+        var previous: UInt8 = afterCarriageReturn ? 0x0d : 0
+        for byte in bytes {
+            if byte == 0x0d || (byte == 0x0a && previous != 0x0d) { count += 1 }
+            previous = byte
+        }
+        return count
+    }
+
     @Test func lineEndsAreCountedExactlyAtEveryAlignment() {
         var generator = SplitMix64(seed: 9)
-        for length in [0, 1, 7, 8, 9, 63, 64, 65, 1000] {
+        for length in [0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000] {
             let bytes = (0..<length).map { _ -> UInt8 in
-                // Line feeds, their neighbours and bytes with the high bit set, which a word-wise test could confuse.
-                [0x0a, 0x0b, 0x09, 0x8a, 0x0a, 0xff, 0x00, 0x41][Int(generator.next() % 8)]
+                // Line feeds, carriage returns, their neighbours and bytes with the high bit set, which a word-wise
+                // test could confuse.
+                [0x0a, 0x0b, 0x09, 0x8a, 0x0a, 0xff, 0x00, 0x41, 0x0d, 0x0d, 0x8d, 0x0c][Int(generator.next() % 12)]
             }
-            let expected = bytes.filter { $0 == 0x0a }.count
             for start in 0..<min(8, length + 1) {
                 let slice = Array(bytes[start...])
                 let counted = slice.withUnsafeBytes { JobJournal.lineEnds($0) }
-                #expect(counted == slice.filter { $0 == 0x0a }.count, "length \(length), from \(start)")
+                #expect(counted == Self.expectedLineEnds(slice), "length \(length), from \(start)")
+                let after = slice.withUnsafeBytes { JobJournal.lineEnds($0, afterCarriageReturn: true) }
+                #expect(after == Self.expectedLineEnds(slice, afterCarriageReturn: true), "length \(length)")
             }
-            #expect(bytes.withUnsafeBytes { JobJournal.lineEnds($0) } == expected)
+            // Cut anywhere: the pieces' counts, each told whether the one before ended in a CR, add up.
+            for cut in Set([0, length / 3, length / 2, length]) {
+                let first = bytes[..<cut].withUnsafeBytes { JobJournal.lineEnds(UnsafeRawBufferPointer($0)) }
+                let second = Array(bytes[cut...]).withUnsafeBytes {
+                    JobJournal.lineEnds($0, afterCarriageReturn: cut > 0 && bytes[cut - 1] == 0x0d)
+                }
+                #expect(first + second == Self.expectedLineEnds(bytes), "length \(length), cut at \(cut)")
+            }
         }
+    }
+
+    @Test func carriageReturnLineEndsBoundTheRowsLinesToo() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-lines-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let token = String(repeating: "cd", count: 32)
+        // Old Mac line ends, a CRLF, a bare CR inside a quoted field, a blank line, and a CR last.
+        let text = "token,note\r\(token),a\r\(token),\"b\rc\"\r\n\r\(token),d\r"
+        let path = folder.appendingPathComponent("tokens.csv").path
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        let counted = try JobJournal.fingerprintAndCountLines([path])
+        let source = TokenSource(files: [path])
+        let summary = try source.validate()
+        #expect(summary.validRows == 3)
+        #expect(counted.lineCounts == [Self.expectedLineEnds(Array(text.utf8)) + 2])
+        #expect(counted.lineCounts[0] >= summary.lineCounts[0])
+        #expect(summary.lineCounts == [7], "the last row is on line 6")
+        #expect(try JobJournal.fingerprintAndCountLines([path], countLines: false).lineCounts.isEmpty)
     }
 
     @Test func theCountBoundsTheLineNumbersOfEveryRow() throws {

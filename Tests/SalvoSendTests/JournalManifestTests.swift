@@ -70,6 +70,75 @@ import Testing
         #expect(payload.contains("payload"))
     }
 
+    @Test func aChangedAddedOrRemovedPayloadTemplateIsRefusedByName() {
+        let templates = [
+            JournalManifest.Input(path: "t/default.json", bytes: 30, sha256: String(repeating: "d", count: 64)),
+            JournalManifest.Input(path: "t/pt.json", bytes: 31, sha256: String(repeating: "e", count: 64)),
+        ]
+        var settings = Self.settings
+        settings["--payload-dir"] = "t (lang)"
+        let stored = JournalManifest(
+            inputs: Self.inputs,
+            settings: settings,
+            lineCounts: [3, 4],
+            payloadFiles: templates
+        )
+        func decide(
+            _ files: [JournalManifest.Input],
+            _ settings: [String: String] = settings
+        ) -> JournalManifest.Decision {
+            JournalManifest.decide(
+                stored: stored,
+                inputs: Self.inputs,
+                payloadFiles: files,
+                settings: settings,
+                directory: "j"
+            )
+        }
+        #expect(decide(templates) == .resume)
+        var edited = templates
+        edited[1].sha256 = String(repeating: "f", count: 64)
+        guard case .refuse(let changed) = decide(edited) else {
+            Issue.record("an edited template must be refused")
+            return
+        }
+        #expect(changed.contains("t/pt.json changed since the job"), "\(changed)")
+        let added = templates + [JournalManifest.Input(path: "t/fr.json", bytes: 9, sha256: "0")]
+        guard case .refuse(let new) = decide(added) else {
+            Issue.record("a new template must be refused")
+            return
+        }
+        #expect(new.contains("t/fr.json is a payload template the job"), "\(new)")
+        guard case .refuse(let gone) = decide([templates[0]]) else {
+            Issue.record("a removed template must be refused")
+            return
+        }
+        #expect(gone.contains("t/pt.json, a payload template of the job"), "\(gone)")
+        // Another folder is named as such, not file by file.
+        var other = settings
+        other["--payload-dir"] = "u (lang)"
+        guard case .refuse(let folder) = decide([], other) else {
+            Issue.record("another folder must be refused")
+            return
+        }
+        #expect(folder.contains("--payload-dir t (lang), not u (lang)"), "\(folder)")
+        // A finished job is refused too when a template changed: its report was another campaign's.
+        var finished = stored
+        finished.finish = JournalManifest.Finish(exitStatus: 0, report: JobReport())
+        guard
+            case .refuse = JournalManifest.decide(
+                stored: finished,
+                inputs: Self.inputs,
+                payloadFiles: edited,
+                settings: settings,
+                directory: "j"
+            )
+        else {
+            Issue.record("a finished job with a changed template must be refused")
+            return
+        }
+    }
+
     @Test func aJournalOfAnotherVersionIsRefused() {
         var stored = self.stored
         stored.version = 99

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Runs the built `salvo` in a fresh folder holding `files` (name → contents) and returns its exit status and what
+/// Runs the built `salvo` in a fresh folder holding `files` (name, which may hold a folder → contents) and returns its exit status and what
 /// it wrote to the chosen stream; nil (with the issue recorded) when the executable is not built next to the tests.
 func runSalvo(
     _ arguments: [String],
@@ -16,7 +16,10 @@ func runSalvo(
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(folderPrefix)-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
     for (name, contents) in files {
-        try Data(contents.utf8).write(to: folder.appendingPathComponent(name))
+        // A name may hold a folder ("templates/pt.json").
+        let file = folder.appendingPathComponent(name)
+        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try Data(contents.utf8).write(to: file)
     }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: salvo)

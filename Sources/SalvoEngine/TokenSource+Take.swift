@@ -1,0 +1,186 @@
+import APNSWire
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension TokenSource {
+    /// What reading rows in order has found so far: an opened source's rows as `nextChunk` takes them, or a resumed
+    /// job's rows before its checkpoint as `PrefixReplay` reads them again. `take` fills it.
+    struct Pass {
+        var running = Summary(validRows: 0, rejects: [])
+        /// With `dedupe`, every token taken so far: its file index (high 16 bits) and line.
+        var seen: [DeviceToken: Int] = [:]
+        /// Without `dedupe`, the hash of every valid row's token, to count repeats at the end.
+        var hashes: [UInt64] = []
+        /// The highest line number of the current file so far.
+        var lastLine = 0
+        /// The offset of the current row in its file.
+        var offset = 0
+    }
+
+    /// Validates one row read in order (`validate()`'s rules, one row at a time) into `pass`: the row to hand out,
+    /// or nil when it is refused, suppressed, another partition's, or settled in `journal` (or, unless
+    /// `resendWritten`, written in it). With `payloads`, a row handed out keeps its fields in `fields`.
+    ///
+    /// Reads only the source's immutable fields: `nextChunk` calls it under the lock, `PrefixReplay` on its own.
+    func take(
+        _ row: RowReader.Row,
+        reader: RowReader,
+        fileIndex: Int,
+        payloadColumns: [Int],
+        journal: RowJournal?,
+        resendWritten: Bool,
+        pass: inout Pass,
+        fields: inout RowFields
+    ) -> TokenRow? {
+        let file = self.files[fileIndex]
+        let partition = self.options.partition
+        switch row {
+        case .reject(let reject):
+            pass.lastLine = max(pass.lastLine, reject.line)
+            if partition?.ownsBadRows == false {
+                pass.running.otherPartitions += 1
+            } else {
+                pass.running.rejects.append(reject)
+            }
+            return nil
+        case .token(let row):
+            pass.lastLine = max(pass.lastLine, row.line)
+            pass.offset = row.reference.offset
+            if let partition, !partition.contains(row.token) {
+                pass.running.otherPartitions += 1
+                return nil
+            }
+            var measured: (template: Int, count: Int)?
+            let start = fields.rowStart
+            if let payloads = self.payloads {
+                reader.appendFields(columns: payloadColumns, to: &fields)
+                switch fields.withPendingFields({ payloads.templates.measure($0, limit: payloads.limit) }) {
+                case .success(let result):
+                    measured = (result.template, result.count)
+                    pass.running.largestPayload = max(pass.running.largestPayload, result.count)
+                case .failure(let error):
+                    fields.dropRow(from: start)
+                    pass.running.rejects.append(
+                        InputReject(file: file, line: row.line, value: row.token.hexString, reason: error.message)
+                    )
+                    return nil
+                }
+            }
+            if self.options.dedupe {
+                if let first = pass.seen[row.token] {
+                    if measured != nil { fields.dropRow(from: start) }
+                    let firstFile = first >> 48
+                    let of = self.files.count > 1 ? " of \(self.files[firstFile])" : ""
+                    pass.running.rejects.append(
+                        InputReject(
+                            file: file,
+                            line: row.line,
+                            value: row.token.hexString,
+                            reason: "duplicate of the token on line \(first & (1 << 48 - 1))\(of)"
+                        )
+                    )
+                    return nil
+                }
+                pass.seen[row.token] = fileIndex << 48 | row.line
+            }
+            if let suppression = self.suppression, suppression.entries[row.token] != nil {
+                switch reader.registrationTime(line: row.line) {
+                case .unreadable(let reject):
+                    if measured != nil { fields.dropRow(from: start) }
+                    if partition?.ownsBadRows == false {
+                        pass.running.otherPartitions += 1
+                    } else {
+                        pass.running.rejects.append(reject)
+                    }
+                    return nil
+                case .known(let registeredAt):
+                    if suppression.suppresses(row.token, registeredAt: registeredAt) != nil {
+                        if measured != nil { fields.dropRow(from: start) }
+                        pass.running.suppressed += 1
+                        return nil
+                    }
+                    pass.running.reregistered += 1
+                }
+            }
+            pass.running.validRows += 1
+            if !self.options.dedupe { pass.hashes.append(row.token.stableHash) }
+            if let journal {
+                let recorded = journal.state(file: fileIndex, line: row.line)
+                pass.running.journaled.count(row, recorded)
+                if recorded.isSettled || (recorded == .written && !resendWritten) {
+                    if measured != nil { fields.dropRow(from: start) }
+                    return nil
+                }
+            }
+            if let measured {
+                fields.keep(row.reference, template: measured.template, payloadCount: measured.count)
+            }
+            return row
+        }
+    }
+
+    /// `take` for the row an opened source's reader just read, counted for checkpoints when the source keeps them.
+    ///
+    /// - Parameter payloadColumns: the current file's (`State.payloadColumns`), held by the caller for the chunk.
+    func takeTracked(
+        _ row: RowReader.Row,
+        payloadColumns: [Int],
+        state: inout State,
+        fields: inout RowFields
+    ) -> TokenRow? {
+        let reader = state.reader!
+        let fileIndex = state.fileIndex
+        guard state.tracking != nil else {
+            return self.take(
+                row,
+                reader: reader,
+                fileIndex: fileIndex,
+                payloadColumns: payloadColumns,
+                journal: state.journal,
+                resendWritten: state.resendWritten,
+                pass: &state.pass,
+                fields: &fields
+            )
+        }
+        let line: Int
+        switch row {
+        case .token(let row): line = row.line
+        case .reject(let reject): line = reject.line
+        }
+        state.tracking!.willRead(line: line, offset: reader.recordOffset)
+        let valid = state.pass.running.validRows
+        let uncertain = state.pass.running.journaled.uncertainRows.count
+        let taken = self.take(
+            row,
+            reader: reader,
+            fileIndex: fileIndex,
+            payloadColumns: payloadColumns,
+            journal: state.journal,
+            resendWritten: state.resendWritten,
+            pass: &state.pass,
+            fields: &fields
+        )
+        let keptWritten = state.resendWritten ? 0 : state.pass.running.journaled.uncertainRows.count - uncertain
+        state.tracking!.didRead(valid: state.pass.running.validRows - valid, keptWritten: keptWritten)
+        return taken
+    }
+
+    /// The current file of an opened source has no more rows.
+    func endFile(_ state: inout State) {
+        state.pass.running.lineCounts.append(state.pass.lastLine + 1)
+        state.pass.lastLine = 0
+        state.pass.offset = 0
+        state.bytesBefore += state.fileSizes[state.fileIndex]
+        state.tracking?.fileEnded()
+    }
+
+    /// Every row of an opened source has been taken: its summary is complete.
+    func finish(_ state: inout State) {
+        if !state.pass.hashes.isEmpty { state.pendingRepeats = RepeatCount(taking: &state.pass.hashes) }
+        state.pass.hashes = []
+        state.pass.seen = [:]
+        state.summary = state.pass.running
+    }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import SalvoEngine
+import Testing
+
+@testable import SalvoSend
+
+/// The journal's checkpoint file and the input's hashes: a checkpoint written by the sync is the one a later run
+/// loads, only for its own job; a new job drops it; the hashes and line ends of a file read in pieces are the
+/// whole file's.
+@Suite struct JournalCheckpointTests {
+    private func folder() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-jcp-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    private static let manifest = JournalManifest(
+        inputs: [JournalManifest.Input(path: "t.csv", bytes: 10, sha256: String(repeating: "a", count: 64))],
+        settings: [:],
+        lineCounts: [5]
+    )
+
+    @Test func theSyncWritesTheCheckpointAndOnlyItsJobLoadsIt() throws {
+        let directory = try self.folder() + "/journal"
+        let journal = try JobJournal.start(directory, manifest: Self.manifest)
+        let point = InputCheckpoint(file: 0, offset: 40, line: 3, rows: 2, validRows: 2, passesUncertain: false)
+        #expect(JobJournal.loadCheckpoint(directory, manifest: Self.manifest) == nil, "none before a sync")
+        journal.startSyncing(checkpoint: { point })
+        journal.stopSyncing()
+        #expect(JobJournal.loadCheckpoint(directory, manifest: Self.manifest) == point)
+        var other = Self.manifest
+        other.inputs[0].sha256 = String(repeating: "b", count: 64)
+        #expect(JobJournal.loadCheckpoint(directory, manifest: other) == nil, "another job's checkpoint")
+        journal.discardCheckpoint()
+        #expect(JobJournal.loadCheckpoint(directory, manifest: Self.manifest) == nil)
+
+        journal.startSyncing(checkpoint: { point })
+        journal.stopSyncing()
+        _ = try JobJournal.start(directory, manifest: Self.manifest)
+        #expect(JobJournal.loadCheckpoint(directory, manifest: Self.manifest) == nil, "a new job starts at the top")
+    }
+
+    @Test func aFileReadInPiecesHashesAndCountsAsAWhole() throws {
+        // Over one 8 MiB read, with a CR ending the first piece and an LF starting the second.
+        var bytes = [UInt8](repeating: UInt8(ascii: "x"), count: (8 << 20) + 4099)
+        for index in stride(from: 70, to: bytes.count, by: 71) { bytes[index] = 0x0a }
+        for index in stride(from: 333, to: bytes.count, by: 1001) { bytes[index] = 0x0d }
+        bytes[(8 << 20) - 1] = 0x0d
+        bytes[8 << 20] = 0x0a
+        let path = try self.folder() + "/big.csv"
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let (inputs, lineCounts) = try JobJournal.fingerprintAndCountLines([path])
+        // The whole file's hash in one call: the pieces must come to it.
+        let digest = JobJournal.sha256(bytes)
+        #expect(inputs == [JournalManifest.Input(path: path, bytes: bytes.count, sha256: digest)])
+        var lineEnds = 0
+        for (index, byte) in bytes.enumerated()
+        where byte == 0x0d || (byte == 0x0a && (index == 0 || bytes[index - 1] != 0x0d)) {
+            lineEnds += 1
+        }
+        #expect(lineCounts == [lineEnds + 2])
+        #expect(digest.count == 64 && digest.allSatisfy { $0.isHexDigit && !$0.isUppercase })
+    }
+}
