@@ -64,8 +64,11 @@ import Glibc
         process.currentDirectoryURL = folder
         process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice
-        let errors = Pipe()
-        process.standardError = errors
+        // Standard error into a file, read once the process is gone: a pipe read here would hold a thread of the
+        // concurrency pool (and with it the tests alongside) for as long as the job runs.
+        let errors = folder.appendingPathComponent("stderr.txt")
+        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: errors)
         try process.run()
         let clock = ContinuousClock()
         let start = clock.now
@@ -77,7 +80,6 @@ import Glibc
         let died = clock.now
         try await simulator.shutdown()
         stopped = true
-        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         while process.isRunning && clock.now - died < .seconds(30) {
             try await Task.sleep(for: .milliseconds(50))
         }
@@ -86,6 +88,7 @@ import Glibc
             Issue.record("salvo did not give up within 30 s of the gateway's death")
             return
         }
+        let message = try String(contentsOf: errors, encoding: .utf8)
         // 2 s without progress and at least 4 failed connects; the backoff is cut at the deadline.
         #expect(clock.now - died < .seconds(15), "given up \(clock.now - died) after the gateway died")
         #expect(process.terminationStatus == 3, "\(message)")

@@ -24,15 +24,18 @@ import Testing
                 "--topic", CertificateFactory.sharedTopic,
             ],
         ] {
-            let result = try runSalvo(
-                [
-                    "send", "tokens.csv", "--payload", "payload.json", "--cert", paths.client, "--key", paths.clientKey,
-                    "--ca", paths.ca, "--quiet",
-                ] + arguments + outputs,
-                files: ["tokens.csv": tokens, "payload.json": #"{"aps":{"alert":"hi"}}"#],
-                folderPrefix: "salvo-out",
-                readStandardError: true
-            )
+            let command = [
+                "send", "tokens.csv", "--payload", "payload.json", "--cert", paths.client, "--key", paths.clientKey,
+                "--ca", paths.ca, "--quiet",
+            ]
+            let result = try await offThePool {
+                try runSalvo(
+                    command + arguments + outputs,
+                    files: ["tokens.csv": tokens, "payload.json": #"{"aps":{"alert":"hi"}}"#],
+                    folderPrefix: "salvo-out",
+                    readStandardError: true
+                )
+            }
             guard let (status, error) = result else { break }
             #expect(status == 3, "\(error)")
             #expect(error.contains(message), "\(error)")
