@@ -206,6 +206,35 @@ import Testing
         #expect(resumed.checkpointRefuted)
     }
 
+    @Test func aRefutedCheckpointsSummarySoFarCountsTheRowsBeforeItToo() throws {
+        // Row 2 (line 3) is bad, row 5's token (line 6) suppressed.
+        let input = try Input(count: 16, bad: [2])
+        var suppression = SuppressionList()
+        suppression.add(SuppressionList.Entry(token: token(5), timestamp: 1_700_000_000, reason: "Unregistered"))
+        let journal = try self.journal(lineCounts: [20])
+        let first = try self.opened([input.path], journal, suppression: suppression)
+        for row in try drain(first) where row.line < 10 { journal.mark(file: 0, line: row.line, .confirmed) }
+        let checkpoint = try #require(first.settledCheckpoint())
+        #expect(checkpoint.line == 10 && checkpoint.rows == 8 && checkpoint.validRows == 6)
+        journal.mark(file: 0, line: 4, .none)
+
+        let resumed = try self.opened([input.path], journal, suppression: suppression, at: checkpoint)
+        var handedOut: [TokenRow] = []
+        #expect(throws: InputError.self) {
+            while let rows = try resumed.nextChunk(maximumRows: 3) { handedOut += rows }
+        }
+        #expect(resumed.checkpointRefuted)
+        #expect(handedOut.allSatisfy { $0.line >= 10 })
+        // What a stopped job reports: the rows before the checkpoint and those read after it, each once.
+        let summary = resumed.summarySoFar
+        #expect(!summary.isFinal)
+        #expect(summary.validRows == checkpoint.validRows + handedOut.count, "\(summary.validRows)")
+        #expect(summary.rejects.map(\.line) == [3] && summary.suppressed == 1)
+        #expect(summary.journaled.confirmed == 5, "lines 2, 5, 7, 8 and 9")
+        #expect(resumed.summarySoFar == summary, "merged once")
+        #expect(throws: InputError.self, "the job stays stopped") { _ = try resumed.nextChunk(maximumRows: 3) }
+    }
+
     @Test func estimatesCountTheRowsBeforeTheCheckpoint() throws {
         let input = try Input(count: 40)
         let journal = try self.journal(lineCounts: [50])
