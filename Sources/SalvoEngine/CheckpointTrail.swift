@@ -7,9 +7,10 @@ import NIOConcurrencyHelpers
 /// rows the journal now holds so.
 ///
 /// A segment is done when the journal holds as many settled rows in its lines as it expects: the rows handed out
-/// and the rows earlier runs settled (a row is marked only after it was taken, and a settled row stays settled, so
-/// the count only grows). Rows a run leaves written (uncertain, reported) are not expected, and the checkpoint says
-/// it passes them.
+/// and every row the journal held as settled when it was read, valid in this run or not (a row is marked only after
+/// it was taken, and a settled row stays settled, so the count only grows, and a row settled by an earlier run and
+/// suppressed in this one never stands in for a row not yet settled). Rows a run leaves written (uncertain,
+/// reported) are not expected, and the checkpoint says it passes them.
 ///
 /// Thread-safe (hence `@unchecked Sendable`): the source appends under its own lock, the journal's sync advances.
 final class CheckpointTrail: @unchecked Sendable {

@@ -155,7 +155,8 @@ extension TokenSource {
 
     /// Starts the replay if it has not started; once it is done, folds what it found into `state.pass` (once) and
     /// returns nil, or the error that stops the job: the rows before the checkpoint could not be read, or one of
-    /// them is valid and not done (the checkpoint is wrong).
+    /// them is valid and not done (the checkpoint is wrong; what they hold is folded in all the same, so that the
+    /// summary of the stopped job still counts every row read once).
     func replayFailure(_ state: inout State) -> InputError? {
         guard let outcome = self.startReplay(&state).outcomeIfDone else { return nil }
         let found: PrefixReplay.Found
@@ -165,6 +166,7 @@ extension TokenSource {
         case .success(let value):
             found = value
         }
+        self.merge(found, into: &state)
         if let (file, line) = found.unsettled {
             state.checkpointRefuted = true
             return InputError(
@@ -175,7 +177,12 @@ extension TokenSource {
                     + "discarded; run the same command again to read the input from its top"
             )
         }
-        guard !state.resumed!.merged else { return nil }
+        return nil
+    }
+
+    /// Folds the rows before the checkpoint into `state.pass`, before the rows read after it (once).
+    private func merge(_ found: PrefixReplay.Found, into state: inout State) {
+        guard !state.resumed!.merged else { return }
         state.resumed!.merged = true
         let checkpoint = state.resumed!.checkpoint
         var merged = found.pass.running
@@ -194,7 +201,6 @@ extension TokenSource {
         var hashes = state.resumed!.replay!.takeHashes()
         hashes.append(contentsOf: state.pass.hashes)
         state.pass.hashes = hashes
-        return nil
     }
 }
 

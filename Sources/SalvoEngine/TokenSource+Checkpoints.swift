@@ -30,13 +30,14 @@ extension TokenSource {
             self.close(endLine: line, end: end)
         }
 
-        /// After the row: it was valid (`valid` 1), and left written unsent (`keptWritten` 1: an uncertain row the
-        /// run reports, which never settles).
-        mutating func didRead(valid: Int, keptWritten: Int) {
+        /// After the row: it was valid (`valid` 1); the journal must come to hold it as settled (`settles` 1: it was
+        /// handed out, or the journal held it as settled already, whether or not it is valid in this run); and it was
+        /// left written unsent (`keptWritten` 1: an uncertain row the run reports, which never settles).
+        mutating func didRead(valid: Int, settles: Int, keptWritten: Int) {
             self.rows += 1
             self.counts.rows += 1
             self.counts.validRows += valid
-            self.expected += valid - keptWritten
+            self.expected += settles
             if keptWritten > 0 { self.counts.passesUncertain = true }
         }
 

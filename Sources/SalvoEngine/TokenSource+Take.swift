@@ -163,7 +163,22 @@ extension TokenSource {
             fields: &fields
         )
         let keptWritten = state.resendWritten ? 0 : state.pass.running.journaled.uncertainRows.count - uncertain
-        state.tracking!.didRead(valid: state.pass.running.validRows - valid, keptWritten: keptWritten)
+        // Every settled byte of the segment's lines is counted against it: a row settled by an earlier run is
+        // expected whatever this run makes of it (suppressed now by a list that grew, say), so that it never stands
+        // in for a row handed out and not yet settled.
+        let settles: Int
+        if taken != nil {
+            settles = 1
+        } else if let journal = state.journal, journal.state(file: fileIndex, line: line).isSettled {
+            settles = 1
+        } else {
+            settles = 0
+        }
+        state.tracking!.didRead(
+            valid: state.pass.running.validRows - valid,
+            settles: settles,
+            keptWritten: keptWritten
+        )
         return taken
     }
 

@@ -393,8 +393,9 @@ public final class TokenSource: @unchecked Sendable {
     private func takeChunk(maximumRows: Int, state: inout State, fields: inout RowFields) -> ChunkStep {
         precondition(state.summary != nil || state.streaming, "validate() or open() first")
         let payloads = self.payloads
-        if state.streaming && state.resumed?.merged == false {
-            // The rows before the checkpoint: read from the first chunk on; a failure stops the job.
+        if state.streaming && (state.resumed?.merged == false || state.checkpointRefuted) {
+            // The rows before the checkpoint: read from the first chunk on; a failure stops the job (a refuted
+            // checkpoint for good, though its rows are merged).
             if let failure = self.replayFailure(&state) { return .failure(failure) }
         }
         var rows: [TokenRow] = []

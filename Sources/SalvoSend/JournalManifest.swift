@@ -45,7 +45,10 @@ public struct JournalManifest: Codable, Hashable, Sendable {
         case refuse(String)
     }
 
-    public static let currentVersion = 1
+    /// The journal's layout, which a run resumes only from its own: the state file is keyed by the rows' line
+    /// numbers, so a build that numbers lines otherwise would give each row a neighbour's state. 2: a bare CR ends
+    /// a line (before, only LF and CRLF did).
+    public static let currentVersion = 2
 
     public var version = Self.currentVersion
     public var inputs: [Input]
@@ -87,7 +90,11 @@ public struct JournalManifest: Codable, Hashable, Sendable {
     ) -> Decision {
         guard let stored else { return .start }
         guard stored.version == Self.currentVersion else {
-            return .refuse("--journal \(directory) was written by another version of the journal (\(stored.version))")
+            return .refuse(
+                "--journal \(directory) holds a job begun by another build of salvo (journal version "
+                    + "\(stored.version), this build's is \(Self.currentVersion)), which numbers the input's lines "
+                    + "otherwise: finish the job with the build that started it, or start it afresh in another folder"
+            )
         }
         let storedPaths = stored.inputs.map(\.path)
         let paths = inputs.map(\.path)

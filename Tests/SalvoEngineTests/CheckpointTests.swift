@@ -52,11 +52,13 @@ import Testing
         _ journal: RowJournal,
         resendWritten: Bool = true,
         dedupe: Bool = false,
+        suppression: SuppressionList? = nil,
         at checkpoint: InputCheckpoint? = nil
     ) throws -> TokenSource {
         let source = TokenSource(
             files: files,
             options: TokenSource.Options(dedupe: dedupe),
+            suppression: suppression,
             firstChunkRows: 2,
             checkpointRows: 4
         )
@@ -82,6 +84,34 @@ import Testing
         journal.mark(file: 0, line: 9, .presumed)
         let end = try #require(source.settledCheckpoint())
         #expect(end == InputCheckpoint(file: 1, offset: 0, line: 0, rows: 20, validRows: 18, passesUncertain: false))
+    }
+
+    @Test func aRowSettledBeforeAndSuppressedNowDoesNotStandInForAnUnsettledOne() throws {
+        let input = try Input(count: 12)
+        let journal = try self.journal(lineCounts: [20])
+        // An earlier run settled rows 1-3 (lines 2-4) and stopped; the suppression list has since grown by row 2's
+        // token (its InvalidToken refusal, say).
+        for line in 2...4 { journal.mark(file: 0, line: line, .confirmed) }
+        var suppression = SuppressionList()
+        suppression.add(SuppressionList.Entry(token: token(2), timestamp: 1_700_000_000, reason: "InvalidToken"))
+        let source = try self.opened([input.path], journal, suppression: suppression)
+        let rows = try drain(source, chunk: 5)
+        #expect(rows.map(\.line) == Array(5...13), "the settled rows are not sent again, the suppressed one never")
+        // Lines 2-5 hold three settled rows: rows 1 and 3, and row 2, settled and suppressed. Row 4 is not settled.
+        #expect(source.settledCheckpoint() == .start, "row 4, handed out and unsettled, must hold the checkpoint")
+        journal.mark(file: 0, line: 5, .confirmed)
+        let first = try #require(source.settledCheckpoint())
+        #expect(first.line == 6 && first.offset == input.lineOffsets[6] && first.rows == 4 && first.validRows == 3)
+        for row in rows where row.line < 10 { journal.mark(file: 0, line: row.line, .confirmed) }
+        let checkpoint = try #require(source.settledCheckpoint())
+        #expect(checkpoint.line == 10 && checkpoint.rows == 8 && checkpoint.validRows == 7)
+
+        // A run resumed there finds every row before it settled, and counts the suppressed row once.
+        let resumed = try self.opened([input.path], journal, suppression: suppression, at: checkpoint)
+        #expect(try drain(resumed).map(\.line) == Array(10...13))
+        #expect(!resumed.checkpointRefuted)
+        let summary = try #require(resumed.summary)
+        #expect(summary.validRows == 11 && summary.suppressed == 1 && summary.journaled.confirmed == 7)
     }
 
     @Test func aSourceResumedAtACheckpointSendsWhatAReadFromTheTopSends() throws {
@@ -174,6 +204,35 @@ import Testing
         let resumed = try self.opened([input.path], journal, at: checkpoint)
         #expect(throws: InputError.self) { _ = try drain(resumed) }
         #expect(resumed.checkpointRefuted)
+    }
+
+    @Test func aRefutedCheckpointsSummarySoFarCountsTheRowsBeforeItToo() throws {
+        // Row 2 (line 3) is bad, row 5's token (line 6) suppressed.
+        let input = try Input(count: 16, bad: [2])
+        var suppression = SuppressionList()
+        suppression.add(SuppressionList.Entry(token: token(5), timestamp: 1_700_000_000, reason: "Unregistered"))
+        let journal = try self.journal(lineCounts: [20])
+        let first = try self.opened([input.path], journal, suppression: suppression)
+        for row in try drain(first) where row.line < 10 { journal.mark(file: 0, line: row.line, .confirmed) }
+        let checkpoint = try #require(first.settledCheckpoint())
+        #expect(checkpoint.line == 10 && checkpoint.rows == 8 && checkpoint.validRows == 6)
+        journal.mark(file: 0, line: 4, .none)
+
+        let resumed = try self.opened([input.path], journal, suppression: suppression, at: checkpoint)
+        var handedOut: [TokenRow] = []
+        #expect(throws: InputError.self) {
+            while let rows = try resumed.nextChunk(maximumRows: 3) { handedOut += rows }
+        }
+        #expect(resumed.checkpointRefuted)
+        #expect(handedOut.allSatisfy { $0.line >= 10 })
+        // What a stopped job reports: the rows before the checkpoint and those read after it, each once.
+        let summary = resumed.summarySoFar
+        #expect(!summary.isFinal)
+        #expect(summary.validRows == checkpoint.validRows + handedOut.count, "\(summary.validRows)")
+        #expect(summary.rejects.map(\.line) == [3] && summary.suppressed == 1)
+        #expect(summary.journaled.confirmed == 5, "lines 2, 5, 7, 8 and 9")
+        #expect(resumed.summarySoFar == summary, "merged once")
+        #expect(throws: InputError.self, "the job stays stopped") { _ = try resumed.nextChunk(maximumRows: 3) }
     }
 
     @Test func estimatesCountTheRowsBeforeTheCheckpoint() throws {

@@ -130,4 +130,74 @@ import Glibc
         #expect(twice <= report.resumed?.inheritedUncertain ?? 0)
         try await simulator.shutdown()
     }
+
+    /// A job resumed with a suppression list that grew since its first run (`--suppress s.csv --unregistered s.csv`
+    /// adds the tokens a run is refused): a row the first run settled and this run suppresses is no stand-in for a
+    /// row of the same segment this run sends, so no checkpoint on the disk passes that row before it settles.
+    @Test func aSuppressionListThatGrewDoesNotLetTheCheckpointPassAnUnsettledRow() async throws {
+        guard let salvo = InterruptionTests.executable else {
+            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
+            return
+        }
+        let paths = CertificateFactory.sharedFolder
+        var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
+        // Rows stay written (unsettled) for a while after they are sent: several syncs see them so.
+        configuration.plan.latencyMilliseconds = 150
+        let simulator = try await Simulator.start(configuration)
+        var generator = TokenGenerator(seed: 78)
+        let tokens = (0..<3000).map { _ in generator.next() }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-cps-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        // Row i is on line i + 2.
+        let text = "token\n" + tokens.map { $0.hexString + "\n" }.joined()
+        try Data(text.utf8).write(to: folder.appendingPathComponent("tokens.csv"))
+        try Data(#"{"aps":{"alert":"hi"}}"#.utf8).write(to: folder.appendingPathComponent("payload.json"))
+        let suppress = folder.appendingPathComponent("suppress.csv")
+        try Data((SuppressionList.csvHeader + "\n").utf8).write(to: suppress)
+        let arguments = [
+            "send", "tokens.csv", "--payload", "payload.json", "--cert", paths.client, "--key", paths.clientKey,
+            "--ca", paths.ca, "--connections", "1", "--gateway", "127.0.0.1:\(simulator.gatewayPort)",
+            "--settle-milliseconds", "300", "--suppress", "suppress.csv", "--journal", "journal",
+        ]
+        let journal = folder.appendingPathComponent("journal").path
+
+        let first = try JournalResumeTests.start(salvo, arguments, in: folder)
+        #expect(try await JournalResumeTests.wait(first.process, seconds: 60) == 0, "\(first.output())")
+        // As if the first run had stopped with row 5 never sent (the rest settled), and row 2's token had since
+        // joined the suppression list.
+        var manifest = try #require(try JobJournal.loadManifest(journal))
+        manifest.finish = nil
+        try JSONEncoder().encode(manifest).write(to: URL(fileURLWithPath: JobJournal.manifestPath(journal)))
+        unlink(JobJournal.checkpointPath(journal))
+        let statePath = URL(fileURLWithPath: JobJournal.statePath(journal))
+        var states = try Data(contentsOf: statePath)
+        #expect((2..<3002).allSatisfy { states[$0] >= RowState.confirmed.rawValue }, "every row settled")
+        states[5 + 2] = RowState.none.rawValue
+        try states.write(to: statePath)
+        let entry = SuppressionList.Entry(token: tokens[2], timestamp: 1_700_000_000, reason: "InvalidToken")
+        let handle = try FileHandle(forWritingTo: suppress)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data((entry.csvLine + "\n").utf8))
+        try handle.close()
+
+        // The same command again, its checkpoint watched as it runs: whatever it passes is settled on the disk.
+        let second = try JournalResumeTests.start(salvo, arguments, in: folder)
+        var seen: Set<InputCheckpoint> = []
+        while second.process.isRunning {
+            if let point = JobJournal.loadCheckpoint(journal, manifest: manifest), seen.insert(point).inserted {
+                let now = try Data(contentsOf: statePath)
+                let passed = point.file > 0 ? tokens.count : max(0, point.line - 2)
+                let unsettled = (0..<passed).filter { now[$0 + 2] < RowState.confirmed.rawValue }
+                #expect(unsettled.isEmpty, "\(point) passes the unsettled rows \(unsettled)")
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(second.process.terminationStatus == 0, "\(second.output())")
+        #expect(!seen.isEmpty, "the run syncs its checkpoint")
+        let last = try #require(JobJournal.loadCheckpoint(journal, manifest: manifest))
+        #expect(last.file == 1 && last.rows == tokens.count && last.validRows == tokens.count - 1)
+        #expect(simulator.ledger.record(for: tokens[5].bytes)?.count == 2, "row 5 sent again")
+        #expect(simulator.ledger.record(for: tokens[2].bytes)?.count == 1, "the suppressed row not sent again")
+        try await simulator.shutdown()
+    }
 }

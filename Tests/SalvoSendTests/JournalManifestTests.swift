@@ -1,8 +1,11 @@
+import APNSWire
+import Foundation
 import SalvoEngine
+import SalvoIO
 import SalvoSend
 import Testing
 
-/// The journal's judgement about a new run, without files.
+/// The journal's judgement about a new run, without files; and a journal of another version refused by `prepare`.
 @Suite struct JournalManifestTests {
     static let inputs = [
         JournalManifest.Input(path: "a.csv", bytes: 100, sha256: String(repeating: "a", count: 64)),
@@ -140,11 +143,59 @@ import Testing
     }
 
     @Test func aJournalOfAnotherVersionIsRefused() {
-        var stored = self.stored
-        stored.version = 99
-        guard case .refuse = self.decide(stored) else {
-            Issue.record("another version must be refused")
-            return
+        // 1: begun by a build that read a bare CR as no line end, so its rows' line numbers are not this build's.
+        for version in [1, 99] {
+            var stored = self.stored
+            stored.version = version
+            guard case .refuse(let message) = self.decide(stored) else {
+                Issue.record("version \(version) must be refused")
+                continue
+            }
+            #expect(message.contains("--journal j holds a job begun by another build"), "\(message)")
+            #expect(message.contains("journal version \(version), this build's is 2"), "\(message)")
+            #expect(message.contains("finish the job with the build that started it"), "\(message)")
+            #expect(message.contains("start it afresh in another folder"), "\(message)")
+            stored.finish = JournalManifest.Finish(exitStatus: 0, report: JobReport())
+            guard case .refuse = self.decide(stored) else {
+                Issue.record("a finished job of version \(version) must be refused too")
+                continue
+            }
         }
+    }
+
+    @Test func aJournalBegunByAnEarlierBuildIsRefusedBeforeSendingAndLeftAsItWas() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-jmv-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let input = folder.appendingPathComponent("tokens.csv").path
+        try Data(("token\n" + (1...3).map { String(repeating: "0\($0)", count: 32) + "\n" }.joined()).utf8)
+            .write(to: URL(fileURLWithPath: input))
+        let directory = folder.appendingPathComponent("journal").path
+        var manifest = JournalManifest(inputs: try JobJournal.fingerprint([input]), settings: [:], lineCounts: [6])
+        manifest.version = 1
+        let earlier = try JobJournal.start(directory, manifest: manifest)
+        earlier.rows!.mark(file: 0, line: 2, .confirmed)
+        earlier.rows!.sync()
+        let files = [JobJournal.manifestPath(directory), JobJournal.statePath(directory)]
+        let before = try files.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }
+
+        let request = SendRequest(
+            files: [input],
+            interface: .binary(
+                BinaryJobConfiguration(
+                    host: "127.0.0.1",
+                    port: 9,
+                    credentials: GatewayCredentials(identity: nil),
+                    template: try FrameTemplate(command: .framed, payload: try Payload(json: #"{"aps":{}}"#))
+                )
+            ),
+            journal: SendJournal(directory: directory)
+        )
+        let error = #expect(throws: JobError.self) { try BulkSend.prepare(request) }
+        #expect(error?.code == .input)
+        #expect(
+            error?.message.contains("holds a job begun by another build of salvo") == true,
+            "\(String(describing: error))"
+        )
+        #expect(try files.map { try Data(contentsOf: URL(fileURLWithPath: $0)) } == before, "the journal is untouched")
     }
 }
