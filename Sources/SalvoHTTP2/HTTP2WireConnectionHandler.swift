@@ -286,10 +286,13 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     /// Writes what was gathered since the last flush, in one write.
     private func flush() {
         guard let context = self.context, self.outbound.readableBytes > 0 else { return }
-        context.writeAndFlush(self.wrapOutboundOut(self.outbound), promise: nil)
-        // The layers below have taken the bytes (TLS has sealed them, or the socket has them queued): a buffer
-        // still referenced there is left to them, and the next write starts a new one.
+        // Emptied before the write, not after: writing may come back into this handler (the socket takes the bytes
+        // at once, the channel turns writable again, and `channelWritabilityChanged` writes and flushes the next
+        // requests), and those must follow these, never carry them a second time. A buffer still referenced below
+        // (TLS, the socket's queue) is left to them, and the next requests start a new one.
+        let bytes = self.outbound
         self.outbound.clear()
+        context.writeAndFlush(self.wrapOutboundOut(bytes), promise: nil)
     }
 
     /// Carries out the machine's actions, in the order `Actions` documents.

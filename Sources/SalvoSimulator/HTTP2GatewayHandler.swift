@@ -237,7 +237,14 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
                 if endStream { self.complete(streamID, context: context) }
                 return
             }
-            guard streamID > self.lastStreamID else { return }  // a stream already answered or refused
+            // A new stream's id is above every one opened before (RFC 9113 §5.1.1): a stream answered, refused or
+            // reset is closed, and a client that sends a request on it again (the same bytes twice, say) is broken.
+            guard streamID > self.lastStreamID else {
+                throw HTTP2ConnectionError(
+                    .protocolError,
+                    "HEADERS on stream \(streamID), not above the last stream opened (\(self.lastStreamID))"
+                )
+            }
             guard streamID & 1 == 1 else { throw HTTP2ConnectionError(.protocolError, "even stream id \(streamID)") }
             self.lastStreamID = streamID
             if let last = self.goAwayStreamID, streamID > last { return }

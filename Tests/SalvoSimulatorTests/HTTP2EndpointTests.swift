@@ -223,6 +223,7 @@ import Testing
         ("PUSH_PROMISE from a client", 1),
         ("CONTINUATION without HEADERS", 1),
         ("DATA on a stream never opened", 1),
+        ("a request on a stream already closed", 1),
     ])
     func protocolViolationsEndTheConnectionWithGoAway(violation: String, code: UInt32) async throws {
         try await Harness.run(http2: Self.endpoint) { harness in
@@ -238,6 +239,10 @@ import Testing
                 conversation.frame(type: 5, flags: 0x4, stream: 1, payload: [0, 0, 0, 2])
             case "CONTINUATION without HEADERS":
                 conversation.frame(type: 9, flags: 0x4, stream: 1, payload: [0x82])
+            case "a request on a stream already closed":
+                conversation.request(stream: 3, token: TestTokens.token(22))
+                conversation.body(stream: 3)
+                conversation.request(stream: 3, token: TestTokens.token(22))
             default:
                 conversation.body(stream: 7)
             }
