@@ -56,9 +56,9 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     private var outbound: ByteBuffer
     private var decoder: HPACKDecoder
     private var encoder: HPACKEncoder
-    /// The header block after `:path` for `blockAuthorization`, all dynamic-table indices (the encoder's table
-    /// holds its entries); nil until the first request, after the table size changed, and when the table is too
-    /// small to hold the headers.
+    /// The header block after `:path` for `blockAuthorization`, indexed fields only (the encoder's table holds
+    /// their entries, and sending the block changes no table); nil until the first request, after the table size
+    /// changed, when the table is too small to hold the headers, and while encoding them again would still insert.
     private var steadyBlock: ByteBuffer?
     private var blockAuthorization: String?
 
@@ -439,8 +439,15 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     /// A request's whole header block through the encoder (the first request, after the token or the table size
     /// changed, or always when the table cannot hold the shared headers): the encoder puts a table size update
     /// first, as RFC 7541 §4.2 requires, the shared headers enter its dynamic table, and `:path` stays out of it.
-    /// Encoding the shared headers once more then gives a block of indices alone, which later requests copy after
-    /// their `:path` (a block of indices changes no table, so it stays valid while no other block is sent).
+    ///
+    /// Encoding the shared headers once more then gives the block later requests copy after their `:path`, which is
+    /// valid only if it changes no table: indexed fields alone. It is not always so: a new `authorization` entering
+    /// a small table evicts the oldest entries, among them shared headers this very block named by index, and a
+    /// second encode would insert those again (a literal with incremental indexing). Sent with every request, such
+    /// a block would make the server insert a duplicate each time that the encoder never knew of, and the indices
+    /// of later blocks would name the wrong headers. So the second encode runs on a copy of the encoder, and the
+    /// block is kept only when it is one indexed field per shared header; otherwise the encoder is left as the
+    /// server's table is, and the next request is encoded in full again, until a block of indices verifies.
     private func writeEncodedBlock(token: DeviceToken, authorization: String?) {
         let shared = self.sharedHeaders(authorization: authorization)
         var headers = HPACKHeaders()
@@ -456,17 +463,46 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
             self.steadyBlock = nil
             self.blockAuthorization = nil
             // RFC 7541 §4.1: an entry takes its name, its value and 32 bytes. Counted for every shared header, also
-            // those the static table holds, so a block that passes surely fits.
+            // those the static table holds: a table that cannot hold them all is not tried.
             let size = shared.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
             guard size <= self.encoder.allowedDynamicTableSize else { return }
+            // A copy: the encoder is a value, and a block that fails the check must leave no trace in its table.
+            var trial = self.encoder
             var steady = ByteBuffer()
-            try self.encoder.encode(headers: shared, to: &steady)
+            try trial.encode(headers: shared, to: &steady)
+            guard Self.isIndexedFieldsOnly(steady, count: shared.count) else { return }
             self.steadyBlock = steady
             self.blockAuthorization = authorization
         } catch {
             // The encoder fails only when used wrongly (begun twice); nothing more to send then.
             self.job.noteConnectionError("HPACK encoding failed: \(error)")
         }
+    }
+
+    /// Whether `block` is exactly `count` indexed header fields (RFC 7541 §6.1: the high bit set, the index in a
+    /// 7-bit prefix and continuation bytes), so that decoding it changes no table.
+    static func isIndexedFieldsOnly(_ block: ByteBuffer, count: Int) -> Bool {
+        var fields = 0
+        var index = block.readerIndex
+        let end = block.writerIndex
+        while index < end {
+            // Index 0 is not a field (§6.1).
+            guard let first = block.getInteger(at: index, as: UInt8.self), first & 0x80 != 0, first != 0x80 else {
+                return false
+            }
+            index += 1
+            if first & 0x7F == 0x7F {
+                // The index continues: 7 bits a byte while the high bit is set, up to a last byte without it.
+                var ended = false
+                while !ended, index < end, let next = block.getInteger(at: index, as: UInt8.self) {
+                    index += 1
+                    ended = next & 0x80 == 0
+                }
+                guard ended else { return false }
+            }
+            fields += 1
+        }
+        return index == end && fields == count
     }
 
     private func sharedHeaders(authorization: String?) -> HPACKHeaders {

@@ -1,4 +1,5 @@
 import APNSWire
+import Crypto
 import NIOCore
 import NIOEmbedded
 import NIOHPACK
@@ -66,7 +67,8 @@ import Testing
     /// A wire handler on an embedded channel for a job of `file`'s rows with `payload`, connected.
     static func connect(
         file: TokenFile,
-        payload: Payload
+        payload: Payload,
+        token: ProviderToken? = nil
     ) async throws -> (EmbeddedChannel, HTTP2JobContext, EventLoopPromise<Void>) {
         let channel = EmbeddedChannel()
         let finished = channel.eventLoop.makePromise(of: Void.self)
@@ -77,7 +79,7 @@ import Testing
                 headers: try APNSRequestHeaders(pushType: .alert, priority: .immediate, topic: testTopic),
                 payload: payload
             ),
-            token: nil,
+            token: token,
             connectionConfiguration: HTTP2ConnectionStateMachine.Configuration(
                 maximumStreams: Int.max,
                 requestTimeout: .seconds(60),
@@ -217,6 +219,66 @@ import Testing
             #expect(request.headers.first(name: "apns-topic") == testTopic)
             #expect(request.blockBytes > 2 + 74 + testTopic.utf8.count)
         }
+    }
+
+    /// A new provider token in a small table (600 bytes): its entry evicts shared headers the block that carries it
+    /// named by index, so the block after it must go through the encoder too; every block the server decodes has the
+    /// right headers.
+    @Test func aNewTokenInASmallTableKeepsTheServersTableInStep() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 120, seed: 25, in: folder)
+        let clock = ManualClock(1_700_000_000)
+        let signer = try JWTSigner(privateKey: P256.Signing.PrivateKey(), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        let token = try ProviderToken(signer: signer, clock: clock.function)
+        let (channel, job, finished) = try await Self.connect(file: file, payload: testPayload, token: token)
+        defer { Self.end(channel, job, finished) }
+        var server = Server()
+        _ = try server.frames(from: channel)
+        try Self.send(channel) {
+            HTTP2FrameWriter.settings([(.headerTableSize, 600), (.maxConcurrentStreams, 6)], into: &$0)
+        }
+        var next = 0
+        var authorizations: Set<String> = []
+        for round in 0..<12 {
+            let requests = try server.requests(server.frames(from: channel))
+            try #require(!requests.isEmpty, "round \(round)")
+            let authorization = token.current().authorization
+            for request in requests {
+                let headers = request.headers
+                #expect(headers.first(name: ":path") == "/3/device/" + file.tokens[next].hexString)
+                #expect(headers.first(name: ":method") == "POST" && headers.first(name: ":scheme") == "https")
+                #expect(headers.first(name: ":authority") == "localhost", "round \(round): \(headers)")
+                #expect(headers.first(name: "authorization") == authorization, "round \(round)")
+                #expect(headers.first(name: "apns-topic") == testTopic, "round \(round): \(headers)")
+                #expect(
+                    headers.first(name: "apns-push-type") == "alert" && headers.first(name: "apns-priority") == "10"
+                )
+                #expect(headers.count == 9, "round \(round): \(headers)")
+                next += 1
+            }
+            authorizations.insert(authorization)
+            // Every other round the token reaches its refresh age: the next batch carries a new one.
+            if round % 2 == 1 { clock.advance(by: 46 * 60) }
+            try Self.send(channel) { buffer in
+                for request in requests { Self.answer200(request.streamID, into: &buffer) }
+            }
+        }
+        #expect(server.decoder.allowedDynamicTableLength == 600)
+        #expect(authorizations.count == 6)
+        #expect(next == 1 + 11 * 6)
+    }
+
+    @Test func onlyABlockOfIndexedFieldsIsSteady() {
+        // 2 (static :method POST), 62 (the newest dynamic entry), then 130 = 127 + 3 in a continuation byte.
+        #expect(HTTP2WireConnectionHandler.isIndexedFieldsOnly(ByteBuffer(bytes: [0x82, 0xBE, 0xFF, 0x03]), count: 3))
+        #expect(!HTTP2WireConnectionHandler.isIndexedFieldsOnly(ByteBuffer(bytes: [0x82, 0xBE]), count: 3))
+        // A literal with incremental indexing (01xxxxxx) inserts into the table.
+        #expect(!HTTP2WireConnectionHandler.isIndexedFieldsOnly(ByteBuffer(bytes: [0x82, 0x41, 0x01, 0x61]), count: 2))
+        // A table size update (001xxxxx), index 0, and an index cut short.
+        #expect(!HTTP2WireConnectionHandler.isIndexedFieldsOnly(ByteBuffer(bytes: [0x3F, 0x81]), count: 2))
+        #expect(!HTTP2WireConnectionHandler.isIndexedFieldsOnly(ByteBuffer(bytes: [0x80]), count: 1))
+        #expect(!HTTP2WireConnectionHandler.isIndexedFieldsOnly(ByteBuffer(bytes: [0xFF, 0x83]), count: 1))
     }
 
     @Test func goAwaySendsTheStreamsAboveItsLastAgainAndItsReasonStopsTheJob() async throws {
