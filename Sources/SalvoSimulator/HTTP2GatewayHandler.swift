@@ -9,7 +9,7 @@ import NIOTLS
 /// records accepted notifications in the shared `DeliveryLedger` (command byte 3 marks HTTP/2), echoes or makes
 /// the `apns-id`, and injects the configured faults (the plan's invalid tokens, its tokens of another app
 /// (DeviceTokenNotForTopic), 410 for uninstalled tokens, seeded
-/// 429/500/503, GOAWAY after N streams, a shrinking stream limit, slow answers).
+/// 429/500/503, GOAWAY after N streams, a stream limit that shrinks and may come back, slow answers).
 ///
 /// It speaks HTTP/2 itself on the bytes TLS (or, on the cleartext port, TCP) delivers: `HTTP2FrameReader` frames,
 /// NIOHPACK decodes header blocks, `HTTP2FrameWriter` writes answers. What it enforces of RFC 9113: the preface
@@ -251,6 +251,7 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
             // Until the client acknowledges a new limit it may still use the old one (§6.5.3).
             if self.openStreams >= max(self.streamLimit, self.pendingLimits.max() ?? self.streamLimit) {
                 HTTP2FrameWriter.resetStream(streamID, code: .refusedStream, into: &self.output)
+                self.shared.ledger.recordRefusedStream()
                 return
             }
             self.openStreams += 1
@@ -500,6 +501,10 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         if let after = faults.shrinkAfterStreams, self.requests == after {
             self.fullLimit = faults.shrinkTo
             self.announce(faults.shrinkTo)
+        }
+        if let after = faults.restoreAfterStreams, self.requests == after {
+            self.fullLimit = self.shared.maximumConcurrentStreams
+            self.announce(self.fullLimit)
         }
         if let after = faults.goAwayAfterStreams, self.requests == after, self.goAwayStreamID == nil {
             // Every stream up to the highest answered one is (or will be) answered; later ones are dropped
