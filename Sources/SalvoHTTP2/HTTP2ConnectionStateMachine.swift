@@ -130,6 +130,9 @@ struct HTTP2ConnectionStateMachine {
     /// Streams in flight.
     var openStreams: Int { self.streams.count }
 
+    /// Whether the stream is in flight (written, its answer not yet settled).
+    func isInFlight(streamID: Int32) -> Bool { self.streams[streamID] != nil }
+
     /// The flight window 429 answers left (streams), nil when there is none.
     var flightWindow: Int? { self.window.map { Int($0) } }
 

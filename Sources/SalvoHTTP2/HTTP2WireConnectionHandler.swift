@@ -248,6 +248,15 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
                 guard self.sendWindow <= Int(Int32.max) else {
                     throw HTTP2ConnectionError(.flowControlError, "the connection window over 2^31 - 1")
                 }
+            } else if increment == 0 {
+                // A stream error (RFC 9113 §6.9): that stream is reset, its answer will not come (the row may or
+                // may not have been delivered), and the connection goes on. A stream already ended is left be.
+                guard self.machine.isInFlight(streamID: Int32(streamID)) else { return }
+                HTTP2FrameWriter.resetStream(streamID, code: .protocolError, into: &self.outbound)
+                self.perform(
+                    self.machine.streamClosed(streamID: Int32(streamID), code: .protocolError, now: now)
+                )
+                return
             }
             self.machine.frameReceived(now: now)
         case .goAway(let lastStreamID, _):

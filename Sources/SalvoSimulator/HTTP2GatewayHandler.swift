@@ -300,6 +300,11 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         case .windowUpdate(let streamID, let increment):
             if streamID == 0 {
                 self.sendWindow += increment
+            } else if increment == 0 {
+                // A stream error (RFC 9113 §6.9): the stream ends unanswered, the connection goes on.
+                if self.dropStream(streamID) {
+                    HTTP2FrameWriter.resetStream(streamID, code: .protocolError, into: &self.output)
+                }
             } else {
                 for index in self.blocked.indices where self.blocked[index].streamID == streamID {
                     self.blocked[index].window += increment
@@ -307,14 +312,24 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
             }
             self.sendBlockedBodies()
         case .resetStream(let streamID, _):
-            if self.streams.removeValue(forKey: streamID) != nil { self.openStreams -= 1 }
-            if let index = self.blocked.firstIndex(where: { $0.streamID == streamID }) {
-                self.blocked.remove(at: index)
-                self.openStreams -= 1
-            }
+            _ = self.dropStream(streamID)
         case .goAway:
             self.peerSentGoAway = true
         }
+    }
+
+    /// Forgets a stream still receiving or waiting for window to send its answer; whether it was one.
+    private func dropStream(_ streamID: UInt32) -> Bool {
+        if self.streams.removeValue(forKey: streamID) != nil {
+            self.openStreams -= 1
+            return true
+        }
+        if let index = self.blocked.firstIndex(where: { $0.streamID == streamID }) {
+            self.blocked.remove(at: index)
+            self.openStreams -= 1
+            return true
+        }
+        return false
     }
 
     private func fail(_ error: HTTP2ConnectionError, context: ChannelHandlerContext) {

@@ -281,6 +281,33 @@ import Testing
         #expect(!HTTP2WireConnectionHandler.isIndexedFieldsOnly(ByteBuffer(bytes: [0xFF, 0x83]), count: 1))
     }
 
+    /// RFC 9113 §6.9: a WINDOW_UPDATE of 0 on a stream is that stream's error, not the connection's.
+    @Test func aWindowUpdateOfZeroOnAStreamResetsThatStreamAlone() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 10, seed: 27, in: folder)
+        let (channel, job, finished) = try await Self.connect(file: file, payload: testPayload)
+        defer { Self.end(channel, job, finished) }
+        var server = Server()
+        _ = try server.frames(from: channel)
+        try Self.send(channel) { HTTP2FrameWriter.settings([(.maxConcurrentStreams, 3)], into: &$0) }
+        _ = try server.requests(server.frames(from: channel))
+        try Self.send(channel) { Self.answer200(1, into: &$0) }
+        #expect(try server.requests(server.frames(from: channel)).map(\.streamID) == [3, 5, 7])
+        try Self.send(channel) { HTTP2FrameWriter.windowUpdate(streamID: 5, increment: 0, into: &$0) }
+        let frames = try server.frames(from: channel)
+        let resets = frames.compactMap { frame -> UInt32? in
+            if case .resetStream(let id, let code) = frame, code == 1 { return id }
+            return nil
+        }
+        #expect(resets == [5], "RST_STREAM PROTOCOL_ERROR on stream 5: \(frames)")
+        #expect(!frames.contains { if case .goAway = $0 { true } else { false } })
+        // The row goes again on a new stream of the same connection (it may or may not have been delivered).
+        #expect(try server.requests(frames).map(\.streamID) == [9])
+        #expect(channel.isActive)
+        #expect(job.recorded.withLockedValue { $0.outcomes.report.resent } == 1)
+    }
+
     @Test func goAwaySendsTheStreamsAboveItsLastAgainAndItsReasonStopsTheJob() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
