@@ -413,8 +413,14 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
         }
         Self.writeContentLength(body.readableBytes, into: &self.outbound)
         let blockLength = self.outbound.writerIndex - blockStart
-        self.outbound.setInteger(UInt32(blockLength) << 8 | 1, at: headerIndex)
-        if endStream == 0 {
+        if blockLength <= Self.maximumFrameSize {
+            self.outbound.setInteger(UInt32(blockLength) << 8 | 1, at: headerIndex)
+        } else {
+            self.splitHeaderBlock(frameAt: headerIndex, streamID: streamID, endStream: endStream)
+        }
+        guard endStream == 0 else { return }
+        if body.readableBytes <= Self.maximumFrameSize {
+            // Every APNs payload (at most 5 KiB): one frame.
             HTTP2FrameWriter.frameHeader(
                 length: body.readableBytes,
                 type: 0,
@@ -423,6 +429,50 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
                 into: &self.outbound
             )
             self.outbound.writeImmutableBuffer(body)
+            return
+        }
+        var rest = body
+        while let chunk = rest.readSlice(length: min(Self.maximumFrameSize, rest.readableBytes)) {
+            let last: UInt8 = rest.readableBytes == 0 ? 0x1 : 0
+            HTTP2FrameWriter.frameHeader(
+                length: chunk.readableBytes,
+                type: 0,
+                flags: last,
+                streamID: streamID,
+                into: &self.outbound
+            )
+            self.outbound.writeImmutableBuffer(chunk)
+            if last != 0 { break }
+        }
+    }
+
+    /// The largest frame payload every peer takes: `SETTINGS_MAX_FRAME_SIZE` is never below 16,384 (RFC 9113
+    /// §4.2, §6.5.2), and a larger one announced is not needed, so it is not followed.
+    static let maximumFrameSize = 16_384
+
+    /// Cuts the header block of the HEADERS frame at `headerIndex` (the last thing written) into HEADERS and
+    /// CONTINUATION frames of at most `maximumFrameSize` bytes (§6.10). APNs' headers never come near it; a
+    /// block this long would otherwise be a frame the peer refuses.
+    private func splitHeaderBlock(frameAt headerIndex: Int, streamID: UInt32, endStream: UInt8) {
+        let blockStart = headerIndex + 9
+        // A slice of the output buffer's storage: the writes below copy the storage first, so it stays intact.
+        var block = self.outbound.getSlice(at: blockStart, length: self.outbound.writerIndex - blockStart)!
+        self.outbound.moveWriterIndex(to: headerIndex)
+        var type: UInt8 = 1
+        var flags = endStream
+        while let chunk = block.readSlice(length: min(Self.maximumFrameSize, block.readableBytes)) {
+            let last = block.readableBytes == 0
+            HTTP2FrameWriter.frameHeader(
+                length: chunk.readableBytes,
+                type: type,
+                flags: flags | (last ? 0x4 : 0),
+                streamID: streamID,
+                into: &self.outbound
+            )
+            self.outbound.writeImmutableBuffer(chunk)
+            if last { break }
+            type = 9
+            flags = 0
         }
     }
 

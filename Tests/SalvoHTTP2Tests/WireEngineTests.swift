@@ -68,7 +68,8 @@ import Testing
     static func connect(
         file: TokenFile,
         payload: Payload,
-        token: ProviderToken? = nil
+        token: ProviderToken? = nil,
+        topic: String = testTopic
     ) async throws -> (EmbeddedChannel, HTTP2JobContext, EventLoopPromise<Void>) {
         let channel = EmbeddedChannel()
         let finished = channel.eventLoop.makePromise(of: Void.self)
@@ -76,7 +77,7 @@ import Testing
             work: HTTP2WorkQueue(source: file.source, finished: finished),
             template: HTTP2RequestTemplate(
                 authority: "localhost",
-                headers: try APNSRequestHeaders(pushType: .alert, priority: .immediate, topic: testTopic),
+                headers: try APNSRequestHeaders(pushType: .alert, priority: .immediate, topic: topic),
                 payload: payload
             ),
             token: token,
@@ -279,6 +280,50 @@ import Testing
         #expect(!HTTP2WireConnectionHandler.isIndexedFieldsOnly(ByteBuffer(bytes: [0x3F, 0x81]), count: 2))
         #expect(!HTTP2WireConnectionHandler.isIndexedFieldsOnly(ByteBuffer(bytes: [0x80]), count: 1))
         #expect(!HTTP2WireConnectionHandler.isIndexedFieldsOnly(ByteBuffer(bytes: [0xFF, 0x83]), count: 1))
+    }
+
+    /// No frame over 16,384 bytes, the least `SETTINGS_MAX_FRAME_SIZE` a peer may have: a longer body goes in
+    /// several DATA frames, a longer header block in HEADERS and CONTINUATION (the server's reader refuses a
+    /// longer frame with a connection error).
+    @Test func aBodyOrAHeaderBlockOverTheFrameLimitIsCutIntoFrames() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 5, seed: 26, in: folder)
+        let filler = String(repeating: "x", count: 20_000)
+        let payload = try Payload(json: #"{"aps":{"alert":"hi"},"filler":"\#(filler)"}"#)
+        // Over 16 KiB however HPACK codes it.
+        let topic = String(repeating: "~", count: 17_000)
+        let (channel, job, finished) = try await Self.connect(file: file, payload: payload, topic: topic)
+        defer { Self.end(channel, job, finished) }
+        var server = Server(
+            decoder: HPACKDecoder(
+                allocator: ByteBufferAllocator(),
+                maxDynamicTableSize: 4096,
+                maxHeaderListSize: 1 << 20
+            )
+        )
+        _ = try server.frames(from: channel)
+        try Self.send(channel) { HTTP2FrameWriter.settings([(.maxConcurrentStreams, 4)], into: &$0) }
+        var frames = try server.frames(from: channel)
+        try Self.send(channel) { Self.answer200(1, into: &$0) }
+        frames += try server.frames(from: channel)
+        let requests = try server.requests(frames)
+        // The connection's 65,535-byte window holds three of these bodies.
+        #expect(requests.map(\.streamID) == [1, 3, 5])
+        for request in requests {
+            #expect(request.headers.first(name: "apns-topic") == topic)
+            #expect(request.headers.first(name: "content-length") == String(payload.byteCount))
+        }
+        #expect(requests.first.map { $0.blockBytes > 16_384 } == true)
+        var bodies: [UInt32: Int] = [:]
+        var ends: [UInt32] = []
+        for case .data(let id, _, let endStream, let length) in frames {
+            #expect(length <= 16_384)
+            bodies[id, default: 0] += length
+            if endStream { ends.append(id) }
+        }
+        #expect(bodies == [1: payload.byteCount, 3: payload.byteCount, 5: payload.byteCount])
+        #expect(ends == [1, 3, 5])
     }
 
     /// RFC 9113 §6.9: a WINDOW_UPDATE of 0 on a stream is that stream's error, not the connection's.
