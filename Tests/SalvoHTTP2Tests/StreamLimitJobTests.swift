@@ -28,10 +28,14 @@ import Testing
         plan.seed = seed
         plan.invalidTokens = invalidTokens.map(\.hexString)
         let setup = try await SimulatorEndpointTests.start(faults: faults, plan: plan)
+        var configuration = setup.job(engine: engine, authentication: try setup.token(), connections: connections)
+        // A debug build on loaded cores can take seconds to answer a thousand streams: no deadline may cut them, or
+        // rows in flight go again and the counts below mean nothing.
+        configuration.client.requestTimeout = .seconds(30)
         let result: HTTP2JobResult
         do {
             result = try await HTTP2Job.run(
-                configuration: setup.job(engine: engine, authentication: try setup.token(), connections: connections),
+                configuration: configuration,
                 source: file.source,
                 summary: file.summary
             )
@@ -60,7 +64,7 @@ import Testing
         #expect(run.result.stopped == nil)
         #expect(run.result.report.confirmed == count)
         #expect(run.refusedStreams == 0, "streams opened above the announced limit")
-        #expect(run.result.report.resent == 0)
+        #expect(run.result.report.resent == 0, "\(run.result.connectionErrors)")
         #expect(run.verdict.passed, "\(run.verdict.summary)")
         #expect(run.verdict.deliveredOnce == count)
     }
@@ -78,7 +82,7 @@ import Testing
         #expect(run.result.stopped == nil)
         #expect(run.result.report.confirmed == count)
         #expect(run.refusedStreams == 0)
-        #expect(run.result.report.resent == 0)
+        #expect(run.result.report.resent == 0, "\(run.result.connectionErrors)")
         #expect(run.verdict.passed, "\(run.verdict.summary)")
         #expect(run.verdict.deliveredOnce == count)
     }
@@ -104,7 +108,7 @@ import Testing
         #expect(run.result.report.rejected == ["BadDeviceToken": run.invalid.count])
         #expect(Set(run.result.rejectedRows.map(\.token)) == Set(run.invalid.map(\.hexString)))
         #expect(run.refusedStreams == 0)
-        #expect(run.result.report.resent == 0)
+        #expect(run.result.report.resent == 0, "\(run.result.connectionErrors)")
         #expect(run.verdict.passed, "\(run.verdict.summary)")
         #expect(run.verdict.deliveredOnce == count - run.invalid.count)
         #expect(run.verdict.invalidNeverDelivered == run.invalid.count)
