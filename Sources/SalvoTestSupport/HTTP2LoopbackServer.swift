@@ -67,6 +67,8 @@ public final class HTTP2LoopbackServer: Sendable {
 
     /// The port the server listens on.
     public var port: Int { self.listener.port }
+    /// The server's event loops.
+    public var eventLoopGroup: MultiThreadedEventLoopGroup { self.listener.group }
     private let listener: LoopbackListener
     private let counters: NIOLockedValueBox<(connections: Int, requests: Int, pings: Int, alpnH2: Int)>
 
