@@ -45,6 +45,8 @@ public struct HTTP2FrameReader {
         case settingsAcknowledged
         case ping(UInt64)
         case pingAcknowledged
+        /// An increment of 0 comes only on a stream: that stream's error (RFC 9113 §6.9), which the endpoint
+        /// answers with RST_STREAM PROTOCOL_ERROR; on the connection it is a connection error, thrown.
         case windowUpdate(streamID: UInt32, increment: Int)
         case resetStream(streamID: UInt32, code: UInt32)
         case goAway(lastStreamID: UInt32, code: UInt32)
@@ -201,7 +203,11 @@ public struct HTTP2FrameReader {
         case 8:  // WINDOW_UPDATE
             guard payload.readableBytes == 4 else { throw HTTP2ConnectionError(.frameSizeError, "WINDOW_UPDATE size") }
             let increment = Int(payload.readInteger(as: UInt32.self)! & 0x7FFF_FFFF)
-            guard increment > 0 else { throw HTTP2ConnectionError(.protocolError, "WINDOW_UPDATE of 0") }
+            // §6.9: an increment of 0 is a stream error on a stream (the caller resets it), a connection error
+            // on the connection's window.
+            guard increment > 0 || streamID != 0 else {
+                throw HTTP2ConnectionError(.protocolError, "WINDOW_UPDATE of 0")
+            }
             return .windowUpdate(streamID: streamID, increment: increment)
         default:  // unknown frame types are ignored (§5.5)
             return nil

@@ -35,6 +35,9 @@ public enum HTTP2Benchmark {
         public var processCPUSeconds = 0.0
         /// The process's peak resident memory during the run, in MiB (client and an in-process server together).
         public var peakResidentMiB = 0.0
+        /// Streams the server refused because they were opened above its announced limit (the simulator counts
+        /// them; 0 for the other servers).
+        public var refusedStreams = 0
 
         public init(connections: Int, notifications: Int, seconds: Double, allDelivered: Bool) {
             self.connections = connections

@@ -130,14 +130,17 @@ struct HTTP2ConnectionStateMachine {
     /// Streams in flight.
     var openStreams: Int { self.streams.count }
 
+    /// Whether the stream is in flight (written, its answer not yet settled).
+    func isInFlight(streamID: Int32) -> Bool { self.streams[streamID] != nil }
+
     /// The flight window 429 answers left (streams), nil when there is none.
     var flightWindow: Int? { self.window.map { Int($0) } }
 
-    /// Streams this connection may have in flight now: the server's limit, our cap, the flight window, and 1
-    /// until the credentials pass; 0 before SETTINGS or once draining.
+    /// Streams this connection may have in flight now: the server's limit, our cap, the flight window, and at most
+    /// 1 until the credentials pass (0 when the server allows none); 0 before SETTINGS or once draining.
     var streamLimit: Int {
         guard case .open(let remote) = self.state else { return 0 }
-        guard self.authenticated else { return 1 }
+        guard self.authenticated else { return min(1, remote) }
         return min(remote, self.configuration.maximumStreams, self.window.map { max(1, Int($0)) } ?? Int.max)
     }
 

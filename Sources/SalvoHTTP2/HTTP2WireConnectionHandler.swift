@@ -56,9 +56,9 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     private var outbound: ByteBuffer
     private var decoder: HPACKDecoder
     private var encoder: HPACKEncoder
-    /// The header block after `:path` for `blockAuthorization`, all dynamic-table indices (the encoder's table
-    /// holds its entries); nil until the first request, after the table size changed, and when the table is too
-    /// small to hold the headers.
+    /// The header block after `:path` for `blockAuthorization`, indexed fields only (the encoder's table holds
+    /// their entries, and sending the block changes no table); nil until the first request, after the table size
+    /// changed, when the table is too small to hold the headers, and while encoding them again would still insert.
     private var steadyBlock: ByteBuffer?
     private var blockAuthorization: String?
 
@@ -248,6 +248,15 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
                 guard self.sendWindow <= Int(Int32.max) else {
                     throw HTTP2ConnectionError(.flowControlError, "the connection window over 2^31 - 1")
                 }
+            } else if increment == 0 {
+                // A stream error (RFC 9113 §6.9): that stream is reset, its answer will not come (the row may or
+                // may not have been delivered), and the connection goes on. A stream already ended is left be.
+                guard self.machine.isInFlight(streamID: Int32(streamID)) else { return }
+                HTTP2FrameWriter.resetStream(streamID, code: .protocolError, into: &self.outbound)
+                self.perform(
+                    self.machine.streamClosed(streamID: Int32(streamID), code: .protocolError, now: now)
+                )
+                return
             }
             self.machine.frameReceived(now: now)
         case .goAway(let lastStreamID, _):
@@ -286,10 +295,13 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     /// Writes what was gathered since the last flush, in one write.
     private func flush() {
         guard let context = self.context, self.outbound.readableBytes > 0 else { return }
-        context.writeAndFlush(self.wrapOutboundOut(self.outbound), promise: nil)
-        // The layers below have taken the bytes (TLS has sealed them, or the socket has them queued): a buffer
-        // still referenced there is left to them, and the next write starts a new one.
+        // Emptied before the write, not after: writing may come back into this handler (the socket takes the bytes
+        // at once, the channel turns writable again, and `channelWritabilityChanged` writes and flushes the next
+        // requests), and those must follow these, never carry them a second time. A buffer still referenced below
+        // (TLS, the socket's queue) is left to them, and the next requests start a new one.
+        let bytes = self.outbound
         self.outbound.clear()
+        context.writeAndFlush(self.wrapOutboundOut(bytes), promise: nil)
     }
 
     /// Carries out the machine's actions, in the order `Actions` documents.
@@ -401,8 +413,14 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
         }
         Self.writeContentLength(body.readableBytes, into: &self.outbound)
         let blockLength = self.outbound.writerIndex - blockStart
-        self.outbound.setInteger(UInt32(blockLength) << 8 | 1, at: headerIndex)
-        if endStream == 0 {
+        if blockLength <= Self.maximumFrameSize {
+            self.outbound.setInteger(UInt32(blockLength) << 8 | 1, at: headerIndex)
+        } else {
+            self.splitHeaderBlock(frameAt: headerIndex, streamID: streamID, endStream: endStream)
+        }
+        guard endStream == 0 else { return }
+        if body.readableBytes <= Self.maximumFrameSize {
+            // Every APNs payload (at most 5 KiB): one frame.
             HTTP2FrameWriter.frameHeader(
                 length: body.readableBytes,
                 type: 0,
@@ -411,6 +429,50 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
                 into: &self.outbound
             )
             self.outbound.writeImmutableBuffer(body)
+            return
+        }
+        var rest = body
+        while let chunk = rest.readSlice(length: min(Self.maximumFrameSize, rest.readableBytes)) {
+            let last: UInt8 = rest.readableBytes == 0 ? 0x1 : 0
+            HTTP2FrameWriter.frameHeader(
+                length: chunk.readableBytes,
+                type: 0,
+                flags: last,
+                streamID: streamID,
+                into: &self.outbound
+            )
+            self.outbound.writeImmutableBuffer(chunk)
+            if last != 0 { break }
+        }
+    }
+
+    /// The largest frame payload every peer takes: `SETTINGS_MAX_FRAME_SIZE` is never below 16,384 (RFC 9113
+    /// §4.2, §6.5.2), and a larger one announced is not needed, so it is not followed.
+    static let maximumFrameSize = 16_384
+
+    /// Cuts the header block of the HEADERS frame at `headerIndex` (the last thing written) into HEADERS and
+    /// CONTINUATION frames of at most `maximumFrameSize` bytes (§6.10). APNs' headers never come near it; a
+    /// block this long would otherwise be a frame the peer refuses.
+    private func splitHeaderBlock(frameAt headerIndex: Int, streamID: UInt32, endStream: UInt8) {
+        let blockStart = headerIndex + 9
+        // A slice of the output buffer's storage: the writes below copy the storage first, so it stays intact.
+        var block = self.outbound.getSlice(at: blockStart, length: self.outbound.writerIndex - blockStart)!
+        self.outbound.moveWriterIndex(to: headerIndex)
+        var type: UInt8 = 1
+        var flags = endStream
+        while let chunk = block.readSlice(length: min(Self.maximumFrameSize, block.readableBytes)) {
+            let last = block.readableBytes == 0
+            HTTP2FrameWriter.frameHeader(
+                length: chunk.readableBytes,
+                type: type,
+                flags: flags | (last ? 0x4 : 0),
+                streamID: streamID,
+                into: &self.outbound
+            )
+            self.outbound.writeImmutableBuffer(chunk)
+            if last { break }
+            type = 9
+            flags = 0
         }
     }
 
@@ -436,8 +498,15 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     /// A request's whole header block through the encoder (the first request, after the token or the table size
     /// changed, or always when the table cannot hold the shared headers): the encoder puts a table size update
     /// first, as RFC 7541 §4.2 requires, the shared headers enter its dynamic table, and `:path` stays out of it.
-    /// Encoding the shared headers once more then gives a block of indices alone, which later requests copy after
-    /// their `:path` (a block of indices changes no table, so it stays valid while no other block is sent).
+    ///
+    /// Encoding the shared headers once more then gives the block later requests copy after their `:path`, which is
+    /// valid only if it changes no table: indexed fields alone. It is not always so: a new `authorization` entering
+    /// a small table evicts the oldest entries, among them shared headers this very block named by index, and a
+    /// second encode would insert those again (a literal with incremental indexing). Sent with every request, such
+    /// a block would make the server insert a duplicate each time that the encoder never knew of, and the indices
+    /// of later blocks would name the wrong headers. So the second encode runs on a copy of the encoder, and the
+    /// block is kept only when it is one indexed field per shared header; otherwise the encoder is left as the
+    /// server's table is, and the next request is encoded in full again, until a block of indices verifies.
     private func writeEncodedBlock(token: DeviceToken, authorization: String?) {
         let shared = self.sharedHeaders(authorization: authorization)
         var headers = HPACKHeaders()
@@ -453,17 +522,46 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
             self.steadyBlock = nil
             self.blockAuthorization = nil
             // RFC 7541 §4.1: an entry takes its name, its value and 32 bytes. Counted for every shared header, also
-            // those the static table holds, so a block that passes surely fits.
+            // those the static table holds: a table that cannot hold them all is not tried.
             let size = shared.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
             guard size <= self.encoder.allowedDynamicTableSize else { return }
+            // A copy: the encoder is a value, and a block that fails the check must leave no trace in its table.
+            var trial = self.encoder
             var steady = ByteBuffer()
-            try self.encoder.encode(headers: shared, to: &steady)
+            try trial.encode(headers: shared, to: &steady)
+            guard Self.isIndexedFieldsOnly(steady, count: shared.count) else { return }
             self.steadyBlock = steady
             self.blockAuthorization = authorization
         } catch {
             // The encoder fails only when used wrongly (begun twice); nothing more to send then.
             self.job.noteConnectionError("HPACK encoding failed: \(error)")
         }
+    }
+
+    /// Whether `block` is exactly `count` indexed header fields (RFC 7541 §6.1: the high bit set, the index in a
+    /// 7-bit prefix and continuation bytes), so that decoding it changes no table.
+    static func isIndexedFieldsOnly(_ block: ByteBuffer, count: Int) -> Bool {
+        var fields = 0
+        var index = block.readerIndex
+        let end = block.writerIndex
+        while index < end {
+            // Index 0 is not a field (§6.1).
+            guard let first = block.getInteger(at: index, as: UInt8.self), first & 0x80 != 0, first != 0x80 else {
+                return false
+            }
+            index += 1
+            if first & 0x7F == 0x7F {
+                // The index continues: 7 bits a byte while the high bit is set, up to a last byte without it.
+                var ended = false
+                while !ended, index < end, let next = block.getInteger(at: index, as: UInt8.self) {
+                    index += 1
+                    ended = next & 0x80 == 0
+                }
+                guard ended else { return false }
+            }
+            fields += 1
+        }
+        return index == end && fields == count
     }
 
     private func sharedHeaders(authorization: String?) -> HPACKHeaders {

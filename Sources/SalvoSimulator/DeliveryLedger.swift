@@ -114,6 +114,10 @@ public final class DeliveryLedger: @unchecked Sendable {
         self.lock.withLock { self.counters.resets += 1 }
     }
 
+    func recordRefusedStream() {
+        self.lock.withLock { self.counters.refusedStreams += 1 }
+    }
+
     func recordConnectionAccepted() {
         self.lock.withLock { self.counters.connectionsAccepted += 1 }
     }

@@ -9,7 +9,7 @@ extension FaultPlan {
     /// `error-delay-ms`, `offline-token` (hex, repeatable), `offline-fraction`, `online-after-s`,
     /// `uninstalled` (`topic:hex[:timestamp[:reregistered-at]]`, repeatable), `latency-ms`, `jitter-ms`; HTTP/2: `h2-429-rate`,
     /// `h2-retry-after-s`, `h2-500-rate`, `h2-503-rate`, `h2-goaway-after`, `h2-shrink-after`, `h2-shrink-to`,
-    /// `h2-answer-delay-ms`, `h2-token-start-one` (true|false), `h2-drop-to-one` (true|false); `lost-fraction` (a broken gateway that loses what it accepted, to test the checks).
+    /// `h2-restore-after`, `h2-answer-delay-ms`, `h2-token-start-one` (true|false), `h2-drop-to-one` (true|false); `lost-fraction` (a broken gateway that loses what it accepted, to test the checks).
     public static let optionNames: [String] = [
         "seed", "environment", "invalid-token", "invalid-fraction", "foreign-token", "foreign-fraction",
         "shutdown-every", "shutdown-probability",
@@ -17,7 +17,8 @@ extension FaultPlan {
         "max-open", "min-connect-interval-ms", "max-connects-per-second", "error-delay-ms", "offline-token",
         "offline-fraction", "online-after-s", "uninstalled", "latency-ms", "jitter-ms",
         "h2-429-rate", "h2-retry-after-s", "h2-500-rate", "h2-503-rate", "h2-goaway-after", "h2-shrink-after",
-        "h2-shrink-to", "h2-answer-delay-ms", "h2-token-start-one", "h2-drop-to-one", "lost-fraction",
+        "h2-shrink-to", "h2-restore-after", "h2-answer-delay-ms", "h2-token-start-one", "h2-drop-to-one",
+        "lost-fraction",
     ]
 
     /// Applies `name=value` options in order, on top of this plan.
@@ -107,6 +108,7 @@ extension FaultPlan {
         case "h2-goaway-after": self.http2Faults.goAwayAfterStreams = max(1, try Self.number(name, value))
         case "h2-shrink-after": self.http2Faults.shrinkAfterStreams = max(1, try Self.number(name, value))
         case "h2-shrink-to": self.http2Faults.shrinkTo = max(1, try Self.number(name, value))
+        case "h2-restore-after": self.http2Faults.restoreAfterStreams = max(1, try Self.number(name, value))
         case "h2-answer-delay-ms": self.http2Faults.responseDelayMilliseconds = try Self.number(name, value)
         case "h2-token-start-one": self.http2Faults.tokenConnectionsStartWithOneStream = try Self.flag(name, value)
         case "h2-drop-to-one": self.http2Faults.dropToOneAfterRejection = try Self.flag(name, value)

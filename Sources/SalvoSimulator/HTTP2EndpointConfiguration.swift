@@ -34,6 +34,9 @@ public struct HTTP2EndpointConfiguration: Sendable {
         /// After `shrinkAfterStreams` requests on a connection, announce `shrinkTo` as the stream limit.
         public var shrinkAfterStreams: Int?
         public var shrinkTo: Int = 1
+        /// After this many requests on a connection (counted from its start; after `shrinkAfterStreams`), announce
+        /// the endpoint's limit again: a limit lowered, then raised, mid-job.
+        public var restoreAfterStreams: Int?
         /// Every answer waits this long.
         public var responseDelayMilliseconds: Int = 0
         /// As APNs: a connection without a client certificate (so its requests carry provider tokens) is
@@ -47,7 +50,7 @@ public struct HTTP2EndpointConfiguration: Sendable {
 
         private enum CodingKeys: String, CodingKey {
             case tooManyRequestsRate, retryAfterSeconds, internalServerErrorRate, serviceUnavailableRate
-            case goAwayAfterStreams, shrinkAfterStreams, shrinkTo, responseDelayMilliseconds
+            case goAwayAfterStreams, shrinkAfterStreams, shrinkTo, restoreAfterStreams, responseDelayMilliseconds
             case tokenConnectionsStartWithOneStream, dropToOneAfterRejection
         }
 
@@ -62,6 +65,7 @@ public struct HTTP2EndpointConfiguration: Sendable {
             self.goAwayAfterStreams = try c.decodeIfPresent(Int.self, forKey: .goAwayAfterStreams)
             self.shrinkAfterStreams = try c.decodeIfPresent(Int.self, forKey: .shrinkAfterStreams)
             self.shrinkTo = try c.decodeIfPresent(Int.self, forKey: .shrinkTo) ?? d.shrinkTo
+            self.restoreAfterStreams = try c.decodeIfPresent(Int.self, forKey: .restoreAfterStreams)
             self.responseDelayMilliseconds = try c.decodeIfPresent(Int.self, forKey: .responseDelayMilliseconds) ?? 0
             self.tokenConnectionsStartWithOneStream =
                 try c.decodeIfPresent(Bool.self, forKey: .tokenConnectionsStartWithOneStream)

@@ -9,7 +9,7 @@ import NIOTLS
 /// records accepted notifications in the shared `DeliveryLedger` (command byte 3 marks HTTP/2), echoes or makes
 /// the `apns-id`, and injects the configured faults (the plan's invalid tokens, its tokens of another app
 /// (DeviceTokenNotForTopic), 410 for uninstalled tokens, seeded
-/// 429/500/503, GOAWAY after N streams, a shrinking stream limit, slow answers).
+/// 429/500/503, GOAWAY after N streams, a stream limit that shrinks and may come back, slow answers).
 ///
 /// It speaks HTTP/2 itself on the bytes TLS (or, on the cleartext port, TCP) delivers: `HTTP2FrameReader` frames,
 /// NIOHPACK decodes header blocks, `HTTP2FrameWriter` writes answers. What it enforces of RFC 9113: the preface
@@ -237,13 +237,21 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
                 if endStream { self.complete(streamID, context: context) }
                 return
             }
-            guard streamID > self.lastStreamID else { return }  // a stream already answered or refused
+            // A new stream's id is above every one opened before (RFC 9113 §5.1.1): a stream answered, refused or
+            // reset is closed, and a client that sends a request on it again (the same bytes twice, say) is broken.
+            guard streamID > self.lastStreamID else {
+                throw HTTP2ConnectionError(
+                    .protocolError,
+                    "HEADERS on stream \(streamID), not above the last stream opened (\(self.lastStreamID))"
+                )
+            }
             guard streamID & 1 == 1 else { throw HTTP2ConnectionError(.protocolError, "even stream id \(streamID)") }
             self.lastStreamID = streamID
             if let last = self.goAwayStreamID, streamID > last { return }
             // Until the client acknowledges a new limit it may still use the old one (§6.5.3).
             if self.openStreams >= max(self.streamLimit, self.pendingLimits.max() ?? self.streamLimit) {
                 HTTP2FrameWriter.resetStream(streamID, code: .refusedStream, into: &self.output)
+                self.shared.ledger.recordRefusedStream()
                 return
             }
             self.openStreams += 1
@@ -292,6 +300,11 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         case .windowUpdate(let streamID, let increment):
             if streamID == 0 {
                 self.sendWindow += increment
+            } else if increment == 0 {
+                // A stream error (RFC 9113 §6.9): the stream ends unanswered, the connection goes on.
+                if self.dropStream(streamID) {
+                    HTTP2FrameWriter.resetStream(streamID, code: .protocolError, into: &self.output)
+                }
             } else {
                 for index in self.blocked.indices where self.blocked[index].streamID == streamID {
                     self.blocked[index].window += increment
@@ -299,14 +312,24 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
             }
             self.sendBlockedBodies()
         case .resetStream(let streamID, _):
-            if self.streams.removeValue(forKey: streamID) != nil { self.openStreams -= 1 }
-            if let index = self.blocked.firstIndex(where: { $0.streamID == streamID }) {
-                self.blocked.remove(at: index)
-                self.openStreams -= 1
-            }
+            _ = self.dropStream(streamID)
         case .goAway:
             self.peerSentGoAway = true
         }
+    }
+
+    /// Forgets a stream still receiving or waiting for window to send its answer; whether it was one.
+    private func dropStream(_ streamID: UInt32) -> Bool {
+        if self.streams.removeValue(forKey: streamID) != nil {
+            self.openStreams -= 1
+            return true
+        }
+        if let index = self.blocked.firstIndex(where: { $0.streamID == streamID }) {
+            self.blocked.remove(at: index)
+            self.openStreams -= 1
+            return true
+        }
+        return false
     }
 
     private func fail(_ error: HTTP2ConnectionError, context: ChannelHandlerContext) {
@@ -493,6 +516,10 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         if let after = faults.shrinkAfterStreams, self.requests == after {
             self.fullLimit = faults.shrinkTo
             self.announce(faults.shrinkTo)
+        }
+        if let after = faults.restoreAfterStreams, self.requests == after {
+            self.fullLimit = self.shared.maximumConcurrentStreams
+            self.announce(self.fullLimit)
         }
         if let after = faults.goAwayAfterStreams, self.requests == after, self.goAwayStreamID == nil {
             // Every stream up to the highest answered one is (or will be) answered; later ones are dropped

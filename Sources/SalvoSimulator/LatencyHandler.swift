@@ -6,20 +6,20 @@ import NIOCore
 /// late as over a real network, not only the answers.
 ///
 /// Order is kept: a batch is never due before the one ahead of it in the same direction, so jitter spreads the
-/// delays without reordering bytes. Reads of one read cycle travel together, with their read-complete; the end of
-/// the connection comes after the bytes before it, and a close waits for the writes queued ahead of it. One timer
-/// per direction at a time, set for the head of its queue. Bandwidth is not modelled: the held bytes are the
-/// bandwidth-delay product of an unlimited link. Confined to its channel's event loop.
+/// delays without reordering bytes. Reads of one read cycle travel together, with their read-complete; a close
+/// waits for the writes queued ahead of it. One timer per direction at a time, set for the head of its queue.
+/// Bandwidth is not modelled: the held bytes are the bandwidth-delay product of an unlimited link.
+///
+/// When the peer closes, NIO closes the channel at once (no half-closure) and removes its handlers on the next pass
+/// of the event loop, so nothing held can wait for its time: the reads still held go up at once, then the end of
+/// the connection (the last bytes before a close lose their delay, never their contents). Writes and closes still
+/// held when the handler is removed fail (`ChannelError.ioOnClosedChannel`) or complete, so no promise is left
+/// behind. Confined to its channel's event loop.
 final class LatencyHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
-
-    private enum Inbound {
-        case reads([NIOAny])
-        case inactive
-    }
 
     private enum Outbound {
         case write(NIOAny, EventLoopPromise<Void>?)
@@ -30,7 +30,8 @@ final class LatencyHandler: ChannelDuplexHandler {
     private let latency: Int64
     private let jitter: Int64
     private var random: SeededGenerator
-    private var inbound = Deque<(due: NIODeadline, event: Inbound)>()
+    /// Read cycles held, each with its reads.
+    private var inbound = Deque<(due: NIODeadline, reads: [NIOAny])>()
     private var outbound = Deque<(due: NIODeadline, event: Outbound)>()
     private var reading: [NIOAny] = []
     private var lastInboundDue = NIODeadline.uptimeNanoseconds(0)
@@ -53,6 +54,17 @@ final class LatencyHandler: ChannelDuplexHandler {
         self.removed = true
         self.inboundTimer?.cancel()
         self.outboundTimer?.cancel()
+        // The channel is gone: the writes held for their time can never be written, and a close held behind them
+        // has happened.
+        let held = self.outbound
+        self.outbound.removeAll()
+        for entry in held {
+            switch entry.event {
+            case .write(_, let promise): promise?.fail(ChannelError.ioOnClosedChannel)
+            case .flush: break
+            case .close(_, let promise): promise?.succeed()
+            }
+        }
     }
 
     // MARK: Inbound
@@ -65,15 +77,28 @@ final class LatencyHandler: ChannelDuplexHandler {
         guard !self.reading.isEmpty else { return }
         let reads = self.reading
         self.reading = []
-        self.inbound.append((self.due(after: &self.lastInboundDue, now: context.eventLoop.now), .reads(reads)))
+        self.inbound.append((self.due(after: &self.lastInboundDue, now: context.eventLoop.now), reads))
         self.armInbound(context: context)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if !self.reading.isEmpty { self.channelReadComplete(context: context) }
-        guard !self.inbound.isEmpty else { return context.fireChannelInactive() }
-        // The end of the stream travels behind the bytes before it, with no delay of its own.
-        self.inbound.append((self.lastInboundDue, .inactive))
+        // The channel is closed and its handlers go on the next pass of the loop: what is held goes up now, in
+        // order, then the end.
+        self.inboundTimer?.cancel()
+        self.inboundTimer = nil
+        let held = self.inbound
+        self.inbound.removeAll()
+        for entry in held {
+            for read in entry.reads { context.fireChannelRead(read) }
+            context.fireChannelReadComplete()
+        }
+        if !self.reading.isEmpty {
+            let reads = self.reading
+            self.reading = []
+            for read in reads { context.fireChannelRead(read) }
+            context.fireChannelReadComplete()
+        }
+        context.fireChannelInactive()
     }
 
     private func armInbound(context: ChannelHandlerContext) {
@@ -89,13 +114,8 @@ final class LatencyHandler: ChannelDuplexHandler {
         let now = context.eventLoop.now
         while let first = self.inbound.first, first.due <= now {
             self.inbound.removeFirst()
-            switch first.event {
-            case .reads(let reads):
-                for read in reads { context.fireChannelRead(read) }
-                context.fireChannelReadComplete()
-            case .inactive:
-                context.fireChannelInactive()
-            }
+            for read in first.reads { context.fireChannelRead(read) }
+            context.fireChannelReadComplete()
             if self.removed { return }
         }
         self.armInbound(context: context)

@@ -21,6 +21,9 @@ public struct LedgerSnapshot: Codable, Sendable, Equatable {
     /// Connections closed right after accept or at the handshake, by reason
     /// (`maxOpen`, `minInterval`, `rate`, `tls`).
     public var connectionsRefused: [String: Int] = [:]
+    /// HTTP/2 streams refused (RST_STREAM REFUSED_STREAM) because they were opened above the announced
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS`: a client that follows the limit never earns one.
+    public var refusedStreams: Int = 0
     /// Plaintext bytes read by the gateway.
     public var bytesReceived: Int = 0
     /// Reads (channel read cycles) that delivered at least one byte.

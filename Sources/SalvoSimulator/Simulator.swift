@@ -30,7 +30,7 @@ public final class Simulator: Sendable {
     public let startTime: UInt32
     /// The plan in force.
     public var plan: FaultPlan { self.compiledPlan.plan }
-    /// How many distinct provider tokens (per signing key and issue time) the HTTP/2 endpoint has accepted: a fleet
+    /// How many distinct provider tokens (by their text) the HTTP/2 endpoint has accepted: a fleet
     /// that shares one token shows 1.
     public var acceptedProviderTokens: Int { self.tokenVerifier?.acceptedTokens ?? 0 }
     let compiledPlan: CompiledFaultPlan

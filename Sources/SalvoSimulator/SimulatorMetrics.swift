@@ -5,7 +5,8 @@ import NIOConcurrencyHelpers
 /// The simulator's own counts as swift-metrics, sampled from its ledger once a second (never per notification):
 /// `salvo_simulator_accepted_total`, `salvo_simulator_discarded_after_error_total`,
 /// `salvo_simulator_error_responses_total{status}`, `salvo_simulator_resets_total`,
-/// `salvo_simulator_connections_total`, `salvo_simulator_connections_refused_total{reason}`; gauges
+/// `salvo_simulator_connections_total`, `salvo_simulator_connections_refused_total{reason}`,
+/// `salvo_simulator_refused_streams_total` (HTTP/2 streams opened above the announced limit); gauges
 /// `salvo_simulator_ledger_tokens` and `salvo_simulator_ledger_bytes`.
 ///
 /// `@unchecked Sendable`: the counts are behind `state`'s lock and the timer behind its own; Dispatch's timer type
@@ -17,6 +18,7 @@ public final class SimulatorMetrics: @unchecked Sendable {
     private let discarded: Counter
     private let resets: Counter
     private let connections: Counter
+    private let refusedStreams: Counter
     private let tokens: Gauge
     private let bytes: Gauge
     private let state = NIOLockedValueBox(State())
@@ -35,6 +37,7 @@ public final class SimulatorMetrics: @unchecked Sendable {
         self.discarded = Counter(label: "salvo_simulator_discarded_after_error_total", factory: factory)
         self.resets = Counter(label: "salvo_simulator_resets_total", factory: factory)
         self.connections = Counter(label: "salvo_simulator_connections_total", factory: factory)
+        self.refusedStreams = Counter(label: "salvo_simulator_refused_streams_total", factory: factory)
         self.tokens = Gauge(label: "salvo_simulator_ledger_tokens", factory: factory)
         self.bytes = Gauge(label: "salvo_simulator_ledger_bytes", factory: factory)
     }
@@ -71,6 +74,7 @@ public final class SimulatorMetrics: @unchecked Sendable {
             advance(self.discarded, now.discardedAfterError, last.discardedAfterError)
             advance(self.resets, now.resets, last.resets)
             advance(self.connections, now.connectionsAccepted, last.connectionsAccepted)
+            advance(self.refusedStreams, now.refusedStreams, last.refusedStreams)
             self.advance(
                 &state.errors,
                 "salvo_simulator_error_responses_total",

@@ -56,6 +56,9 @@ public final class HTTP2LoopbackServer: Sendable {
         /// HTTP/2 with prior knowledge over plain TCP, no TLS (the TLS identity is not used): the peer of the
         /// client's cleartext mode.
         public var cleartext = false
+        /// `SETTINGS_HEADER_TABLE_SIZE` announced at the start (nil: none, so HPACK's 4,096 bytes): the most the
+        /// client's encoder may keep in the table this server decodes with.
+        public var headerTableSize: Int?
 
         public init() {}
     }
@@ -64,6 +67,8 @@ public final class HTTP2LoopbackServer: Sendable {
 
     /// The port the server listens on.
     public var port: Int { self.listener.port }
+    /// The server's event loops.
+    public var eventLoopGroup: MultiThreadedEventLoopGroup { self.listener.group }
     private let listener: LoopbackListener
     private let counters: NIOLockedValueBox<(connections: Int, requests: Int, pings: Int, alpnH2: Int)>
 
@@ -95,17 +100,18 @@ public final class HTTP2LoopbackServer: Sendable {
             return channel.eventLoop.makeCompletedFuture {
                 let sync = channel.pipeline.syncOperations
                 if !options.cleartext { try sync.addHandler(NIOSSLServerHandler(context: sslContext)) }
+                var settings = [
+                    HTTP2Setting(parameter: .maxConcurrentStreams, value: options.maximumConcurrentStreams),
+                    HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                    HTTP2Setting(parameter: .maxHeaderListSize, value: 16 << 10),
+                ]
+                if let size = options.headerTableSize {
+                    settings.append(HTTP2Setting(parameter: .headerTableSize, value: size))
+                }
                 try sync.addHandler(
                     NIOHTTP2Handler(
                         mode: .server,
-                        initialSettings: [
-                            HTTP2Setting(
-                                parameter: .maxConcurrentStreams,
-                                value: options.maximumConcurrentStreams
-                            ),
-                            HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                            HTTP2Setting(parameter: .maxHeaderListSize, value: 16 << 10),
-                        ],
+                        initialSettings: settings,
                         headerBlockValidation: .disabled,
                         contentLengthValidation: .disabled
                     )

@@ -10,7 +10,8 @@ import NIOSSL
 public final class LoopbackListener: Sendable {
     public let port: Int
     private let channel: any Channel
-    private let group: MultiThreadedEventLoopGroup
+    /// The server's event loops (for tests that watch how late they run).
+    public let group: MultiThreadedEventLoopGroup
     private let stopped = NIOLockedValueBox(false)
 
     /// Binds with `threads` event loops; `childInitializer` sets up each accepted connection's pipeline.

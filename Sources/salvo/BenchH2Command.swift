@@ -118,9 +118,14 @@ extension BenchCommand {
                 serverName: "localhost"
             )
             let payloadBytes = try Payload(json: HTTP2Benchmark.payloadJSON).byteCount
-            if !self.latencies.isEmpty {
+            // What every run against the simulator is checked against, read once.
+            let expected =
+                self.server == "simulator" || !self.latencies.isEmpty
+                ? try ExpectedTokens.read(contentsOf: tokenFile) : nil
+            if let expected, !self.latencies.isEmpty {
                 return try await self.latencyTable(
                     tokenFile: tokenFile,
+                    expected: expected,
                     certificates: certificates,
                     trustRoots: identity.trustRoots,
                     payloadBytes: payloadBytes
@@ -143,6 +148,7 @@ extension BenchCommand {
                         self.server == "simulator"
                         ? try await self.simulatorRun(
                             tokenFile: tokenFile,
+                            expected: expected!,
                             connections: connections,
                             maximumConnections: maximum,
                             latencyMilliseconds: 0,
@@ -177,6 +183,7 @@ extension BenchCommand {
         /// simulator with token authentication; every run is checked against the simulator's ledger.
         private func latencyTable(
             tokenFile: String,
+            expected: ExpectedTokens,
             certificates: CertificateFactory,
             trustRoots: NIOSSLTrustRoots,
             payloadBytes: Int
@@ -196,9 +203,11 @@ extension BenchCommand {
                 for choice in self.choices {
                     var best: HTTP2Benchmark.Row?
                     var allDelivered = true
+                    var refusedStreams = 0
                     for _ in 0..<self.runs {
                         let row = try await self.simulatorRun(
                             tokenFile: tokenFile,
+                            expected: expected,
                             connections: choice.count ?? min(System.coreCount, self.maxConnections),
                             maximumConnections: choice == .auto ? self.maxConnections : nil,
                             latencyMilliseconds: latency,
@@ -206,6 +215,7 @@ extension BenchCommand {
                             trustRoots: trustRoots
                         )
                         allDelivered = allDelivered && row.allDelivered
+                        refusedStreams += row.refusedStreams
                         if best == nil || row.rate > best!.rate { best = row }
                     }
                     failed = failed || !allDelivered
@@ -225,6 +235,7 @@ extension BenchCommand {
                             separator: "  "
                         )
                             + "  " + (allDelivered ? "every row once" : "MISMATCH")
+                            + (refusedStreams > 0 ? ", \(refusedStreams) streams refused above the limit" : "")
                     )
                 }
             }
@@ -237,9 +248,10 @@ extension BenchCommand {
         }
 
         /// One run against the simulator's HTTP/2 endpoint, with token authentication; delivered means the
-        /// simulator's ledger holds every token exactly once.
+        /// simulator's verdict passes: every token of the file in its ledger exactly once, and nothing else.
         private func simulatorRun(
             tokenFile: String,
+            expected: ExpectedTokens,
             connections: Int,
             maximumConnections: Int?,
             latencyMilliseconds: Int,
@@ -281,9 +293,9 @@ extension BenchCommand {
                     progress: display.callback
                 )
                 display.finish()
-                let ledger = simulator.ledger.snapshot()
-                row.allDelivered =
-                    row.allDelivered && ledger.accepted == self.tokens && ledger.tokensAcceptedMoreThanOnce == 0
+                let verdict = simulator.verdict(expected: expected, listLimit: 0)
+                row.allDelivered = row.allDelivered && verdict.passed && verdict.deliveredOnce == self.tokens
+                row.refusedStreams = verdict.ledger.refusedStreams
                 try await simulator.shutdown()
                 return row
             } catch {

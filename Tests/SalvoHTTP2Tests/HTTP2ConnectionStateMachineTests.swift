@@ -94,6 +94,22 @@ import Testing
         #expect(machine.roomToWrite(isWritable: true) == 40)
     }
 
+    @Test func aServerLimitOfZeroHoldsEvenTheFirstStream() {
+        var machine = Self.machine(maximumStreams: 100)
+        _ = machine.settingsReceived(maximumConcurrentStreams: 0, now: Self.start)
+        #expect(machine.streamLimit == 0)
+        #expect(machine.roomToWrite(isWritable: true) == 0, "no stream, not even the credentials' first")
+        // The server opens up: the one stream of the credentials gate, then the limit once they pass.
+        _ = machine.settingsReceived(maximumConcurrentStreams: 8, now: Self.start)
+        #expect(machine.roomToWrite(isWritable: true) == 1)
+        let (id, _) = machine.writing(Self.items(1...1), bearer: nil, now: Self.start)
+        _ = machine.answer(id, status: 200, now: Self.start)
+        #expect(machine.roomToWrite(isWritable: true) == 8)
+        // Back to 0 after the credentials passed: nothing new.
+        _ = machine.settingsReceived(maximumConcurrentStreams: 0, now: Self.start)
+        #expect(machine.roomToWrite(isWritable: true) == 0)
+    }
+
     @Test func settingsChangeTheLimitWhileStreamsAreInFlight() {
         var machine = Self.openMachine(remote: 10)
         #expect(machine.roomToWrite(isWritable: true) == 10)

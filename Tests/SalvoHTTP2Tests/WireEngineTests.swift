@@ -1,4 +1,5 @@
 import APNSWire
+import Crypto
 import NIOCore
 import NIOEmbedded
 import NIOHPACK
@@ -66,7 +67,9 @@ import Testing
     /// A wire handler on an embedded channel for a job of `file`'s rows with `payload`, connected.
     static func connect(
         file: TokenFile,
-        payload: Payload
+        payload: Payload,
+        token: ProviderToken? = nil,
+        topic: String = testTopic
     ) async throws -> (EmbeddedChannel, HTTP2JobContext, EventLoopPromise<Void>) {
         let channel = EmbeddedChannel()
         let finished = channel.eventLoop.makePromise(of: Void.self)
@@ -74,10 +77,10 @@ import Testing
             work: HTTP2WorkQueue(source: file.source, finished: finished),
             template: HTTP2RequestTemplate(
                 authority: "localhost",
-                headers: try APNSRequestHeaders(pushType: .alert, priority: .immediate, topic: testTopic),
+                headers: try APNSRequestHeaders(pushType: .alert, priority: .immediate, topic: topic),
                 payload: payload
             ),
-            token: nil,
+            token: token,
             connectionConfiguration: HTTP2ConnectionStateMachine.Configuration(
                 maximumStreams: Int.max,
                 requestTimeout: .seconds(60),
@@ -217,6 +220,137 @@ import Testing
             #expect(request.headers.first(name: "apns-topic") == testTopic)
             #expect(request.blockBytes > 2 + 74 + testTopic.utf8.count)
         }
+    }
+
+    /// A new provider token in a small table (600 bytes): its entry evicts shared headers the block that carries it
+    /// named by index, so the block after it must go through the encoder too; every block the server decodes has the
+    /// right headers.
+    @Test func aNewTokenInASmallTableKeepsTheServersTableInStep() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 120, seed: 25, in: folder)
+        let clock = ManualClock(1_700_000_000)
+        let signer = try JWTSigner(privateKey: P256.Signing.PrivateKey(), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        let token = try ProviderToken(signer: signer, clock: clock.function)
+        let (channel, job, finished) = try await Self.connect(file: file, payload: testPayload, token: token)
+        defer { Self.end(channel, job, finished) }
+        var server = Server()
+        _ = try server.frames(from: channel)
+        try Self.send(channel) {
+            HTTP2FrameWriter.settings([(.headerTableSize, 600), (.maxConcurrentStreams, 6)], into: &$0)
+        }
+        var next = 0
+        var authorizations: Set<String> = []
+        for round in 0..<12 {
+            let requests = try server.requests(server.frames(from: channel))
+            try #require(!requests.isEmpty, "round \(round)")
+            let authorization = token.current().authorization
+            for request in requests {
+                let headers = request.headers
+                #expect(headers.first(name: ":path") == "/3/device/" + file.tokens[next].hexString)
+                #expect(headers.first(name: ":method") == "POST" && headers.first(name: ":scheme") == "https")
+                #expect(headers.first(name: ":authority") == "localhost", "round \(round): \(headers)")
+                #expect(headers.first(name: "authorization") == authorization, "round \(round)")
+                #expect(headers.first(name: "apns-topic") == testTopic, "round \(round): \(headers)")
+                #expect(
+                    headers.first(name: "apns-push-type") == "alert" && headers.first(name: "apns-priority") == "10"
+                )
+                #expect(headers.count == 9, "round \(round): \(headers)")
+                next += 1
+            }
+            authorizations.insert(authorization)
+            // Every other round the token reaches its refresh age: the next batch carries a new one.
+            if round % 2 == 1 { clock.advance(by: 46 * 60) }
+            try Self.send(channel) { buffer in
+                for request in requests { Self.answer200(request.streamID, into: &buffer) }
+            }
+        }
+        #expect(server.decoder.allowedDynamicTableLength == 600)
+        #expect(authorizations.count == 6)
+        #expect(next == 1 + 11 * 6)
+    }
+
+    @Test func onlyABlockOfIndexedFieldsIsSteady() {
+        // 2 (static :method POST), 62 (the newest dynamic entry), then 130 = 127 + 3 in a continuation byte.
+        #expect(HTTP2WireConnectionHandler.isIndexedFieldsOnly(ByteBuffer(bytes: [0x82, 0xBE, 0xFF, 0x03]), count: 3))
+        #expect(!HTTP2WireConnectionHandler.isIndexedFieldsOnly(ByteBuffer(bytes: [0x82, 0xBE]), count: 3))
+        // A literal with incremental indexing (01xxxxxx) inserts into the table.
+        #expect(!HTTP2WireConnectionHandler.isIndexedFieldsOnly(ByteBuffer(bytes: [0x82, 0x41, 0x01, 0x61]), count: 2))
+        // A table size update (001xxxxx), index 0, and an index cut short.
+        #expect(!HTTP2WireConnectionHandler.isIndexedFieldsOnly(ByteBuffer(bytes: [0x3F, 0x81]), count: 2))
+        #expect(!HTTP2WireConnectionHandler.isIndexedFieldsOnly(ByteBuffer(bytes: [0x80]), count: 1))
+        #expect(!HTTP2WireConnectionHandler.isIndexedFieldsOnly(ByteBuffer(bytes: [0xFF, 0x83]), count: 1))
+    }
+
+    /// No frame over 16,384 bytes, the least `SETTINGS_MAX_FRAME_SIZE` a peer may have: a longer body goes in
+    /// several DATA frames, a longer header block in HEADERS and CONTINUATION (the server's reader refuses a
+    /// longer frame with a connection error).
+    @Test func aBodyOrAHeaderBlockOverTheFrameLimitIsCutIntoFrames() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 5, seed: 26, in: folder)
+        let filler = String(repeating: "x", count: 20_000)
+        let payload = try Payload(json: #"{"aps":{"alert":"hi"},"filler":"\#(filler)"}"#)
+        // Over 16 KiB however HPACK codes it.
+        let topic = String(repeating: "~", count: 17_000)
+        let (channel, job, finished) = try await Self.connect(file: file, payload: payload, topic: topic)
+        defer { Self.end(channel, job, finished) }
+        var server = Server(
+            decoder: HPACKDecoder(
+                allocator: ByteBufferAllocator(),
+                maxDynamicTableSize: 4096,
+                maxHeaderListSize: 1 << 20
+            )
+        )
+        _ = try server.frames(from: channel)
+        try Self.send(channel) { HTTP2FrameWriter.settings([(.maxConcurrentStreams, 4)], into: &$0) }
+        var frames = try server.frames(from: channel)
+        try Self.send(channel) { Self.answer200(1, into: &$0) }
+        frames += try server.frames(from: channel)
+        let requests = try server.requests(frames)
+        // The connection's 65,535-byte window holds three of these bodies.
+        #expect(requests.map(\.streamID) == [1, 3, 5])
+        for request in requests {
+            #expect(request.headers.first(name: "apns-topic") == topic)
+            #expect(request.headers.first(name: "content-length") == String(payload.byteCount))
+        }
+        #expect(requests.first.map { $0.blockBytes > 16_384 } == true)
+        var bodies: [UInt32: Int] = [:]
+        var ends: [UInt32] = []
+        for case .data(let id, _, let endStream, let length) in frames {
+            #expect(length <= 16_384)
+            bodies[id, default: 0] += length
+            if endStream { ends.append(id) }
+        }
+        #expect(bodies == [1: payload.byteCount, 3: payload.byteCount, 5: payload.byteCount])
+        #expect(ends == [1, 3, 5])
+    }
+
+    /// RFC 9113 §6.9: a WINDOW_UPDATE of 0 on a stream is that stream's error, not the connection's.
+    @Test func aWindowUpdateOfZeroOnAStreamResetsThatStreamAlone() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try TokenFile(count: 10, seed: 27, in: folder)
+        let (channel, job, finished) = try await Self.connect(file: file, payload: testPayload)
+        defer { Self.end(channel, job, finished) }
+        var server = Server()
+        _ = try server.frames(from: channel)
+        try Self.send(channel) { HTTP2FrameWriter.settings([(.maxConcurrentStreams, 3)], into: &$0) }
+        _ = try server.requests(server.frames(from: channel))
+        try Self.send(channel) { Self.answer200(1, into: &$0) }
+        #expect(try server.requests(server.frames(from: channel)).map(\.streamID) == [3, 5, 7])
+        try Self.send(channel) { HTTP2FrameWriter.windowUpdate(streamID: 5, increment: 0, into: &$0) }
+        let frames = try server.frames(from: channel)
+        let resets = frames.compactMap { frame -> UInt32? in
+            if case .resetStream(let id, let code) = frame, code == 1 { return id }
+            return nil
+        }
+        #expect(resets == [5], "RST_STREAM PROTOCOL_ERROR on stream 5: \(frames)")
+        #expect(!frames.contains { if case .goAway = $0 { true } else { false } })
+        // The row goes again on a new stream of the same connection (it may or may not have been delivered).
+        #expect(try server.requests(frames).map(\.streamID) == [9])
+        #expect(channel.isActive)
+        #expect(job.recorded.withLockedValue { $0.outcomes.report.resent } == 1)
     }
 
     @Test func goAwaySendsTheStreamsAboveItsLastAgainAndItsReasonStopsTheJob() async throws {

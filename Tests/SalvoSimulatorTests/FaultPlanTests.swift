@@ -35,7 +35,7 @@ import Testing
         var plan = FaultPlan()
         try plan.apply(options: [
             "latency-ms=25", "jitter-ms=5", "h2-429-rate=0.1", "h2-retry-after-s=2", "h2-500-rate=0.01",
-            "h2-503-rate=0.02", "h2-goaway-after=100", "h2-shrink-after=10", "h2-shrink-to=4",
+            "h2-503-rate=0.02", "h2-goaway-after=100", "h2-shrink-after=10", "h2-shrink-to=4", "h2-restore-after=30",
             "h2-answer-delay-ms=3", "h2-token-start-one=false", "h2-drop-to-one=true",
         ])
         #expect(plan.latencyMilliseconds == 25 && plan.jitterMilliseconds == 5)
@@ -43,6 +43,7 @@ import Testing
         #expect(http2.tooManyRequestsRate == 0.1 && http2.retryAfterSeconds == 2)
         #expect(http2.internalServerErrorRate == 0.01 && http2.serviceUnavailableRate == 0.02)
         #expect(http2.goAwayAfterStreams == 100 && http2.shrinkAfterStreams == 10 && http2.shrinkTo == 4)
+        #expect(http2.restoreAfterStreams == 30)
         #expect(http2.responseDelayMilliseconds == 3)
         #expect(!http2.tokenConnectionsStartWithOneStream && http2.dropToOneAfterRejection)
         #expect(try JSONDecoder().decode(FaultPlan.self, from: JSONEncoder().encode(plan)) == plan)

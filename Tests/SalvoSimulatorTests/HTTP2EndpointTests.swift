@@ -223,6 +223,8 @@ import Testing
         ("PUSH_PROMISE from a client", 1),
         ("CONTINUATION without HEADERS", 1),
         ("DATA on a stream never opened", 1),
+        ("WINDOW_UPDATE of 0 on the connection", 1),
+        ("a request on a stream already closed", 1),
     ])
     func protocolViolationsEndTheConnectionWithGoAway(violation: String, code: UInt32) async throws {
         try await Harness.run(http2: Self.endpoint) { harness in
@@ -238,11 +240,36 @@ import Testing
                 conversation.frame(type: 5, flags: 0x4, stream: 1, payload: [0, 0, 0, 2])
             case "CONTINUATION without HEADERS":
                 conversation.frame(type: 9, flags: 0x4, stream: 1, payload: [0x82])
+            case "WINDOW_UPDATE of 0 on the connection":
+                conversation.frame(type: 8, flags: 0, stream: 0, payload: [0, 0, 0, 0])
+            case "a request on a stream already closed":
+                conversation.request(stream: 3, token: TestTokens.token(22))
+                conversation.body(stream: 3)
+                conversation.request(stream: 3, token: TestTokens.token(22))
             default:
                 conversation.body(stream: 7)
             }
             let frames = try await self.exchange(harness, conversation, cleartext: true)
             #expect(Self.goAwayCode(frames) == code, "\(violation)")
+        }
+    }
+
+    /// RFC 9113 §6.9: a WINDOW_UPDATE of 0 on a stream is that stream's error; the connection goes on.
+    @Test func aWindowUpdateOfZeroOnAStreamResetsThatStreamAlone() async throws {
+        try await Harness.run(http2: Self.endpoint) { harness in
+            var conversation = Conversation()
+            conversation.request(stream: 1, token: TestTokens.token(20))
+            conversation.frame(type: 8, flags: 0, stream: 1, payload: [0, 0, 0, 0])
+            conversation.request(stream: 3, token: TestTokens.token(21))
+            conversation.body(stream: 3)
+            let frames = try await self.exchange(harness, conversation, cleartext: false)
+            let resets = frames.filter { $0.type == 3 }
+            #expect(resets.map(\.stream) == [1])
+            #expect(resets.first?.payload == [0, 0, 0, 1], "PROTOCOL_ERROR")
+            #expect(Self.goAwayCode(frames) == nil)
+            #expect(try Self.answers(frames)[3]?.first(name: ":status") == "200")
+            #expect(harness.simulator.ledger.record(for: TestTokens.token(20)) == nil)
+            #expect(harness.simulator.ledger.record(for: TestTokens.token(21))?.count == 1)
         }
     }
 

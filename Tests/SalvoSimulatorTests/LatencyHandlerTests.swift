@@ -49,12 +49,51 @@ import Testing
         _ = try channel.finish()
     }
 
-    @Test func theEndOfTheConnectionComesAfterTheBytesBeforeIt() throws {
-        let channel = try Self.channel(latency: 5)
+    /// Records the events that reach it, in order.
+    final class Recorder: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+        var events: [String] = []
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            self.events.append(String(buffer: self.unwrapInboundIn(data)))
+        }
+
+        func channelReadComplete(context: ChannelHandlerContext) { self.events.append("complete") }
+
+        func channelInactive(context: ChannelHandlerContext) { self.events.append("inactive") }
+    }
+
+    @Test func theEndOfTheConnectionBringsTheHeldBytesAtOnceThenTheEnd() throws {
+        let channel = try Self.channel(latency: 50)
+        let recorder = Recorder()
+        try channel.pipeline.syncOperations.addHandler(recorder)
+        try channel.writeInbound(ByteBuffer(string: "first"))
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(10))
         try channel.writeInbound(ByteBuffer(string: "last words"))
+        #expect(recorder.events.isEmpty)
+        // NIO removes the handlers of a closed channel on the next pass of the loop: nothing may wait for later.
         channel.pipeline.fireChannelInactive()
-        #expect(try channel.readInbound(as: ByteBuffer.self) == nil)
-        channel.embeddedEventLoop.advanceTime(by: .milliseconds(5))
-        #expect(try channel.readInbound(as: ByteBuffer.self) == ByteBuffer(string: "last words"))
+        #expect(recorder.events == ["first", "complete", "last words", "complete", "inactive"])
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(100))
+        #expect(recorder.events.count == 5, "nothing twice")
+    }
+
+    @Test func writesHeldWhenTheHandlerGoesFailAndACloseHeldBehindThemCompletes() throws {
+        let handler = LatencyHandler(latencyMilliseconds: 50, jitterMilliseconds: 0, random: SeededGenerator(seed: 7))
+        let channel = EmbeddedChannel(handler: handler)
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        let closed = channel.eventLoop.makePromise(of: Void.self)
+        let unflushed = channel.eventLoop.makePromise(of: Void.self)
+        channel.writeAndFlush(ByteBuffer(string: "on its way"), promise: written)
+        channel.close(promise: closed)
+        channel.write(ByteBuffer(string: "never flushed"), promise: unflushed)
+        // The peer goes: the channel closes beneath the handler, and its handlers are removed on the next pass.
+        try channel.pipeline.syncOperations.context(handler: handler).close(promise: nil)
+        channel.embeddedEventLoop.run()
+        #expect(throws: ChannelError.ioOnClosedChannel) { try written.futureResult.wait() }
+        #expect(throws: ChannelError.ioOnClosedChannel) { try unflushed.futureResult.wait() }
+        try closed.futureResult.wait()
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+        _ = try? channel.finish()
     }
 }
