@@ -259,6 +259,9 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // Test scaffolding that needs Swift Testing (so it cannot live in SalvoTestSupport, which the executable
+        // links): traits shared by the test targets.
+        .target(name: "SalvoTestTraits", path: "Tests/SalvoTestTraits", swiftSettings: strictness),
         .testTarget(
             name: "APNSWireTests",
             dependencies: ["APNSWire", .product(name: "NIOCore", package: "swift-nio")],
@@ -298,6 +301,7 @@ let package = Package(
             name: "SalvoSendTests",
             dependencies: [
                 "SalvoSend", "SalvoEngine", "SalvoHTTP2", "SalvoIO", "APNSWire", "SalvoSimulator", "SalvoTestSupport",
+                "SalvoTestTraits",
             ],
             swiftSettings: strictness
         ),
@@ -321,7 +325,9 @@ let package = Package(
         ),
         .testTarget(
             name: "SalvoIOTests",
-            dependencies: ["SalvoIO", "SalvoTestSupport", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: [
+                "SalvoIO", "SalvoTestSupport", "SalvoTestTraits", .product(name: "NIOCore", package: "swift-nio"),
+            ],
             swiftSettings: strictness
         ),
         .testTarget(

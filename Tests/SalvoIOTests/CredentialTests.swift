@@ -1,8 +1,9 @@
 import SalvoIO
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
-@Suite("Loading certificates and keys")
+@Suite("Loading certificates and keys", .offThePool)
 struct CredentialTests {
     let c = TLSFixtures.certificates
 

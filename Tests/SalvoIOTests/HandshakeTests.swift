@@ -3,9 +3,10 @@ import Glibc
 import NIOCore
 import SalvoIO
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
-@Suite("TLS handshakes over both transports")
+@Suite("TLS handshakes over both transports", .offThePool)
 struct HandshakeTests {
     @Test(
         "mutual TLS handshake succeeds, data flows both ways, close is orderly",

@@ -1,11 +1,12 @@
 import Dispatch
 import NIOCore
 import SalvoIO
+import SalvoTestTraits
 import Testing
 
 /// Bulk transfers, back-pressure and connection endings. Serialized: these tests move hundreds of MiB
 /// and would only slow each other down on a small machine.
-@Suite("Transfers over both transports", .serialized)
+@Suite("Transfers over both transports", .serialized, .offThePool)
 struct TransferTests {
     static let bulkSize = 256 * 1024 * 1024
 

@@ -2,9 +2,10 @@ import Dispatch
 import Foundation
 import NIOCore
 import SalvoIO
+import SalvoTestTraits
 import Testing
 
-@Suite("Choosing a transport")
+@Suite("Choosing a transport", .offThePool)
 struct TransportSelectionTests {
     @Test("a transport named by the caller, or the probe, decides the transport")
     func selection() throws {

@@ -1,10 +1,11 @@
 import Foundation
 import SalvoSimulator
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 /// The real `salvo check` executable: exit 0 when a send would start, 3 when it would not, and `--json` for scripts.
-@Suite struct CheckCommandTests {
+@Suite(.offThePool) struct CheckCommandTests {
     private struct Output: Decodable {
         struct Check: Decodable {
             var name: String

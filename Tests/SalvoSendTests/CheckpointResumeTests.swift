@@ -31,7 +31,7 @@ import Glibc
         let paths = CertificateFactory.sharedFolder
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
         if wire == .binary {
-            configuration.plan.slowReader = FaultPlan.SlowReader(chunkSize: 4096, delayMilliseconds: 20)
+            configuration.plan.slowReader = FaultPlan.SlowReader(chunkSize: 4096, delayMilliseconds: 40)
         } else {
             configuration.http2 = HTTP2EndpointConfiguration()
         }

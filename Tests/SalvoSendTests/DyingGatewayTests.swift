@@ -27,11 +27,11 @@ import Glibc
         switch interface {
         case .binary:
             // A slow reader keeps rows on their way when the gateway goes.
-            configuration.plan.slowReader = .init(chunkSize: 2048, delayMilliseconds: 5, probability: 1)
+            configuration.plan.slowReader = .init(chunkSize: 1024, delayMilliseconds: 10, probability: 1)
         case .h2:
-            // Answers come 50 ms late: streams are in flight when the gateway goes.
+            // Answers come 200 ms late: streams are in flight when the gateway goes.
             var http2 = HTTP2EndpointConfiguration()
-            http2.faults.responseDelayMilliseconds = 50
+            http2.faults.responseDelayMilliseconds = 200
             configuration.http2 = http2
         }
         let simulator = try await Simulator.start(configuration)

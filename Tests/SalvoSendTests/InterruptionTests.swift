@@ -70,7 +70,7 @@ import Glibc
             Issue.record("salvo did not stop within 10 s of the signal")
             return
         }
-        #expect(clock.now - signalled < .seconds(5), "the grace is 2 s")
+        #expect(clock.now - signalled < .seconds(8), "the grace is 2 s (and a loaded machine is slow to exit)")
         #expect(process.terminationStatus == status)
         let decoded = try JSONDecoder().decode(JobReport.self, from: Data(contentsOf: report))
         #expect(decoded.validRows == count)
@@ -149,7 +149,7 @@ import Glibc
             Issue.record("salvo did not stop within 10 s of the signal")
             return
         }
-        #expect(clock.now - signalled < .seconds(5), "the grace is 2 s")
+        #expect(clock.now - signalled < .seconds(8), "the grace is 2 s (and a loaded machine is slow to exit)")
         #expect(process.terminationStatus == status)
         let decoded = try JSONDecoder().decode(JobReport.self, from: Data(contentsOf: report))
         #expect(decoded.validRows == count)

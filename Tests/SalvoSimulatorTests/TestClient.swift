@@ -86,7 +86,7 @@ enum TestClient {
 
 /// Waits (bounded) until `condition` holds, for counters the server updates after the client saw
 /// the connection end.
-func eventually(timeout: Duration = .seconds(3), _ condition: () -> Bool) async -> Bool {
+func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
     let clock = ContinuousClock()
     let deadline = clock.now + timeout
     while clock.now < deadline {
