@@ -108,8 +108,33 @@ public struct BulkSend: Sendable {
         } catch {
             throw JobError(.input, error.description)
         }
-        if let options = request.journal, let hashing {
-            let inputs = try hashing.value()
+        if let options = request.journal, let hashing, stored == nil {
+            // A new job: no earlier run's rows are at stake, so it sends as soon as its line ends are counted (they
+            // size its state file); the hashes are recorded when the read ends.
+            let lineCounts = summary.isFinal ? summary.lineCounts : try hashing.lineCounts()
+            let manifest = JournalManifest(
+                inputs: request.files.map { path in
+                    JournalManifest.Input(
+                        path: path,
+                        bytes: Self.fileSize(path),
+                        sha256: "",
+                        modified: Self.modificationTime(path)
+                    )
+                },
+                settings: request.journalSettings(options),
+                lineCounts: lineCounts,
+                payloadFiles: request.payloadFiles
+            )
+            let started = try JobJournal.start(options.directory, manifest: manifest)
+            started.recordHashes(from: hashing)
+            source.attach(started.rows!, resendWritten: request.onUncertain == .resend)
+            journal = started
+        } else if let options = request.journal, let hashing {
+            let inputs = try hashing.value().map { input in
+                var input = input
+                input.modified = Self.modificationTime(input.path)
+                return input
+            }
             let settings = request.journalSettings(options)
             switch JournalManifest.decide(
                 stored: stored,
@@ -121,23 +146,31 @@ public struct BulkSend: Sendable {
             case .refuse(let message):
                 throw JobError(.input, message)
             case .resume:
-                journal = try JobJournal.resume(options.directory, manifest: stored!, rows: source.journal!)
+                // The manifest keeps its first run's modification times; a hash the first run did not finish is
+                // recorded now.
+                var manifest = stored!
+                for index in manifest.inputs.indices where manifest.inputs[index].sha256.isEmpty {
+                    manifest.inputs[index].sha256 = inputs[index].sha256
+                }
+                journal = try JobJournal.resume(options.directory, manifest: manifest, rows: source.journal!)
             case .start, .finished:
-                // Sized by the rows' line numbers: a validated input's, or a bound from the line ends the hashing
-                // counted (the rows are validated as they are sent).
-                let lineCounts = summary.isFinal ? summary.lineCounts : try hashing.lineCounts()
-                let manifest = JournalManifest(
-                    inputs: inputs,
-                    settings: settings,
-                    lineCounts: lineCounts,
-                    payloadFiles: request.payloadFiles
-                )
-                let started = try JobJournal.start(options.directory, manifest: manifest)
-                source.attach(started.rows!, resendWritten: request.onUncertain == .resend)
-                journal = started
+                // Not reached: with a stored job, `decide` resumes or refuses (a finished one returned above).
+                throw JobError(.input, "--journal \(options.directory): the job there cannot be resumed or started")
             }
         }
         return BulkSend(request: request, source: source, summary: summary, inputFiles: inputFiles, journal: journal)
+    }
+
+    private static func fileSize(_ path: String) -> Int {
+        var status = stat()
+        return stat(path, &status) == 0 ? Int(status.st_size) : 0
+    }
+
+    /// The file's modification time in nanoseconds since 1970, nil when it cannot be read.
+    static func modificationTime(_ path: String) -> Int? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return Int(status.st_mtim.tv_sec) * 1_000_000_000 + Int(status.st_mtim.tv_nsec)
     }
 
     /// Sends every valid row and writes the results where `request.outputs` says.

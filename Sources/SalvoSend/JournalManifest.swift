@@ -10,13 +10,26 @@ public struct JournalManifest: Codable, Hashable, Sendable {
     public struct Input: Codable, Hashable, Sendable {
         public var path: String
         public var bytes: Int
-        /// SHA-256 of the whole file, hex.
+        /// SHA-256 of the whole file, hex; empty while a new job's first run is still reading the file (it sends
+        /// meanwhile: no earlier run's rows are at stake), filled in as soon as the read ends.
         public var sha256: String
+        /// The file's modification time (nanoseconds since 1970) when the job started: with the size, what a run
+        /// compares when the job's first run ended before its hash was known.
+        public var modified: Int?
 
-        public init(path: String, bytes: Int, sha256: String) {
+        public init(path: String, bytes: Int, sha256: String, modified: Int? = nil) {
             self.path = path
             self.bytes = bytes
             self.sha256 = sha256
+            self.modified = modified
+        }
+
+        /// Whether `other` (the file as it is now, hashed) is this file unchanged: the same size and hash, or, with
+        /// no hash recorded, the same size and modification time.
+        public func isUnchanged(_ other: Input) -> Bool {
+            guard self.path == other.path, self.bytes == other.bytes else { return false }
+            guard !self.sha256.isEmpty else { return self.modified != nil && self.modified == other.modified }
+            return self.sha256 == other.sha256
         }
     }
 
@@ -104,7 +117,7 @@ public struct JournalManifest: Codable, Hashable, Sendable {
                     + "not \(paths.joined(separator: ", ")): name another folder, or the same files"
             )
         }
-        for (old, new) in zip(stored.inputs, inputs) where old != new {
+        for (old, new) in zip(stored.inputs, inputs) where !old.isUnchanged(new) {
             return .refuse(Self.changed(old, new, directory: directory))
         }
         if let refusal = Self.differingSetting(stored.settings, settings, among: Self.templateSettings, directory) {
@@ -118,7 +131,7 @@ public struct JournalManifest: Codable, Hashable, Sendable {
                         + "start a new job in another folder"
                 )
             }
-            if new != old { return .refuse(Self.changed(old, new, directory: directory)) }
+            if !old.isUnchanged(new) { return .refuse(Self.changed(old, new, directory: directory)) }
         }
         for new in payloadFiles where !storedFiles.contains(where: { $0.path == new.path }) {
             return .refuse(
@@ -136,8 +149,11 @@ public struct JournalManifest: Codable, Hashable, Sendable {
 
     private static func changed(_ old: Input, _ new: Input, directory: String) -> String {
         "\(new.path) changed since the job in --journal \(directory) started "
-            + "(\(old.bytes) bytes, SHA-256 \(old.sha256.prefix(16))…; now \(new.bytes) bytes, "
-            + "\(new.sha256.prefix(16))…): restore it, or start a new job in another folder"
+            + "(\(old.bytes) bytes, "
+            + (old.sha256.isEmpty ? "modified at \(old.modified ?? 0) ns" : "SHA-256 \(old.sha256.prefix(16))…")
+            + "; now \(new.bytes) bytes, "
+            + (old.sha256.isEmpty ? "modified at \(new.modified ?? 0) ns" : "\(new.sha256.prefix(16))…")
+            + "): restore it, or start a new job in another folder"
     }
 
     /// The refusal for the first of `names` whose value differs, or nil.

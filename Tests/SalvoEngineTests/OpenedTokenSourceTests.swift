@@ -128,6 +128,9 @@ import Testing
         #expect(TokenSource.repeats(&small) == 2)
         var none: [UInt64] = []
         #expect(TokenSource.repeats(&none) == 0)
+        // 0 is a value like any other (the set's free slots are 0).
+        var zeros: [UInt64] = [0, 7, 0, 0, 7 << 56, 7]
+        #expect(TokenSource.repeats(&zeros) == 3)
         // Values crowded into a few buckets (the top bits alike), to exercise the in-place moves.
         var crowded = (0..<70_000).map { UInt64($0 % 4) << 62 | UInt64($0 % 50_000) }
         crowded.shuffle(using: &generator)

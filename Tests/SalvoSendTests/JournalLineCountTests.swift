@@ -44,6 +44,26 @@ import Testing
         }
     }
 
+    /// Pieces with no CR are counted on a path of their own: exact at every length, and after a piece that ended
+    /// in a CR.
+    @Test func lineFeedsAloneAreCountedExactlyInLongPieces() {
+        var generator = SplitMix64(seed: 11)
+        for length in [63, 64, 65, 127, 128, 4095, 16_320, 16_384, 70_001] {
+            let bytes = (0..<length).map { _ -> UInt8 in
+                [0x0a, 0x0b, 0x8a, 0xff, 0x00, 0x41][Int(generator.next() % 6)]
+            }
+            for start in [0, 1, 3] {
+                let slice = Array(bytes[start...])
+                #expect(slice.withUnsafeBytes { JobJournal.lineEnds($0) } == Self.expectedLineEnds(slice))
+                let after = slice.withUnsafeBytes { JobJournal.lineEnds($0, afterCarriageReturn: true) }
+                #expect(after == Self.expectedLineEnds(slice, afterCarriageReturn: true), "length \(length)")
+            }
+        }
+        // Every byte a line feed.
+        let feeds = [UInt8](repeating: 0x0a, count: 64 * 255 * 2 + 5)
+        #expect(feeds.withUnsafeBytes { JobJournal.lineEnds($0) } == feeds.count)
+    }
+
     @Test func carriageReturnLineEndsBoundTheRowsLinesToo() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-lines-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)

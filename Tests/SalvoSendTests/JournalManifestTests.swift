@@ -163,6 +163,67 @@ import Testing
         }
     }
 
+    /// A new job sends before its files' hashes are read: its manifest holds their sizes and modification times
+    /// until then. A run after a first run that ended that early compares those; once a hash is in, the hash.
+    @Test func aFirstRunThatEndedBeforeItsHashesWereReadIsJudgedBySizeAndTime() {
+        let pending = [
+            JournalManifest.Input(path: "a.csv", bytes: 100, sha256: "", modified: 1_000),
+            JournalManifest.Input(path: "b.csv", bytes: 200, sha256: String(repeating: "b", count: 64), modified: 5),
+        ]
+        let stored = JournalManifest(inputs: pending, settings: Self.settings, lineCounts: [3, 4])
+        var now = Self.inputs
+        now[0].modified = 1_000
+        now[1].modified = 9  // touched, same bytes: the hash decides
+        #expect(self.decide(stored, inputs: now) == .resume)
+        var touched = now
+        touched[0].modified = 2_000
+        guard case .refuse(let message) = self.decide(stored, inputs: touched) else {
+            Issue.record("a file modified since a first run with no hash is refused")
+            return
+        }
+        #expect(message.contains("a.csv changed"), "\(message)")
+        var grown = now
+        grown[0].bytes = 101
+        #expect(self.decide(stored, inputs: grown) != .resume)
+        var unknown = stored
+        unknown.inputs[0].modified = nil
+        #expect(self.decide(unknown, inputs: now) != .resume, "no hash and no time: nothing proves it unchanged")
+    }
+
+    /// A new job's manifest is written before its hashes are read, and gets them when the read ends.
+    @Test func aNewJobsManifestGetsItsHashes() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-jmh-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let input = folder.appendingPathComponent("tokens.csv").path
+        try Data(("token\n" + (1...3).map { String(repeating: "0\($0)", count: 32) + "\n" }.joined()).utf8)
+            .write(to: URL(fileURLWithPath: input))
+        let directory = folder.appendingPathComponent("journal").path
+        let request = SendRequest(
+            files: [input],
+            interface: .binary(
+                BinaryJobConfiguration(
+                    host: "127.0.0.1",
+                    port: 9,
+                    credentials: GatewayCredentials(identity: nil),
+                    template: try FrameTemplate(command: .framed, payload: try Payload(json: #"{"aps":{}}"#))
+                )
+            ),
+            journal: SendJournal(directory: directory)
+        )
+        let send = try BulkSend.prepare(request)
+        // Recorded on a thread of its own while the job would send: wait for it, bounded.
+        let clock = ContinuousClock()
+        let start = clock.now
+        var manifest = try #require(try JobJournal.loadManifest(directory))
+        while manifest.inputs.contains(where: \.sha256.isEmpty) && clock.now - start < .seconds(10) {
+            try await Task.sleep(for: .milliseconds(20))
+            manifest = try #require(try JobJournal.loadManifest(directory))
+        }
+        #expect(send.journal != nil)
+        #expect(manifest.inputs.map(\.sha256) == (try JobJournal.fingerprint([input])).map(\.sha256))
+        #expect(manifest.inputs.first?.modified != nil)
+    }
+
     @Test func aJournalBegunByAnEarlierBuildIsRefusedBeforeSendingAndLeftAsItWas() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-jmv-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
