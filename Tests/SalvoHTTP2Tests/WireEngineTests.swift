@@ -3,14 +3,20 @@ import Crypto
 import NIOCore
 import NIOEmbedded
 import NIOHPACK
+import NIOPosix
 import SalvoEngine
 import Testing
 
 @testable import SalvoHTTP2
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The wire engine's own share of the protocol, on an embedded channel with a scripted server: the frames it
 /// writes, HPACK, flow control, SETTINGS and PING. Jobs over real TLS with either engine are in `JobTests` and
-/// `SimulatorEndpointTests`.
+/// `SimulatorEndpointTests`. The tests are synchronous: an embedded channel must be used from the thread that made
+/// it, and an `await` may resume a test on another thread.
 @Suite(.timeLimit(.minutes(1))) struct WireEngineTests {
     /// The server's end: cuts what the client wrote with the server's own frame reader and decodes header blocks.
     struct Server {
@@ -70,9 +76,11 @@ import Testing
         payload: Payload,
         token: ProviderToken? = nil,
         topic: String = testTopic
-    ) async throws -> (EmbeddedChannel, HTTP2JobContext, EventLoopPromise<Void>) {
+    ) throws -> (EmbeddedChannel, HTTP2JobContext, EventLoopPromise<Void>) {
         let channel = EmbeddedChannel()
-        let finished = channel.eventLoop.makePromise(of: Void.self)
+        // On a real loop: the work queue completes it from its read-ahead queue, where an embedded loop's promise
+        // may not be touched.
+        let finished = MultiThreadedEventLoopGroup.singleton.next().makePromise(of: Void.self)
         let job = HTTP2JobContext(
             work: HTTP2WorkQueue(source: file.source, finished: finished),
             template: HTTP2RequestTemplate(
@@ -93,11 +101,11 @@ import Testing
         )
         // The rows are read on a queue of their own: time for the first chunk (a few rows; a slow read only
         // delays the first request, which the embedded loop's clock would then have to wake).
-        try await Task.sleep(for: .milliseconds(300))
+        usleep(300_000)
         try channel.pipeline.syncOperations.addHandler(
             HTTP2WireConnectionHandler(job: job, random: SplitMix64(seed: 7))
         )
-        try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).get()
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
         return (channel, job, finished)
     }
 
@@ -109,14 +117,14 @@ import Testing
         finished.succeed()
     }
 
-    @Test func requestsFollowTheSendWindowAndShareOneIndexedHeaderBlock() async throws {
+    @Test func requestsFollowTheSendWindowAndShareOneIndexedHeaderBlock() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 100, seed: 21, in: folder)
         let filler = String(repeating: "x", count: 1_950)
         let payload = try Payload(json: #"{"aps":{"alert":"hi"},"filler":"\#(filler)"}"#)
         let length = payload.byteCount
-        let (channel, job, finished) = try await Self.connect(file: file, payload: payload)
+        let (channel, job, finished) = try Self.connect(file: file, payload: payload)
         defer { Self.end(channel, job, finished) }
         var server = Server()
 
@@ -172,11 +180,11 @@ import Testing
         #expect(try server.requests(frames).count == (left + 3 * length) / length)
     }
 
-    @Test func aLowerLimitHoldsNewStreamsAndAHigherOneReleasesThem() async throws {
+    @Test func aLowerLimitHoldsNewStreamsAndAHigherOneReleasesThem() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 50, seed: 22, in: folder)
-        let (channel, job, finished) = try await Self.connect(file: file, payload: testPayload)
+        let (channel, job, finished) = try Self.connect(file: file, payload: testPayload)
         defer { Self.end(channel, job, finished) }
         var server = Server()
         _ = try server.frames(from: channel)
@@ -198,11 +206,11 @@ import Testing
         #expect(try server.requests(server.frames(from: channel)).map(\.streamID) == [13, 15, 17, 19])
     }
 
-    @Test func aServerWithoutADynamicTableGetsLiteralHeaders() async throws {
+    @Test func aServerWithoutADynamicTableGetsLiteralHeaders() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 20, seed: 24, in: folder)
-        let (channel, job, finished) = try await Self.connect(file: file, payload: testPayload)
+        let (channel, job, finished) = try Self.connect(file: file, payload: testPayload)
         defer { Self.end(channel, job, finished) }
         var server = Server()
         _ = try server.frames(from: channel)
@@ -225,14 +233,14 @@ import Testing
     /// A new provider token in a small table (600 bytes): its entry evicts shared headers the block that carries it
     /// named by index, so the block after it must go through the encoder too; every block the server decodes has the
     /// right headers.
-    @Test func aNewTokenInASmallTableKeepsTheServersTableInStep() async throws {
+    @Test func aNewTokenInASmallTableKeepsTheServersTableInStep() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 120, seed: 25, in: folder)
         let clock = ManualClock(1_700_000_000)
         let signer = try JWTSigner(privateKey: P256.Signing.PrivateKey(), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
         let token = try ProviderToken(signer: signer, clock: clock.function)
-        let (channel, job, finished) = try await Self.connect(file: file, payload: testPayload, token: token)
+        let (channel, job, finished) = try Self.connect(file: file, payload: testPayload, token: token)
         defer { Self.end(channel, job, finished) }
         var server = Server()
         _ = try server.frames(from: channel)
@@ -285,7 +293,7 @@ import Testing
     /// No frame over 16,384 bytes, the least `SETTINGS_MAX_FRAME_SIZE` a peer may have: a longer body goes in
     /// several DATA frames, a longer header block in HEADERS and CONTINUATION (the server's reader refuses a
     /// longer frame with a connection error).
-    @Test func aBodyOrAHeaderBlockOverTheFrameLimitIsCutIntoFrames() async throws {
+    @Test func aBodyOrAHeaderBlockOverTheFrameLimitIsCutIntoFrames() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 5, seed: 26, in: folder)
@@ -293,7 +301,7 @@ import Testing
         let payload = try Payload(json: #"{"aps":{"alert":"hi"},"filler":"\#(filler)"}"#)
         // Over 16 KiB however HPACK codes it.
         let topic = String(repeating: "~", count: 17_000)
-        let (channel, job, finished) = try await Self.connect(file: file, payload: payload, topic: topic)
+        let (channel, job, finished) = try Self.connect(file: file, payload: payload, topic: topic)
         defer { Self.end(channel, job, finished) }
         var server = Server(
             decoder: HPACKDecoder(
@@ -327,11 +335,11 @@ import Testing
     }
 
     /// RFC 9113 §6.9: a WINDOW_UPDATE of 0 on a stream is that stream's error, not the connection's.
-    @Test func aWindowUpdateOfZeroOnAStreamResetsThatStreamAlone() async throws {
+    @Test func aWindowUpdateOfZeroOnAStreamResetsThatStreamAlone() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 10, seed: 27, in: folder)
-        let (channel, job, finished) = try await Self.connect(file: file, payload: testPayload)
+        let (channel, job, finished) = try Self.connect(file: file, payload: testPayload)
         defer { Self.end(channel, job, finished) }
         var server = Server()
         _ = try server.frames(from: channel)
@@ -353,11 +361,11 @@ import Testing
         #expect(job.recorded.withLockedValue { $0.outcomes.report.resent } == 1)
     }
 
-    @Test func goAwaySendsTheStreamsAboveItsLastAgainAndItsReasonStopsTheJob() async throws {
+    @Test func goAwaySendsTheStreamsAboveItsLastAgainAndItsReasonStopsTheJob() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 20, seed: 23, in: folder)
-        let (channel, job, finished) = try await Self.connect(file: file, payload: testPayload)
+        let (channel, job, finished) = try Self.connect(file: file, payload: testPayload)
         defer { Self.end(channel, job, finished) }
         var server = Server()
         _ = try server.frames(from: channel)
