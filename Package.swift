@@ -293,6 +293,7 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 "SalvoSimulator",
                 "SalvoTestSupport",
+                "SalvoTestTraits",
                 "SalvoBenchmarkSupport",
             ],
             swiftSettings: strictness
@@ -320,6 +321,7 @@ let package = Package(
             name: "SalvoSoakTests",
             dependencies: [
                 "SalvoSoak", "SalvoSimulator", "SalvoEngine", "SalvoData", "SalvoTestSupport", "SalvoObservability",
+                "SalvoTestTraits",
             ],
             swiftSettings: strictness
         ),

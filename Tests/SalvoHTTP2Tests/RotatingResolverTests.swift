@@ -1,11 +1,12 @@
 import NIOCore
 import NIOPosix
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoHTTP2
 
 /// Connections spread over the gateway's addresses: slot k starts at the k-th address of each family.
-@Suite struct RotatingResolverTests {
+@Suite(.offThePool) struct RotatingResolverTests {
     @Test func eachTurnStartsAtTheNextAddressAndKeepsTheOthersAfterIt() {
         let addresses = ["a", "b", "c"]
         #expect(RotatingResolver.rotated(addresses, by: 0) == ["a", "b", "c"])

@@ -11,13 +11,14 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import SalvoTestTraits
 #endif
 
 /// The wire engine's own share of the protocol, on an embedded channel with a scripted server: the frames it
 /// writes, HPACK, flow control, SETTINGS and PING. Jobs over real TLS with either engine are in `JobTests` and
 /// `SimulatorEndpointTests`. The tests are synchronous: an embedded channel must be used from the thread that made
 /// it, and an `await` may resume a test on another thread.
-@Suite(.timeLimit(.minutes(1))) struct WireEngineTests {
+@Suite(.offThePool, .timeLimit(.minutes(1))) struct WireEngineTests {
     /// The server's end: cuts what the client wrote with the server's own frame reader and decodes header blocks.
     struct Server {
         var reader = HTTP2FrameReader()

@@ -4,11 +4,12 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import SalvoEngine
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoHTTP2
 
-@Suite struct WorkQueueTests {
+@Suite(.offThePool) struct WorkQueueTests {
     @Test func retriesWaitForTheirTimeAndGoFirstAndTheJobFinishesOnlyWhenAllIsBack() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }

@@ -2,11 +2,12 @@ import Foundation
 import SalvoHTTP2
 import SalvoSimulator
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 /// The real `salvo check --protocol h2 --provider-token-file`: the token file and the push type's rules are checked,
 /// the handshake made, nothing sent.
-@Suite struct CheckProviderTokenFileTests {
+@Suite(.offThePool) struct CheckProviderTokenFileTests {
     @Test func aMintedTokenFilePassesAndAPushTypeWithoutItsTopicSuffixFails() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-cptf-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)

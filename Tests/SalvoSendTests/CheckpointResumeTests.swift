@@ -8,13 +8,14 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import SalvoTestTraits
 #endif
 
 /// The real `salvo send --journal`, killed with SIGKILL once its journal's checkpoint has passed thousands of rows,
 /// then the same command again, against one simulator's ledger: the second run starts reading at the checkpoint
 /// the first left on the disk, no row before it is delivered again, every row after it is delivered, and twice only
 /// when the journal held it as written (uncertain) at the kill.
-@Suite(.serialized) struct CheckpointResumeTests {
+@Suite(.offThePool, .serialized) struct CheckpointResumeTests {
     static let count = 12_000
     static let killAfter = 3000
     /// Tokens the simulator refuses. Over the binary interface rows are presumed only once the gateway has read

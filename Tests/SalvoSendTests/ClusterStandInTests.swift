@@ -8,6 +8,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import SalvoTestTraits
 #endif
 
 /// A Kubernetes Indexed Job on one machine: the simulator and N real `salvo send` workers with
@@ -18,7 +19,7 @@ import Glibc
 ///
 /// `SALVO_STANDIN_WORKERS` (default 4) and `SALVO_STANDIN_ROWS` (default 8000) change the size;
 /// `SALVO_STANDIN_FAST=1` removes the slowing that lets the kill land mid-run, to measure throughput (printed).
-@Suite(.serialized) struct ClusterStandInTests {
+@Suite(.offThePool, .serialized) struct ClusterStandInTests {
     enum Wire: String, CaseIterable, Sendable {
         case binary
         case h2

@@ -6,12 +6,13 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import SalvoTestTraits
 #endif
 
 /// The real `salvo` executable against a simulator that goes away mid-send: the job gives up the stated time after
 /// its last progress (`--give-up-seconds`), exits 3, and writes a report in which every row is in one field, with
 /// every row it did not settle in the unsettled file.
-@Suite struct DyingGatewayTests {
+@Suite(.offThePool) struct DyingGatewayTests {
     enum Interface: String, CaseIterable, Sendable {
         case binary, h2
     }

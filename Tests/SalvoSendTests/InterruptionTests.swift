@@ -6,11 +6,12 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import SalvoTestTraits
 #endif
 
 /// The real `salvo` executable, interrupted mid-send: it exits 130 (SIGINT) or 143 (SIGTERM) and writes a report
 /// that accounts for every row.
-@Suite struct InterruptionTests {
+@Suite(.offThePool) struct InterruptionTests {
     /// `salvo`, built next to the test bundle by `swift build`.
     static var executable: String? {
         var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()

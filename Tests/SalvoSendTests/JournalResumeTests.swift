@@ -8,13 +8,14 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import SalvoTestTraits
 #endif
 
 /// The real `salvo send --journal`, killed with SIGKILL at several points and run again with the same command, one
 /// simulator kept running across both runs: every valid token is delivered, no row settled before the kill is
 /// delivered twice, and a token delivered twice is one the journal held as uncertain. Then a third run finds the
 /// job finished, and a changed input is refused.
-@Suite(.serialized) struct JournalResumeTests {
+@Suite(.offThePool, .serialized) struct JournalResumeTests {
     enum Moment: String, CaseIterable, Sendable {
         /// At once: the process is still reading its input.
         case validation

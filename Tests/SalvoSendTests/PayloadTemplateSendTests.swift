@@ -4,11 +4,12 @@ import SalvoEngine
 import SalvoSend
 import SalvoSimulator
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 /// A payload per row over the binary interface (`HTTP2PayloadTemplateTests` for HTTP/2), checked from the simulator's ledger: the digest each device shows
 /// is the digest of the payload the row should render to.
-@Suite struct PayloadTemplateSendTests {
+@Suite(.offThePool) struct PayloadTemplateSendTests {
     private static func folder() throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-tpl-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)

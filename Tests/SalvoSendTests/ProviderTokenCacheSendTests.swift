@@ -6,12 +6,13 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import SalvoTestTraits
 #endif
 
 /// One provider token per signing key through the real `salvo send --protocol h2 --auth-key …`: two processes
 /// started together with one `--token-cache` send with one token, and a run that mints its own token within 20
 /// minutes of another's earns `TooManyProviderTokenUpdates`, which stops it at once with status 3.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct ProviderTokenCacheSendTests {
+@Suite(.offThePool, .serialized, .timeLimit(.minutes(1))) struct ProviderTokenCacheSendTests {
     typealias Sends = ProviderTokenFileSendTests
 
     static func arguments(_ setup: Sends.Setup, cache: String, report: String, extra: [String] = []) -> [String] {

@@ -3,13 +3,14 @@ import Foundation
 import SalvoEngine
 import SalvoSimulator
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 /// `salvo send` reads its input once, validating rows as the sender takes them: over either interface, a file
 /// longer than its first chunk with bad and repeated rows further down sends every good row once (with
 /// `--dedupe`, a repeated token never twice), and names the bad rows in the rejects file and the report; a file
 /// whose first chunk holds no token is refused before any connection. Through the real executable.
-@Suite struct SendReadsOnceTests {
+@Suite(.offThePool) struct SendReadsOnceTests {
     private static func run(
         _ salvo: String,
         in folder: URL,

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import SalvoTestTraits
 import Testing
 
 /// Runs `body` on a Dispatch thread, not on the concurrency pool: waiting for a child process there would hold
@@ -11,7 +12,7 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
 }
 
 /// `salvo soak` as a person runs it: the real executable, its exit status, its lines and its files.
-@Suite struct SoakCommandTests {
+@Suite(.offThePool) struct SoakCommandTests {
     private func soak(plan: String) async throws -> (status: Int32, output: String, report: String, chart: String)? {
         try await offThePool { try Self.soakNow(plan: plan) }
     }

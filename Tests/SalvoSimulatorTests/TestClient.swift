@@ -23,7 +23,7 @@ enum TestClient {
         identity: CertificateFactory.Identity?,
         trusting caPEM: String,
         send: ByteBuffer,
-        timeout: TimeAmount = .seconds(5),
+        timeout: TimeAmount = .seconds(30),
         cleartext: Bool = false
     ) async throws -> Outcome {
         var configuration = TLSConfiguration.makeClientConfiguration()

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoSoak
@@ -9,7 +10,7 @@ private let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first 
     FileManager.default.isExecutableFile(atPath: $0)
 }
 
-@Suite struct SoakChartTests {
+@Suite(.offThePool) struct SoakChartTests {
     private func report() -> SoakReport {
         SoakReport(
             interface: "binary",
