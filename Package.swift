@@ -311,6 +311,7 @@ let package = Package(
             dependencies: [
                 "SalvoObservability", "SalvoEngine", "SalvoSend", "SalvoSimulator", "SalvoTestSupport", "APNSWire",
                 "SalvoHTTP2", .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "SalvoTestTraits",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),

@@ -9,9 +9,10 @@ import SalvoObservability
 import SalvoSend
 import SalvoSimulator
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
-@Suite struct MetricsEndpointTests {
+@Suite(.offThePool) struct MetricsEndpointTests {
     /// A real send over TLS to the simulator, its metrics served by the endpoint: scraped while it runs, the
     /// counters are there; after it, they equal the report.
     @Test func metricsDuringASendAndEqualToItsReportAfter() async throws {
@@ -126,7 +127,7 @@ import Testing
     }
 }
 
-@Suite struct HTTP2MetricsTests {
+@Suite(.offThePool) struct HTTP2MetricsTests {
     /// Over HTTP/2 the answer latency is a timer: one sample per batch of answers, never one per request.
     @Test func answerLatencyIsSampledPerBatch() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-h2m-\(UUID().uuidString)")
