@@ -38,14 +38,8 @@ import SalvoTestTraits
         let simulator = try await Simulator.start(configuration)
         var stopped = false
         defer { if !stopped { Task { try? await simulator.shutdown() } } }
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-dying-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        var generator = TokenGenerator(seed: 21)
         let count = 20_000
-        let tokens = (0..<count).map { _ in generator.next().hexString }
-        try Data(("token\n" + tokens.joined(separator: "\n") + "\n").utf8)
-            .write(to: folder.appendingPathComponent("tokens.csv"))
-        try Data(#"{"aps":{"alert":"hi"}}"#.utf8).write(to: folder.appendingPathComponent("payload.json"))
+        let (folder, _) = try sendFolder("salvo-dying", tokens: count, seed: 21)
         let report = folder.appendingPathComponent("report.json")
         var arguments = [
             "send", "tokens.csv", "--payload", "payload.json", "--cert", paths.client, "--key", paths.clientKey,

@@ -33,14 +33,8 @@ import SalvoTestTraits
         // A gateway that reads and never answers: the job waits for its barrier when the signal comes.
         let gateway = try MisbehavingGateway(.silent, paths: paths)
         defer { gateway.stop() }
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-int-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        var generator = TokenGenerator(seed: 9)
         let count = 3000
-        let tokens = (0..<count).map { _ in generator.next().hexString }
-        try Data(("token\n" + tokens.joined(separator: "\n") + "\n").utf8)
-            .write(to: folder.appendingPathComponent("tokens.csv"))
-        try Data(#"{"aps":{"alert":"hi"}}"#.utf8).write(to: folder.appendingPathComponent("payload.json"))
+        let (folder, tokens) = try sendFolder("salvo-int", tokens: count, seed: 9)
         let report = folder.appendingPathComponent("report.json")
 
         let process = Process()
@@ -111,14 +105,8 @@ import SalvoTestTraits
         http2.faults.responseDelayMilliseconds = 60_000
         configuration.http2 = http2
         let simulator = try await Simulator.start(configuration)
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-int-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        var generator = TokenGenerator(seed: 10)
         let count = 500
-        let tokens = (0..<count).map { _ in generator.next().hexString }
-        try Data(("token\n" + tokens.joined(separator: "\n") + "\n").utf8)
-            .write(to: folder.appendingPathComponent("tokens.csv"))
-        try Data(#"{"aps":{"alert":"hi"}}"#.utf8).write(to: folder.appendingPathComponent("payload.json"))
+        let (folder, tokens) = try sendFolder("salvo-int", tokens: count, seed: 10)
         let report = folder.appendingPathComponent("report.json")
 
         let process = Process()

@@ -23,6 +23,22 @@ import Testing
         JournalManifest.decide(stored: stored, inputs: inputs, settings: settings, directory: "j")
     }
 
+    /// A binary send of `input` to a port where nothing listens, journaled in `directory`.
+    static func journaledRequest(_ input: String, directory: String) throws -> SendRequest {
+        SendRequest(
+            files: [input],
+            interface: .binary(
+                BinaryJobConfiguration(
+                    host: "127.0.0.1",
+                    port: 9,
+                    credentials: GatewayCredentials(identity: nil),
+                    template: try FrameTemplate(command: .framed, payload: try Payload(json: #"{"aps":{}}"#))
+                )
+            ),
+            journal: SendJournal(directory: directory)
+        )
+    }
+
     var stored: JournalManifest { JournalManifest(inputs: Self.inputs, settings: Self.settings, lineCounts: [3, 4]) }
 
     @Test func anEmptyFolderStartsAJob() {
@@ -198,18 +214,7 @@ import Testing
         try Data(("token\n" + (1...3).map { String(repeating: "0\($0)", count: 32) + "\n" }.joined()).utf8)
             .write(to: URL(fileURLWithPath: input))
         let directory = folder.appendingPathComponent("journal").path
-        let request = SendRequest(
-            files: [input],
-            interface: .binary(
-                BinaryJobConfiguration(
-                    host: "127.0.0.1",
-                    port: 9,
-                    credentials: GatewayCredentials(identity: nil),
-                    template: try FrameTemplate(command: .framed, payload: try Payload(json: #"{"aps":{}}"#))
-                )
-            ),
-            journal: SendJournal(directory: directory)
-        )
+        let request = try Self.journaledRequest(input, directory: directory)
         let send = try BulkSend.prepare(request)
         // Recorded on a thread of its own while the job would send: wait for it, bounded.
         let clock = ContinuousClock()
@@ -239,18 +244,7 @@ import Testing
         let files = [JobJournal.manifestPath(directory), JobJournal.statePath(directory)]
         let before = try files.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }
 
-        let request = SendRequest(
-            files: [input],
-            interface: .binary(
-                BinaryJobConfiguration(
-                    host: "127.0.0.1",
-                    port: 9,
-                    credentials: GatewayCredentials(identity: nil),
-                    template: try FrameTemplate(command: .framed, payload: try Payload(json: #"{"aps":{}}"#))
-                )
-            ),
-            journal: SendJournal(directory: directory)
-        )
+        let request = try Self.journaledRequest(input, directory: directory)
         let error = #expect(throws: JobError.self) { try BulkSend.prepare(request) }
         #expect(error?.code == .input)
         #expect(

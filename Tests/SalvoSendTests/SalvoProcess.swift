@@ -1,4 +1,5 @@
 import Foundation
+import SalvoEngine
 import Testing
 
 /// Runs the built `salvo` in a fresh folder holding `files` (name, which may hold a folder → contents) and returns its exit status and what
@@ -33,4 +34,17 @@ func runSalvo(
     let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     process.waitUntilExit()
     return (process.terminationStatus, text)
+}
+
+/// A fresh folder holding `tokens.csv` (a header and `count` tokens from `seed`, one a line) and `payload.json`, for a
+/// send by the executable; the folder and the tokens in file order.
+func sendFolder(_ prefix: String, tokens count: Int, seed: UInt64) throws -> (folder: URL, tokens: [String]) {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    var generator = TokenGenerator(seed: seed)
+    let tokens = (0..<count).map { _ in generator.next().hexString }
+    try Data(("token\n" + tokens.joined(separator: "\n") + "\n").utf8)
+        .write(to: folder.appendingPathComponent("tokens.csv"))
+    try Data(#"{"aps":{"alert":"hi"}}"#.utf8).write(to: folder.appendingPathComponent("payload.json"))
+    return (folder, tokens)
 }
