@@ -93,9 +93,28 @@ public final class JobJournal: @unchecked Sendable {
     static func countLines(_ files: [String]) throws(JobError) -> [Int] {
         var lineCounts: [Int] = []
         for path in files {
-            var lines = LineEnds()
-            _ = try Self.read(path) { lines.count($0) }
-            lineCounts.append(lines.bound)
+            let count = try Self.withMapping(path) { file -> Int in
+                // Pieces counted on every core at once (nothing else runs yet: the job waits for this count). Exact:
+                // a piece knows whether the byte before it was a CR, so a CRLF across two pieces counts once.
+                let pieces = (file.count + Self.piece - 1) / Self.piece
+                let slots = UnsafeMutableBufferPointer<Int>.allocate(capacity: max(pieces, 1))
+                defer { slots.deallocate() }
+                // Each iteration reads the mapping and writes its own slot: no two touch the same memory.
+                nonisolated(unsafe) let file = file
+                nonisolated(unsafe) let counts = slots
+                DispatchQueue.concurrentPerform(iterations: pieces) { index in
+                    let start = index * Self.piece
+                    let end = min(file.count, start + Self.piece)
+                    let afterCarriageReturn = start > 0 && file[start - 1] == 0x0d
+                    counts[index] = Self.lineEnds(
+                        UnsafeRawBufferPointer(rebasing: file[start..<end]),
+                        afterCarriageReturn: afterCarriageReturn
+                    )
+                    Self.release(UnsafeRawBufferPointer(rebasing: file[start..<end]))
+                }
+                return slots.prefix(pieces).reduce(0, +)
+            }
+            lineCounts.append((count ?? 0) + 2)
         }
         return lineCounts
     }
@@ -114,6 +133,9 @@ public final class JobJournal: @unchecked Sendable {
         }
     }
 
+    /// The size of the pieces a file is read in.
+    private static let piece = 8 << 20
+
     /// Maps `path` and hands it to `body` in pieces of 8 MiB, in order; returns the file's size. A mapping, not
     /// `read(2)`: the file is read twice for a new job (its line ends, then its hash) and the page cache's copy is
     /// used in place both times, with no 650 MB copied for a 650 MB file.
@@ -121,6 +143,23 @@ public final class JobJournal: @unchecked Sendable {
         _ path: String,
         _ body: (UnsafeRawBufferPointer) -> Void
     ) throws(JobError) -> Int {
+        try Self.withMapping(path) { file -> Int in
+            var offset = 0
+            while offset < file.count {
+                let piece = UnsafeRawBufferPointer(rebasing: file[offset..<min(file.count, offset + Self.piece)])
+                body(piece)
+                Self.release(piece)
+                offset += piece.count
+            }
+            return file.count
+        } ?? 0
+    }
+
+    /// Calls `body` with the whole of `path` mapped read-only; nil for an empty file (which cannot be mapped).
+    private static func withMapping<Result>(
+        _ path: String,
+        _ body: (UnsafeRawBufferPointer) -> Result
+    ) throws(JobError) -> Result? {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             throw JobError(.input, "\(path): cannot open: \(String(cString: strerror(errno)))")
@@ -131,22 +170,24 @@ public final class JobJournal: @unchecked Sendable {
             throw JobError(.input, "\(path): cannot read: \(String(cString: strerror(errno)))")
         }
         let size = Int(status.st_size)
-        guard size > 0 else { return 0 }
+        guard size > 0 else { return nil }
         guard let mapped = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0), mapped != MAP_FAILED else {
             throw JobError(.input, "\(path): cannot map: \(String(cString: strerror(errno)))")
         }
         defer { munmap(mapped, size) }
         _ = madvise(mapped, size, MADV_SEQUENTIAL)
-        let piece = 8 << 20
-        var offset = 0
-        while offset < size {
-            let count = min(piece, size - offset)
-            body(UnsafeRawBufferPointer(start: mapped + offset, count: count))
-            // Done with these pages: out of this process's resident set (they stay in the page cache).
-            _ = madvise(mapped + offset, count, MADV_DONTNEED)
-            offset += count
-        }
-        return size
+        return body(UnsafeRawBufferPointer(start: mapped, count: size))
+    }
+
+    /// Done with these pages of a mapping: out of this process's resident set (they stay in the page cache).
+    private static func release(_ pages: UnsafeRawBufferPointer) {
+        // madvise wants a page-aligned start: the pages wholly inside.
+        let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+        guard let base = pages.baseAddress else { return }
+        let start = (Int(bitPattern: base) + pageSize - 1) / pageSize * pageSize
+        let end = (Int(bitPattern: base) + pages.count) / pageSize * pageSize
+        guard end > start, let pointer = UnsafeMutableRawPointer(bitPattern: start) else { return }
+        _ = madvise(pointer, end - start, MADV_DONTNEED)
     }
 
     private static func hex(_ digest: some Sequence<UInt8>) -> String {

@@ -64,6 +64,24 @@ import Testing
         #expect(feeds.withUnsafeBytes { JobJournal.lineEnds($0) } == feeds.count)
     }
 
+    /// A large file is counted in 8 MiB pieces on every core: a CRLF across two pieces counts once, a bare CR at a
+    /// piece's end once, and the total is the count one byte at a time (and the hashing pass's).
+    @Test func piecesCountedTogetherMatchTheWholeAcrossTheirEdges() throws {
+        let piece = 8 << 20
+        var bytes = [UInt8](repeating: 0x61, count: 2 * piece + 12345)
+        for index in stride(from: 99, to: bytes.count, by: 100) { bytes[index] = 0x0a }
+        bytes[piece - 1] = 0x0d
+        bytes[piece] = 0x0a
+        bytes[2 * piece - 1] = 0x0d
+        bytes[2 * piece] = 0x61
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-pieces-\(UUID().uuidString)")
+        try Data(bytes).write(to: path)
+        defer { try? FileManager.default.removeItem(at: path) }
+        let expected = Self.expectedLineEnds(bytes) + 2
+        #expect(try JobJournal.countLines([path.path]) == [expected])
+        #expect(try JobJournal.fingerprintAndCountLines([path.path]).lineCounts == [expected])
+    }
+
     @Test func carriageReturnLineEndsBoundTheRowsLinesToo() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-lines-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
