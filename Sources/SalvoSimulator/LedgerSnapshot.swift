@@ -52,3 +52,38 @@ public struct LedgerSnapshot: Codable, Sendable, Equatable {
         self.errorResponses[String(status)] ?? 0
     }
 }
+
+extension LedgerSnapshot {
+    /// Every counter is optional when decoding: a ledger written by a simulator that did not yet have a counter (or a
+    /// remote simulator of another version answering `GET /ledger`) reads with that counter at zero, not as an error.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        func read<Value: Decodable>(_ key: CodingKeys, _ absent: Value) throws -> Value {
+            try container.decodeIfPresent(Value.self, forKey: key) ?? absent
+        }
+        self.init()
+        self.accepted = try read(.accepted, 0)
+        self.distinctTokens = try read(.distinctTokens, 0)
+        self.tokensAcceptedMoreThanOnce = try read(.tokensAcceptedMoreThanOnce, 0)
+        self.refusedForCapacity = try read(.refusedForCapacity, 0)
+        self.discardedAfterError = try read(.discardedAfterError, 0)
+        self.errorResponses = try read(.errorResponses, [:])
+        self.closedWithoutResponse = try read(.closedWithoutResponse, 0)
+        self.resets = try read(.resets, 0)
+        self.connectionsAccepted = try read(.connectionsAccepted, 0)
+        self.connectionsRefused = try read(.connectionsRefused, [:])
+        self.refusedStreams = try read(.refusedStreams, 0)
+        self.bytesReceived = try read(.bytesReceived, 0)
+        self.reads = try read(.reads, 0)
+        self.maxNotificationsPerRead = try read(.maxNotificationsPerRead, 0)
+        self.notificationsPerReadHistogram = try read(.notificationsPerReadHistogram, [])
+        self.feedbackConnections = try read(.feedbackConnections, 0)
+        self.feedbackTuplesSent = try read(.feedbackTuplesSent, 0)
+        self.stored = try read(.stored, 0)
+        self.coalesced = try read(.coalesced, 0)
+        self.notStored = try read(.notStored, 0)
+        self.expired = try read(.expired, 0)
+        self.deliveredLater = try read(.deliveredLater, 0)
+        self.tableBytes = try read(.tableBytes, 0)
+    }
+}

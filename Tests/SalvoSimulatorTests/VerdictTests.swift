@@ -19,6 +19,22 @@ import Testing
         #expect(headered.tokens.contains(TestTokens.token(2)))
     }
 
+    @Test func aLedgerWithoutLaterCountersReadsThemAsZero() throws {
+        // A ledger written before `refusedStreams` (and a remote simulator of another version) still decodes; a
+        // counter of the wrong type is still an error.
+        let old = Data(#"{"accepted":7,"distinctTokens":6,"errorResponses":{"8":1},"connectionsRefused":{}}"#.utf8)
+        let ledger = try JSONDecoder().decode(LedgerSnapshot.self, from: old)
+        #expect(ledger.accepted == 7 && ledger.distinctTokens == 6 && ledger.errors(8) == 1)
+        #expect(ledger.refusedStreams == 0 && ledger.notificationsPerReadHistogram.isEmpty)
+        var full = LedgerSnapshot()
+        full.refusedStreams = 3
+        full.connectionsRefused = ["tls": 2]
+        #expect(try JSONDecoder().decode(LedgerSnapshot.self, from: JSONEncoder().encode(full)) == full)
+        #expect(throws: DecodingError.self) {
+            try JSONDecoder().decode(LedgerSnapshot.self, from: Data(#"{"accepted":"seven"}"#.utf8))
+        }
+    }
+
     @Test func verdictOnACraftedRun() async throws {
         // Expected: 1…6. Token 5 is invalid per plan; 6 is never sent; 3 is sent twice; 9 is unexpected.
         var plan = FaultPlan()
