@@ -13,7 +13,8 @@ import DequeModule
 /// Compact, because at millions of notifications a second a second's worth of rows is in flight: an
 /// entry is a row's line and file position (16 bytes), not its token, which is read again from the file
 /// in the rare case that a settlement needs it (a rejection, a resend); identifiers follow from positions,
-/// and the facts about time are kept per batch (`markWritten`), not per row.
+/// and the facts about time are kept per batch (`markWritten`), not per row. The rows live in a ring whose pages
+/// go back to the kernel as they settle, so a window sized for the fastest gateway costs a slow one nothing.
 ///
 /// The settle time runs from when the gateway has certainly *read* a batch, not from when it was written:
 /// a slow gateway leaves written bytes in our send queue and in its own receive buffer for a long time, and
@@ -63,7 +64,8 @@ struct SentWindow {
     /// The row a barrier is journaled as (line -1; its token is not sent).
     static let barrierRow = TokenRow(token: try! DeviceToken(bytes: [UInt8](repeating: 0, count: 32)), line: -1)
 
-    private var rows: Deque<Journaled> = []
+    /// Its pages go back to the kernel as rows settle: what is resident follows what is in flight, not the capacity.
+    private var rows: ReleasingRing<Journaled>
     /// Per written batch: the position after its last row (counted from the start of the connection), the
     /// ciphertext offsets around it, when the gateway had certainly read it (0: not yet), and when it was written
     /// (0: not said).
@@ -87,9 +89,10 @@ struct SentWindow {
         precondition(firstIdentifier != 0, "identifier 0 means 'unknown' to the gateway")
         self.capacity = capacity
         self.firstIdentifier = firstIdentifier
-        // Reserved once, so the window never reallocates (and never holds two copies) while it fills.
-        // The pages are touched only as rows arrive.
-        self.rows.reserveCapacity(capacity)
+        // Mapped once, so the window never reallocates (and never holds two copies) while it fills; pages are
+        // touched as rows arrive and handed back as they settle.
+        // One more than the rows: a full window still takes the barrier that settles it.
+        self.rows = ReleasingRing(capacity: capacity + 1)
     }
 
     /// Empties the window for a new connection (identifiers start again at 1), keeping its storage.
@@ -278,7 +281,7 @@ struct SentWindow {
     private mutating func clear() {
         self.head += self.rows.count
         self.marked = self.head
-        self.rows.removeAll(keepingCapacity: true)
+        self.rows.removeAll()
         self.batches.removeAll(keepingCapacity: true)
         self.consumedBatches = 0
     }

@@ -22,7 +22,7 @@ public struct TokenRow: Hashable, Sendable {
 
 /// Where a row is: which input file, and the byte offset of its record. 8 bytes, so that rows in flight
 /// can be journaled without their tokens (`TokenSource.token(at:)` reads a token again when needed).
-public struct RowReference: Hashable, Sendable {
+public struct RowReference: Hashable, Sendable, BitwiseCopyable {
     public let rawValue: UInt64
 
     public init(file: Int, offset: Int) {
@@ -559,8 +559,13 @@ extension TokenSource {
                 self.start(at: point, reader: reader, state: &state)
                 rows -= state.resumed!.bytesBefore
             }
-            // About 66 bytes a row (a hex token and a line end): the hashes need no regrowth for a plain list.
-            if !self.options.dedupe { state.pass.hashes.reserveCapacity(rows / 66 + 1) }
+            // The most valid rows the bytes can hold (a token and a line end, the last line without one): the
+            // hashes never regrow. A regrowth near the end of 10 M rows held the old 80 MB and the new array at once.
+            // Pages reserved beyond the rows that come are never touched, so they are not resident.
+            if !self.options.dedupe {
+                let shortestRow = self.options.encoding == .hex ? 65 : 44
+                state.pass.hashes.reserveCapacity(rows / shortestRow + 1)
+            }
         }
         return nil
     }
@@ -582,8 +587,9 @@ extension TokenSource {
             if state.resumed?.merged == false { _ = self.replayFailure(&state) }
             var running = state.pass.running
             running.isFinal = false
-            var hashes = state.pass.hashes
-            running.duplicates = Self.repeats(&hashes)
+            // Counted in place (the order of the hashes does not matter to a later count): a copy would be 8 bytes
+            // more a row at the end of a job.
+            running.duplicates = Self.repeats(&state.pass.hashes)
             return running
         }
     }
