@@ -19,7 +19,7 @@ struct BulkSendHarness {
         plan: FaultPlan = FaultPlan(),
         seed: UInt64 = 1
     ) async throws -> BulkSendHarness {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-job-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-job-\(UUID().uuidString)")
             .path
         let certificates = try CertificateFactory()
         let paths = try certificates.write(to: folder, topic: Self.topic)

@@ -1,5 +1,6 @@
 import APNSWire
 import Foundation
+import SalvoTestSupport
 import Testing
 
 @testable import SalvoEngine
@@ -37,7 +38,7 @@ import Testing
     }
 
     private func journal(lineCounts: [Int]) throws -> RowJournal {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-cp-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-cp-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         return try RowJournal(
             statePath: folder.appendingPathComponent("rows.state").path,

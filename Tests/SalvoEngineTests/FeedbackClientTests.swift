@@ -49,7 +49,7 @@ import Glibc
 
     @Test func aRefusedCertificateIsACredentialsError() async throws {
         let harness = try await BulkSendHarness.start(tokens: 1)
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-fb-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-fb-\(UUID().uuidString)")
         let foreign = try CertificateFactory().write(to: folder.path, topic: BulkSendHarness.topic)
         var configuration = self.configuration(harness)
         configuration.credentials = GatewayCredentials(
@@ -89,7 +89,7 @@ import Glibc
 
 @Suite struct SuppressionListTests {
     private func folder() throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-sup-\(UUID().uuidString)").path
+        let path = TestScratch.root.appendingPathComponent("salvo-sup-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         return path
     }

@@ -10,7 +10,7 @@ import Testing
     static let paths = CertificateFactory.sharedFolder
 
     static func tokenFile(_ count: Int) throws -> String {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-mis-\(UUID().uuidString).csv")
+        let file = TestScratch.root.appendingPathComponent("salvo-mis-\(UUID().uuidString).csv")
         var generator = TokenGenerator(seed: 3)
         let lines = (0..<count).map { _ in generator.next().hexString }
         try Data(("token\n" + lines.joined(separator: "\n") + "\n").utf8).write(to: file)

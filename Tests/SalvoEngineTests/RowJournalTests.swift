@@ -1,5 +1,6 @@
 import APNSWire
 import Foundation
+import SalvoTestSupport
 import Testing
 
 @testable import SalvoEngine
@@ -8,7 +9,7 @@ import Testing
 /// skipped on a resume, and written ones are sent again or left by the policy.
 @Suite struct RowJournalTests {
     static func folder() throws -> URL {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-rj-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-rj-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         return folder
     }

@@ -31,7 +31,7 @@ import Testing
         try await harness.stop()
         #expect(read.entries.count == 100)
 
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-prune-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-prune-\(UUID().uuidString)")
             .path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         var list = SuppressionList()
@@ -87,7 +87,7 @@ import Testing
     }
 
     @Test func aRegistrationTimeThatIsNotATimeIsNamed() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-prune-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-prune-\(UUID().uuidString)")
             .path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         var generator = TokenGenerator(seed: 32)

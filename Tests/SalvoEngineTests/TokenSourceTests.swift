@@ -1,12 +1,13 @@
 import APNSWire
 import Foundation
+import SalvoTestSupport
 import Testing
 
 @testable import SalvoEngine
 
 /// Writes `text` to a fresh temporary file and returns its path.
 func temporaryFile(_ text: String, name: String = "tokens.csv") throws -> String {
-    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-\(UUID().uuidString)")
+    let folder = TestScratch.root.appendingPathComponent("salvo-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
     let path = folder.appendingPathComponent(name).path
     try Data(text.utf8).write(to: URL(fileURLWithPath: path))

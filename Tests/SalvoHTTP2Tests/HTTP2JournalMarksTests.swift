@@ -2,6 +2,7 @@ import APNSWire
 import Foundation
 import NIOCore
 import SalvoEngine
+import SalvoTestSupport
 import Testing
 
 @testable import SalvoHTTP2
@@ -11,7 +12,7 @@ import Testing
 /// without its answer.
 @Suite struct HTTP2JournalMarksTests {
     @Test func streamsMarkTheirRowsWrittenThenSettled() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-h2j-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-h2j-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let journal = try RowJournal(
             statePath: folder.appendingPathComponent("rows.state").path,

@@ -14,7 +14,7 @@ struct TemporaryFolder {
     let path: String
 
     init() throws {
-        self.path = NSTemporaryDirectory() + "salvo-h2-tests-" + UUID().uuidString
+        self.path = TestScratch.path + "/salvo-h2-tests-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: self.path, withIntermediateDirectories: true)
     }
 

@@ -48,7 +48,7 @@ final class LogRecorder: Sendable {
     /// Connection events at info — connect, the error response with its status and identifier, the close, the
     /// reconnect with its delay — and nothing per row.
     @Test func aBinarySendLogsItsConnectionsNotItsRows() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-log-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-log-\(UUID().uuidString)")
             .path
         let certificates = try CertificateFactory()
         let paths = try certificates.write(to: folder + "/certs", topic: "com.example.salvo")

@@ -16,7 +16,7 @@ import Testing
     /// A real send over TLS to the simulator, its metrics served by the endpoint: scraped while it runs, the
     /// counters are there; after it, they equal the report.
     @Test func metricsDuringASendAndEqualToItsReportAfter() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-metrics-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-metrics-\(UUID().uuidString)")
             .path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let certificates = try CertificateFactory()
@@ -130,7 +130,7 @@ import Testing
 @Suite(.offThePool) struct HTTP2MetricsTests {
     /// Over HTTP/2 the answer latency is a timer: one sample per batch of answers, never one per request.
     @Test func answerLatencyIsSampledPerBatch() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-h2m-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-h2m-\(UUID().uuidString)")
             .path
         let certificates = try CertificateFactory()
         let paths = try certificates.write(to: folder, topic: "com.example.salvo")

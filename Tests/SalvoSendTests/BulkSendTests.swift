@@ -9,7 +9,7 @@ import Testing
 
 /// A folder of its own for each test.
 private func folder() throws -> String {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-send-\(UUID().uuidString)").path
+    let path = TestScratch.root.appendingPathComponent("salvo-send-\(UUID().uuidString)").path
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     return path
 }

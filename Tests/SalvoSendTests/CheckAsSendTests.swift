@@ -41,7 +41,7 @@ import Testing
     }
 
     @Test func theRuleIsSendsOwnFirstChunk() {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-cas-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-cas-\(UUID().uuidString)")
         try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let path = folder.appendingPathComponent("t.csv").path
         try? Data(("token\nx\ny\nz\n" + Self.token + "\n").utf8).write(to: URL(fileURLWithPath: path))

@@ -9,7 +9,7 @@ import Testing
 /// the handshake made, nothing sent.
 @Suite(.offThePool) struct CheckProviderTokenFileTests {
     @Test func aMintedTokenFilePassesAndAPushTypeWithoutItsTopicSuffixFails() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-cptf-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-cptf-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let key = try DevelopmentSigningKey.ensure(in: folder.path)
         let signer = try JWTSigner(

@@ -40,7 +40,7 @@ import SalvoTestTraits
         let tokens = (0..<Self.count).map { _ in generator.next() }
         configuration.plan.invalidTokens = Self.refusedIndexes.sorted().map { tokens[$0].hexString }
         let simulator = try await Simulator.start(configuration)
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-cpr-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-cpr-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         // Row i is on line i + 2.
         let text = "token\n" + tokens.map { $0.hexString + "\n" }.joined()
@@ -147,7 +147,7 @@ import SalvoTestTraits
         let simulator = try await Simulator.start(configuration)
         var generator = TokenGenerator(seed: 78)
         let tokens = (0..<3000).map { _ in generator.next() }
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-cps-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-cps-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         // Row i is on line i + 2.
         let text = "token\n" + tokens.map { $0.hexString + "\n" }.joined()

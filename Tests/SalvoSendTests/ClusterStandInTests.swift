@@ -39,7 +39,7 @@ import SalvoTestTraits
         let workers = Self.workers
         let count = Self.rows
         let paths = CertificateFactory.sharedFolder
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-standin-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-standin-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         var generator = TokenGenerator(seed: 1600)

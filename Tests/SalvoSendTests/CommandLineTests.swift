@@ -59,7 +59,7 @@ import Testing
     }
 
     @Test func anHTTP2SendToNothingListeningStopsAtOnceWithExitStatus3AndWritesTheRecord() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-cli-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let report = folder.appendingPathComponent("report.json").path
         guard let (status, error) = try self.salvo(self.http2Send(["--report", report])) else { return }

@@ -57,7 +57,7 @@ import Testing
     }
 
     private static func folder() throws -> URL {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-h2tpl-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-h2tpl-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         return folder
     }

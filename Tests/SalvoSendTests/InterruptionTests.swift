@@ -166,7 +166,7 @@ import SalvoTestTraits
         let paths = CertificateFactory.sharedFolder
         let gateway = try MisbehavingGateway(.silent, paths: paths)
         defer { gateway.stop() }
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-buf-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-buf-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         var generator = TokenGenerator(seed: 12)
         let tokens = (0..<100).map { _ in generator.next().hexString }

@@ -1,5 +1,6 @@
 import Foundation
 import SalvoEngine
+import SalvoTestSupport
 import Testing
 
 @testable import SalvoSend
@@ -9,7 +10,7 @@ import Testing
 /// whole file's.
 @Suite struct JournalCheckpointTests {
     private func folder() throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-jcp-\(UUID().uuidString)").path
+        let path = TestScratch.root.appendingPathComponent("salvo-jcp-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         return path
     }

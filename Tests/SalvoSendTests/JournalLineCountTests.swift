@@ -1,5 +1,6 @@
 import Foundation
 import SalvoEngine
+import SalvoTestSupport
 import Testing
 
 @testable import SalvoSend
@@ -74,7 +75,7 @@ import Testing
         bytes[piece] = 0x0a
         bytes[2 * piece - 1] = 0x0d
         bytes[2 * piece] = 0x61
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-pieces-\(UUID().uuidString)")
+        let path = TestScratch.root.appendingPathComponent("salvo-pieces-\(UUID().uuidString)")
         try Data(bytes).write(to: path)
         defer { try? FileManager.default.removeItem(at: path) }
         let expected = Self.expectedLineEnds(bytes) + 2
@@ -83,7 +84,7 @@ import Testing
     }
 
     @Test func carriageReturnLineEndsBoundTheRowsLinesToo() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-lines-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-lines-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let token = String(repeating: "cd", count: 32)
         // Old Mac line ends, a CRLF, a bare CR inside a quoted field, a blank line, and a CR last.
@@ -101,7 +102,7 @@ import Testing
     }
 
     @Test func theCountBoundsTheLineNumbersOfEveryRow() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-lines-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-lines-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let token = String(repeating: "ab", count: 32)
         // A quoted field with line breaks, CRLF, blank lines, and no line end after the last row.

@@ -3,6 +3,7 @@ import Foundation
 import SalvoEngine
 import SalvoIO
 import SalvoSend
+import SalvoTestSupport
 import Testing
 
 /// The journal's judgement about a new run, without files; and a journal of another version refused by `prepare`.
@@ -208,7 +209,7 @@ import Testing
 
     /// A new job's manifest is written before its hashes are read, and gets them when the read ends.
     @Test func aNewJobsManifestGetsItsHashes() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-jmh-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-jmh-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let input = folder.appendingPathComponent("tokens.csv").path
         try Data(("token\n" + (1...3).map { String(repeating: "0\($0)", count: 32) + "\n" }.joined()).utf8)
@@ -230,7 +231,7 @@ import Testing
     }
 
     @Test func aJournalBegunByAnEarlierBuildIsRefusedBeforeSendingAndLeftAsItWas() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-jmv-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-jmv-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let input = folder.appendingPathComponent("tokens.csv").path
         try Data(("token\n" + (1...3).map { String(repeating: "0\($0)", count: 32) + "\n" }.joined()).utf8)

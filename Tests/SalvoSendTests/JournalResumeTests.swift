@@ -55,7 +55,7 @@ import SalvoTestTraits
         let refused = Set(Self.refusedIndexes)
         configuration.plan.invalidTokens = Self.refusedIndexes.map { tokens[$0] }
         let simulator = try await Simulator.start(configuration)
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-jr-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-jr-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         // Two bad rows: refused before sending, in every run's report.
         let rows = ["token"] + tokens.prefix(10) + ["nothex", "abc"] + tokens.dropFirst(10)
@@ -194,7 +194,7 @@ import SalvoTestTraits
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
         configuration.plan.slowReader = FaultPlan.SlowReader(chunkSize: 4096, delayMilliseconds: 20)
         let simulator = try await Simulator.start(configuration)
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-jr-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-jr-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         var generator = TokenGenerator(seed: 32)
         let tokens = (0..<Self.count).map { _ in generator.next().hexString }

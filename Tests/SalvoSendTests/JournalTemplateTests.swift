@@ -16,7 +16,7 @@ import Testing
         }
         let paths = CertificateFactory.sharedFolder
         let simulator = try await Simulator.start(.testing(CertificateFactory.shared))
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-jt-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-jt-\(UUID().uuidString)")
         let templates = folder.appendingPathComponent("templates")
         try FileManager.default.createDirectory(at: templates, withIntermediateDirectories: true)
         var generator = TokenGenerator(seed: 91)

@@ -11,7 +11,7 @@ import Testing
 /// is the digest of the payload the row should render to.
 @Suite(.offThePool) struct PayloadTemplateSendTests {
     private static func folder() throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-tpl-\(UUID().uuidString)").path
+        let path = TestScratch.root.appendingPathComponent("salvo-tpl-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         return path
     }

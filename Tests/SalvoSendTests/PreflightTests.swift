@@ -11,7 +11,7 @@ import Testing
 @Suite struct PreflightTests {
     /// A folder with `client.pem`/`client-key.pem` made from `identity` (and `key`, another key, when given).
     private func write(_ identity: CertificateFactory.Identity, keyPEM: String? = nil) throws -> (String, String) {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-check-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-check-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let certificate = folder.appendingPathComponent("client.pem").path
         let key = folder.appendingPathComponent("client-key.pem").path
@@ -105,7 +105,7 @@ import Testing
     }
 
     @Test func aBadSigningKeyAndBadIdentifiersFail() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-check-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-check-\(UUID().uuidString)")
         let bad = folder.appendingPathComponent("AuthKey_BAD.p8").path
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         // A certificate's key is not a .p8 file.
@@ -123,7 +123,7 @@ import Testing
     }
 
     @Test func badTokenRowsAreNamedWithTheirLinesAndAFileWithoutValidRowsFails() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-check-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-check-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let good = String(repeating: "ab", count: 32)
         let mixed = folder.appendingPathComponent("mixed.csv").path

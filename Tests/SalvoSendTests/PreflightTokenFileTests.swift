@@ -15,7 +15,7 @@ import Testing
 
     /// A token file minted `age` seconds before `now`.
     private func tokenFile(age: Int64, now: Int64) throws -> String {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-ptf-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-ptf-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let key = try DevelopmentSigningKey.ensure(in: folder.path)
         let signer = try JWTSigner(
@@ -48,7 +48,7 @@ import Testing
     }
 
     @Test func aFileThatIsNotATokenFileFailsAndStopsTheHandshake() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-ptf-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-ptf-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let path = folder.appendingPathComponent("token.json").path
         try Data(#"{"token":"abc"}"#.utf8).write(to: URL(fileURLWithPath: path))

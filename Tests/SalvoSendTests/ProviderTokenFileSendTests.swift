@@ -40,7 +40,7 @@ import SalvoTestTraits
     }
 
     static func start(count: Int, clock: any SimulatorClock = SystemClock()) async throws -> Setup {
-        let folder = NSTemporaryDirectory() + "salvo-token-file-" + UUID().uuidString
+        let folder = TestScratch.path + "/salvo-token-file-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let signingKey = try DevelopmentSigningKey.ensure(in: folder)
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)

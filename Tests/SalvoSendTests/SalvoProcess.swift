@@ -1,5 +1,6 @@
 import Foundation
 import SalvoEngine
+import SalvoTestSupport
 import Testing
 
 /// Runs the built `salvo` in a fresh folder holding `files` (name, which may hold a folder → contents) and returns its exit status and what
@@ -14,7 +15,7 @@ func runSalvo(
         Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
         return nil
     }
-    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(folderPrefix)-\(UUID().uuidString)")
+    let folder = TestScratch.root.appendingPathComponent("\(folderPrefix)-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
     for (name, contents) in files {
         // A name may hold a folder ("templates/pt.json").
@@ -39,7 +40,7 @@ func runSalvo(
 /// A fresh folder holding `tokens.csv` (a header and `count` tokens from `seed`, one a line) and `payload.json`, for a
 /// send by the executable; the folder and the tokens in file order.
 func sendFolder(_ prefix: String, tokens count: Int, seed: UInt64) throws -> (folder: URL, tokens: [String]) {
-    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+    let folder = TestScratch.root.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
     var generator = TokenGenerator(seed: seed)
     let tokens = (0..<count).map { _ in generator.next().hexString }

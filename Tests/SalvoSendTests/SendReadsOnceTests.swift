@@ -43,7 +43,7 @@ import Testing
     }
 
     private static func folder(_ csv: String) throws -> URL {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-once-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-once-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         try Data(csv.utf8).write(to: folder.appendingPathComponent("tokens.csv"))
         try Data(#"{"aps":{"alert":"once"}}"#.utf8).write(to: folder.appendingPathComponent("payload.json"))

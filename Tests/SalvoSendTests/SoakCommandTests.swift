@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import SalvoTestSupport
 import SalvoTestTraits
 import Testing
 
@@ -23,7 +24,7 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
             Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
             return nil
         }
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-soak-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-soak-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         try Data(plan.utf8).write(to: folder.appendingPathComponent("plan.json"))
         let process = Process()

@@ -32,7 +32,7 @@ import Testing
         configuration.plan.devices = FaultPlan.Devices(offlineTokens: tokens.map(\.hexString))
         configuration.http2 = HTTP2EndpointConfiguration()
         let simulator = try await Simulator.start(configuration)
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-saf-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-saf-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         try Data(("token\n" + tokens.map(\.hexString).joined(separator: "\n") + "\n").utf8)
             .write(to: folder.appendingPathComponent("tokens.csv"))

@@ -10,7 +10,7 @@ import Testing
     /// The first send meets every invalid token (one reconnect each) and lists them; the second, with that list as
     /// `--suppress`, sends none of them and reconnects for none.
     @Test func aSecondSendWithTheSuppressionListHasNoInvalidTokenReconnects() async throws {
-        let here = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-sup-\(UUID().uuidString)").path
+        let here = TestScratch.root.appendingPathComponent("salvo-sup-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: here, withIntermediateDirectories: true)
         let certificates = try CertificateFactory()
         let paths = try certificates.write(to: here + "/certs", topic: "com.example.salvo")
@@ -119,7 +119,7 @@ import Testing
         rows: [String],
         registeredAt: TokenColumn?
     ) async throws -> (feedback: Int, result: SendResult, verdict: Verdict) {
-        let here = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-rereg-\(UUID().uuidString)")
+        let here = TestScratch.root.appendingPathComponent("salvo-rereg-\(UUID().uuidString)")
             .path
         try FileManager.default.createDirectory(atPath: here, withIntermediateDirectories: true)
         let certificates = try CertificateFactory()

@@ -10,7 +10,7 @@ import Testing
 /// retries exactly those rows.
 @Suite struct UnsettledSendTests {
     @Test func rowsLeftUncertainAreListedAndSendingTheFileAgainRetriesExactlyThem() async throws {
-        let here = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-uns-\(UUID().uuidString)").path
+        let here = TestScratch.root.appendingPathComponent("salvo-uns-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: here, withIntermediateDirectories: true)
         let certificates = try CertificateFactory()
         let paths = try certificates.write(to: here + "/certs", topic: "com.example.salvo")

@@ -8,7 +8,7 @@ import Testing
 
 @Suite struct SimulationRunTests {
     @Test func servesTheGivenCertificatesAndWritesLedgerAndVerdictOnFinish() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-run-\(UUID())").path
+        let folder = TestScratch.root.appendingPathComponent("salvo-run-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: folder) }
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let expectedPath = folder + "/expected.csv"

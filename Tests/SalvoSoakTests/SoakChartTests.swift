@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import SalvoTestSupport
 import SalvoTestTraits
 import Testing
 
@@ -63,7 +64,7 @@ private let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first 
     /// `html` as the browser's DOM after its scripts ran (`--dump-dom`). Bounded: a browser still running after
     /// 60 s is ended.
     private static func render(_ html: String, with browser: String) throws -> String {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-chart-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-chart-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let page = folder.appendingPathComponent("soak.html")
         try Data(html.utf8).write(to: page)

@@ -51,7 +51,7 @@ import Testing
     /// every round, so each round's verdict is its own; a gateway that loses rows fails the soak the same way.
     @Test(arguments: [0.0, 0.01])
     func aRunningSimulatorIsJudgedThroughItsControlEndpoint(lost: Double) async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-ext-\(UUID().uuidString)")
+        let folder = TestScratch.root.appendingPathComponent("salvo-ext-\(UUID().uuidString)")
             .path
         let certificates = try CertificateFactory()
         let paths = try certificates.write(to: folder, topic: "com.example.app")

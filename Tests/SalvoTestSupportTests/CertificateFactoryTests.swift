@@ -20,7 +20,7 @@ import X509
     }
 
     @Test func writesAFolderAndReusesIt() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-certs-\(UUID())").path
+        let folder = TestScratch.root.appendingPathComponent("salvo-certs-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let paths = try CertificateFactory.ensure(in: folder, topic: "com.example.app")
         for path in [paths.ca, paths.server, paths.serverKey, paths.client, paths.clientKey, paths.foreignClient] {
