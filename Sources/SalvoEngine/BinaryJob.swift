@@ -124,7 +124,7 @@ public enum BinaryJob {
         }
         // Rows no shard took before the job stopped.
         while let chunk = try? source.nextChunk(maximumRows: configuration.chunkRows) {
-            for row in chunk { outcomes.leave(row, .unsent) }
+            for row in chunk { outcomes.leaveUntaken(row, to: configuration.unsettledTail) }
         }
         // An opened source has validated every row by now (the rows above were read to the end).
         let opened = !summary.isFinal

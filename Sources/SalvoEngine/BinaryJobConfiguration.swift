@@ -44,6 +44,9 @@ public struct BinaryJobConfiguration: Sendable {
     /// Connection events (connect, error response with status and identifier, close or reset, reconnect after N ms)
     /// at info, failed connects at warning; nothing per row above trace. Silent by default.
     public var logger = Logger(label: "salvo.binary", factory: { _ in SwiftLogNoOpLogHandler() })
+    /// Where the rows a stopped job never took go (spilled to a file, or counted); nil: listed in the result's
+    /// `unsettledRows`.
+    public var unsettledTail: UnsettledTail?
 
     public init(
         host: String,

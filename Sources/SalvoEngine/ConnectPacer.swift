@@ -30,10 +30,12 @@ final class ConnectPacer: Sendable {
         self.state = NIOLockedValueBox(State(interval: floor, lastProgressAt: now))
     }
 
-    /// Takes the first free slot at or after `earliest`: when to connect (same clock).
-    func slot(earliest: UInt64) -> UInt64 {
+    /// Takes the first free slot at or after `earliest`, and no later than `latest` (nor before `earliest`): when to
+    /// connect (same clock). `latest` is the job's give-up deadline: refusals stretch the spacing up to `ceiling`, and
+    /// a connect pushed past the deadline would keep a job whose gateway is gone running that much longer.
+    func slot(earliest: UInt64, latest: UInt64 = .max) -> UInt64 {
         self.state.withLockedValue { state in
-            let at = max(earliest, state.nextSlot)
+            let at = min(max(earliest, state.nextSlot), max(earliest, latest))
             state.nextSlot = at &+ state.interval
             return at
         }

@@ -107,31 +107,38 @@ struct ReleasingRing<Element: BitwiseCopyable> {
     @discardableResult
     mutating func removeFirst() -> Element {
         precondition(self.count > 0, "removeFirst on an empty ring")
-        self.makeUnique()
+        // Reading and moving the head leave the storage as it is: only a release (below) needs it unshared.
         let element = self.storage.base[self.start]
         self.start += 1
         self.count -= 1
-        if self.start == self.storage.capacity {
-            self.releaseBehind(self.storage.capacity)
-            self.start = 0
-        } else if self.start & (self.stride - 1) == 0 {
-            self.releaseBehind(self.start)
+        if self.start & (self.stride - 1) == 0 || self.start == self.storage.capacity {
+            let end = self.start
+            if self.start == self.storage.capacity { self.start = 0 }
+            self.releaseBehind(end)
         }
         return element
     }
 
     /// Empties the ring and hands every page back (one call: a reconnect, not a row).
     mutating func removeAll() {
-        self.makeUnique()
-        if self.touched { self.storage.release(0..<self.storage.capacity) }
-        self.touched = false
         self.start = 0
         self.count = 0
+        if !isKnownUniquelyReferenced(&self.storage) {
+            self.storage = Storage(capacity: self.storage.capacity)
+        } else if self.touched {
+            self.storage.release(0..<self.storage.capacity)
+        }
+        self.touched = false
     }
 
     /// The head has just left the stride that ends at `end`: its pages go back, unless the elements still held wrap
-    /// around into it (a ring nearly full, whose every page is in use anyway).
-    private func releaseBehind(_ end: Int) {
+    /// around into it (a ring nearly full, whose every page is in use anyway). A ring that shares its storage with a
+    /// copy takes storage of its own instead, which holds its elements alone.
+    private mutating func releaseBehind(_ end: Int) {
+        guard isKnownUniquelyReferenced(&self.storage) else {
+            self.makeUnique()
+            return
+        }
         let strideStart = (end - 1) / self.stride * self.stride
         guard self.count <= self.storage.capacity - (end - strideStart) else { return }
         self.storage.release(strideStart..<end)

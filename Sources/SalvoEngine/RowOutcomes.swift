@@ -147,6 +147,14 @@ public struct RowOutcomes: Sendable {
         )
     }
 
+    /// A valid row the stopped job never took from its source: to `tail` when there is one (spilled or counted, not
+    /// held in memory), else listed like `leave(_:_:)` as unsent.
+    public mutating func leaveUntaken(_ row: TokenRow, to tail: UnsettledTail?) {
+        guard let tail else { return self.leave(row, .unsent) }
+        self.journal?.mark(file: row.reference.file, line: row.line, .none)
+        tail.append(row, file: self.fileName(of: row))
+    }
+
     /// A row that, sent alone, made the gateway drop the connection `BinaryConnectionMachine.poisonDrops` times:
     /// left uncertain, listed as unsettled, never sent again.
     public mutating func connectionDropped(_ row: TokenRow) {

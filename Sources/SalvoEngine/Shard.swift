@@ -121,7 +121,11 @@ final class Shard: @unchecked Sendable {
         case .connect:
             // Every connect of the job takes a slot from the shared pacer.
             let now = Self.now()
-            let at = self.pacer.slot(earliest: now)
+            let giveUpAfter = self.configuration.reconnect.giveUpAfter.nanoseconds
+            let at = self.pacer.slot(
+                earliest: now,
+                latest: giveUpAfter > 0 ? self.pacer.lastProgressAt &+ giveUpAfter : .max
+            )
             guard at > now else { return self.connect() }
             self.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(at - now))) { [weak self] in
                 guard let self, case .connecting = self.machine.state else { return }

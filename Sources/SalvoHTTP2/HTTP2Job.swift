@@ -148,7 +148,7 @@ public enum HTTP2Job {
         }
         if job.work.stopped != nil {
             while let chunk = try? source.nextChunk(maximumRows: 4096) {
-                for row in chunk { recorded.outcomes.leave(row, .unsent) }
+                for row in chunk { recorded.outcomes.leaveUntaken(row, to: configuration.unsettledTail) }
             }
         }
         if !summary.isFinal {

@@ -14,6 +14,9 @@ public struct HTTP2JobConfiguration: Sendable {
     public var onUncertain: OnUncertain = .resend
     /// Keep every accepted notification's `apns-id` in the result (memory grows with the job).
     public var recordDeliveries = false
+    /// Where the rows a stopped job never took go (spilled to a file, or counted); nil: listed in the result's
+    /// `unsettledRows`.
+    public var unsettledTail: UnsettledTail?
 
     public init(client: HTTP2ClientConfiguration, headers: APNSRequestHeaders, payload: Payload) {
         self.client = client

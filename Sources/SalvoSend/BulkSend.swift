@@ -306,10 +306,15 @@ public struct BulkSend: Sendable {
             if write { try OutputFiles.write(result, to: self.request.outputs) }
             return result
         }
+        // The rows a stopped job never took: spilled beside the unsettled file as they are read, not held in memory
+        // (counted only when there is no unsettled file).
+        let tail = UnsettledTail(spillingTo: self.request.outputs.unsettled.map { $0 + ".untaken-\(getpid())" })
         switch self.request.interface {
-        case .binary(let configuration):
+        case .binary(var configuration):
+            configuration.unsettledTail = tail
             result = try await self.runBinary(configuration, summary: summary, progress: progress, stop: stop)
-        case .http2(let configuration):
+        case .http2(var configuration):
+            configuration.unsettledTail = tail
             result = try await self.runHTTP2(
                 configuration,
                 summary: summary,
@@ -320,6 +325,7 @@ public struct BulkSend: Sendable {
             result.report.notSent = result.notSent
             if result.notSent > 0 { result.report.stopped = result.stopped }
         }
+        result.unsettledTail = tail
         if let first = self.source.firstRowUptimeNanoseconds, self.startedAt > 0, first >= self.startedAt {
             result.report.firstRowSeconds = Double(first - self.startedAt) / 1e9
         }

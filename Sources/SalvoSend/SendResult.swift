@@ -21,6 +21,12 @@ public struct SendResult: Sendable {
     public var connectionErrors: [String]
     /// Every valid row the job did not settle, in input order: the unsettled file.
     public var unsettledRows: [UnsettledRow] = []
+    /// The valid rows the job never took from its input, after every row above: spilled to a file as they were read
+    /// (the unsettled file's tail), or only counted when no unsettled file was asked for.
+    public var unsettledTail: UnsettledTail?
+
+    /// Every unsettled row: those listed and those of the tail.
+    public var unsettledCount: Int { self.unsettledRows.count + (self.unsettledTail?.count ?? 0) }
 
     /// Whether every row was valid and delivered: exit status 0.
     public var isComplete: Bool { self.report.isComplete && self.stopped == nil }

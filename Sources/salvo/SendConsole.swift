@@ -91,9 +91,9 @@ enum SendConsole {
             if result.notSent > 0 { log("not sent   \(result.notSent)") }
             if let stopped = result.stopped { log("stopped    \(stopped)") }
         }
-        if !result.unsettledRows.isEmpty {
+        if result.unsettledCount > 0 {
             log(
-                "unsettled  \(result.unsettledRows.count) rows"
+                "unsettled  \(result.unsettledCount) rows"
                     + (request.outputs.unsettled.map { " (in \($0): send it again to retry them)" } ?? "")
             )
         }

@@ -23,6 +23,20 @@ import Testing
         #expect(pacer.interval == 20_000_000, "back to the floor")
     }
 
+    @Test func noSlotComesAfterTheGiveUpDeadline() {
+        // Refusals stretched the spacing to 10 s and pushed the next free slot far out; the job gives up at 30 s
+        // without progress. A connect the spacing would put later comes at the deadline instead, so the job ends then.
+        let second: UInt64 = 1_000_000_000
+        let pacer = ConnectPacer(floor: 0, ceiling: 10 * second, now: 0)
+        for _ in 0..<20 { pacer.refused() }
+        #expect(pacer.interval == 10 * second)
+        #expect(pacer.slot(earliest: 0) > 30 * second, "without a deadline the spacing holds")
+        #expect(pacer.slot(earliest: 1 * second, latest: 30 * second) == 30 * second)
+        // Past the deadline, never before what was asked for.
+        #expect(pacer.slot(earliest: 31 * second, latest: 30 * second) == 31 * second)
+        #expect(pacer.slot(earliest: 35 * second) == 41 * second)
+    }
+
     @Test func progressFromAnyShardIsRemembered() {
         let pacer = ConnectPacer(floor: 0, ceiling: 0, now: 5)
         #expect(pacer.lastProgressAt == 5)

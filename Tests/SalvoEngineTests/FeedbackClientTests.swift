@@ -5,10 +5,6 @@ import SalvoSimulator
 import SalvoTestSupport
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 @Suite struct FeedbackClientTests {
     private func configuration(_ harness: BulkSendHarness, port: Int? = nil) -> FeedbackClient.Configuration {
         FeedbackClient.Configuration(
@@ -64,21 +60,9 @@ import Glibc
     @Test func aClosedPortIsUnreachable() async throws {
         let harness = try await BulkSendHarness.start(tokens: 1)
         try await harness.stop()
-        // A port bound and not listening: connects are refused, and no other test's server can take it meanwhile (a
-        // port a stopped server freed may be another's by the time of the connect).
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                bind(descriptor, raw, length) == 0 && getsockname(descriptor, raw, &length) == 0
-            }
-        }
-        try #require(bound)
-        let port = Int(UInt16(bigEndian: address.sin_port))
+        let closed = try ClosedPort()
+        defer { closed.close() }
+        let port = closed.port
         let error = await #expect(throws: JobError.self) {
             try await FeedbackClient.read(self.configuration(harness, port: port))
         }

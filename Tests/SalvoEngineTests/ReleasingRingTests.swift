@@ -46,6 +46,21 @@ import Testing
         #expect(copy.count == 4 && copy[3].a == 5)
     }
 
+    @Test func aCopyKeepsItsRowsWhenTheOtherPassesAStride() {
+        // The original moves its head past a stride while a copy still holds those rows: the copy keeps them.
+        let stride = 65_536
+        var ring = ReleasingRing<Entry>(capacity: 3 * stride)
+        for value in 0..<(2 * stride) { ring.append(Entry(a: value, b: 1)) }
+        let copy = ring
+        for _ in 0..<(stride + 1) { ring.removeFirst() }
+        #expect(copy.count == 2 * stride)
+        #expect((0..<copy.count).allSatisfy { copy[$0] == Entry(a: $0, b: 1) })
+        #expect(ring.first == Entry(a: stride + 1, b: 1))
+        var emptied = copy
+        emptied.removeAll()
+        #expect(copy[stride - 1] == Entry(a: stride - 1, b: 1) && emptied.isEmpty)
+    }
+
     @Test func pagesGoBackAsTheHeadPassesThemAndResidentFollowsWhatIsHeld() {
         // 16-byte entries: a stride of 1 MiB holds 65,536. A ring of 8 strides.
         let stride = 65_536

@@ -109,4 +109,69 @@ import SalvoTestTraits
         #expect(acceptedBeforeDeath <= count)
         #expect(simulator.ledger.snapshot().accepted >= decoded.confirmed)
     }
+
+    /// Nothing listens from the start: no row is ever taken by a connection, and the rest of the input goes to the
+    /// unsettled file straight from the file (spilled beside it as it is read, not held in memory), in input order,
+    /// with nothing left behind in the folder.
+    @Test(arguments: Interface.allCases)
+    func aGatewayGoneFromTheStartLeavesEveryRowInTheUnsettledFile(interface: Interface) async throws {
+        guard let salvo = InterruptionTests.executable else {
+            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
+            return
+        }
+        let paths = CertificateFactory.sharedFolder
+        let closed = try ClosedPort()
+        defer { closed.close() }
+        let count = 30_000
+        let (folder, tokens) = try sendFolder("salvo-gone", tokens: count, seed: 22)
+        var arguments = [
+            "send", "tokens.csv", "--payload", "payload.json", "--cert", paths.client, "--key", paths.clientKey,
+            "--ca", paths.ca, "--give-up-seconds", "1", "--report", "report.json", "--quiet",
+            "--gateway", "127.0.0.1:\(closed.port)",
+        ]
+        if interface == .h2 {
+            arguments += [
+                "--protocol", "h2", "--server-name", "localhost", "--topic", CertificateFactory.sharedTopic,
+                "--push-type", "alert",
+            ]
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: salvo)
+        process.currentDirectoryURL = folder
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        // Outside the folder, whose contents are checked below.
+        let errors = TestScratch.root.appendingPathComponent("gone-stderr-\(UUID().uuidString).txt")
+        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: errors)
+        let clock = ContinuousClock()
+        let start = clock.now
+        try process.run()
+        while process.isRunning && clock.now - start < .seconds(60) { try await Task.sleep(for: .milliseconds(50)) }
+        if process.isRunning {
+            process.terminate()
+            Issue.record("salvo did not give up within 60 s")
+            return
+        }
+        // 1 s without progress and at least 4 failed connects: neither the backoff nor the job's connect spacing
+        // may push a try past that deadline by much.
+        #expect(clock.now - start < .seconds(20), "given up after \(clock.now - start)")
+        let message = try String(contentsOf: errors, encoding: .utf8)
+        #expect(process.terminationStatus == 3, "\(message)")
+        let report = try JSONDecoder().decode(
+            JobReport.self,
+            from: Data(contentsOf: folder.appendingPathComponent("report.json"))
+        )
+        #expect(report.validRows == count && report.notSent == count && report.delivered == 0)
+        let lines = try String(contentsOf: folder.appendingPathComponent("report.unsettled.csv"), encoding: .utf8)
+            .split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.first == "token,file,line,outcome")
+        #expect(lines.last == "", "the file ends with a line end")
+        let rows = lines.dropFirst().dropLast()
+        #expect(rows.count == count)
+        let expected = tokens.enumerated().map { "\($1),tokens.csv,\($0 + 2),unsent" }
+        #expect(Array(rows.map(String.init)) == expected, "every row once, in input order, as the input wrote it")
+        let left = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        #expect(left == ["payload.json", "report.json", "report.unsettled.csv", "tokens.csv"], "\(left)")
+    }
 }
