@@ -18,8 +18,9 @@ public final class UnsettledTail: @unchecked Sendable {
     public let path: String?
     /// Rows appended.
     public private(set) var count = 0
-    private var descriptor: Int32 = -1
-    private var buffer: [UInt8] = []
+    /// The spill being written (created at the first row), committed to `path` by `finish`.
+    private var writer: AtomicFileWriter?
+    private var line: [UInt8] = []
     /// The first error writing the spill (then the rows are still counted).
     public private(set) var failure: String?
 
@@ -28,68 +29,61 @@ public final class UnsettledTail: @unchecked Sendable {
         self.path = path
     }
 
-    deinit {
-        if self.descriptor >= 0 { close(self.descriptor) }
-    }
-
     /// A row never taken, from input file `file`.
     public func append(_ row: TokenRow, file: String) {
         self.count += 1
-        guard self.path != nil, self.failure == nil else { return }
+        guard let path = self.path, self.failure == nil else { return }
         // "token,file,line,unsent": the token's hex and the line need no quoting, the file may.
+        self.line.removeAll(keepingCapacity: true)
         row.token.withUnsafeBytes { raw in
             let digits: StaticString = "0123456789abcdef"
             for byte in raw {
-                self.buffer.append(digits.utf8Start[Int(byte >> 4)])
-                self.buffer.append(digits.utf8Start[Int(byte & 0x0f)])
+                self.line.append(digits.utf8Start[Int(byte >> 4)])
+                self.line.append(digits.utf8Start[Int(byte & 0x0f)])
             }
         }
-        self.buffer.append(UInt8(ascii: ","))
-        self.buffer.append(contentsOf: csvField(file).utf8)
-        self.buffer.append(UInt8(ascii: ","))
-        self.buffer.append(contentsOf: String(row.line).utf8)
-        self.buffer.append(UInt8(ascii: ","))
-        self.buffer.append(contentsOf: UnsettledRow.Outcome.unsent.rawValue.utf8)
-        self.buffer.append(UInt8(ascii: "\n"))
-        if self.buffer.count >= 1 << 20 { self.flush() }
+        self.line.append(UInt8(ascii: ","))
+        self.line.append(contentsOf: csvField(file).utf8)
+        self.line.append(UInt8(ascii: ","))
+        self.line.append(contentsOf: String(row.line).utf8)
+        self.line.append(UInt8(ascii: ","))
+        self.line.append(contentsOf: UnsettledRow.Outcome.unsent.rawValue.utf8)
+        self.line.append(UInt8(ascii: "\n"))
+        do throws(JobError) {
+            if self.writer == nil { self.writer = try AtomicFileWriter(path: path) }
+        } catch {
+            self.failure = error.message
+            return
+        }
+        let writer = self.writer!
+        let failed: JobError? = self.line.withUnsafeBytes { raw in
+            do throws(JobError) {
+                try writer.write(raw)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let failed {
+            self.failure = failed.message
+            self.writer = nil
+        }
     }
 
-    /// Writes what is buffered and closes the spill: call before reading it.
+    /// Writes what is buffered and puts the spill in place: call before reading it.
     public func finish() {
-        self.flush()
-        if self.descriptor >= 0 {
-            close(self.descriptor)
-            self.descriptor = -1
+        guard let writer = self.writer else { return }
+        self.writer = nil
+        do throws(JobError) {
+            try writer.commit()
+        } catch {
+            self.failure = error.message
         }
     }
 
     /// Removes the spill file.
     public func remove() {
-        self.finish()
+        self.writer = nil
         if let path = self.path { unlink(path) }
-    }
-
-    private func flush() {
-        guard let path = self.path, self.failure == nil, !self.buffer.isEmpty else { return }
-        if self.descriptor < 0 {
-            self.descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            guard self.descriptor >= 0 else {
-                self.failure = "\(path): cannot create: \(String(cString: strerror(errno)))"
-                return
-            }
-        }
-        var written = 0
-        while written < self.buffer.count {
-            let result = self.buffer.withUnsafeBytes { raw in
-                write(self.descriptor, raw.baseAddress! + written, raw.count - written)
-            }
-            if result < 0 {
-                if errno == EINTR { continue }
-                self.failure = "\(path): cannot write: \(String(cString: strerror(errno)))"
-                return
-            }
-            written += result
-        }
-        self.buffer.removeAll(keepingCapacity: true)
     }
 }

@@ -91,7 +91,7 @@ enum OutputFiles {
             var csv = UnsettledRow.csvHeader + "\n"
             for row in result.unsettledRows { csv += row.csvLine + "\n" }
             if let tail = result.unsettledTail, tail.count > 0 {
-                try Self.write(Data(csv.utf8), then: tail, to: path)
+                try Self.write(csv, then: tail, to: path)
             } else {
                 try Self.write(Data(csv.utf8), to: path)
             }
@@ -106,55 +106,40 @@ enum OutputFiles {
         }
     }
 
-    /// `data`, then the tail's spill file copied a MiB at a time (never whole in memory), written atomically: to a
-    /// temporary file beside `path`, renamed over it. The spill is removed.
-    private static func write(_ data: Data, then tail: UnsettledTail, to path: String) throws(JobError) {
+    /// `text`, then the tail's spill file copied a MiB at a time (never whole in memory), written atomically. The
+    /// spill is removed.
+    private static func write(_ text: String, then tail: UnsettledTail, to path: String) throws(JobError) {
         tail.finish()
         defer { tail.remove() }
         if let failure = tail.failure { throw JobError(.output, failure) }
-        guard let spill = tail.path else { return try Self.write(data, to: path) }
-        let temporary = path + ".writing-\(getpid())"
-        let failed = { (what: String) in
-            JobError(.output, "\(path): cannot \(what): \(String(cString: strerror(errno)))")
-        }
-        let output = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard output >= 0 else { throw failed("create \(temporary)") }
-        var closed = false
-        defer {
-            if !closed {
-                close(output)
-                unlink(temporary)
+        let writer = try AtomicFileWriter(path: path)
+        try writer.write(text)
+        if let spill = tail.path {
+            let input = open(spill, O_RDONLY | O_CLOEXEC)
+            guard input >= 0 else {
+                throw JobError(.output, "\(spill): cannot read: \(String(cString: strerror(errno)))")
+            }
+            defer { close(input) }
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress!, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                guard count >= 0 else {
+                    throw JobError(.output, "\(spill): cannot read: \(String(cString: strerror(errno)))")
+                }
+                if count == 0 { break }
+                let failed: JobError? = buffer.withUnsafeBytes { all in
+                    do throws(JobError) {
+                        try writer.write(UnsafeRawBufferPointer(rebasing: all[0..<count]))
+                        return nil
+                    } catch {
+                        return error
+                    }
+                }
+                if let failed { throw failed }
             }
         }
-        let input = open(spill, O_RDONLY | O_CLOEXEC)
-        guard input >= 0 else { throw failed("read \(spill)") }
-        defer { close(input) }
-        func writeAll(_ bytes: UnsafeRawBufferPointer) -> Bool {
-            var done = 0
-            while done < bytes.count {
-                let written = Glibc.write(output, bytes.baseAddress! + done, bytes.count - done)
-                if written < 0 && errno == EINTR { continue }
-                guard written > 0 else { return false }
-                done += written
-            }
-            return true
-        }
-        guard data.withUnsafeBytes({ writeAll($0) }) else { throw failed("write") }
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress!, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { throw failed("read \(spill)") }
-            if count == 0 { break }
-            guard buffer.withUnsafeBytes({ writeAll(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }) else {
-                throw failed("write")
-            }
-        }
-        closed = true
-        guard close(output) == 0, rename(temporary, path) == 0 else {
-            unlink(temporary)
-            throw failed("write")
-        }
+        try writer.commit()
     }
 
     private static func write(_ data: Data, to path: String) throws(JobError) {

@@ -130,10 +130,7 @@ import SalvoTestTraits
             "--gateway", "127.0.0.1:\(closed.port)",
         ]
         if interface == .h2 {
-            arguments += [
-                "--protocol", "h2", "--server-name", "localhost", "--topic", CertificateFactory.sharedTopic,
-                "--push-type", "alert",
-            ]
+            arguments += h2SendArguments
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: salvo)

@@ -37,6 +37,12 @@ func runSalvo(
     return (process.terminationStatus, text)
 }
 
+/// What `salvo send` adds to a binary send's arguments to send over HTTP/2 to the simulator with the shared test
+/// certificates.
+let h2SendArguments = [
+    "--protocol", "h2", "--server-name", "localhost", "--topic", CertificateFactory.sharedTopic, "--push-type", "alert",
+]
+
 /// A fresh folder holding `tokens.csv` (a header and `count` tokens from `seed`, one a line) and `payload.json`, for a
 /// send by the executable; the folder and the tokens in file order.
 func sendFolder(_ prefix: String, tokens count: Int, seed: UInt64) throws -> (folder: URL, tokens: [String]) {

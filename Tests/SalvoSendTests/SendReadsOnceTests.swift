@@ -24,10 +24,7 @@ import Testing
             "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca, "--connections", "2",
         ]
         if wire == "h2" {
-            arguments += [
-                "--protocol", "h2", "--server-name", "localhost", "--topic", CertificateFactory.sharedTopic,
-                "--push-type", "alert",
-            ]
+            arguments += h2SendArguments
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: salvo)
