@@ -326,7 +326,10 @@ public struct BulkSend: Sendable {
             if result.notSent > 0 { result.report.stopped = result.stopped }
         }
         result.unsettledTail = tail
-        if let first = self.source.firstRowUptimeNanoseconds, self.startedAt > 0, first >= self.startedAt {
+        // Only when a row went out: a job that never connected reads its rows only to list them as unsent.
+        if result.report.written > 0, let first = self.source.firstRowUptimeNanoseconds, self.startedAt > 0,
+            first >= self.startedAt
+        {
             result.report.firstRowSeconds = Double(first - self.startedAt) / 1e9
         }
         // Rows validated as they were sent: the input's summary is complete now that the job has read every row.

@@ -160,6 +160,7 @@ import SalvoTestTraits
             from: Data(contentsOf: folder.appendingPathComponent("report.json"))
         )
         #expect(report.validRows == count && report.notSent == count && report.delivered == 0)
+        #expect(report.firstRowSeconds == nil, "no row went out")
         let lines = try String(contentsOf: folder.appendingPathComponent("report.unsettled.csv"), encoding: .utf8)
             .split(separator: "\n", omittingEmptySubsequences: false)
         #expect(lines.first == "token,file,line,outcome")
