@@ -16,11 +16,12 @@ final class RowReader {
     let path: String
     let fileIndex: Int
     private let csv: CSVReader
-    private var column: Int?
+    // Per-row state, exempt from dynamic exclusivity checks as `CSVReader`'s is (one owner, one thread).
+    @exclusivity(unchecked) private var column: Int?
     private let options: TokenSource.Options
-    private var pending: Row?
+    @exclusivity(unchecked) private var pending: Row?
     /// The 0-based index of `options.registeredAt`, once the header is read.
-    private var registrationColumn: Int?
+    @exclusivity(unchecked) private var registrationColumn: Int?
     /// The header row's names; nil when the file has none.
     private(set) var headerNames: [String]?
 

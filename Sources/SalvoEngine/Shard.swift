@@ -27,14 +27,16 @@ final class Shard: @unchecked Sendable {
     /// Which of the gateway name's addresses to connect to (`ConnectionOptions.addressChoice`): the shard's own
     /// number, so shards spread over every address, moved on by each failed connect.
     private var addressTurn: Int
-    private(set) var machine: BinaryConnectionMachine
+    // Touched for every row, only on `queue` (every entry point asserts it), and never handed out `inout` while
+    // another access is open: exempt from dynamic exclusivity checks, as `CSVReader`'s state is.
+    @exclusivity(unchecked) private(set) var machine: BinaryConnectionMachine
     private var connection: TLSConnection?
-    private var outbound: ByteBuffer
+    @exclusivity(unchecked) private var outbound: ByteBuffer
     private var inbound = ByteBuffer()
     /// With a payload per row: the fields of the chunk taken last, and of one row read again (sent again after
     /// its chunk was replaced); a row read again that no longer renders stops the job.
-    private var fields = RowFields()
-    private var refetched = RowFields()
+    @exclusivity(unchecked) private var fields = RowFields()
+    @exclusivity(unchecked) private var refetched = RowFields()
     private var renderFailure: InputError?
     private var timer: DispatchSourceTimer?
     private var completion: ((Result<Void, JobError>) -> Void)?
