@@ -154,15 +154,22 @@ public struct DeviceToken: Hashable, Sendable {
 
     /// The 64-character lowercase hex form, as reports and the HTTP/2 path (`/3/device/<hex>`) use it.
     public var hexString: String {
+        String(unsafeUninitializedCapacity: 2 * Self.byteCount) { out in
+            self.writeHex(to: out.baseAddress!)
+            return 2 * Self.byteCount
+        }
+    }
+
+    /// Writes the 64 lowercase hex digits at `out` (room for 64 bytes): the one hex writer of reports, the HTTP/2
+    /// request path and the unsettled file, with no string made on the way.
+    @inlinable
+    public func writeHex(to out: UnsafeMutablePointer<UInt8>) {
         self.withUnsafeBytes { raw in
-            String(unsafeUninitializedCapacity: 2 * Self.byteCount) { out in
-                let digits: StaticString = "0123456789abcdef"
-                let table = digits.utf8Start
-                for (index, byte) in raw.enumerated() {
-                    out[2 * index] = table[Int(byte >> 4)]
-                    out[2 * index + 1] = table[Int(byte & 0x0f)]
-                }
-                return 2 * Self.byteCount
+            let digits: StaticString = "0123456789abcdef"
+            let table = digits.utf8Start
+            for (index, byte) in raw.enumerated() {
+                out[2 * index] = table[Int(byte >> 4)]
+                out[2 * index + 1] = table[Int(byte & 0x0f)]
             }
         }
     }

@@ -42,6 +42,12 @@ public final class AtomicFileWriter {
         if self.buffer.count >= self.bufferCapacity { try self.drain() }
     }
 
+    /// Appends `bytes` (an array, or a slice of one).
+    public func write(_ bytes: some Collection<UInt8>) throws(JobError) {
+        self.buffer.append(contentsOf: bytes)
+        if self.buffer.count >= self.bufferCapacity { try self.drain() }
+    }
+
     /// Appends `text` as UTF-8.
     public func write(_ text: String) throws(JobError) {
         self.buffer.append(contentsOf: text.utf8)

@@ -21,6 +21,9 @@ public final class UnsettledTail: @unchecked Sendable {
     /// The spill being written (created at the first row), committed to `path` by `finish`.
     private var writer: AtomicFileWriter?
     private var line: [UInt8] = []
+    /// The last row's file and its field as written, between its commas.
+    private var file: (name: String, field: [UInt8])?
+    private static let ending = Array(",\(UnsettledRow.Outcome.unsent.rawValue)\n".utf8)
     /// The first error writing the spill (then the rows are still counted).
     public private(set) var failure: String?
 
@@ -33,39 +36,19 @@ public final class UnsettledTail: @unchecked Sendable {
     public func append(_ row: TokenRow, file: String) {
         self.count += 1
         guard let path = self.path, self.failure == nil else { return }
-        // "token,file,line,unsent": the token's hex and the line need no quoting, the file may.
+        // "token,file,line,unsent": the token's hex and the line need no quoting, the file may (quoted once a file).
+        if self.file?.name != file { self.file = (file, Array(("," + csvField(file) + ",").utf8)) }
         self.line.removeAll(keepingCapacity: true)
-        row.token.withUnsafeBytes { raw in
-            let digits: StaticString = "0123456789abcdef"
-            for byte in raw {
-                self.line.append(digits.utf8Start[Int(byte >> 4)])
-                self.line.append(digits.utf8Start[Int(byte & 0x0f)])
-            }
-        }
-        self.line.append(UInt8(ascii: ","))
-        self.line.append(contentsOf: csvField(file).utf8)
-        self.line.append(UInt8(ascii: ","))
+        self.line.append(contentsOf: repeatElement(0, count: 2 * DeviceToken.byteCount))
+        self.line.withUnsafeMutableBufferPointer { row.token.writeHex(to: $0.baseAddress!) }
+        self.line.append(contentsOf: self.file!.field)
         self.line.append(contentsOf: String(row.line).utf8)
-        self.line.append(UInt8(ascii: ","))
-        self.line.append(contentsOf: UnsettledRow.Outcome.unsent.rawValue.utf8)
-        self.line.append(UInt8(ascii: "\n"))
+        self.line.append(contentsOf: Self.ending)
         do throws(JobError) {
             if self.writer == nil { self.writer = try AtomicFileWriter(path: path) }
+            try self.writer!.write(self.line)
         } catch {
             self.failure = error.message
-            return
-        }
-        let writer = self.writer!
-        let failed: JobError? = self.line.withUnsafeBytes { raw in
-            do throws(JobError) {
-                try writer.write(raw)
-                return nil
-            } catch {
-                return error
-            }
-        }
-        if let failed {
-            self.failure = failed.message
             self.writer = nil
         }
     }

@@ -49,19 +49,10 @@ struct HTTP2RequestTemplate: Sendable {
     static func path(for token: DeviceToken) -> String {
         let prefix: StaticString = "/3/device/"
         let prefixLength = prefix.utf8CodeUnitCount
-        return token.withUnsafeBytes { raw in
-            String(unsafeUninitializedCapacity: prefixLength + 2 * DeviceToken.byteCount) { out in
-                out.baseAddress!.initialize(from: prefix.utf8Start, count: prefixLength)
-                let digits: StaticString = "0123456789abcdef"
-                let table = digits.utf8Start
-                var at = prefixLength
-                for byte in raw {
-                    out[at] = table[Int(byte >> 4)]
-                    out[at + 1] = table[Int(byte & 0x0f)]
-                    at += 2
-                }
-                return at
-            }
+        return String(unsafeUninitializedCapacity: prefixLength + 2 * DeviceToken.byteCount) { out in
+            out.baseAddress!.initialize(from: prefix.utf8Start, count: prefixLength)
+            token.writeHex(to: out.baseAddress! + prefixLength)
+            return prefixLength + 2 * DeviceToken.byteCount
         }
     }
 }

@@ -580,21 +580,12 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
 
     /// `/3/device/<64 hex digits>`, written straight into the buffer.
     private static func writePath(_ token: DeviceToken, into buffer: inout ByteBuffer) {
-        token.withUnsafeBytes { raw in
-            _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: Self.pathLength) { out in
-                let prefix: StaticString = "/3/device/"
-                let base = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
-                base.initialize(from: prefix.utf8Start, count: 10)
-                let digits: StaticString = "0123456789abcdef"
-                let table = digits.utf8Start
-                var at = 10
-                for byte in raw {
-                    base[at] = table[Int(byte >> 4)]
-                    base[at + 1] = table[Int(byte & 0x0f)]
-                    at += 2
-                }
-                return at
-            }
+        _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: Self.pathLength) { out in
+            let prefix: StaticString = "/3/device/"
+            let base = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            base.initialize(from: prefix.utf8Start, count: 10)
+            token.writeHex(to: base + 10)
+            return 10 + 2 * DeviceToken.byteCount
         }
     }
 

@@ -128,15 +128,7 @@ enum OutputFiles {
                     throw JobError(.output, "\(spill): cannot read: \(String(cString: strerror(errno)))")
                 }
                 if count == 0 { break }
-                let failed: JobError? = buffer.withUnsafeBytes { all in
-                    do throws(JobError) {
-                        try writer.write(UnsafeRawBufferPointer(rebasing: all[0..<count]))
-                        return nil
-                    } catch {
-                        return error
-                    }
-                }
-                if let failed { throw failed }
+                try writer.write(buffer[0..<count])
             }
         }
         try writer.commit()

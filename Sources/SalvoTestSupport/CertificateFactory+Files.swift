@@ -1,9 +1,6 @@
 import Foundation
 import NIOSSL
 
-// Written once, before `atexit` is registered; read only at exit.
-nonisolated(unsafe) private var sharedFolderToRemove: String?
-
 extension CertificateFactory {
     /// The passphrase of `Paths.encryptedClientKey`.
     public static let keyPassphrase = "correct horse"
@@ -89,20 +86,11 @@ extension CertificateFactory {
     /// The topic of the shared folder's client certificates.
     public static let sharedTopic = "com.example.salvo"
 
-    /// `shared`, written once per process into a fresh temporary directory (clients for `sharedTopic`) and
-    /// removed when the process exits: for tests that need certificate files.
+    /// `shared`, written once per process into the process's `TestScratch` folder (clients for `sharedTopic`), which
+    /// is removed with its private keys when the process exits: for tests and benchmarks that need certificate files.
     public static let sharedFolder: Paths = {
-        let folder = NSTemporaryDirectory() + "salvo-certificates-" + UUID().uuidString
         do {
-            let paths = try CertificateFactory.shared.write(to: folder, topic: sharedTopic)
-            // The folder holds private keys: remove it when the process exits.
-            sharedFolderToRemove = folder
-            atexit {
-                if let folder = sharedFolderToRemove {
-                    try? FileManager.default.removeItem(atPath: folder)
-                }
-            }
-            return paths
+            return try CertificateFactory.shared.write(to: TestScratch.path + "/certificates", topic: sharedTopic)
         } catch {
             fatalError("cannot make the shared test certificates: \(error)")
         }

@@ -4,8 +4,8 @@ import Foundation
 import Glibc
 #endif
 
-/// One folder per test process for the files tests write (token lists, reports, journals, certificates), removed
-/// when the process exits; a folder left by a test process that is gone (a crash, a kill) is removed when the next
+/// One folder per test (or benchmark) process for the files it writes (token lists, reports, journals, the shared
+/// certificates), removed when the process exits; a folder left by a test process that is gone (a crash, a kill) is removed when the next
 /// one starts. So a run of the suite leaves nothing in the temporary directory.
 public enum TestScratch {
     private static let prefix = "salvo-tests-"

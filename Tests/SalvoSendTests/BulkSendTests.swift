@@ -26,9 +26,9 @@ private func anyToken() -> DeviceToken {
     return generator.next()
 }
 
-/// A binary configuration that is never used to connect (the checks come first).
-private func unusedBinaryInterface() throws -> SendRequest.Interface {
-    let payload = try Payload(json: #"{"aps":{"alert":"hi"}}"#)
+/// A binary configuration to a port where nothing listens, for jobs that check or prepare and never connect.
+func unusedBinaryInterface(payload: Payload? = nil) throws -> SendRequest.Interface {
+    let payload = try payload ?? Payload(json: #"{"aps":{"alert":"hi"}}"#)
     return .binary(
         BinaryJobConfiguration(
             host: "127.0.0.1",

@@ -25,10 +25,7 @@ import SalvoTestTraits
 
     @Test(arguments: JournalResumeTests.Wire.allCases)
     func aResumedRunStartsAtTheCheckpointAndSendsNothingBeforeIt(wire: JournalResumeTests.Wire) async throws {
-        guard let salvo = InterruptionTests.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return
-        }
+        guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
         if wire == .binary {
@@ -136,10 +133,7 @@ import SalvoTestTraits
     /// adds the tokens a run is refused): a row the first run settled and this run suppresses is no stand-in for a
     /// row of the same segment this run sends, so no checkpoint on the disk passes that row before it settles.
     @Test func aSuppressionListThatGrewDoesNotLetTheCheckpointPassAnUnsettledRow() async throws {
-        guard let salvo = InterruptionTests.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return
-        }
+        guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
         // Rows stay written (unsettled) for a while after they are sent: several syncs see them so.

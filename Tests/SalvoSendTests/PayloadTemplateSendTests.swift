@@ -211,14 +211,7 @@ import Testing
         )
         let request = SendRequest(
             files: [input],
-            interface: .binary(
-                BinaryJobConfiguration(
-                    host: "127.0.0.1",
-                    port: 9,
-                    credentials: GatewayCredentials(identity: nil),
-                    template: try FrameTemplate(command: .framed, payload: template.probe)
-                )
-            ),
+            interface: try unusedBinaryInterface(payload: template.probe),
             payloads: PayloadTemplates(template)
         )
         let error = try #require(throws: JobError.self) { try BulkSend.prepare(request) }
@@ -253,10 +246,7 @@ import Testing
     /// Runs `salvo send tokens.csv` with `options` next to `bad.json` holding `template`; expects `status` and
     /// `message` on standard error.
     private func refused(_ options: [String], template text: String, status: Int32, message: String) throws {
-        guard let salvo = InterruptionTests.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return
-        }
+        guard let salvo = InterruptionTests.builtExecutable else { return }
         let here = try Self.folder()
         try Data("token,name\n\(String(repeating: "ab", count: 32)),Ann\n".utf8)
             .write(to: URL(fileURLWithPath: here + "/tokens.csv"))

@@ -11,10 +11,7 @@ func runSalvo(
     folderPrefix: String,
     readStandardError: Bool
 ) throws -> (status: Int32, text: String)? {
-    guard let salvo = InterruptionTests.executable else {
-        Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-        return nil
-    }
+    guard let salvo = InterruptionTests.builtExecutable else { return nil }
     let folder = TestScratch.root.appendingPathComponent("\(folderPrefix)-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
     for (name, contents) in files {

