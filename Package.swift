@@ -350,6 +350,7 @@ let package = Package(
                 "SalvoSimulator",
                 "APNSWire",
                 "SalvoTestSupport",
+                "SalvoTestTraits",
                 "SalvoBenchmarkSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

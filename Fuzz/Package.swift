@@ -61,6 +61,18 @@ let package = Package(
             ],
             path: "Targets/FuzzHTTP2Frames",
         ),
+        // The HTTP/2 client's reading of a server's bytes: `HTTP2FrameReader(fromServer: true)` and the wire engine's
+        // `HTTP2AnswerDecoder` (HPACK, the answer's fields).
+        .executableTarget(
+            name: "FuzzHTTP2Answers",
+            dependencies: [
+                "CLibFuzzer",
+                .product(name: "APNSWire", package: "Salvo"), .product(name: "SalvoHTTP2", package: "Salvo"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
+            path: "Targets/FuzzHTTP2Answers",
+        ),
         // The simulator's provider-token verifier.
         .executableTarget(
             name: "FuzzProviderToken",

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 seconds="${1:-30}"
 shift || true
-all=(FuzzFrameDecoder FuzzGatewayAnswers FuzzPayload FuzzTokenFile FuzzHTTP2Frames FuzzProviderToken)
+all=(FuzzFrameDecoder FuzzGatewayAnswers FuzzPayload FuzzTokenFile FuzzHTTP2Frames FuzzHTTP2Answers FuzzProviderToken)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${all[@]}"); fi
 
 scratch=Fuzz/.build-fuzz
@@ -24,7 +24,7 @@ bin="$(swift build --package-path Fuzz --scratch-path "$scratch" -c release --sh
 # Seeds: the golden vectors as bytes (hex with # comments in the files).
 seeds="$scratch/seeds"
 rm -rf "$seeds"
-mkdir -p "$seeds"/{frames,answers,payloads,tokens,http2,token}
+mkdir -p "$seeds"/{frames,answers,payloads,tokens,http2,token,answers-h2}
 vector() { sed -e 's/#.*//' "data/vectors/$1" | tr -d ' \n' | xxd -r -p; }
 for name in command0 command1 command2; do vector "$name.hex" >"$seeds/frames/$name"; done
 vector command0.hex >"$seeds/frames/three-frames" && vector command1.hex >>"$seeds/frames/three-frames" \
@@ -47,6 +47,7 @@ seed_folder() {
     FuzzTokenFile) echo tokens ;;
     FuzzHTTP2Frames) echo http2 ;;
     FuzzProviderToken) echo token ;;
+    FuzzHTTP2Answers) echo answers-h2 ;;
     esac
 }
 

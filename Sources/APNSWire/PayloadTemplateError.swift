@@ -11,10 +11,11 @@ public struct PayloadTemplateError: Error, Hashable, Sendable, CustomStringConve
         self.message = message
     }
 
-    /// `template.json, line 3, column 14: '{{name' is not closed…`
+    /// `template.json, line 3, column 14: '{{name' is not closed…`, escaped (`TerminalText`): the message may quote
+    /// the template's own text.
     public var description: String {
-        if let position { return "\(self.file), \(position): \(self.message)" }
-        return "\(self.file): \(self.message)"
+        if let position { return TerminalText.escaped("\(self.file), \(position): \(self.message)") }
+        return TerminalText.escaped("\(self.file): \(self.message)")
     }
 }
 

@@ -21,8 +21,17 @@ public enum HTTP2Benchmark {
         public var connections: Int
         /// Notifications answered 200.
         public var notifications: Int
-        /// From the first connect to the last answer.
+        /// From the first connect to the last answer: the job's own time (the steady rate's), without its end.
         public var seconds: Double
+        /// The whole job as a user's clock sees it: from before `HTTP2Job.run` starts (the TLS context, the first
+        /// connects) to after it returns with every connection closed.
+        public var wholeSeconds = 0.0
+        /// From the last answer to `HTTP2Job.run`'s return, every connection closed.
+        public var closingSeconds = 0.0
+        /// From the job's start to the end of its first TLS handshake, and to the last first request of the
+        /// connections it opened.
+        public var firstHandshakeSeconds: Double?
+        public var lastFirstRequestSeconds: Double?
         /// Whether every row was answered 200 exactly once (the server's count agrees with the report).
         public var allDelivered: Bool
         /// Connections the job opened (with `--connections auto`, what it chose).
@@ -47,6 +56,8 @@ public enum HTTP2Benchmark {
         }
 
         public var rate: Double { self.seconds > 0 ? Double(self.notifications) / self.seconds : 0 }
+        /// Notifications ÷ the whole job's time.
+        public var wholeRate: Double { self.wholeSeconds > 0 ? Double(self.notifications) / self.wholeSeconds : 0 }
     }
 
     /// The server's identity and the roots that verify it, plus the name its certificate carries.
@@ -73,6 +84,23 @@ public enum HTTP2Benchmark {
     public static let payloadJSON =
         #"{"aps":{"alert":"Benchmark notification","badge":1,"sound":"default"},"campaign":"c-0001","p":"xxx"}"#
 
+    /// A payload template with two placeholders that renders to about `payloadJSON`'s size, from the columns
+    /// `templateColumns` of a token file (`bench h2 --template`).
+    public static let templateJSON =
+        #"{"aps":{"alert":"Benchmark {{name}}","badge":1,"sound":"default"},"campaign":"c-0001","p":"{{count}}"}"#
+
+    /// The columns after `token` of a token file for `templateJSON`.
+    public static let templateColumns = ["name", "count"]
+
+    /// The fields of row `index` (0-based) for `templateColumns`: a name and a count, of a few lengths.
+    public static func templateFields(row index: Int) -> String { "user\(index % 100_000),\(index % 1000)" }
+
+    /// `templateJSON` as a job's row payloads.
+    public static func templatePayloads() throws -> RowPayloads {
+        let template = try PayloadTemplate(json: Array(Self.templateJSON.utf8), file: "bench-template.json")
+        return RowPayloads(templates: PayloadTemplates(template), limit: .http2)
+    }
+
     /// Sends every token of `tokenFile` over `connections` connections and times it.
     ///
     /// - Parameters:
@@ -85,7 +113,8 @@ public enum HTTP2Benchmark {
         serverThreads: Int = 1,
         streams: Int = 100,
         server kind: Server = .sink,
-        engine: HTTP2Engine? = nil
+        engine: HTTP2Engine? = nil,
+        payloads: RowPayloads? = nil
     ) async throws -> Row {
         let port: Int
         let answeredCount: @Sendable () -> Int
@@ -123,7 +152,8 @@ public enum HTTP2Benchmark {
                 topic: "com.example.salvo",
                 connections: connections,
                 streams: streams,
-                engine: engine
+                engine: engine,
+                payloads: payloads
             )
         } catch {
             await stop()
@@ -137,7 +167,8 @@ public enum HTTP2Benchmark {
     }
 
     /// Sends every token of `tokenFile` to a server already listening on 127.0.0.1:`port` (the simulator's
-    /// HTTP/2 endpoint, say) and times it; `allDelivered` says whether every row was answered 200.
+    /// HTTP/2 endpoint, say) and times it; `allDelivered` says whether every row was answered 200. With `payloads`
+    /// each row's payload is rendered from its fields (the file needs the templates' columns).
     public static func measure(
         tokenFile: String,
         port: Int,
@@ -149,6 +180,7 @@ public enum HTTP2Benchmark {
         maximumConnections: Int? = nil,
         streams: Int? = 100,
         engine: HTTP2Engine? = nil,
+        payloads: RowPayloads? = nil,
         progress: (@Sendable (JobProgress) -> Void)? = nil
     ) async throws -> Row {
         var client = HTTP2ClientConfiguration(host: "127.0.0.1", port: port, authentication: authentication)
@@ -164,17 +196,19 @@ public enum HTTP2Benchmark {
             headers: headers,
             payload: try Payload(json: Self.payloadJSON)
         )
-        let source = TokenSource(files: [tokenFile])
+        let source = TokenSource(files: [tokenFile], payloads: payloads)
         let summary = try source.validate()
         let group = MultiThreadedEventLoopGroup(
             numberOfThreads: min(maximumConnections ?? connections, System.coreCount)
         )
         let result: HTTP2JobResult
         let clientCPU: Double
+        let wholeSeconds: Double
         let processCPU = ResourceUsage.processCPUSeconds()
         ResourceUsage.resetPeakResident()
         do {
             let before = try await ResourceUsage.cpuSeconds(of: group)
+            let start = ContinuousClock.now
             result = try await HTTP2Job.run(
                 configuration: configuration,
                 source: source,
@@ -182,6 +216,8 @@ public enum HTTP2Benchmark {
                 group: group,
                 progress: progress
             )
+            let whole = ContinuousClock.now - start
+            wholeSeconds = Double(whole.components.seconds) + Double(whole.components.attoseconds) * 1e-18
             clientCPU = try await ResourceUsage.cpuSeconds(of: group) - before
         } catch {
             try? await group.shutdownGracefully()
@@ -198,6 +234,10 @@ public enum HTTP2Benchmark {
         row.clientCPUSeconds = clientCPU
         row.connectionsOpened = result.report.connections
         row.roundTripMilliseconds = result.report.roundTripMilliseconds
+        row.wholeSeconds = wholeSeconds
+        row.closingSeconds = result.closingSeconds
+        row.firstHandshakeSeconds = result.firstHandshakeSeconds
+        row.lastFirstRequestSeconds = result.firstRequestSeconds.last
         try? await group.shutdownGracefully()
         return row
     }

@@ -6,7 +6,9 @@ import Musl
 
 /// Writes a file whole or not at all: into a temporary file beside it, buffered, renamed over the path by
 /// `commit`. A writer dropped before `commit` removes its temporary file, so a failed run leaves the old file
-/// (a suppression list, a kept-tokens file) as it was.
+/// (a suppression list, a kept-tokens file) as it was, and a full disk (`ENOSPC`) or an I/O error (`EIO`), met by a
+/// write, the sync or the close, is a thrown `JobError(.output)` that names the path and the cause, never a file
+/// cut short.
 ///
 /// Not thread-safe: one writer, one owner.
 public final class AtomicFileWriter {
@@ -58,8 +60,14 @@ public final class AtomicFileWriter {
     public func commit() throws(JobError) {
         try self.drain()
         guard fsync(self.descriptor) == 0 else { throw self.failure("cannot write the file") }
-        close(self.descriptor)
+        // A network file system may report a failed write (ENOSPC, EIO, a quota) only here.
+        let closed = close(self.descriptor)
         self.descriptor = -1
+        guard closed == 0 else {
+            let error = self.failure("cannot write the file")
+            unlink(self.temporaryPath)
+            throw error
+        }
         guard rename(self.temporaryPath, self.path) == 0 else {
             let error = self.failure("cannot replace the file")
             unlink(self.temporaryPath)

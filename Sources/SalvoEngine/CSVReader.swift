@@ -13,7 +13,9 @@ import Musl
 /// too, as `JobJournal.lineEnds` counts them) and blank lines (skipped).
 ///
 /// Written by hand because it is on the per-row path: a record is parsed into field ranges over the
-/// chunk, with no allocation per row (the field array is reused), which no CSV library here offers.
+/// chunk, with no allocation per row, which no CSV library here offers. The chunk and the field list are memory the
+/// reader allocates and frees itself, not arrays: reading them per row then costs no reference counting (an array
+/// property is retained and released around each `withUnsafeBufferPointer`) and no uniqueness check.
 /// Not thread-safe: one reader, one owner.
 final class CSVReader {
     /// One field's place within the current chunk.
@@ -25,12 +27,47 @@ final class CSVReader {
         var hasEscapedQuotes: Bool
     }
 
+    /// A growable list of fields in memory its owner frees (`deallocate()`): appending costs no uniqueness check.
+    struct FieldList {
+        private(set) var base: UnsafeMutablePointer<Field>
+        private(set) var capacity: Int
+        var count = 0
+
+        init(capacity: Int) {
+            self.capacity = max(capacity, 1)
+            self.base = .allocate(capacity: self.capacity)
+        }
+
+        var fields: UnsafeBufferPointer<Field> { UnsafeBufferPointer(start: self.base, count: self.count) }
+
+        @inline(__always)
+        mutating func append(_ field: Field) {
+            if self.count == self.capacity { self.grow() }
+            (self.base + self.count).initialize(to: field)
+            self.count += 1
+        }
+
+        private mutating func grow() {
+            let larger = UnsafeMutablePointer<Field>.allocate(capacity: self.capacity * 2)
+            larger.moveInitialize(from: self.base, count: self.count)
+            self.base.deallocate()
+            self.base = larger
+            self.capacity *= 2
+        }
+
+        func deallocate() {
+            self.base.deallocate()
+        }
+    }
+
     let path: String
     private let descriptor: Int32
     // The state read and written for every row is exempt from dynamic exclusivity checks: one owner uses a reader
     // from one thread, and no method hands a property out `inout` while another touches it. The checks were about a
     // tenth of a 10 M-row send's CPU (`swift_beginAccess` on these, the row reader's and the shard's properties).
-    @exclusivity(unchecked) private var buffer: [UInt8]
+    /// The chunk read from the file, `capacity` bytes (it grows only for a record longer than it).
+    @exclusivity(unchecked) private var buffer: UnsafeMutablePointer<UInt8>
+    @exclusivity(unchecked) private var capacity: Int
     @exclusivity(unchecked) private var position = 0
     @exclusivity(unchecked) private var filled = 0
     @exclusivity(unchecked) private var atEndOfFile = false
@@ -38,8 +75,9 @@ final class CSVReader {
     @exclusivity(unchecked) private var startedFile = false
     private let maximumRecordBytes: Int
 
+    @exclusivity(unchecked) private var fieldList = FieldList(capacity: 16)
     /// The fields of the record `next()` last returned; valid until the next call.
-    @exclusivity(unchecked) private(set) var fields: [Field] = []
+    var fields: UnsafeBufferPointer<Field> { self.fieldList.fields }
     /// The file offset of the record `next()` last returned.
     @exclusivity(unchecked) private(set) var recordOffset = 0
     /// The file offset of `buffer[0]`.
@@ -59,13 +97,15 @@ final class CSVReader {
         }
         self.path = path
         self.descriptor = descriptor
-        self.buffer = [UInt8](repeating: 0, count: max(chunkSize, 4096))
+        self.capacity = max(chunkSize, 4096)
+        self.buffer = .allocate(capacity: self.capacity)
         self.maximumRecordBytes = maximumRecordBytes
-        self.fields.reserveCapacity(16)
     }
 
     deinit {
         close(self.descriptor)
+        self.buffer.deallocate()
+        self.fieldList.deallocate()
     }
 
     /// Reads on from byte `offset`, the start of a record on line `line` (a checkpoint): what is buffered is
@@ -86,7 +126,7 @@ final class CSVReader {
         self.atEndOfFile = false
         self.startedFile = true
         self.line = line
-        self.fields.removeAll(keepingCapacity: true)
+        self.fieldList.count = 0
     }
 
     /// Reads the next non-blank record.
@@ -97,8 +137,9 @@ final class CSVReader {
     func next() throws(InputError) -> Int? {
         while true {
             if let line = try self.parseRecord() {
-                if self.fields.count == 1 && self.fields[0].start == self.fields[0].end && !self.fields[0].quoted {
-                    continue  // a blank line
+                if self.fieldList.count == 1 {
+                    let only = self.fieldList.base.pointee
+                    if only.start == only.end && !only.quoted { continue }  // a blank line
                 }
                 return line
             }
@@ -110,24 +151,31 @@ final class CSVReader {
     /// Calls `body` with the bytes of field `index` of the current record, quotes removed and `""` pairs
     /// undone (into a temporary copy only when the field has such pairs).
     func withField<Result>(_ index: Int, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        if let bytes = self.plainField(index) { return try body(bytes) }
         let field = self.fields[index]
-        if field.hasEscapedQuotes {
-            var unescaped: [UInt8] = []
-            var cursor = field.start
-            while cursor < field.end {
-                unescaped.append(self.buffer[cursor])
-                cursor += self.buffer[cursor] == UInt8(ascii: "\"") ? 2 : 1
-            }
-            return try unescaped.withUnsafeBytes(body)
+        var unescaped: [UInt8] = []
+        var cursor = field.start
+        while cursor < field.end {
+            unescaped.append(self.buffer[cursor])
+            cursor += self.buffer[cursor] == UInt8(ascii: "\"") ? 2 : 1
         }
-        return try self.buffer.withUnsafeBytes { all in
-            try body(UnsafeRawBufferPointer(rebasing: all[field.start..<field.end]))
-        }
+        return try unescaped.withUnsafeBytes(body)
+    }
+
+    /// The bytes of field `index` of the current record, quotes removed, when it has no `""` pairs (nil when it
+    /// has: `withField` undoes them). Valid until the next call of `next()` or `seek`.
+    @inline(__always)
+    func plainField(_ index: Int) -> UnsafeRawBufferPointer? {
+        precondition(index >= 0 && index < self.fieldList.count)
+        let field = self.fieldList.base[index]
+        if field.hasEscapedQuotes { return nil }
+        return UnsafeRawBufferPointer(start: self.buffer + field.start, count: field.end - field.start)
     }
 
     /// Appends the bytes of field `index` of the current record to `out`, quotes removed and `""` pairs undone.
     func appendField(_ index: Int, to out: inout [UInt8]) {
-        let field = self.fields[index]
+        precondition(index >= 0 && index < self.fieldList.count)
+        let field = self.fieldList.base[index]
         if field.hasEscapedQuotes {
             var cursor = field.start
             while cursor < field.end {
@@ -135,7 +183,9 @@ final class CSVReader {
                 cursor += self.buffer[cursor] == UInt8(ascii: "\"") ? 2 : 1
             }
         } else {
-            out.append(contentsOf: self.buffer[field.start..<field.end])
+            out.append(
+                contentsOf: UnsafeBufferPointer(start: self.buffer + field.start, count: field.end - field.start)
+            )
         }
     }
 
@@ -148,33 +198,30 @@ final class CSVReader {
     private func refill() throws(InputError) {
         let unread = self.filled - self.position
         if self.position > 0 {
-            self.buffer.withUnsafeMutableBytes { raw in
-                if unread > 0 {
-                    raw.baseAddress!.copyMemory(from: raw.baseAddress! + self.position, byteCount: unread)
-                }
-            }
+            if unread > 0 { memmove(self.buffer, self.buffer + self.position, unread) }
             self.bufferOffset += self.position
             self.position = 0
             self.filled = unread
         }
-        if self.filled == self.buffer.count {
+        if self.filled == self.capacity {
             // One record fills the whole buffer: grow, up to the record limit.
-            guard self.buffer.count < self.maximumRecordBytes else {
+            guard self.capacity < self.maximumRecordBytes else {
                 throw InputError(
                     file: self.path,
                     line: self.line,
                     message: "a record longer than \(self.maximumRecordBytes) bytes (is a quote never closed?)"
                 )
             }
-            self.buffer.append(contentsOf: [UInt8](repeating: 0, count: self.buffer.count))
+            let larger = UnsafeMutablePointer<UInt8>.allocate(capacity: self.capacity * 2)
+            larger.initialize(from: self.buffer, count: self.filled)
+            self.buffer.deallocate()
+            self.buffer = larger
+            self.capacity *= 2
         }
-        let count = self.buffer.withUnsafeMutableBytes { raw -> Int in
-            while true {
-                let count = read(self.descriptor, raw.baseAddress! + self.filled, raw.count - self.filled)
-                if count < 0 && errno == EINTR { continue }
-                return count
-            }
-        }
+        var count: Int
+        repeat {
+            count = read(self.descriptor, self.buffer + self.filled, self.capacity - self.filled)
+        } while count < 0 && errno == EINTR
         guard count >= 0 else {
             throw InputError(
                 file: self.path,
@@ -196,21 +243,17 @@ final class CSVReader {
     private func parseRecord() throws(InputError) -> Int? {
         guard self.startedFile else { return nil }
         if self.position >= self.filled && self.atEndOfFile { return nil }
-        // The field list is moved out and back so that the loop works on locals: class properties would
-        // cost an exclusivity check on every byte.
-        var fields: [Field] = []
-        swap(&fields, &self.fields)
-        defer { swap(&fields, &self.fields) }
-        fields.removeAll(keepingCapacity: true)
-        let outcome = self.buffer.withUnsafeBufferPointer { bytes in
-            Self.scan(
-                bytes,
-                from: self.position,
-                to: self.filled,
-                atEndOfFile: self.atEndOfFile,
-                into: &fields
-            )
-        }
+        // The field list (a pointer and two counts) is copied out and back so that the loop works on locals.
+        var fields = self.fieldList
+        fields.count = 0
+        let outcome = Self.scan(
+            UnsafeBufferPointer(start: self.buffer, count: self.filled),
+            from: self.position,
+            to: self.filled,
+            atEndOfFile: self.atEndOfFile,
+            into: &fields
+        )
+        self.fieldList = fields
         switch outcome {
         case .needMore:
             return nil
@@ -234,9 +277,10 @@ final class CSVReader {
     /// Parses the record at the start of `bytes` (a piece of a file read at a record's offset): its fields,
     /// or nil when the record does not end within `bytes` and `complete` is false.
     static func fields(ofRecordIn bytes: UnsafeBufferPointer<UInt8>, complete: Bool) -> [Field]? {
-        var fields: [Field] = []
+        var fields = FieldList(capacity: 16)
+        defer { fields.deallocate() }
         switch Self.scan(bytes, from: 0, to: bytes.count, atEndOfFile: complete, into: &fields) {
-        case .record: return fields
+        case .record: return Array(fields.fields)
         default: return nil
         }
     }
@@ -248,13 +292,27 @@ final class CSVReader {
         case textAfterQuote(lines: Int)
     }
 
+    /// Whether any of the 8 bytes of `word` is a comma, LF or CR. Each byte is XOR-ed with the separator, so that a
+    /// match is a zero byte; `(x - 0x01…01) & ~x & 0x80…80` is nonzero exactly when `x` has a zero byte.
+    @inline(__always)
+    private static func hasFieldEnd(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        @inline(__always)
+        func hasZero(_ value: UInt64) -> UInt64 { (value &- ones) & ~value & highs }
+        let comma = word ^ (ones &* UInt64(UInt8(ascii: ",")))
+        let newline = word ^ (ones &* UInt64(UInt8(ascii: "\n")))
+        let carriageReturn = word ^ (ones &* UInt64(UInt8(ascii: "\r")))
+        return hasZero(comma) | hasZero(newline) | hasZero(carriageReturn) != 0
+    }
+
     /// Splits the record at `cursor` into `fields`.
     private static func scan(
         _ bytes: UnsafeBufferPointer<UInt8>,
         from start: Int,
         to end: Int,
         atEndOfFile: Bool,
-        into fields: inout [Field]
+        into fields: inout FieldList
     ) -> ScanOutcome {
         let quote = UInt8(ascii: "\"")
         let comma = UInt8(ascii: ",")
@@ -295,6 +353,14 @@ final class CSVReader {
                 }
             } else {
                 let fieldStart = cursor
+                // Eight bytes at a time while none of them ends the field (a token's 64 digits are 8 steps, not 64).
+                if let base = bytes.baseAddress {
+                    while cursor &+ 8 <= end {
+                        let word = UnsafeRawPointer(base + cursor).loadUnaligned(as: UInt64.self)
+                        if Self.hasFieldEnd(word) { break }
+                        cursor &+= 8
+                    }
+                }
                 while cursor < end {
                     let byte = bytes[cursor]
                     if byte == comma || byte == newline || byte == carriageReturn { break }

@@ -85,6 +85,16 @@ public struct JobReport: Codable, Hashable, Sendable {
     /// For a job kept in a journal (`send --journal`) that earlier runs began: what this run took over. The
     /// counts above cover the whole job, every run.
     public var resumed: JobResume?
+    /// Outputs this run could not write whole (a full disk, an I/O error), each with what it lacks; nil when every
+    /// output was written.
+    public var outputFailures: [OutputFailure]?
+    /// What makes this send one job beyond its input files and partition (the options that change what is sent, the
+    /// payloads' hashes), for `salvo report merge` to compare; nil in a report of an older build.
+    public var job: JobFingerprint?
+    /// Why this report was written before the job returned (a second signal, and the job still running a second
+    /// later): its counts are the last progress snapshot's, rows in flight are counted not sent, and no unsettled
+    /// list was written whole. Nil for a job that returned.
+    public var cutShort: String?
 
     public init() {}
 
@@ -183,6 +193,8 @@ public struct JobReport: Codable, Hashable, Sendable {
             }
         }
         if let stopped = self.stopped { lines.append("stopped    \(stopped); \(self.notSent) rows not settled") }
+        if let cutShort = self.cutShort { lines.append("cut short  \(cutShort)") }
+        for failure in self.outputFailures ?? [] { lines.append("output     NOT WRITTEN: \(failure.summary)") }
         lines.append(self.isComplete ? "result     every row delivered" : "result     NOT every row delivered")
         return lines.joined(separator: "\n")
     }

@@ -19,17 +19,24 @@ public enum RowState: UInt8, Sendable, CaseIterable {
     public var isSettled: Bool { self.rawValue >= RowState.confirmed.rawValue }
 }
 
-/// The durable state of every row of a job: one byte per input line, in a file mapped shared into memory, so that
-/// a mark is a store into the page cache (no system call, no lock, no allocation) and survives the process being
-/// killed at any moment; `sync()` writes the marks to the disk (a job calls it about every 200 ms, never per row),
-/// which bounds what a machine crash can lose. Refused rows also get a line in an append-only log with their
+/// The durable state of every row of a job: a header, then one byte per input line, in a file mapped shared into
+/// memory, so that a mark is a store into the page cache (no system call, no lock, no allocation) and survives the
+/// process being killed at any moment; `sync()` writes the marks to the disk (a job calls it about every 200 ms, never
+/// per row), which bounds what a machine crash can lose. Refused rows also get a line in an append-only log with their
 /// reason (`JournalRejectLog`), written as they are refused (rare: each costs the binary interface a reconnect).
 ///
-/// A row is found by its file and line: the byte at `base[file] + line`. Marks come from the connections' queues
-/// and event loops; two connections never mark the same row at the same time (a row is on one connection at a
-/// time), and one byte per row keeps their stores apart.
+/// A row is found by its file and line: the byte at `base[file] + line` past the header (`RowJournalHeader`), which
+/// names the job the states belong to and how many rows there are. A state file is checked whole before any row of
+/// it is trusted (`open`): its size, its header and every state byte; the file's blocks are allocated before it is
+/// mapped, so a full disk is an error when the job starts, never a signal when a page is first written.
+///
+/// Marks come from the connections' queues and event loops; two connections never mark the same row at the same
+/// time (a row is on one connection at a time), and one byte per row keeps their stores apart.
 public final class RowJournal: @unchecked Sendable {
+    /// The first row's byte (the header's end).
     private let bytes: UnsafeMutablePointer<UInt8>
+    /// The whole mapping, header first (page-aligned: what `msync` and `munmap` take).
+    private let mapping: UnsafeMutableRawPointer
     private let count: Int
     private let mappedBytes: Int
     private let descriptor: Int32
@@ -41,12 +48,136 @@ public final class RowJournal: @unchecked Sendable {
     /// The state file and the reject log.
     public let statePath: String
     public let logPath: String
+    /// The job the states belong to (the header's).
+    public let job: JournalJobID
 
-    /// Maps the state file (created, zeroed, when missing) and opens the reject log for appending.
+    /// Makes a new state file for `lineCounts` (an earlier one at `statePath` is replaced), its header naming
+    /// `job`, every row `.none`; opens the reject log for appending.
     ///
-    /// - Parameter lineCounts: per input file, one more than its last row's line number.
-    /// - Throws: `JobError(.output)` naming the file that cannot be created, sized or mapped.
-    public init(statePath: String, logPath: String, lineCounts: [Int]) throws(JobError) {
+    /// - Throws: `JobError(.output)` naming the file that cannot be created, allocated ("no space left on device")
+    ///   or mapped.
+    public static func create(
+        statePath: String,
+        logPath: String,
+        lineCounts: [Int],
+        job: JournalJobID
+    ) throws(JobError) -> RowJournal {
+        let descriptor = Glibc.open(statePath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw Self.error(statePath, "cannot create") }
+        let journal = try RowJournal(
+            descriptor: descriptor,
+            statePath: statePath,
+            logPath: logPath,
+            lineCounts: lineCounts,
+            job: job
+        )
+        journal.writeHeader()
+        return journal
+    }
+
+    /// Opens the state file of a job that already ran, after checking it whole: its size against `lineCounts`,
+    /// its header (magic, layout, row count, and with `job` the job it belongs to) and that every byte after the
+    /// header is a `RowState`.
+    ///
+    /// - Throws: `JobError(.input)` saying what is wrong when the file is missing or fails a check (a damaged or
+    ///   foreign journal: no row of it is trusted); `JobError(.output)` when it cannot be opened or mapped.
+    public static func open(
+        statePath: String,
+        logPath: String,
+        lineCounts: [Int],
+        job: JournalJobID?
+    ) throws(JobError) -> RowJournal {
+        let (descriptor, found) = try Self.openChecked(statePath, rows: lineCounts.reduce(0, +))
+        let journal = try RowJournal(
+            descriptor: descriptor,
+            statePath: statePath,
+            logPath: logPath,
+            lineCounts: lineCounts,
+            job: found
+        )
+        try journal.check(job: job)
+        return journal
+    }
+
+    /// Opens the state file at `statePath` (checked as `open` checks it, whichever job it names), or creates it
+    /// for a new job when it is missing or empty.
+    public convenience init(statePath: String, logPath: String, lineCounts: [Int]) throws(JobError) {
+        var status = stat()
+        if stat(statePath, &status) == 0 && status.st_size > 0 {
+            let (descriptor, found) = try Self.openChecked(statePath, rows: lineCounts.reduce(0, +))
+            try self.init(
+                descriptor: descriptor,
+                statePath: statePath,
+                logPath: logPath,
+                lineCounts: lineCounts,
+                job: found
+            )
+            try self.check(job: nil)
+        } else {
+            let descriptor = Glibc.open(statePath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else { throw Self.error(statePath, "cannot create") }
+            try self.init(
+                descriptor: descriptor,
+                statePath: statePath,
+                logPath: logPath,
+                lineCounts: lineCounts,
+                job: .random()
+            )
+            self.writeHeader()
+        }
+    }
+
+    /// Opens an existing state file whose size fits `rows` rows; returns it with the job its header names.
+    private static func openChecked(_ statePath: String, rows: Int) throws(JobError) -> (Int32, JournalJobID) {
+        let descriptor = Glibc.open(statePath, O_RDWR | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { throw JobError(.input, "\(statePath) is missing") }
+            throw Self.error(statePath, "cannot open")
+        }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else {
+            close(descriptor)
+            throw Self.error(statePath, "cannot stat")
+        }
+        if let problem = RowJournalCheck.sizeProblem(size: Int(status.st_size), rows: rows) {
+            close(descriptor)
+            throw JobError(.input, "\(statePath): \(problem)")
+        }
+        var header = [UInt8](repeating: 0, count: RowJournalHeader.size)
+        let read = header.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
+        guard read == RowJournalHeader.size else {
+            close(descriptor)
+            throw Self.error(statePath, "cannot read")
+        }
+        return (descriptor, header.withUnsafeBytes { RowJournalHeader.job(in: $0) })
+    }
+
+    /// The whole file checked (`RowJournalCheck`): the first problem, thrown.
+    private func check(job: JournalJobID?) throws(JobError) {
+        let check = RowJournalCheck(
+            UnsafeRawBufferPointer(start: self.mapping, count: self.mappedBytes),
+            rows: self.count,
+            job: job,
+            badOffsetsKept: 3
+        )
+        if let problem = check.problems.first { throw JobError(.input, "\(self.statePath): \(problem)") }
+    }
+
+    /// A new file's header, on the disk before a manifest can name its job.
+    private func writeHeader() {
+        RowJournalHeader(job: self.job, rows: self.count).write(to: self.mapping)
+        self.sync()
+    }
+
+    /// Allocates the file's blocks (a full disk fails here, not as SIGBUS on a later store), maps it and opens the
+    /// log. Takes `descriptor` (closed on failure).
+    private init(
+        descriptor: Int32,
+        statePath: String,
+        logPath: String,
+        lineCounts: [Int],
+        job: JournalJobID
+    ) throws(JobError) {
         var bases: [Int] = []
         var total = 0
         for count in lineCounts {
@@ -58,30 +189,33 @@ public final class RowJournal: @unchecked Sendable {
         self.count = total
         self.statePath = statePath
         self.logPath = logPath
-        let descriptor = open(statePath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw Self.error(statePath, "cannot open") }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0 else {
+        self.job = job
+        let fileBytes = RowJournalHeader.size + total
+        // posix_fallocate returns the error rather than setting errno; it also sizes a shorter file up.
+        let allocated = posix_fallocate(descriptor, 0, off_t(fileBytes))
+        guard allocated == 0 else {
             close(descriptor)
-            throw Self.error(statePath, "cannot stat")
-        }
-        if Int(status.st_size) != total {
-            guard ftruncate(descriptor, off_t(total)) == 0 else {
-                close(descriptor)
-                throw Self.error(statePath, "cannot size")
+            if allocated == ENOSPC {
+                throw JobError(
+                    .output,
+                    "--journal: cannot allocate \(statePath) (\(fileBytes) bytes): no space left on device"
+                )
             }
+            errno = allocated
+            throw Self.error(statePath, "cannot allocate \(fileBytes) bytes for")
         }
-        self.mappedBytes = max(total, 1)
-        let mapped = mmap(nil, self.mappedBytes, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0)
-        guard let mapped, mapped != UnsafeMutableRawPointer(bitPattern: -1) else {
+        self.mappedBytes = fileBytes
+        let mapped = mmap(nil, fileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0)
+        guard let mapped, mapped != MAP_FAILED else {
             close(descriptor)
             throw Self.error(statePath, "cannot map")
         }
-        self.bytes = mapped.assumingMemoryBound(to: UInt8.self)
+        self.mapping = mapped
+        self.bytes = (mapped + RowJournalHeader.size).assumingMemoryBound(to: UInt8.self)
         self.descriptor = descriptor
-        let log = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        let log = Glibc.open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard log >= 0 else {
-            munmap(mapped, self.mappedBytes)
+            munmap(mapped, fileBytes)
             close(descriptor)
             throw Self.error(logPath, "cannot open")
         }
@@ -90,7 +224,7 @@ public final class RowJournal: @unchecked Sendable {
 
     deinit {
         self.sync()
-        munmap(self.bytes, self.mappedBytes)
+        munmap(self.mapping, self.mappedBytes)
         close(self.descriptor)
         close(self.log.withLockedValue { $0 })
     }
@@ -132,7 +266,7 @@ public final class RowJournal: @unchecked Sendable {
 
     /// Writes the marks and the log to the disk.
     public func sync() {
-        msync(self.bytes, self.mappedBytes, MS_SYNC)
+        msync(self.mapping, self.mappedBytes, MS_SYNC)
         fsync(self.descriptor)
         self.log.withLockedValue { _ = fsync($0) }
     }

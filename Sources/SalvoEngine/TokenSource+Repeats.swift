@@ -29,6 +29,13 @@ extension TokenSource {
         }
     }
 
+    /// Appends the hash of each row's token to `hashes`, for the repeat count of an opened source. Called once per
+    /// chunk rather than per row as it is taken: in a loop of its own, one row's eight dependent multiplies overlap
+    /// the next row's, where between parsing and validating they were a chain of their own on every row.
+    static func appendHashes(of rows: ArraySlice<TokenRow>, to hashes: inout [UInt64]) {
+        hashes.append(contentsOf: rows.lazy.map { $0.token.stableHash })
+    }
+
     /// How many values repeat an earlier one, in time linear in the count and with one small table besides the
     /// values (at 8 bytes a row, a copy of 10 M hashes would be 80 MB more at the end of the input):
     /// 1. the values are partitioned in place by their top 8 bits (an American flag sort: each value swapped

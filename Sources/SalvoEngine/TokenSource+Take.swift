@@ -24,6 +24,9 @@ extension TokenSource {
     /// `resendWritten`, written in it). With `payloads`, a row handed out keeps its fields in `fields`.
     ///
     /// Reads only the source's immutable fields: `nextChunk` calls it under the lock, `PrefixReplay` on its own.
+    ///
+    /// - Parameter hashReturned: false when the caller hashes the rows returned (`appendHashes`, once per chunk);
+    ///   the valid rows not returned are hashed here either way.
     func take(
         _ row: RowReader.Row,
         reader: RowReader,
@@ -31,10 +34,11 @@ extension TokenSource {
         payloadColumns: [Int],
         journal: RowJournal?,
         resendWritten: Bool,
+        hashReturned: Bool = true,
         pass: inout Pass,
         fields: inout RowFields
     ) -> TokenRow? {
-        let file = self.files[fileIndex]
+        // The file's name is looked up only for a row refused here: a `String` held per row is a retain and a release.
         let partition = self.options.partition
         switch row {
         case .reject(let reject):
@@ -63,7 +67,12 @@ extension TokenSource {
                 case .failure(let error):
                     fields.dropRow(from: start)
                     pass.running.rejects.append(
-                        InputReject(file: file, line: row.line, value: row.token.hexString, reason: error.message)
+                        InputReject(
+                            file: self.files[fileIndex],
+                            line: row.line,
+                            value: row.token.hexString,
+                            reason: error.message
+                        )
                     )
                     return nil
                 }
@@ -75,7 +84,7 @@ extension TokenSource {
                     let of = self.files.count > 1 ? " of \(self.files[firstFile])" : ""
                     pass.running.rejects.append(
                         InputReject(
-                            file: file,
+                            file: self.files[fileIndex],
                             line: row.line,
                             value: row.token.hexString,
                             reason: "duplicate of the token on line \(first & (1 << 48 - 1))\(of)"
@@ -105,11 +114,13 @@ extension TokenSource {
                 }
             }
             pass.running.validRows += 1
-            if !self.options.dedupe { pass.hashes.append(row.token.stableHash) }
+            let hashed = !self.options.dedupe
+            if hashed && hashReturned { pass.hashes.append(row.token.stableHash) }
             if let journal {
                 let recorded = journal.state(file: fileIndex, line: row.line)
                 pass.running.journaled.count(row, recorded)
                 if recorded.isSettled || (recorded == .written && !resendWritten) {
+                    if hashed && !hashReturned { pass.hashes.append(row.token.stableHash) }
                     if measured != nil { fields.dropRow(from: start) }
                     return nil
                 }
@@ -122,24 +133,31 @@ extension TokenSource {
     }
 
     /// `take` for the row an opened source's reader just read, counted for checkpoints when the source keeps them.
+    /// The rows it returns are not hashed yet: the caller hashes them once its chunk is taken (`appendHashes`).
     ///
-    /// - Parameter payloadColumns: the current file's (`State.payloadColumns`), held by the caller for the chunk.
+    /// - Parameters:
+    ///   - reader: `state.reader`, `journal` `state.journal`, `tracked` whether `state.tracking` is set: held by the
+    ///     caller for the chunk (each read of a class reference out of `state` is a retain and a release per row).
+    ///   - payloadColumns: the current file's (`State.payloadColumns`), held by the caller for the chunk.
     func takeTracked(
         _ row: RowReader.Row,
+        reader: RowReader,
+        journal: RowJournal?,
+        tracked: Bool,
         payloadColumns: [Int],
         state: inout State,
         fields: inout RowFields
     ) -> TokenRow? {
-        let reader = state.reader!
         let fileIndex = state.fileIndex
-        guard state.tracking != nil else {
+        guard tracked else {
             return self.take(
                 row,
                 reader: reader,
                 fileIndex: fileIndex,
                 payloadColumns: payloadColumns,
-                journal: state.journal,
+                journal: journal,
                 resendWritten: state.resendWritten,
+                hashReturned: false,
                 pass: &state.pass,
                 fields: &fields
             )
@@ -157,8 +175,9 @@ extension TokenSource {
             reader: reader,
             fileIndex: fileIndex,
             payloadColumns: payloadColumns,
-            journal: state.journal,
+            journal: journal,
             resendWritten: state.resendWritten,
+            hashReturned: false,
             pass: &state.pass,
             fields: &fields
         )
@@ -169,7 +188,7 @@ extension TokenSource {
         let settles: Int
         if taken != nil {
             settles = 1
-        } else if let journal = state.journal, journal.state(file: fileIndex, line: line).isSettled {
+        } else if let journal, journal.state(file: fileIndex, line: line).isSettled {
             settles = 1
         } else {
             settles = 0

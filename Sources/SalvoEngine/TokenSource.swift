@@ -402,6 +402,12 @@ public final class TokenSource: @unchecked Sendable {
         rows.reserveCapacity(maximumRows)
         // The current file's payload columns, looked up once per file rather than per row.
         var columns: (file: Int, columns: [Int]) = (-1, [])
+        // Class references out of `state` are read once per chunk, not per row (each read is a retain and a release);
+        // the lock is held for the chunk, so none of them changes meanwhile.
+        let journal = state.journal
+        let tracked = state.tracking != nil
+        let partition = self.options.partition
+        var failure: InputError?
         do throws(InputError) {
             while rows.count < maximumRows && !state.finished {
                 if state.reader == nil {
@@ -415,32 +421,52 @@ public final class TokenSource: @unchecked Sendable {
                         options: self.options
                     )
                 }
-                guard let row = try state.reader!.next() else {
-                    if state.streaming { self.endFile(&state) }
-                    state.reader = nil
-                    state.fileIndex += 1
-                    continue
-                }
+                let reader = state.reader!
                 if state.streaming {
                     if payloads != nil && columns.file != state.fileIndex {
                         columns = (state.fileIndex, state.payloadColumns[state.fileIndex])
                     }
-                    if let good = self.takeTracked(row, payloadColumns: columns.columns, state: &state, fields: &fields)
-                    {
-                        rows.append(good)
+                    // The rows of the current file, until the chunk is full or the file ends.
+                    var ended = false
+                    while rows.count < maximumRows {
+                        guard let row = try reader.next() else {
+                            ended = true
+                            break
+                        }
+                        if let good = self.takeTracked(
+                            row,
+                            reader: reader,
+                            journal: journal,
+                            tracked: tracked,
+                            payloadColumns: columns.columns,
+                            state: &state,
+                            fields: &fields
+                        ) {
+                            rows.append(good)
+                        }
+                    }
+                    if ended {
+                        self.endFile(&state)
+                        state.reader = nil
+                        state.fileIndex += 1
                     }
                     continue
                 }
+                guard let row = try reader.next() else {
+                    state.reader = nil
+                    state.fileIndex += 1
+                    continue
+                }
                 if case .token(let good) = row, !state.rejectedLines[state.fileIndex].contains(good.line),
-                    self.options.partition?.contains(good.token) ?? true
+                    partition?.contains(good.token) ?? true
                 {
-                    if let journal = state.journal {
+                    if let journal {
                         let recorded = journal.state(file: state.fileIndex, line: good.line)
                         if recorded.isSettled || (recorded == .written && !state.resendWritten) { continue }
                     }
                     if let payloads {
                         let start = fields.rowStart
-                        state.reader!.appendFields(columns: state.payloadColumns[state.fileIndex], to: &fields)
+                        reader.appendFields(columns: state.payloadColumns[state.fileIndex], to: &fields)
                         switch fields.withPendingFields({ payloads.templates.measure($0, limit: payloads.limit) }) {
                         case .success(let measured):
                             fields.keep(good.reference, template: measured.template, payloadCount: measured.count)
@@ -457,8 +483,12 @@ public final class TokenSource: @unchecked Sendable {
                 }
             }
         } catch {
-            return .failure(error)
+            failure = error
         }
+        // An opened source's rows handed out are hashed for the repeat count here, in one loop (`takeTracked`
+        // leaves them), before a failure returns or the summary is made.
+        if state.streaming && !self.options.dedupe { Self.appendHashes(of: rows[...], to: &state.pass.hashes) }
+        if let failure { return .failure(failure) }
         if !rows.isEmpty && state.firstRowAt == nil { state.firstRowAt = DispatchTime.now().uptimeNanoseconds }
         if state.finished && state.streaming && state.summary == nil {
             if let resumed = state.resumed, !resumed.merged {

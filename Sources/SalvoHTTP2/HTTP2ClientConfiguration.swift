@@ -148,6 +148,9 @@ public struct HTTP2ClientConfiguration: Sendable {
         tls.minimumTLSVersion = .tlsv12
         tls.applicationProtocols = self.offersALPN ? ["h2"] : []
         tls.trustRoots = self.trustRoots
+        // Closing waits this long at most for the server's close_notify: a connection is closed only when nothing
+        // is left on it, and a server that has gone silent must not hold a stopping job (NIOSSL's default is 5 s).
+        tls.shutdownTimeout = .milliseconds(250)
         if case .certificate(let chain, let key) = self.authentication.storage {
             tls.certificateChain = chain.map { .certificate($0) }
             tls.privateKey = .privateKey(key)

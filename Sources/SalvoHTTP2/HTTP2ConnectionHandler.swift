@@ -22,8 +22,12 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver
     var onReady: (() -> Void)?
     /// Whether the server's SETTINGS have arrived on this connection.
     var isReady: Bool { self.machine.isReady }
+    /// Whether the connection read any answer.
+    var answered: Bool { self.machine.answers > 0 }
     /// Why this connection failed before it was ready in a way retrying cannot heal, if it did.
     var hopeless: String?
+    /// Whether the connection closed because the job had no row left for it.
+    var finished: Bool { self.machine.finished }
 
     private let job: HTTP2JobContext
     private var machine: HTTP2ConnectionStateMachine
@@ -45,6 +49,26 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver
             random: random,
             now: .now()
         )
+    }
+
+    /// What the `NIOHTTP2Handler` in front of this one is set up with: push off, 1 MiB stream windows, and answers'
+    /// header blocks read up to `HTTP2AnswerDecoder.maximumHeaderList` bytes over as many CONTINUATION frames as that
+    /// takes (a larger header block than APNs sends is read, not a connection error that loses the answers).
+    static var `protocol`: NIOHTTP2Handler.ConnectionConfiguration {
+        var configuration = NIOHTTP2Handler.ConnectionConfiguration()
+        configuration.initialSettings = [
+            HTTP2Setting(parameter: .enablePush, value: 0),
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
+            HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: HTTP2AnswerDecoder.maximumHeaderList),
+        ]
+        configuration.maximumSequentialContinuationFrames =
+            HTTP2AnswerDecoder.maximumHeaderList / HTTP2FrameReader.maximumFrameSize
+        // The request headers are built by `HTTP2RequestTemplate`, valid by construction; checking them again costs
+        // a few percent per request.
+        configuration.headerBlockValidation = .disabled
+        configuration.contentLengthValidation = .disabled
+        return configuration
     }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
@@ -94,7 +118,10 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver
             self.perform(self.machine.streamClosed(streamID: id, code: code, now: now))
         case .settings(.settings(let settings)):
             let maximum = settings.last { $0.parameter == .maxConcurrentStreams }?.value
-            self.perform(self.machine.settingsReceived(maximumConcurrentStreams: maximum, now: now))
+            let window = settings.last { $0.parameter == .initialWindowSize }?.value
+            self.perform(
+                self.machine.settingsReceived(maximumConcurrentStreams: maximum, initialWindowSize: window, now: now)
+            )
         case .goAway(let lastStreamID, _, let opaqueData):
             let reason = opaqueData.flatMap { APNSErrorBody(jsonBytes: Array($0.readableBytesView))?.reason }
             self.perform(self.machine.goAwayReceived(lastStreamID: Int32(Int(lastStreamID)), reason: reason, now: now))
@@ -184,6 +211,11 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver
     /// Takes as many rows as the machine has room for and writes them, then flushes once.
     private func writeRequests() {
         guard let context = self.context else { return }
+        // Nothing in flight here and no row left for any connection: this one closes now, not with the last.
+        if self.machine.openStreams == 0, self.job.work.noRowsLeft {
+            self.perform(self.machine.noRowsLeft(now: .now()))
+            return
+        }
         let room = self.machine.roomToWrite(isWritable: context.channel.isWritable)
         guard room > 0 else { return }
         let now = NIODeadline.now()

@@ -36,6 +36,7 @@ final class HTTP2ConnectionPool: Sendable {
             var sizing = HTTP2ConnectionSizer.Configuration(initial: configuration.connections, maximum: maximum)
             sizing.targetRate = Double(configuration.rate ?? HTTP2ConnectionSizer.nearbyRate)
             sizing.rows = rows
+            sizing.streamCap = configuration.maximumStreamsPerConnection ?? Int.max
             return HTTP2ConnectionSizer(configuration: sizing, now: .now())
         }
         let state = NIOLockedValueBox(State(sizer: sizer))
@@ -80,21 +81,32 @@ final class HTTP2ConnectionPool: Sendable {
         let (started, sizing) = self.state.withLockedValue { ($0.started, $0.sizer != nil) }
         for slot in self.slots.prefix(started) { slot.start() }
         guard sizing else { return }
+        // The first step is sized as soon as the first handshake tells the distance, so the connections it opens
+        // start a timer tick earlier; the timer then measures and grows.
+        self.job.onFirstHandshake.withLockedValue { hook in
+            hook = { [weak self] in self?.size() }
+        }
         let timer = self.timerLoop.scheduleRepeatedTask(initialDelay: .milliseconds(50), delay: .milliseconds(50)) {
             [self] _ in self.size()
         }
         self.state.withLockedValue { $0.timer = timer }
     }
 
-    /// Closes every connection.
+    /// Closes every connection at once (`HTTP2JobEnding`) and returns when they are closed, or when the wait for
+    /// the server's goodbyes is over and the connections still waiting are cut.
     func stop() async {
         self.state.withLockedValue { $0.timer?.cancel() }
-        for slot in self.slots { try? await slot.stop().get() }
+        let distance = self.job.recorded.withLockedValue { $0.roundTrip ?? $0.handshake }
+        let done = self.timerLoop.makePromise(of: Void.self)
+        let closing = HTTP2PoolClosing(slots: self.slots, loop: self.timerLoop, done: done)
+        self.timerLoop.execute { closing.begin(roundTrip: distance) }
+        try? await done.futureResult.get()
     }
 
     /// Asks the sizer, with what the connections have reported, and starts the slots it asks for.
     private func size() {
-        guard !self.job.work.isDone else { return }
+        // No row left to send: a new connection would only open and close.
+        guard !self.job.work.noRowsLeft else { return }
         let seen = self.job.recorded.withLockedValue { recorded in
             (
                 answered: recorded.answered,
@@ -127,4 +139,62 @@ final class HTTP2ConnectionPool: Sendable {
 
     /// The shortest round trip measured (request to answer), as the sizer saw it; nil for a fixed count.
     var measuredRoundTrip: TimeAmount? { self.state.withLockedValue { $0.sizer?.roundTrip } }
+}
+
+/// Carries out `HTTP2JobEnding` for a pool's slots: closes them all at once, cuts those still closing at the
+/// deadline, and succeeds `done` when every one is closed.
+///
+/// Confined to `loop`; `@unchecked Sendable` so that the slots' close futures can call back into it there.
+private final class HTTP2PoolClosing: @unchecked Sendable {
+    private let slots: [HTTP2ConnectionSlot]
+    private let loop: any EventLoop
+    private let done: EventLoopPromise<Void>
+    private var ending: HTTP2JobEnding?
+    private var wakeUp: Scheduled<Void>?
+    private var finished = false
+
+    init(slots: [HTTP2ConnectionSlot], loop: any EventLoop, done: EventLoopPromise<Void>) {
+        self.slots = slots
+        self.loop = loop
+        self.done = done
+    }
+
+    func begin(roundTrip: TimeAmount?) {
+        self.loop.preconditionInEventLoop()
+        let ending = HTTP2JobEnding(places: self.slots.count, roundTrip: roundTrip, now: .now())
+        self.ending = ending
+        self.perform(ending.start)
+    }
+
+    private func perform(_ actions: HTTP2JobEnding.Actions) {
+        self.loop.preconditionInEventLoop()
+        guard !self.finished else { return }
+        for place in actions.close {
+            self.slots[place].stop().hop(to: self.loop).whenComplete { _ in self.closed(place) }
+        }
+        for place in actions.cut {
+            self.slots[place].cut().hop(to: self.loop).whenComplete { _ in self.closed(place) }
+        }
+        if let at = actions.wakeUpAt {
+            self.wakeUp?.cancel()
+            self.wakeUp = self.loop.scheduleTask(deadline: at) {
+                guard var ending = self.ending else { return }
+                let actions = ending.tick(now: .now())
+                self.ending = ending
+                self.perform(actions)
+            }
+        }
+        if actions.done {
+            self.finished = true
+            self.wakeUp?.cancel()
+            self.done.succeed()
+        }
+    }
+
+    private func closed(_ place: Int) {
+        guard var ending = self.ending else { return }
+        let actions = ending.closed(place)
+        self.ending = ending
+        self.perform(actions)
+    }
 }

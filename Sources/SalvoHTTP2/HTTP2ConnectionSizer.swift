@@ -8,10 +8,12 @@ import NIOCore
 /// each interval (at least two round trips); by Little's law rate × round trip is the flight that rate needs.
 ///
 /// First, as soon as the distance is known — the first TLS handshake (about one round trip with TLS 1.3, before any
-/// answer), or else the first answer — it opens at once as many connections as carry `targetRate`'s flight in their
-/// streams (the server's limit, or `assumedStreams` while a token-authenticated connection still has its first
-/// single stream): far away, doubling alone would spend a warm-up (a connect, a handshake, a first answer at one
-/// stream) per step, longer than many jobs. Then, while the measured flight fills
+/// answer; the pool asks at that moment, not on its timer), or else the first answer — it opens at once, in parallel,
+/// as many connections as carry `targetRate`'s flight in their streams (the server's limit, or `assumedStreams` while
+/// a token-authenticated connection still has its first single stream), but no more than carry the job's rows in
+/// `roundTripsToCarry` round trips: far away, doubling alone would spend a warm-up (a connect, a handshake, a first
+/// answer at one stream) per step, longer than many jobs. So every connection of the first step writes its first
+/// request about two round trips (TCP, TLS) after the first handshake. Then, while the measured flight fills
 /// the streams the open connections may use (`fullFraction` of them: half, since under load queueing in the client
 /// and the server stretches the real round trip beyond the shortest, so full streams show as about half), the
 /// connections may be the limit, and the sizer opens as many again as are open up to `maximum`. After a growth it
@@ -38,8 +40,15 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
         /// round trip and the server's stream limit are known, as many connections open at once as carry this
         /// rate's flight (rate × round trip) in their streams; nil to only double.
         var targetRate: Double?
-        /// The job's rows: never more connections than their flight fills.
+        /// The job's rows: the first step opens no more connections than carry them in `roundTripsToCarry` round
+        /// trips of full flights.
         var rows = Int.max
+        /// The round trips of full flights a job's rows may take before more connections pay for their opening (a
+        /// connect, a handshake, a first answer at one stream each): a few, so that a 50,000-row job far away
+        /// opens the 17 connections that carry it in three round trips, not the 32 that would carry it in two.
+        var roundTripsToCarry = 3
+        /// The job's own cap on streams per connection (`--max-streams`).
+        var streamCap = Int.max
         /// The most intervals a warm-up after a growth lasts, when the new connections do not all come up.
         var maximumWarmUp = 5
     }
@@ -160,21 +169,38 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
     /// that is more than are open. Doubling alone takes a warm-up per step (a connect, a handshake and a first
     /// answer, several round trips each), which far away is longer than many jobs.
     private mutating func firstStep(streamsPerConnection: Int?, flightCuts: Int) -> Int? {
-        guard !self.jumped, let target = self.configuration.targetRate,
+        guard !self.jumped, self.configuration.targetRate != nil,
             let roundTrip = self.roundTrip ?? self.handshake, flightCuts == 0
         else { return nil }
-        let perConnection = streamsPerConnection.flatMap { $0 > 1 ? $0 : nil } ?? Self.assumedStreams
         self.jumped = true
-        let flight = target * Double(roundTrip.nanoseconds) / 1e9
-        let wanted = min(
-            self.configuration.maximum,
-            Int((flight / Double(perConnection)).rounded(.up)),
-            max(1, self.configuration.rows / perConnection + (self.configuration.rows % perConnection == 0 ? 0 : 1))
+        let wanted = Self.firstStepConnections(
+            configuration: self.configuration,
+            roundTrip: roundTrip,
+            streamsPerConnection: streamsPerConnection
         )
         guard wanted > self.connections else { return nil }
         let open = wanted - self.connections
         self.grow(by: open)
         return open
+    }
+
+    /// The connections the first step wants open: as many as carry `targetRate`'s flight at `roundTrip`, no more
+    /// than carry the job's rows in `roundTripsToCarry` round trips, at most `maximum`. A connection counts for the
+    /// streams it reported (`streamsPerConnection`, when above the single stream of a connection whose credentials
+    /// are not yet checked), else `assumedStreams`, within `streamCap`.
+    static func firstStepConnections(
+        configuration: Configuration,
+        roundTrip: TimeAmount,
+        streamsPerConnection: Int?
+    ) -> Int {
+        let reported = streamsPerConnection.flatMap { $0 > 1 ? $0 : nil } ?? Self.assumedStreams
+        let perConnection = max(1, min(reported, configuration.streamCap))
+        let flight = (configuration.targetRate ?? 0) * Double(roundTrip.nanoseconds) / 1e9
+        let forRate = Int((flight / Double(perConnection)).rounded(.up))
+        let carried = perConnection.multipliedReportingOverflow(by: max(1, configuration.roundTripsToCarry))
+        let perRows = carried.overflow ? perConnection : carried.partialValue
+        let forRows = configuration.rows / perRows + (configuration.rows % perRows == 0 ? 0 : 1)
+        return max(1, min(configuration.maximum, forRate, forRows))
     }
 
     private mutating func grow(by open: Int) {

@@ -56,13 +56,32 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         self.eventLoop.execute { self.connect() }
     }
 
-    /// Closes every connection of this slot; succeeds when they are closed.
+    /// Closes every connection of this slot (TLS close_notify first); succeeds when they are closed.
     func stop() -> EventLoopFuture<Void> {
         self.eventLoop.flatSubmit {
             self.stopped = true
             self.pendingConnect?.cancel()
             let closes = self.channels.values.map { channel in
                 channel.close().recover { _ in }
+            }
+            return EventLoopFuture.andAllComplete(closes, on: self.eventLoop)
+        }
+    }
+
+    /// Closes the connections `stop` is still closing at once, without waiting for the server's close_notify: the
+    /// socket is closed below TLS. Succeeds when they are closed.
+    func cut() -> EventLoopFuture<Void> {
+        self.eventLoop.flatSubmit {
+            self.stopped = true
+            self.pendingConnect?.cancel()
+            let closes = self.channels.values.map { channel in
+                // From the TLS handler's place, a close goes only to the handlers before it: the socket.
+                if let tls = try? channel.pipeline.syncOperations.context(handlerType: NIOSSLClientHandler.self) {
+                    tls.close(promise: nil)
+                } else {
+                    channel.close(promise: nil)
+                }
+                return channel.closeFuture
             }
             return EventLoopFuture.andAllComplete(closes, on: self.eventLoop)
         }
@@ -127,29 +146,24 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                     }
                     if engine == .nio {
                         try sync.addHandler(
-                            NIOHTTP2Handler(
-                                mode: .client,
-                                initialSettings: [
-                                    HTTP2Setting(parameter: .enablePush, value: 0),
-                                    HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
-                                    HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                                    HTTP2Setting(parameter: .maxHeaderListSize, value: 16 << 10),
-                                ],
-                                // The request headers are built by `HTTP2RequestTemplate`, valid by construction;
-                                // checking them again costs a few percent per request.
-                                headerBlockValidation: .disabled,
-                                contentLengthValidation: .disabled
-                            )
+                            NIOHTTP2Handler(mode: .client, connectionConfiguration: HTTP2ConnectionHandler.protocol)
                         )
                     }
                     try sync.addHandler(boundHandler.value)
                 }
             }
-        handler.onGoAway = { [self] in
-            self.configuration.logger.info("GOAWAY: a new connection takes over")
-            // The replacement opens now; the old connection finishes its streams and closes.
+        // The handler holds this closure: it takes the handler weakly, or the two would keep each other (and the
+        // job's rows) alive after a connection that ends without a GOAWAY.
+        handler.onGoAway = { [self, weak handler] in
+            let answered = handler?.answered ?? false
+            self.configuration.logger.info(
+                "GOAWAY: a new connection takes over",
+                metadata: ["answered": "\(answered)"]
+            )
+            // The replacement opens now when this connection was of use (the old one finishes its streams and
+            // closes); after one that brought no answer, the job backs off first.
             self.current = nil
-            self.connect()
+            self.scheduleReconnect(answered: answered)
         }
         handler.onReady = { [self] in
             self.failures = 0
@@ -170,8 +184,12 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                     self.job.openConnections.withLockedValue { $0 += 1 }
                     channel.closeFuture.hop(to: self.eventLoop).assumeIsolated().whenComplete { _ in
                         self.job.openConnections.withLockedValue { $0 -= 1 }
+                        self.configuration.logger.info(
+                            "connection closed",
+                            metadata: ["ready": "\(handler.isReady)", "answered": "\(handler.answered)"]
+                        )
                         if !handler.isReady, let hopeless = handler.hopeless { self.stopJob(hopeless) }
-                        self.closed(id, wasReady: handler.isReady)
+                        self.closed(id, wasReady: handler.isReady, answered: handler.answered, finished: handler.finished)
                     }
                     if self.stopped { channel.close(promise: nil) }
                 case .failure(let error):
@@ -185,7 +203,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                     if let hopeless = HTTP2ConnectFailure.hopeless(connectError: error) { self.stopJob(hopeless) }
                     self.failures += 1
                     self.addressTurn &+= 1
-                    self.scheduleReconnect()
+                    self.scheduleReconnect(answered: false)
                 }
             }
     }
@@ -202,20 +220,26 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         )
     }
 
-    private func closed(_ id: ObjectIdentifier, wasReady: Bool) {
+    private func closed(_ id: ObjectIdentifier, wasReady: Bool, answered: Bool, finished: Bool) {
         self.channels[id] = nil
         guard self.current == id else { return }  // a replaced connection: its successor is already there
         self.current = nil
+        // Closed for want of rows: not replaced. Rows that come back later (retries) come from connections that
+        // still have streams in flight, which take them.
+        guard !finished else { return }
         if !wasReady { self.failures += 1 }
-        self.scheduleReconnect()
+        self.scheduleReconnect(answered: answered)
     }
 
-    private func scheduleReconnect() {
+    /// Connects again after a connection ended (`answered`: it read an answer): after the policy's backoff for
+    /// failed connects and the job's backoff for fruitless connections (`HTTP2ReconnectPacer`), whichever is
+    /// later.
+    private func scheduleReconnect(answered: Bool) {
         guard !self.stopped, !self.job.work.isDone, self.pendingConnect == nil, !self.connecting else { return }
         let policy = self.configuration.reconnect
         let now = NIODeadline.now()
-        let answered = self.job.recorded.withLockedValue { $0.answered }
-        if answered != self.progressMark.answered { self.progressMark = (answered, now) }
+        let settled = self.job.recorded.withLockedValue { $0.answered }
+        if settled != self.progressMark.answered { self.progressMark = (settled, now) }
         let sinceProgress = UInt64(max(0, (now - self.progressMark.at).nanoseconds))
         if policy.givesUp(after: self.failures, sinceProgress: sinceProgress) {
             self.stopped = true
@@ -223,11 +247,15 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
             return
         }
         let since = self.lastConnect.map { UInt64(max(0, (now - $0).nanoseconds)) } ?? UInt64.max
-        let delay = policy.delay(
-            failures: self.failures,
-            sinceLastConnect: since,
-            sinceProgress: sinceProgress,
-            random: self.random.nextUnit()
+        let paced = self.job.reconnectAt(answered: answered, now: now, random: self.random.nextUnit())
+        let delay = max(
+            policy.delay(
+                failures: self.failures,
+                sinceLastConnect: since,
+                sinceProgress: sinceProgress,
+                random: self.random.nextUnit()
+            ),
+            UInt64(max(0, (paced - now).nanoseconds))
         )
         self.configuration.logger.info(
             "reconnect",

@@ -50,6 +50,9 @@ extension HTTP2ConnectionStateMachine {
         /// The time from request to answer of the batch's last answer: one sample per batch for the latency
         /// metric, never one per request.
         var answerSample: TimeAmount?
+        /// The last answer of the batch, or when a retry the server asked to wait for is due: the job's progress
+        /// (`HTTP2ProgressWatch`); nil when the batch holds no answer.
+        var progressUntil: NIODeadline?
     }
 
     /// Why the job stops when the service refuses the credentials, with what to check.

@@ -27,7 +27,14 @@ import SalvoEngine
 /// cap. A replacement connection starts without a window.
 ///
 /// A refused stream (RST_STREAM REFUSED_STREAM) was not processed: it is sent again after a backoff without using
-/// one of the row's attempts (`HTTP2WorkItem.refusals` bounds it separately).
+/// one of the row's attempts (`HTTP2WorkItem.refusals` bounds it separately: a row refused `maximumRefusals` times
+/// is left unsent, listed as unsettled, never resent forever).
+///
+/// A server that lets nothing through is told apart here, and the job's give-up (`HTTP2ProgressWatch`) ends the
+/// job: SETTINGS that do not come within `settingsTimeout` close the connection; a stream window smaller than one
+/// request body stops the job at once (no request could ever be written whole); the first refused stream, a limit of
+/// 0 streams and a GOAWAY before any answer are noted once per connection, as the causes a stopped job names.
+/// `answers` tells the driver's slot whether the connection was of any use, for its reconnect backoff.
 ///
 /// Every row's end is recorded in a `RowOutcomes`; `takeResults()` hands a batch of them to the job. Jitter comes
 /// from the injected generator and time from the events, so tests drive it with a fake clock and a fixed seed.
@@ -47,8 +54,16 @@ struct HTTP2ConnectionStateMachine {
         var batchLimit = 512
         /// Streams the flight window grows by per window's worth of accepted answers after a 429 cut it.
         var additiveIncrease = 8.0
-        /// Refused streams per row before it is rejected (they use none of its attempts).
-        var maximumRefusals = 64
+        /// Refused streams per row before it is left unsent (they use none of its attempts).
+        var maximumRefusals = 8
+        /// Sends of one row lost with their stream or connection before it is left uncertain (they use none of
+        /// its attempts: a connection reset while a row is in flight says nothing about the row).
+        var maximumLosses = 16
+        /// How long after the connection opened (TCP, and TLS when used) the server's SETTINGS may take; nil: as
+        /// long as the PING checks allow.
+        var settingsTimeout: TimeAmount?
+        /// The longest request body of the job (bytes), which a stream's whole window must take; 0: not checked.
+        var largestBody = 0
     }
 
     enum State: Hashable {
@@ -90,6 +105,15 @@ struct HTTP2ConnectionStateMachine {
     /// overflow).
     private var nextStreamID: Int
     private var lastActivity: NIODeadline
+    private var openedAt: NIODeadline
+    /// Streams answered on this connection (any status).
+    private(set) var answers = 0
+    /// Whether the connection closed because the job had no row left for it (`noRowsLeft`).
+    private(set) var finished = false
+    /// Causes already noted for this connection (one note each, not one per stream).
+    private var notedRefusal = false
+    /// The last answer read, or when a retry the server asked for is due (`HTTP2ProgressWatch`).
+    private var progressUntil: NIODeadline?
     private var pingSentAt: NIODeadline?
     private var wakeUpScheduled = false
     private var random: SplitMix64
@@ -125,6 +149,7 @@ struct HTTP2ConnectionStateMachine {
         self.nextStreamID = Int(firstStreamID)
         self.random = random
         self.lastActivity = now
+        self.openedAt = now
     }
 
     /// Streams in flight.
@@ -208,6 +233,7 @@ struct HTTP2ConnectionStateMachine {
     /// The connection is open (TCP, and TLS when used): it is alive from now on.
     mutating func opened(now: NIODeadline) {
         self.lastActivity = now
+        self.openedAt = now
     }
 
     /// Any frame arrived: the connection is alive.
@@ -216,10 +242,26 @@ struct HTTP2ConnectionStateMachine {
     }
 
     /// The server's SETTINGS, with its `SETTINGS_MAX_CONCURRENT_STREAMS` if they name it (no limit until one is
-    /// named).
-    mutating func settingsReceived(maximumConcurrentStreams: Int?, now: NIODeadline) -> Actions {
+    /// named) and its `SETTINGS_INITIAL_WINDOW_SIZE` if they name it: a stream window smaller than the job's largest
+    /// body holds every request, so the job stops with the cause rather than wait.
+    mutating func settingsReceived(
+        maximumConcurrentStreams: Int?,
+        initialWindowSize: Int? = nil,
+        now: NIODeadline
+    ) -> Actions {
         self.lastActivity = now
         var actions = Actions()
+        if let window = initialWindowSize, window < self.configuration.largestBody, self.state != .closed {
+            actions.stopJob = HTTP2JobStop(
+                reason: nil,
+                message: "the server's stream window (SETTINGS_INITIAL_WINDOW_SIZE \(window) bytes) is smaller than "
+                    + "one payload (\(self.configuration.largestBody) bytes): no request can be sent whole; the job "
+                    + "stopped rather than wait"
+            )
+        }
+        if maximumConcurrentStreams == 0, self.state != .closed {
+            actions.note = "the server allows no streams (SETTINGS_MAX_CONCURRENT_STREAMS 0)"
+        }
         if !self.isReady, self.state != .closed {
             self.isReady = true
             actions.ready = true
@@ -292,7 +334,12 @@ struct HTTP2ConnectionStateMachine {
         self.lastActivity = now
         guard let stream = self.streams.removeValue(forKey: streamID) else { return Actions() }
         self.dropFinishedDeadlines()
+        var actions = Actions(giveBack: true)
         if code == .refusedStream {
+            if !self.notedRefusal {
+                self.notedRefusal = true
+                actions.note = "the server refused a stream (REFUSED_STREAM): it did not process it"
+            }
             self.refused(stream.item, now: now)
         } else if case .draining(let last) = self.state, streamID > last {
             self.outcomes.resend()
@@ -300,7 +347,6 @@ struct HTTP2ConnectionStateMachine {
         } else {
             self.uncertain(stream.item, now: now)
         }
-        var actions = Actions(giveBack: true)
         self.closeIfDrained(&actions)
         return actions
     }
@@ -312,6 +358,9 @@ struct HTTP2ConnectionStateMachine {
         self.lastActivity = now
         var actions = Actions()
         guard self.state != .closed else { return actions }
+        if self.answers == 0 {
+            actions.note = "GOAWAY (last stream \(lastStreamID)) before any answer on the connection"
+        }
         self.retire(lastStreamID: lastStreamID, &actions)
         let cut = self.streams.keys.filter { $0 > lastStreamID }.sorted()
         for id in cut {
@@ -340,14 +389,14 @@ struct HTTP2ConnectionStateMachine {
     }
 
     /// The driver renewed the token (`Actions.renewToken`): the row goes again at once, or, when the token could
-    /// not be renewed (the clocks disagree), it is rejected and the job stops.
+    /// not be renewed (the clocks disagree), the job stops and the row goes back unsent.
     mutating func tokenRenewed(_ renewal: TokenRenewal, result: ProviderToken.Renewal, now: NIODeadline) -> Actions {
         var actions = Actions(giveBack: true)
         switch result {
         case .renewed:
             self.retryLater(renewal.item, status: 403, reason: .expiredProviderToken, backoff: false, now: now)
         case .refused(let message):
-            self.reject(renewal.item, status: 403, reason: .expiredProviderToken)
+            self.refusedForToken(renewal.item)
             actions.stopJob = HTTP2JobStop(reason: APNSReason.expiredProviderToken.rawValue, message: message)
         }
         return actions
@@ -363,6 +412,15 @@ struct HTTP2ConnectionStateMachine {
     mutating func tick(now: NIODeadline) -> Actions {
         var actions = Actions()
         guard self.state != .closed else { return actions }
+        if !self.isReady, let timeout = self.configuration.settingsTimeout, now - self.openedAt >= timeout {
+            // Nothing was written before SETTINGS, so nothing is in flight: the connection only closes.
+            actions.note = "no SETTINGS from the server within \(timeout) of connecting"
+            self.abandonStreams(now: now)
+            self.state = .closed
+            actions.close = true
+            actions.giveBack = self.hasResults
+            return actions
+        }
         if let hold = self.holdUntil, now >= hold {
             self.holdUntil = nil
             actions.writeRequests = true
@@ -407,6 +465,20 @@ struct HTTP2ConnectionStateMachine {
         return actions
     }
 
+    /// No row is left for any connection of the job (the source is read to its end, none is ready, none waits to
+    /// be sent again): a connection without a stream in flight closes now, rather than idle until the job's last
+    /// answer and then close with the others; one with streams in flight is asked again after their answers (an
+    /// answer may give a row back, and then rows are left). A connection closed so is `finished`: its slot does not
+    /// replace it.
+    mutating func noRowsLeft(now: NIODeadline) -> Actions {
+        var actions = Actions()
+        guard self.state != .closed, self.streams.isEmpty else { return actions }
+        self.state = .closed
+        self.finished = true
+        actions.close = true
+        return actions
+    }
+
     /// The connection closed (for any reason): the rows still in flight may or may not have been delivered.
     mutating func closed(now: NIODeadline) -> Actions {
         self.abandonStreams(now: now)
@@ -426,8 +498,10 @@ struct HTTP2ConnectionStateMachine {
             smallestFlightWindow: self.smallestWindow,
             streamLimit: self.streamLimit,
             roundTrip: self.roundTrip,
-            answerSample: self.answerSample
+            answerSample: self.answerSample,
+            progressUntil: self.progressUntil
         )
+        self.progressUntil = nil
         self.flightCuts = 0
         self.smallestWindow = nil
         self.roundTrip = nil
@@ -438,12 +512,16 @@ struct HTTP2ConnectionStateMachine {
         return results
     }
 
+    // Progress rides with the outcomes: every answer settles its row, sends it again, or renews the token and then
+    // does either.
     private var hasResults: Bool { self.finals > 0 || !self.retries.isEmpty }
 
     // MARK: Outcomes
 
     private mutating func finish(_ stream: Stream, streamID: Int32, now: NIODeadline) -> Actions {
         self.dropFinishedDeadlines()
+        self.answers += 1
+        self.progressUntil = max(self.progressUntil ?? now, now)
         // Any answer other than a 403 means the credentials passed.
         if stream.status != 403 { self.authenticated = true }
         let roundTrip = now - stream.sentAt
@@ -476,14 +554,25 @@ struct HTTP2ConnectionStateMachine {
             if let bearer = stream.bearer {
                 actions.renewToken = TokenRenewal(item: item, bearer: bearer)
             } else {
-                self.reject(item, status: 403, reason: .expiredProviderToken)
+                self.refusedForToken(item)
+                actions.stopJob = Self.stop(for: .expiredProviderToken, status: 403)
             }
+        case .providerTokenRefused(let status, let reason):
+            self.refusedForToken(item)
+            actions.stopJob = Self.stop(for: reason, status: status)
         case .stopJob(let status, let reason):
             self.reject(item, status: status, reason: reason)
             actions.stopJob = Self.stop(for: reason, status: status)
         }
         self.closeIfDrained(&actions)
         return actions
+    }
+
+    /// A row whose provider token was refused: the device never saw it, so it is not rejected but left unsent,
+    /// listed as unsettled (the job stops with it; sending the unsettled rows again sends it).
+    private mutating func refusedForToken(_ item: HTTP2WorkItem) {
+        self.outcomes.leave(item.row, .unsent)
+        self.finals += 1
     }
 
     private mutating func reject(
@@ -504,7 +593,9 @@ struct HTTP2ConnectionStateMachine {
     }
 
     /// Sends the row again after its backoff (full jitter from this connection's generator, never sooner than
-    /// `Retry-After`), or rejects it with this reason once it has had its attempts.
+    /// `Retry-After`). Once it has had its attempts it is left unsent and listed as unsettled, never rejected: a
+    /// 429, 500 or 503 says the service could not take it now, not that the token is bad, so a later run (or the
+    /// unsettled file sent again) may still deliver it.
     private mutating func retryLater(
         _ item: HTTP2WorkItem,
         status: Int,
@@ -518,24 +609,28 @@ struct HTTP2ConnectionStateMachine {
         item.unanswered = false
         let retry = self.configuration.retry
         guard retry.allowsRetry(after: item.attempts) else {
-            self.reject(item, status: status, reason: reason)
+            self.outcomes.leave(item.row, .unsent)
+            self.finals += 1
             return
         }
         let delay =
             backoff ? retry.delay(attempts: item.attempts, retryAfter: retryAfter, random: self.random.nextUnit()) : 0
         item.notBefore = now + .nanoseconds(Int64(clamping: delay))
+        // The server asked for the wait (`Retry-After`, a 429 or 503): the job is not stalled while it lasts.
+        if retryAfter != nil { self.progressUntil = max(self.progressUntil ?? item.notBefore, item.notBefore) }
         self.outcomes.resend()
         self.retries.append(item)
     }
 
     /// A refused stream: the server did not process it, so it goes again after a backoff (by its refusals) without
-    /// using an attempt; a row refused `maximumRefusals` times is rejected, so a server that refuses everything
-    /// cannot keep a job going forever.
+    /// using an attempt; a row refused `maximumRefusals` times is left unsent (listed as unsettled: never processed,
+    /// so a later run may send it), so a server that refuses everything cannot keep a job going forever.
     private mutating func refused(_ item: HTTP2WorkItem, now: NIODeadline) {
         var item = item
         item.refusals += 1
         guard item.refusals < self.configuration.maximumRefusals else {
-            self.reject(item, status: 0, reason: APNSReason(rawValue: "REFUSED_STREAM"))
+            self.outcomes.leave(item.row, .unsent)
+            self.finals += 1
             return
         }
         let delay = self.configuration.retry.delay(
@@ -580,11 +675,11 @@ struct HTTP2ConnectionStateMachine {
     /// A row whose fate is unknown: sent again at once or left uncertain, as the policy says.
     private mutating func uncertain(_ item: HTTP2WorkItem, now: NIODeadline) {
         var item = item
-        item.attempts += 1
+        item.losses += 1
         item.unanswered = true
         if self.outcomes.uncertain(
             CollectionOfOne(item.row),
-            mayRetry: self.configuration.retry.allowsRetry(after: item.attempts)
+            mayRetry: item.losses < self.configuration.maximumLosses
         ) {
             item.notBefore = now
             self.retries.append(item)

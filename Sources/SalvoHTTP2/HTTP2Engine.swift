@@ -16,6 +16,11 @@ protocol HTTP2ConnectionDriver: AnyObject {
     var onReady: (() -> Void)? { get set }
     /// Whether the server's SETTINGS have arrived on this connection.
     var isReady: Bool { get }
+    /// Whether the connection read any answer (of any status): a connection that ends without one was of no use,
+    /// and the job backs off before the next (`HTTP2ReconnectPacer`).
+    var answered: Bool { get }
     /// Why this connection failed before it was ready in a way retrying cannot heal, if it did.
     var hopeless: String? { get set }
+    /// Whether the connection closed because the job had no row left for it: it is not replaced.
+    var finished: Bool { get }
 }

@@ -63,7 +63,19 @@ public enum HTTP2Job {
             group == nil ? MultiThreadedEventLoopGroup(numberOfThreads: threads) : nil
         let loops: any EventLoopGroup = group ?? ownGroup!
         let start = ContinuousClock.now
+        let startDeadline = NIODeadline.now()
         let finished = loops.next().makePromise(of: Void.self)
+        var connection = HTTP2ConnectionStateMachine.Configuration(
+            maximumStreams: client.maximumStreamsPerConnection ?? Int.max,
+            requestTimeout: TimeAmount(client.requestTimeout),
+            pingInterval: TimeAmount(client.pingInterval),
+            pingTimeout: TimeAmount(client.pingTimeout),
+            retry: configuration.retry,
+            recordDeliveries: configuration.recordDeliveries
+        )
+        // SETTINGS come right after TLS from a live server: as long as a connect may take.
+        connection.settingsTimeout = TimeAmount(client.connectTimeout)
+        connection.largestBody = source.maximumBodyLength ?? configuration.payload.byteCount
         let job = HTTP2JobContext(
             work: HTTP2WorkQueue(source: source, finished: finished),
             template: HTTP2RequestTemplate(
@@ -74,20 +86,15 @@ public enum HTTP2Job {
             ),
             token: client.authentication.providerToken,
             rate: client.rate.map { HTTP2RateLimiter(perSecond: $0, now: .now()) },
-            connectionConfiguration: HTTP2ConnectionStateMachine.Configuration(
-                maximumStreams: client.maximumStreamsPerConnection ?? Int.max,
-                requestTimeout: TimeAmount(client.requestTimeout),
-                pingInterval: TimeAmount(client.pingInterval),
-                pingTimeout: TimeAmount(client.pingTimeout),
-                retry: configuration.retry,
-                recordDeliveries: configuration.recordDeliveries
-            ),
+            connectionConfiguration: connection,
             outcomes: RowOutcomes(
                 onUncertain: configuration.onUncertain,
                 files: source.files,
                 journal: source.journal
             ),
-            answerLatency: answerLatency
+            answerLatency: answerLatency,
+            reconnect: client.reconnect,
+            logger: client.logger
         )
         let pool = HTTP2ConnectionPool(
             configuration: client,
@@ -118,6 +125,17 @@ public enum HTTP2Job {
             }
         }
         finished.futureResult.whenComplete { _ in end() }
+        // The give-up: a job that has gone `--give-up-seconds` without an answer stops, however its connections
+        // stall (`HTTP2ProgressWatch`), and ends at once: nothing in flight is coming back.
+        let watchdog: RepeatedTask? =
+            client.reconnect.giveUpAfter > .zero
+            ? loops.next().scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .milliseconds(100)) { _ in
+                guard !job.work.isDone, let stall = job.stall(now: .now(), host: client.host, port: client.port)
+                else { return }
+                client.logger.error("giving up", metadata: ["cause": "\(stall.message)"])
+                job.work.stop(stall)
+                end()
+            } : nil
         if let stop {
             let loop = loops.next()
             let grace = stop.grace
@@ -133,9 +151,12 @@ public enum HTTP2Job {
         // The promise is only ever succeeded.
         try? await ended.futureResult.get()
         ticker?.cancel()
+        watchdog?.cancel()
         // The job's time ends with its last answer (or the stop): closing the connections (TLS close_notify, a
         // round trip away) delivers nothing. Closing gives back the rows still in flight (they count as not sent).
-        let elapsed = ContinuousClock.now - start
+        // Every connection closes at once, and the wait for the server's goodbyes is bounded (`HTTP2JobEnding`).
+        let endedAt = ContinuousClock.now
+        let elapsed = endedAt - start
         await pool.stop()
         try? await ownGroup?.shutdownGracefully()
 
@@ -176,11 +197,20 @@ public enum HTTP2Job {
         result.report.notificationsPerSecond = seconds > 0 ? Double(result.report.confirmed) / seconds : 0
         result.stopped = job.work.stopped
         result.connectionErrors = job.connectionErrors.withLockedValue { $0 }
+        result.firstHandshakeSeconds = recorded.firstHandshakeAt.map { Self.seconds($0 - startDeadline) }
+        result.firstRequestSeconds = recorded.firstRequests.sorted().map { Self.seconds($0 - startDeadline) }
         result.flightCuts = recorded.flightCuts
         result.smallestFlightWindow = recorded.smallestFlightWindow
         result.notSent = max(0, report.validRows - answered)
+        result.closingSeconds = Self.seconds(ContinuousClock.now - endedAt)
         return result
     }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
+    }
+
+    private static func seconds(_ amount: TimeAmount) -> Double { Double(amount.nanoseconds) / 1e9 }
 
     /// The counts so far: what the connections recorded, and the rows they hold.
     private static func progress(

@@ -1,3 +1,4 @@
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import SalvoEngine
@@ -21,8 +22,16 @@ final class HTTP2JobContext: Sendable {
         /// The shortest TLS handshake (TCP connected to handshake done: about one round trip with TLS 1.3), known
         /// before any answer.
         var handshake: TimeAmount?
+        /// When the first TLS handshake ended, and when each connection wrote its first request (at most
+        /// `maximumStartTimes` of them): how long the job took to start.
+        var firstHandshakeAt: NIODeadline?
+        var firstRequests: [NIODeadline] = []
         /// Each open connection's stream limit as it last reported it.
         var streamLimits: [ObjectIdentifier: Int] = [:]
+        /// The job's last answer, for its give-up.
+        var watch: HTTP2ProgressWatch
+        /// The job's reconnect backoff after connections that brought no answer.
+        var pacer: HTTP2ReconnectPacer
     }
 
     let work: HTTP2WorkQueue
@@ -45,6 +54,11 @@ final class HTTP2JobContext: Sendable {
     let anyReady = NIOLockedValueBox(false)
     /// Takes one request-to-answer time per batch of answers (nanoseconds), for the latency metric.
     let answerLatency: (@Sendable (Int64) -> Void)?
+    /// Called once, when the first TLS handshake tells the distance: the pool sizes its first step then, not on
+    /// its next timer tick.
+    let onFirstHandshake = NIOLockedValueBox<(@Sendable () -> Void)?>(nil)
+    /// Connection events and every connection error, with its cause.
+    let logger: Logger
 
     init(
         work: HTTP2WorkQueue,
@@ -53,16 +67,26 @@ final class HTTP2JobContext: Sendable {
         rate: HTTP2RateLimiter? = nil,
         connectionConfiguration: HTTP2ConnectionStateMachine.Configuration,
         outcomes: RowOutcomes,
-        answerLatency: (@Sendable (Int64) -> Void)? = nil
+        answerLatency: (@Sendable (Int64) -> Void)? = nil,
+        reconnect: ReconnectPolicy = .default,
+        logger: Logger = Logger(label: "salvo.h2", factory: { _ in SwiftLogNoOpLogHandler() }),
+        now: NIODeadline = .now()
     ) {
         self.answerLatency = answerLatency
+        self.logger = logger
         self.work = work
         self.template = template
         self.token = token
         self.rate = rate.map { NIOLockedValueBox($0) }
         self.connectionConfiguration = connectionConfiguration
         self.emptyOutcomes = outcomes
-        self.recorded = NIOLockedValueBox(Recorded(outcomes: outcomes))
+        self.recorded = NIOLockedValueBox(
+            Recorded(
+                outcomes: outcomes,
+                watch: HTTP2ProgressWatch(giveUpAfter: TimeAmount(reconnect.giveUpAfter), now: now),
+                pacer: HTTP2ReconnectPacer(policy: reconnect, now: now)
+            )
+        )
     }
 
     /// Takes a connection's batch of results: the outcomes first, then the rows back to the queue, so the job
@@ -74,6 +98,10 @@ final class HTTP2JobContext: Sendable {
             $0.streamLimits[connection] = results.streamLimit
             if let roundTrip = results.roundTrip { $0.roundTrip = min($0.roundTrip ?? roundTrip, roundTrip) }
             if let sample = results.answerSample { self.answerLatency?(sample.nanoseconds) }
+            if let until = results.progressUntil {
+                $0.watch.progressed(until: until)
+                $0.pacer.answered()
+            }
             $0.deliveries.append(contentsOf: results.deliveries)
             if results.flightCuts > 0 {
                 $0.flightCuts += results.flightCuts
@@ -85,6 +113,29 @@ final class HTTP2JobContext: Sendable {
         self.work.complete(finals: results.finals, retries: results.retries)
     }
 
+    /// A TLS handshake took `duration` (TCP connected to handshake done: about one round trip with TLS 1.3).
+    func noteHandshake(_ duration: TimeAmount, now: NIODeadline = .now()) {
+        self.recorded.withLockedValue {
+            $0.handshake = min($0.handshake ?? duration, duration)
+            if $0.firstHandshakeAt == nil { $0.firstHandshakeAt = now }
+        }
+        let first = self.onFirstHandshake.withLockedValue { hook in
+            defer { hook = nil }
+            return hook
+        }
+        first?()
+    }
+
+    /// The most first requests kept for the job's start.
+    static let maximumStartTimes = 256
+
+    /// A connection wrote its first request (once per connection, never per request).
+    func noteFirstRequest(now: NIODeadline) {
+        self.recorded.withLockedValue {
+            if $0.firstRequests.count < Self.maximumStartTimes { $0.firstRequests.append(now) }
+        }
+    }
+
     /// A connection closed: its streams are no longer available.
     func connectionClosed(_ connection: ObjectIdentifier) {
         self.recorded.withLockedValue { _ = $0.streamLimits.removeValue(forKey: connection) }
@@ -93,7 +144,11 @@ final class HTTP2JobContext: Sendable {
     /// The rows a connection may write now: up to `room`, within the job's `--rate` (what the bucket granted and the
     /// queue had no row for goes back to it). `rateLimited`: the rate held rows back; `nextDelayed`: when a row may
     /// be ready, for a connection that got none.
-    func take(room: Int, now: NIODeadline) -> (items: [HTTP2WorkItem], rateLimited: Bool, nextDelayed: NIODeadline?) {
+    func take(
+        room: Int,
+        maximumBytes: Int = Int.max,
+        now: NIODeadline
+    ) -> (items: [HTTP2WorkItem], rateLimited: Bool, nextDelayed: NIODeadline?) {
         var room = room
         var nextDelayed = self.work.nextDelayed
         var rateLimited = false
@@ -103,7 +158,7 @@ final class HTTP2JobContext: Sendable {
             if granted == 0 { nextDelayed = rate.withLockedValue { $0.nextAvailable(now: now) } }
             room = granted
         }
-        let items = room > 0 ? self.work.take(maximum: room, now: now) : []
+        let items = room > 0 ? self.work.take(maximum: room, maximumBytes: maximumBytes, now: now) : []
         if let rate = self.rate, items.count < room { rate.withLockedValue { $0.giveBack(room - items.count) } }
         return (items, rateLimited, nextDelayed)
     }
@@ -113,7 +168,25 @@ final class HTTP2JobContext: Sendable {
         self.rate?.withLockedValue { $0.nextAvailable(now: now) }
     }
 
+    /// Why the job stops now, when it has gone its give-up time without an answer; nil while it has not.
+    func stall(now: NIODeadline, host: String, port: Int) -> HTTP2JobStop? {
+        let watch = self.recorded.withLockedValue { $0.watch }
+        guard watch.isStalled(now: now) else { return nil }
+        return watch.stop(connectionErrors: self.connectionErrors.withLockedValue { $0 }, host: host, port: port)
+    }
+
+    /// A connection ended (GOAWAY, a close, a failed connect), `answered` when it read any answer: when the slot
+    /// may connect again, backed off per job after fruitless ones.
+    func reconnectAt(answered: Bool, now: NIODeadline, random: Double) -> NIODeadline {
+        self.recorded.withLockedValue {
+            $0.pacer.connectionEnded(answered: answered)
+            return $0.pacer.nextConnect(now: now, random: random)
+        }
+    }
+
+    /// A connection error or a cause a stopped job names: logged (with its cause) and kept for the report.
     func noteConnectionError(_ message: String) {
+        self.logger.warning("connection error", metadata: ["cause": "\(message)"])
         self.connectionErrors.withLockedValue { errors in
             // Bounded: the first few explain a failure; thousands would not.
             if errors.count < 32 { errors.append(message) }

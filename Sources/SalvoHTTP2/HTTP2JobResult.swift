@@ -34,6 +34,13 @@ public struct HTTP2JobResult: Sendable {
     /// (streams) they left; nil when none did.
     public var flightCuts = 0
     public var smallestFlightWindow: Int?
+    /// From the job's end (its last answer, or the stop's end) to its return, every connection closed: what the
+    /// end cost.
+    public var closingSeconds = 0.0
+    /// From the job's start to the end of its first TLS handshake (nil in cleartext, or when none ended).
+    public var firstHandshakeSeconds: Double?
+    /// From the job's start to each connection's first request, in order (at most 256 connections).
+    public var firstRequestSeconds: [Double] = []
 
     public init(
         report: JobReport = JobReport(),

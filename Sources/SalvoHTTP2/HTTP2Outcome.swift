@@ -14,6 +14,10 @@ public enum HTTP2Outcome: Hashable, Sendable {
     case retry(status: Int, reason: APNSReason, retryAfter: Int64?)
     /// 403 `ExpiredProviderToken`: renew the token (once) and send again.
     case expiredProviderToken
+    /// The provider token was refused (`APNSReason.refusesTheProviderToken`: `InvalidProviderToken`,
+    /// `MissingProviderToken`, `TooManyProviderTokenUpdates`): the request went no further than the token check,
+    /// so the device never saw it. Never a rejection of the row: the job stops, and the row is unsent.
+    case providerTokenRefused(status: Int, reason: APNSReason)
     /// The credentials or environment are wrong (`APNSReason.stopsTheJob`): every request would fail alike.
     case stopJob(status: Int, reason: APNSReason)
 
@@ -35,6 +39,8 @@ public enum HTTP2Outcome: Hashable, Sendable {
             self = .unregistered(timestamp: parsed?.timestamp)
         } else if reason == .expiredProviderToken {
             self = .expiredProviderToken
+        } else if reason.refusesTheProviderToken {
+            self = .providerTokenRefused(status: status, reason: reason)
         } else if reason.stopsTheJob {
             self = .stopJob(status: status, reason: reason)
         } else if status == 429 || status == 500 || status == 503 || reason.isRetryable {
@@ -42,5 +48,15 @@ public enum HTTP2Outcome: Hashable, Sendable {
         } else {
             self = .rejected(status: status, reason: reason)
         }
+    }
+}
+
+extension APNSReason {
+    /// Whether the service refused the request's provider token rather than the notification: checked before
+    /// anything else, so the notification never went further. `ExpiredProviderToken` is renewed and sent again;
+    /// when it cannot be, it is such a refusal too.
+    public var refusesTheProviderToken: Bool {
+        self == .invalidProviderToken || self == .missingProviderToken || self == .tooManyProviderTokenUpdates
+            || self == .expiredProviderToken
     }
 }

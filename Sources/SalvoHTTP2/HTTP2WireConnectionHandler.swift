@@ -23,7 +23,11 @@ import SalvoEngine
 /// connection's send window (a request is written only when its whole DATA fits; WINDOW_UPDATE opens it), and the
 /// receive window (topped up with WINDOW_UPDATE when half is used). Streams send all their DATA at once, so no
 /// per-stream send window is kept; a peer whose stream window is smaller than one payload stops the job (the
-/// default window is 64 KiB; an APNs payload is at most 5 KiB).
+/// machine decides it from SETTINGS; the default window is 64 KiB; an APNs payload is at most 5 KiB).
+///
+/// Answers' header blocks are read by `HTTP2AnswerDecoder`, up to the `SETTINGS_MAX_HEADER_LIST_SIZE` this client
+/// announces: far above what APNs sends, so that a proxy's or gateway's larger headers on an answer are still read
+/// rather than fail the connection and lose the answers.
 ///
 /// Sits right after TLS (or alone in cleartext mode); reads and writes bytes. Confined to its channel's event
 /// loop; not `Sendable`.
@@ -38,8 +42,12 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     var onReady: (() -> Void)?
     /// Whether the server's SETTINGS have arrived on this connection.
     var isReady: Bool { self.machine.isReady }
+    /// Whether the connection read any answer.
+    var answered: Bool { self.machine.answers > 0 }
     /// Why this connection failed before it was ready in a way retrying cannot heal, if it did.
     var hopeless: String?
+    /// Whether the connection closed because the job had no row left for it.
+    var finished: Bool { self.machine.finished }
 
     private let job: HTTP2JobContext
     private var machine: HTTP2ConnectionStateMachine
@@ -48,13 +56,15 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     private var wakeUp: Scheduled<Void>?
 
     private var reader = HTTP2FrameReader(fromServer: true)
+    /// Whether this connection wrote a request yet (the job's start is timed by each connection's first).
+    private var wroteFirst = false
     /// When TCP connected, to time the TLS handshake (the first measure of the distance, for the sizer).
     private var activeAt: NIODeadline?
     /// Bytes read and not yet cut into frames.
     private var inbound: ByteBuffer?
     /// Frames written since the last flush.
     private var outbound: ByteBuffer
-    private var decoder: HPACKDecoder
+    private var decoder: HTTP2AnswerDecoder
     private var encoder: HPACKEncoder
     /// The header block after `:path` for `blockAuthorization`, indexed fields only (the encoder's table holds
     /// their entries, and sending the block changes no table); nil until the first request, after the table size
@@ -86,7 +96,7 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
         )
         let allocator = ByteBufferAllocator()
         self.outbound = allocator.buffer(capacity: 16 << 10)
-        self.decoder = HPACKDecoder(allocator: allocator)
+        self.decoder = HTTP2AnswerDecoder(allocator: allocator)
         self.encoder = HPACKEncoder(allocator: allocator)
         self.payload = job.template.payload
     }
@@ -108,7 +118,7 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
                 (.enablePush, 0),
                 (.maxConcurrentStreams, 0),
                 (.initialWindowSize, UInt32(self.windowTarget)),
-                (.maxHeaderListSize, 16 << 10),
+                (.maxHeaderListSize, UInt32(HTTP2AnswerDecoder.maximumHeaderList)),
             ],
             into: &self.outbound
         )
@@ -120,8 +130,7 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case TLSUserEvent.handshakeCompleted = event, let activeAt = self.activeAt {
-            let handshake = NIODeadline.now() - activeAt
-            self.job.recorded.withLockedValue { $0.handshake = min($0.handshake ?? handshake, handshake) }
+            self.job.noteHandshake(NIODeadline.now() - activeAt)
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -170,29 +179,13 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
         let now = NIODeadline.now()
         switch frame {
         case .headers(let streamID, var block, let endStream):
-            let headers: HPACKHeaders
-            do {
-                headers = try self.decoder.decodeHeaders(from: &block)
-            } catch {
-                throw HTTP2ConnectionError(.compressionError, "a header block does not decode: \(error)")
-            }
-            var status: Int?
-            var apnsID: String?
-            var retryAfter: Int64?
-            for (name, value, _) in headers {
-                switch name {
-                case ":status": status = Int(value)
-                case "apns-id": apnsID = value
-                case "retry-after": retryAfter = Int64(value)
-                default: break
-                }
-            }
+            let fields = try self.decoder.decode(&block)
             self.perform(
                 self.machine.headersReceived(
                     streamID: Int32(streamID),
-                    status: status,
-                    apnsID: apnsID,
-                    retryAfter: retryAfter,
+                    status: fields.status,
+                    apnsID: fields.apnsID,
+                    retryAfter: fields.retryAfter,
                     endStream: endStream,
                     now: now
                 )
@@ -212,6 +205,7 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
             )
         case .settings(let settings):
             var maximum: Int?
+            var initialWindow: Int?
             for (parameter, value) in settings {
                 switch parameter {
                 case .maxConcurrentStreams:
@@ -221,6 +215,7 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
                         throw HTTP2ConnectionError(.flowControlError, "SETTINGS_INITIAL_WINDOW_SIZE of \(value)")
                     }
                     self.streamWindow = Int(value)
+                    initialWindow = Int(value)
                 case .headerTableSize:
                     let size = min(Int(value), HPACKEncoder.defaultDynamicTableSize)
                     if size != self.encoder.allowedDynamicTableSize {
@@ -234,7 +229,13 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
                 }
             }
             HTTP2FrameWriter.settingsAcknowledgement(into: &self.outbound)
-            self.perform(self.machine.settingsReceived(maximumConcurrentStreams: maximum, now: now))
+            self.perform(
+                self.machine.settingsReceived(
+                    maximumConcurrentStreams: maximum,
+                    initialWindowSize: initialWindow,
+                    now: now
+                )
+            )
         case .settingsAcknowledged:
             self.machine.frameReceived(now: now)
         case .ping(let data):
@@ -334,6 +335,8 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
             self.onGoAway = nil
         }
         if actions.close {
+            // Done with the job: the server is told so (GOAWAY, no error) in the close's flush.
+            if self.machine.finished { HTTP2FrameWriter.goAway(lastStreamID: 0, code: .noError, into: &self.outbound) }
             self.flush()
             context.close(promise: nil)
         }
@@ -344,27 +347,29 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     /// buffer; the caller flushes.
     private func writeRequests() {
         guard let context = self.context else { return }
-        var room = self.machine.roomToWrite(isWritable: context.channel.isWritable)
-        // Rows with bodies of their own (a payload template) are counted at the longest they may be.
-        let dataLength = self.job.work.maximumBodyLength ?? self.payload.readableBytes
-        if dataLength > 0 {
-            guard dataLength <= self.streamWindow else {
-                // A stream's DATA goes in one frame: a server whose stream window cannot take one payload would
-                // hold every request, so the job stops with the cause rather than wait.
-                self.job.work.stop(
-                    HTTP2JobStop(
-                        reason: nil,
-                        message: "the server's stream window (SETTINGS_INITIAL_WINDOW_SIZE \(self.streamWindow) bytes) "
-                            + "is smaller than one payload (\(dataLength) bytes)"
-                    )
-                )
-                return
-            }
-            room = min(room, self.sendWindow / dataLength)
+        // Nothing in flight here and no row left for any connection: this one closes now, not with the last.
+        if self.machine.openStreams == 0, self.job.work.noRowsLeft {
+            self.perform(self.machine.noRowsLeft(now: .now()))
+            return
         }
-        guard room > 0 else { return }
+        var room = self.machine.roomToWrite(isWritable: context.channel.isWritable)
+        // Rows with bodies of their own (a payload template) are checked against the stream window at the longest
+        // they may be, and taken while their own bodies fit the send window.
+        let rowBodies = self.job.work.maximumBodyLength
+        let dataLength = rowBodies ?? self.payload.readableBytes
+        if dataLength > 0 {
+            // A stream's DATA goes whole: none is written into a stream window too small for it (the machine stops
+            // the job when SETTINGS announce one).
+            guard dataLength <= self.streamWindow else { return }
+            if rowBodies == nil { room = min(room, self.sendWindow / dataLength) }
+        }
+        guard room > 0, self.sendWindow > 0 || dataLength == 0 else { return }
         let now = NIODeadline.now()
-        let (items, rateLimited, nextDelayed) = self.job.take(room: room, now: now)
+        let (items, rateLimited, nextDelayed) = self.job.take(
+            room: room,
+            maximumBytes: rowBodies == nil ? Int.max : self.sendWindow,
+            now: now
+        )
         guard !items.isEmpty else {
             guard !self.job.work.isDone else { return }
             self.scheduleWakeUp(at: self.machine.noRowsReady(now: now, nextDelayed: nextDelayed))
@@ -381,6 +386,10 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
             id &+= 2
         }
         self.sendWindow -= written
+        if !self.wroteFirst {
+            self.wroteFirst = true
+            self.job.noteFirstRequest(now: now)
+        }
         self.perform(actions)
         // Held back by the rate: look again when the bucket has refilled, not only when answers come.
         if rateLimited, let slot = self.job.nextRateSlot(now: now) {

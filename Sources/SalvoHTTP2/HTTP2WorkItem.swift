@@ -4,10 +4,13 @@ import SalvoEngine
 /// A row on its way: the token row, how often it has been sent, and when it may be sent next.
 public struct HTTP2WorkItem: Hashable, Sendable {
     public var row: TokenRow
-    /// Sends so far that ended in a retryable answer or a lost stream.
+    /// Sends so far that ended in a retryable answer (429, 500, 503).
     public var attempts: Int
     /// Refused streams (never processed, so not attempts).
     public var refusals: Int
+    /// Sends lost with their stream or connection (no answer): the connection's fault, not the row's, so they use
+    /// none of its attempts and are bounded on their own (`maximumLosses`).
+    public var losses = 0
     /// Not before this time (retries after a backoff).
     public var notBefore: NIODeadline
     /// Its last send went out and got no answer (the stream or the connection was lost): if the job stops before

@@ -29,6 +29,9 @@ extension TokenSource: HTTP2RowSource {
 
     /// With `payloads`, each row's payload is rendered into one buffer per chunk, and each item's body is its slice
     /// of it (one allocation per chunk, none per row).
+    ///
+    /// Every row is rendered before the first slice is cut: a slice shares the buffer's storage, so a write after
+    /// it would copy the whole buffer (copy on write) — one copy per row, each kept alive by its slice.
     func nextItems(maximumRows: Int) throws -> [HTTP2WorkItem]? {
         guard let payloads = self.payloads else {
             return try self.nextChunk(maximumRows: maximumRows)?.map { HTTP2WorkItem(row: $0) }
@@ -38,12 +41,16 @@ extension TokenSource: HTTP2RowSource {
         var total = 0
         for index in rows.indices { total += fields.payloadByteCount(index) }
         var buffer = ByteBufferAllocator().buffer(capacity: total)
+        for index in rows.indices {
+            _ = fields.render(index, with: payloads.templates, to: &buffer)
+        }
         var items: [HTTP2WorkItem] = []
         items.reserveCapacity(rows.count)
+        var start = 0
         for (index, row) in rows.enumerated() {
-            let start = buffer.writerIndex
-            let count = fields.render(index, with: payloads.templates, to: &buffer)
+            let count = fields.payloadByteCount(index)
             items.append(HTTP2WorkItem(row: row, payload: buffer.getSlice(at: start, length: count)))
+            start += count
         }
         return items
     }
@@ -57,19 +64,30 @@ extension TokenSource: HTTP2RowSource {
 /// reading a file may block, and `take` runs on event loops, so it only moves rows that are ready (and asks for
 /// the next chunk). A `take` that finds no row ready returns none; the connection looks again soon.
 ///
+/// Rows with payloads of their own (a payload template) are rendered when their chunk is read, so what waits to be
+/// sent is bounded by fixed numbers, never by the input or the server's speed: a chunk holds at most
+/// `readyByteBudget` bytes at the longest body a row may have (so at most `chunkRows` rows), the next chunk is read
+/// only while fewer than a chunk of rows and fewer than `readyByteBudget` bytes are ready, so at most two chunks of
+/// rows and twice the budget wait (and the retries given back, which were taken before). A retry waiting for its
+/// backoff keeps a copy of its own body, not its whole chunk's buffer.
+///
 /// Thread-safe: connections on different event loops take a batch and give back a batch of results under one
 /// lock each, never one per row. The source is only ever called on `reader`, never under the lock.
 final class HTTP2WorkQueue: Sendable {
     private let source: any HTTP2RowSource
     /// The longest body a row of its own may have (nil: every request carries the job's payload).
     let maximumBodyLength: Int?
-    private let chunkRows: Int
+    /// Rows read from the source at a time.
+    let chunkRows: Int
     private let reader = DispatchQueue(label: "salvo.h2.read-ahead")
     private let state = NIOLockedValueBox(State())
     private let finished: EventLoopPromise<Void>
 
     private struct State {
         var ready = Deque<HTTP2WorkItem>()
+        /// The rendered bytes of the rows in `ready`, and the most rows and bytes `ready` ever held.
+        var readyBytes = 0
+        var peakReady = (rows: 0, bytes: 0)
         var delayed: [HTTP2WorkItem] = []
         var earliestDelayed: NIODeadline = .distantFuture
         /// Rows taken and not yet given back (final or to retry).
@@ -85,14 +103,34 @@ final class HTTP2WorkQueue: Sendable {
         var isFinished = false
     }
 
+    /// Rendered bytes a chunk may hold, and that may wait before the next chunk is read: 4 MiB (a thousand rows at
+    /// APNs' 4 KiB limit, 4096 of 1 KiB).
+    static let defaultReadyByteBudget = 4 << 20
+
+    /// The rendered bytes that may be ready before the next chunk is read.
+    let readyByteBudget: Int
+
     /// Starts reading the first chunk.
     ///
-    /// - Parameter finished: succeeded once, when the job is finished.
-    init(source: some HTTP2RowSource, chunkRows: Int = 4096, finished: EventLoopPromise<Void>) {
-        precondition(chunkRows > 0)
+    /// - Parameters:
+    ///   - chunkRows: the most rows read at a time; with bodies of their own, fewer when `readyByteBudget` cannot
+    ///     hold that many at the longest body.
+    ///   - finished: succeeded once, when the job is finished.
+    init(
+        source: some HTTP2RowSource,
+        chunkRows: Int = 4096,
+        readyByteBudget: Int = HTTP2WorkQueue.defaultReadyByteBudget,
+        finished: EventLoopPromise<Void>
+    ) {
+        precondition(chunkRows > 0 && readyByteBudget > 0)
         self.source = source
         self.maximumBodyLength = source.maximumBodyLength
-        self.chunkRows = chunkRows
+        self.readyByteBudget = readyByteBudget
+        if let longest = source.maximumBodyLength, longest > 0 {
+            self.chunkRows = max(1, min(chunkRows, readyByteBudget / longest))
+        } else {
+            self.chunkRows = chunkRows
+        }
         self.finished = finished
         let read = self.state.withLockedValue { self.startReadingIfLow(&$0) }
         if read { self.reader.async { self.readAhead() } }
@@ -100,17 +138,27 @@ final class HTTP2WorkQueue: Sendable {
 
     /// Up to `maximum` rows that may be sent at `now`, retries first; empty when none may be sent now. Never
     /// reads the source: it takes ready rows and, when they run low, asks for the next chunk.
-    func take(maximum: Int, now: NIODeadline) -> [HTTP2WorkItem] {
+    ///
+    /// - Parameter maximumBytes: with bodies of their own, the most body bytes the rows taken may have together
+    ///   (a connection's send window): rows are taken in order while the next one fits.
+    func take(maximum: Int, maximumBytes: Int = Int.max, now: NIODeadline) -> [HTTP2WorkItem] {
         guard maximum > 0 else { return [] }
         let (items, read, finishedNow) = self.state.withLockedValue { state -> ([HTTP2WorkItem], Bool, Bool) in
             guard state.stop == nil, !state.isFinished else { return ([], false, false) }
             if now >= state.earliestDelayed { Self.release(now: now, state: &state) }
-            let count = min(maximum, state.ready.count)
+            let most = min(maximum, state.ready.count)
             var items: [HTTP2WorkItem] = []
-            items.reserveCapacity(count)
-            for _ in 0..<count { items.append(state.ready.removeFirst()) }
-            state.outstanding += count
-            state.taken += count
+            items.reserveCapacity(most)
+            var bytes = 0
+            while items.count < most {
+                let length = state.ready.first!.payload?.readableBytes ?? 0
+                guard length <= maximumBytes - bytes else { break }
+                bytes += length
+                items.append(state.ready.removeFirst())
+            }
+            state.readyBytes -= bytes
+            state.outstanding += items.count
+            state.taken += items.count
             return (items, self.startReadingIfLow(&state), Self.checkFinished(&state))
         }
         if read { self.reader.async { self.readAhead() } }
@@ -127,7 +175,7 @@ final class HTTP2WorkQueue: Sendable {
                 state.abandoned.append(contentsOf: retries)
             } else {
                 for item in retries {
-                    state.delayed.append(item)
+                    state.delayed.append(Self.ownBody(item))
                     state.earliestDelayed = min(state.earliestDelayed, item.notBefore)
                 }
             }
@@ -151,6 +199,16 @@ final class HTTP2WorkQueue: Sendable {
     /// The stop, if the job stopped.
     var stopped: HTTP2JobStop? { self.state.withLockedValue { $0.stop } }
 
+    /// Whether no row is left to hand out, now or later, but for the retries rows in flight may still give back:
+    /// the source is read to its end (or the job stopped), and no row is ready or waits for its backoff. A
+    /// connection without streams in flight then closes (`HTTP2ConnectionStateMachine.noRowsLeft`).
+    var noRowsLeft: Bool {
+        self.state.withLockedValue { state in
+            state.isFinished || state.stop != nil
+                || (state.sourceExhausted && !state.reading && state.ready.isEmpty && state.delayed.isEmpty)
+        }
+    }
+
     /// Rows that were never sent or were waiting to be sent again when the job stopped. Rows the source had not
     /// handed out yet are not counted here (the job counts them from the source's total).
     var abandoned: Int { self.state.withLockedValue { $0.abandoned.count } }
@@ -166,6 +224,11 @@ final class HTTP2WorkQueue: Sendable {
         self.state.withLockedValue { $0.delayed.isEmpty ? nil : $0.earliestDelayed }
     }
 
+    /// The rows ready to be taken and their rendered bytes, and the most of each that were ever ready at once.
+    var readyCounts: (rows: Int, bytes: Int, peakRows: Int, peakBytes: Int) {
+        self.state.withLockedValue { ($0.ready.count, $0.readyBytes, $0.peakReady.rows, $0.peakReady.bytes) }
+    }
+
     /// Waits until no chunk is being read (tests: the rows read ahead are then ready).
     func waitForReadAhead() {
         self.reader.sync {}
@@ -173,7 +236,9 @@ final class HTTP2WorkQueue: Sendable {
 
     /// Whether to read the next chunk now; marks it as being read.
     private func startReadingIfLow(_ state: inout State) -> Bool {
-        guard !state.reading, !state.sourceExhausted, state.stop == nil, state.ready.count < self.chunkRows else {
+        guard !state.reading, !state.sourceExhausted, state.stop == nil, state.ready.count < self.chunkRows,
+            state.readyBytes < self.readyByteBudget
+        else {
             return false
         }
         state.reading = true
@@ -193,6 +258,8 @@ final class HTTP2WorkQueue: Sendable {
                     state.abandoned.append(contentsOf: items)
                 case .success(let items?):
                     state.ready.append(contentsOf: items)
+                    for item in items { state.readyBytes += item.payload?.readableBytes ?? 0 }
+                    Self.notePeak(&state)
                 case .success(nil):
                     state.sourceExhausted = true
                 case .failure(let error):
@@ -220,6 +287,8 @@ final class HTTP2WorkQueue: Sendable {
             }
         }
         state.ready.insert(contentsOf: due, at: 0)
+        for item in due { state.readyBytes += item.payload?.readableBytes ?? 0 }
+        Self.notePeak(&state)
         state.delayed = waiting
         state.earliestDelayed = earliest
     }
@@ -230,8 +299,25 @@ final class HTTP2WorkQueue: Sendable {
         state.abandoned.append(contentsOf: state.ready)
         state.abandoned.append(contentsOf: state.delayed)
         state.ready.removeAll()
+        state.readyBytes = 0
         state.delayed.removeAll()
         state.earliestDelayed = .distantFuture
+    }
+
+    private static func notePeak(_ state: inout State) {
+        state.peakReady.rows = max(state.peakReady.rows, state.ready.count)
+        state.peakReady.bytes = max(state.peakReady.bytes, state.readyBytes)
+    }
+
+    /// A row to wait for its backoff with a body of its own: its chunk's buffer (every row's body) is freed once
+    /// the chunk's other rows are answered, however long the retry waits. Retries are few; new rows never copy.
+    private static func ownBody(_ item: HTTP2WorkItem) -> HTTP2WorkItem {
+        guard let body = item.payload, body.storageCapacity >= 2 * body.readableBytes else { return item }
+        var item = item
+        var copy = ByteBufferAllocator().buffer(capacity: body.readableBytes)
+        copy.writeImmutableBuffer(body)
+        item.payload = copy
+        return item
     }
 
     private static func checkFinished(_ state: inout State) -> Bool {

@@ -12,6 +12,8 @@ public final class LocalHTTPServer: Sendable {
         public var status: HTTPResponseStatus
         public var contentType: String
         public var body: [UInt8]
+        /// More header fields (`WWW-Authenticate`, say).
+        public var headers: [(String, String)] = []
 
         public init(status: HTTPResponseStatus, contentType: String = "text/plain; charset=utf-8", body: [UInt8]) {
             self.status = status
@@ -19,13 +21,18 @@ public final class LocalHTTPServer: Sendable {
             self.body = body
         }
 
-        public init(status: HTTPResponseStatus, text: String) {
+        public init(status: HTTPResponseStatus, text: String, headers: [(String, String)] = []) {
             self.init(status: status, body: Array(text.utf8))
+            self.headers = headers
         }
     }
 
     /// A request: its method, its path (with the query), and its body (nil when over the limit).
     public typealias Route = @Sendable (HTTPMethod, String, ByteBuffer?) -> Response
+
+    /// Judges a request by its head before its body is read: nil lets it through to the route; an answer refuses
+    /// it (its body is discarded unread, the route never runs).
+    public typealias Admission = @Sendable (HTTPRequestHead) -> Response?
 
     public let port: Int
     private let channel: any Channel
@@ -37,11 +44,13 @@ public final class LocalHTTPServer: Sendable {
         self.port = channel.localAddress?.port ?? 0
     }
 
-    /// Listens on `host:port` (0: a free port, read back from `port`).
+    /// Listens on `host:port` (0: a free port, read back from `port`); `admit`, when given, sees every request's
+    /// head first.
     public static func start(
         host: String,
         port: Int,
         maximumBody: Int = 1 << 20,
+        admit: Admission? = nil,
         route: @escaping Route
     ) async throws -> LocalHTTPServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -52,7 +61,7 @@ public final class LocalHTTPServer: Sendable {
                     channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations
                         try sync.configureHTTPServerPipeline()
-                        try sync.addHandler(RequestHandler(maximumBody: maximumBody, route: route))
+                        try sync.addHandler(RequestHandler(maximumBody: maximumBody, admit: admit, route: route))
                     }
                 }
                 .bind(host: host, port: port)
@@ -76,12 +85,16 @@ private final class RequestHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let maximumBody: Int
+    private let admit: LocalHTTPServer.Admission?
     private let route: LocalHTTPServer.Route
     private var head: HTTPRequestHead?
     private var body: ByteBuffer?
+    /// The answer to a request refused by `admit`, sent once its body has gone by.
+    private var refusal: LocalHTTPServer.Response?
 
-    init(maximumBody: Int, route: @escaping LocalHTTPServer.Route) {
+    init(maximumBody: Int, admit: LocalHTTPServer.Admission?, route: @escaping LocalHTTPServer.Route) {
         self.maximumBody = maximumBody
+        self.admit = admit
         self.route = route
     }
 
@@ -89,8 +102,10 @@ private final class RequestHandler: ChannelInboundHandler {
         switch self.unwrapInboundIn(data) {
         case .head(let head):
             self.head = head
-            self.body = context.channel.allocator.buffer(capacity: 0)
+            self.refusal = self.admit?(head)
+            self.body = self.refusal == nil ? context.channel.allocator.buffer(capacity: 0) : nil
         case .body(var part):
+            guard self.refusal == nil else { return }
             if let held = self.body?.readableBytes, held + part.readableBytes <= self.maximumBody {
                 self.body?.writeBuffer(&part)
             } else {
@@ -99,11 +114,13 @@ private final class RequestHandler: ChannelInboundHandler {
         case .end:
             guard let head = self.head else { return }
             self.head = nil
-            let response = self.route(head.method, head.uri, self.body)
+            let response = self.refusal ?? self.route(head.method, head.uri, self.body)
+            self.refusal = nil
             self.body = nil
             var buffer = context.channel.allocator.buffer(capacity: response.body.count)
             buffer.writeBytes(response.body)
             var headers = HTTPHeaders()
+            for (name, value) in response.headers { headers.add(name: name, value: value) }
             headers.add(name: "Content-Type", value: response.contentType)
             headers.add(name: "Content-Length", value: String(buffer.readableBytes))
             if !head.isKeepAlive { headers.add(name: "Connection", value: "close") }

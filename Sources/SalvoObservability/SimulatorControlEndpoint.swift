@@ -12,7 +12,9 @@ import SalvoSimulator
 /// - `POST /verdict` with the expected tokens as the body (one hex token per line, or CSV with a `token` column):
 ///   the `Verdict` (JSON).
 ///
-/// Listens on 127.0.0.1 unless told otherwise: it can empty the ledger.
+/// It can empty the ledger (and so fake a verdict) and read every token, so it listens on 127.0.0.1 unless told
+/// otherwise, and every request must carry `Authorization: Bearer <token>` with the endpoint's token
+/// (`ControlToken`): one without it, or with another, is answered 401 and does nothing (its body is not even read).
 public final class SimulatorControlEndpoint: Sendable {
     private let server: LocalHTTPServer
 
@@ -25,19 +27,29 @@ public final class SimulatorControlEndpoint: Sendable {
         self.server = server
     }
 
+    /// Serves `simulator` on `host:port` (0: a free port), to requests that carry `token`.
     public static func start(
         simulator: Simulator,
         host: String = "127.0.0.1",
-        port: Int
+        port: Int,
+        token: ControlToken
     ) async throws
         -> SimulatorControlEndpoint
     {
-        let server = try await LocalHTTPServer.start(host: host, port: port, maximumBody: Self.maximumBody) {
-            method,
-            uri,
-            body in
-            Self.answer(simulator, method: method, uri: uri, body: body)
-        }
+        let server = try await LocalHTTPServer.start(
+            host: host,
+            port: port,
+            maximumBody: Self.maximumBody,
+            admit: { head in
+                if token.admits(authorization: head.headers["authorization"]) { return nil }
+                return LocalHTTPServer.Response(
+                    status: .unauthorized,
+                    text: "a bearer token is needed: Authorization: Bearer <the simulator's control token>\n",
+                    headers: [("WWW-Authenticate", #"Bearer realm="salvo simulate""#)]
+                )
+            },
+            route: { method, uri, body in Self.answer(simulator, method: method, uri: uri, body: body) }
+        )
         return SimulatorControlEndpoint(server: server)
     }
 

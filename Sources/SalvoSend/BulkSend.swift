@@ -61,8 +61,13 @@ public struct BulkSend: Sendable {
         var journal: JobJournal?
         var stored: JournalManifest?
         var hashing: FileFingerprints?
+        var lock: JournalLock?
         if let options = request.journal {
-            stored = try JobJournal.loadManifest(options.directory)
+            // One run per journal, from before the manifest is read until the run's record is written (the lock
+            // goes with the journal; a refusal below releases it).
+            lock = try JournalLock.acquire(options.directory, waitSeconds: options.waitSeconds)
+            // A restart begins the job again over whatever the folder holds (a damaged or foreign journal included).
+            stored = options.restart ? nil : try JobJournal.loadManifest(options.directory)
             // The files are hashed beside the opening (and, for a new job, their line ends counted: they size its
             // state file). Nothing is sent before the hashes match: a changed file never goes against an old
             // journal.
@@ -83,17 +88,13 @@ public struct BulkSend: Sendable {
                     source: source,
                     summary: TokenSource.Summary(validRows: 0, rejects: []),
                     inputFiles: inputFiles,
-                    journal: JobJournal.finished(options.directory, manifest: stored)
+                    journal: JobJournal.finished(options.directory, manifest: stored, lock: lock)
                 )
             }
             if let stored, stored.version == JournalManifest.currentVersion {
                 // Probably a resume: validation tallies what the journal holds (reading it only), as the rows are
-                // taken.
-                let rows = try RowJournal(
-                    statePath: JobJournal.statePath(options.directory),
-                    logPath: JobJournal.logPath(options.directory),
-                    lineCounts: stored.lineCounts
-                )
+                // taken; the state file is checked whole first (a damaged or foreign one is refused, nothing sent).
+                let rows = try JobJournal.openRows(options.directory, manifest: stored)
                 source.attach(rows, resendWritten: request.onUncertain == .resend)
                 // Reading starts where every row before is done with (from the last sync), not at the top.
                 if let checkpoint = JobJournal.loadCheckpoint(options.directory, manifest: stored) {
@@ -125,7 +126,7 @@ public struct BulkSend: Sendable {
                 lineCounts: lineCounts,
                 payloadFiles: request.payloadFiles
             )
-            let started = try JobJournal.start(options.directory, manifest: manifest)
+            let started = try JobJournal.start(options.directory, manifest: manifest, lock: lock)
             started.recordHashes(from: hashing)
             source.attach(started.rows!, resendWritten: request.onUncertain == .resend)
             journal = started
@@ -152,7 +153,12 @@ public struct BulkSend: Sendable {
                 for index in manifest.inputs.indices where manifest.inputs[index].sha256.isEmpty {
                     manifest.inputs[index].sha256 = inputs[index].sha256
                 }
-                journal = try JobJournal.resume(options.directory, manifest: manifest, rows: source.journal!)
+                journal = try JobJournal.resume(
+                    options.directory,
+                    manifest: manifest,
+                    rows: source.journal!,
+                    lock: lock
+                )
             case .start, .finished:
                 // Not reached: with a stored job, `decide` resumes or refuses (a finished one returned above).
                 throw JobError(.input, "--journal \(options.directory): the job there cannot be resumed or started")
@@ -216,7 +222,7 @@ public struct BulkSend: Sendable {
         }
         if let finish = journal.manifest.finish {
             // The job is done: its report again, and no other file (the run that finished it wrote them).
-            let result = SendResult(
+            var result = SendResult(
                 report: finish.report,
                 inputRejects: [],
                 rejectedRows: [],
@@ -225,7 +231,7 @@ public struct BulkSend: Sendable {
                 notSent: 0,
                 connectionErrors: []
             )
-            try OutputFiles.write(result, to: SendOutputs(report: self.request.outputs.report))
+            OutputFiles.write(&result, to: SendOutputs(report: self.request.outputs.report))
             return result
         }
         let resend = self.request.onUncertain == .resend
@@ -268,12 +274,15 @@ public struct BulkSend: Sendable {
         result.report.inputRows = whole.inputRows
         result.rejectedRows = self.inInputOrder(result.rejectedRows)
         result.unsettledRows = self.inInputOrder(result.unsettledRows)
-        if result.stopped == nil && result.report.stopped == nil && result.error == nil {
+        // The outputs first: a job whose rejects, unsettled or unregistered file could not be written is not recorded
+        // finished, so that the same command again (sending nothing: every row is settled) writes them.
+        OutputFiles.write(&result, to: self.request.outputs)
+        let outputsLost = result.outputFailures.contains { $0.output != "report" }
+        if result.stopped == nil && result.report.stopped == nil && result.error == nil && !outputsLost {
             try journal.finish(JournalManifest.Finish(exitStatus: result.isComplete ? 0 : 1, report: result.report))
         } else {
             journal.stopSyncing()
         }
-        try OutputFiles.write(result, to: self.request.outputs)
         return result
     }
 
@@ -294,6 +303,7 @@ public struct BulkSend: Sendable {
             report.onUncertain = self.request.onUncertain.rawValue
             report.partition = self.request.input.partition
             report.inputFiles = self.inputFiles
+            report.job = JobFingerprint(self.request)
             result = SendResult(
                 report: report,
                 inputRejects: summary.rejects,
@@ -303,7 +313,7 @@ public struct BulkSend: Sendable {
                 notSent: 0,
                 connectionErrors: []
             )
-            if write { try OutputFiles.write(result, to: self.request.outputs) }
+            if write { OutputFiles.write(&result, to: self.request.outputs) }
             return result
         }
         // The rows a stopped job never took: spilled beside the unsettled file as they are read, not held in memory
@@ -337,10 +347,11 @@ public struct BulkSend: Sendable {
         result.inputRejects = final.rejects
         result.report.partition = self.request.input.partition
         result.report.inputFiles = self.inputFiles
+        result.report.job = JobFingerprint(self.request)
         result.report.suppressed = final.suppressed
         result.report.reregistered = final.reregistered
         if final.duplicates > 0 { result.report.duplicates = final.duplicates }
-        if write { try OutputFiles.write(result, to: self.request.outputs) }
+        if write { OutputFiles.write(&result, to: self.request.outputs) }
         return result
     }
 

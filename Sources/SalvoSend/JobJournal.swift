@@ -7,10 +7,11 @@ import SalvoEngine
 import Glibc
 #endif
 
-/// A job's journal folder (`send --journal DIR`): `job.json` (the `JournalManifest`), `rows.state` (one byte per
-/// input line, the `RowJournal`), `rejects.log` (refused rows with their reasons) and `checkpoint.json` (the
-/// `InputCheckpoint` before which every row is done with, so that a resumed run starts reading there). The files
-/// and the syncing; every decision is `JournalManifest.decide`'s and `JournalTally`'s.
+/// A job's journal folder (`send --journal DIR`): `job.json` (the `JournalManifest`), `rows.state` (a header, then
+/// one byte per input line, the `RowJournal`), `rejects.log` (refused rows with their reasons), `checkpoint.json`
+/// (the `InputCheckpoint` before which every row is done with, so that a resumed run starts reading there) and
+/// `journal.lock` (the `JournalLock` a run holds for its whole life). The files and the syncing; every decision is
+/// `JournalManifest.decide`'s and `JournalTally`'s.
 public final class JobJournal: @unchecked Sendable {
     public let directory: String
     /// The manifest as last saved (read on `queue`: a new job's hashes are filled in from another thread).
@@ -21,6 +22,8 @@ public final class JobJournal: @unchecked Sendable {
     private let hashing = DispatchGroup()
     /// The rows' states; nil for a finished job, which sends nothing.
     public let rows: RowJournal?
+    /// This run's hold on the folder, released when the journal is.
+    public let lock: JournalLock?
     /// Syncs the rows and the log every `syncInterval` while the job runs (confined to its own queue).
     private var timer: DispatchSourceTimer?
     /// Where the rows' source is settled up to (`TokenSource.settledCheckpoint`), asked at each sync; and the last
@@ -36,10 +39,11 @@ public final class JobJournal: @unchecked Sendable {
     public static func logPath(_ directory: String) -> String { directory + "/rejects.log" }
     public static func checkpointPath(_ directory: String) -> String { directory + "/checkpoint.json" }
 
-    private init(directory: String, manifest: JournalManifest, rows: RowJournal?) {
+    private init(directory: String, manifest: JournalManifest, rows: RowJournal?, lock: JournalLock?) {
         self.directory = directory
         self.current = manifest
         self.rows = rows
+        self.lock = lock
     }
 
     deinit { self.timer?.cancel() }
@@ -54,7 +58,39 @@ public final class JobJournal: @unchecked Sendable {
             let data = try Data(contentsOf: URL(fileURLWithPath: path))
             return try JSONDecoder().decode(JournalManifest.self, from: data)
         } catch {
-            throw JobError(.input, "--journal \(directory): cannot read \(path): \(error)")
+            throw JobError(.input, "--journal \(directory): cannot read \(path): \(error). " + Self.advice(directory))
+        }
+    }
+
+    /// What to do about a journal that cannot be trusted: nothing was sent.
+    public static func advice(_ directory: String) -> String {
+        "Nothing was sent. Run again with --journal-restart to begin the job again in this folder (rows already "
+            + "delivered may be sent again), or see what can be trusted with `salvo journal verify \(directory)`"
+    }
+
+    /// The state file of the unfinished job of `manifest` in `directory`, checked whole before any row of it is
+    /// trusted (`RowJournal.open`).
+    ///
+    /// - Throws: `JobError(.input)` saying what is wrong and what to do when the file is missing, of another job,
+    ///   the wrong size or holds a byte that is not a state; `JobError(.output)` when it cannot be opened.
+    public static func openRows(_ directory: String, manifest: JournalManifest) throws(JobError) -> RowJournal {
+        guard let text = manifest.job, let job = JournalJobID(hex: text) else {
+            throw JobError(
+                .input,
+                "--journal \(directory) is damaged: \(Self.manifestPath(directory)) names no job id. "
+                    + Self.advice(directory)
+            )
+        }
+        do {
+            return try RowJournal.open(
+                statePath: Self.statePath(directory),
+                logPath: Self.logPath(directory),
+                lineCounts: manifest.lineCounts,
+                job: job
+            )
+        } catch {
+            guard error.code == .input else { throw error }
+            throw JobError(.input, "--journal \(directory) is damaged: \(error.message). " + Self.advice(directory))
         }
     }
 
@@ -274,8 +310,13 @@ public final class JobJournal: @unchecked Sendable {
     }
 
     /// Starts a new job in `directory` (created when missing): earlier state files are removed, the rows' file
-    /// is made for `manifest.lineCounts`, and the manifest is written.
-    public static func start(_ directory: String, manifest: JournalManifest) throws(JobError) -> JobJournal {
+    /// is made for `manifest.lineCounts` with a header naming the job (a new id when the manifest has none), and the
+    /// manifest is written.
+    public static func start(
+        _ directory: String,
+        manifest: JournalManifest,
+        lock: JournalLock? = nil
+    ) throws(JobError) -> JobJournal {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
@@ -284,12 +325,16 @@ public final class JobJournal: @unchecked Sendable {
         unlink(Self.statePath(directory))
         unlink(Self.logPath(directory))
         unlink(Self.checkpointPath(directory))
-        let rows = try RowJournal(
+        var manifest = manifest
+        let job = manifest.job.flatMap(JournalJobID.init(hex:)) ?? .random()
+        manifest.job = job.description
+        let rows = try RowJournal.create(
             statePath: Self.statePath(directory),
             logPath: Self.logPath(directory),
-            lineCounts: manifest.lineCounts
+            lineCounts: manifest.lineCounts,
+            job: job
         )
-        let journal = JobJournal(directory: directory, manifest: manifest, rows: rows)
+        let journal = JobJournal(directory: directory, manifest: manifest, rows: rows, lock: lock)
         try journal.save()
         return journal
     }
@@ -298,18 +343,20 @@ public final class JobJournal: @unchecked Sendable {
     public static func resume(
         _ directory: String,
         manifest: JournalManifest,
-        rows: RowJournal
+        rows: RowJournal,
+        lock: JournalLock? = nil
     ) throws(JobError) -> JobJournal {
         var manifest = manifest
         manifest.runs += 1
-        let journal = JobJournal(directory: directory, manifest: manifest, rows: rows)
+        let journal = JobJournal(directory: directory, manifest: manifest, rows: rows, lock: lock)
         try journal.save()
         return journal
     }
 
     /// The finished job in `directory`: nothing to send.
-    public static func finished(_ directory: String, manifest: JournalManifest) -> JobJournal {
-        JobJournal(directory: directory, manifest: manifest, rows: nil)
+    public static func finished(_ directory: String, manifest: JournalManifest, lock: JournalLock? = nil) -> JobJournal
+    {
+        JobJournal(directory: directory, manifest: manifest, rows: nil, lock: lock)
     }
 
     /// The refused rows' reasons, as the log holds them.

@@ -60,8 +60,9 @@ public struct JournalManifest: Codable, Hashable, Sendable {
 
     /// The journal's layout, which a run resumes only from its own: the state file is keyed by the rows' line
     /// numbers, so a build that numbers lines otherwise would give each row a neighbour's state. 2: a bare CR ends
-    /// a line (before, only LF and CRLF did).
-    public static let currentVersion = 2
+    /// a line (before, only LF and CRLF did). 3: the state file starts with a header (`RowJournalHeader`: magic,
+    /// layout, the job's id, the row count) that is checked before any row is trusted.
+    public static let currentVersion = 3
 
     public var version = Self.currentVersion
     public var inputs: [Input]
@@ -73,6 +74,9 @@ public struct JournalManifest: Codable, Hashable, Sendable {
     public var settings: [String: String]
     /// Per input file, the lines it has in the state file.
     public var lineCounts: [Int]
+    /// The job's identity (`JournalJobID`, 32 hex digits), made when the job starts and written into its state
+    /// file's header too; nil until then (and in a manifest of a version before 3).
+    public var job: String?
     /// Runs of the job so far, this one included.
     public var runs = 1
     public var finish: Finish?
@@ -105,8 +109,10 @@ public struct JournalManifest: Codable, Hashable, Sendable {
         guard stored.version == Self.currentVersion else {
             return .refuse(
                 "--journal \(directory) holds a job begun by another build of salvo (journal version "
-                    + "\(stored.version), this build's is \(Self.currentVersion)), which numbers the input's lines "
-                    + "otherwise: finish the job with the build that started it, or start it afresh in another folder"
+                    + "\(stored.version), this build's is \(Self.currentVersion)), whose journal this build does not "
+                    + "read (its rows would be numbered or laid out otherwise): finish the job with the build that "
+                    + "started it, or begin it again here with --journal-restart (rows already delivered may be sent "
+                    + "again), or start it afresh in another folder"
             )
         }
         let storedPaths = stored.inputs.map(\.path)

@@ -65,45 +65,92 @@ enum OutputFiles {
         return url.resolvingSymlinksInPath().path
     }
 
-    static func write(_ result: SendResult, to outputs: SendOutputs) throws(JobError) {
-        if let path = outputs.report {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            let data: Data
-            do {
-                data = try encoder.encode(result.report)
+    /// Writes every output asked for, each whole or not at all, the report last: an output that cannot be written
+    /// (a full disk, an I/O error) does not keep the others from being written, and the report names it.
+    ///
+    /// Each failure goes to `result.outputFailures` (the console names them; the exit status is 3) and, but for the
+    /// report's own, to the report's `outputFailures`. A file that failed is removed from its path with any older
+    /// file there, which would describe another run (a suppression file merged into keeps its earlier entries).
+    static func write(_ result: inout SendResult, to outputs: SendOutputs) {
+        var failures: [OutputFailure] = []
+        func attempt(_ output: String, _ path: String, rows: Int?, _ body: () throws(JobError) -> Void) {
+            do throws(JobError) {
+                try body()
             } catch {
-                throw JobError(.output, "\(path): cannot encode the report: \(error)")
+                failures.append(
+                    OutputFailure(output: output, path: path, error: Self.reason(error, path: path), rowsMissing: rows)
+                )
+                if output != "unregistered" { unlink(path) }
             }
-            try Self.write(data, to: path)
         }
         if let path = outputs.rejects {
-            var csv = RejectedRow.csvHeader + "\n"
-            for reject in result.inputRejects {
-                csv +=
-                    [reject.file, String(reject.line), reject.value, "", reject.reason].map(csvField)
-                    .joined(separator: ",") + "\n"
-            }
-            for row in result.rejectedRows { csv += row.csvLine + "\n" }
-            try Self.write(Data(csv.utf8), to: path)
+            let rows = result.inputRejects.count + result.rejectedRows.count
+            attempt("rejects", path, rows: rows) { () throws(JobError) in try Self.writeRejects(result, to: path) }
         }
         if let path = outputs.unsettled {
-            var csv = UnsettledRow.csvHeader + "\n"
-            for row in result.unsettledRows { csv += row.csvLine + "\n" }
-            if let tail = result.unsettledTail, tail.count > 0 {
-                try Self.write(csv, then: tail, to: path)
-            } else {
-                try Self.write(Data(csv.utf8), to: path)
-            }
+            let rows = result.unsettledCount
+            attempt("unsettled", path, rows: rows) { () throws(JobError) in try Self.writeUnsettled(result, to: path) }
         }
         if let path = outputs.unregistered {
-            let now = Int64(Date().timeIntervalSince1970)
-            var list = SuppressionList()
-            for token in result.unregistered {
-                if let entry = token.suppressionEntry(now: now) { list.add(entry) }
+            let rows = result.unregistered.count
+            attempt("unregistered", path, rows: rows) { () throws(JobError) in
+                try Self.mergeUnregistered(result, into: path)
             }
-            try list.merge(into: path)
         }
+        result.report.outputFailures = failures.isEmpty ? nil : failures
+        if let path = outputs.report {
+            attempt("report", path, rows: nil) { () throws(JobError) in
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                let data: Data
+                do {
+                    data = try encoder.encode(result.report)
+                } catch {
+                    throw JobError(.output, "\(path): cannot encode the report: \(error)")
+                }
+                try Self.write(data, to: path)
+            }
+        }
+        result.outputFailures = failures
+    }
+
+    /// The error's message without the output's own path in front (the failure names it).
+    private static func reason(_ error: JobError, path: String) -> String {
+        let prefix = path + ": "
+        return error.message.hasPrefix(prefix) ? String(error.message.dropFirst(prefix.count)) : error.message
+    }
+
+    private static func writeRejects(_ result: SendResult, to path: String) throws(JobError) {
+        let writer = try AtomicFileWriter(path: path)
+        try writer.write(RejectedRow.csvHeader + "\n")
+        for reject in result.inputRejects {
+            try writer.write(
+                [reject.file, String(reject.line), reject.value, "", reject.reason].map(csvField)
+                    .joined(separator: ",") + "\n"
+            )
+        }
+        for row in result.rejectedRows { try writer.write(row.csvLine + "\n") }
+        try writer.commit()
+    }
+
+    private static func writeUnsettled(_ result: SendResult, to path: String) throws(JobError) {
+        var csv = UnsettledRow.csvHeader + "\n"
+        for row in result.unsettledRows { csv += row.csvLine + "\n" }
+        if let tail = result.unsettledTail, tail.count > 0 {
+            try Self.write(csv, then: tail, to: path)
+        } else {
+            result.unsettledTail?.remove()
+            try Self.write(Data(csv.utf8), to: path)
+        }
+    }
+
+    private static func mergeUnregistered(_ result: SendResult, into path: String) throws(JobError) {
+        let now = Int64(Date().timeIntervalSince1970)
+        var list = SuppressionList()
+        for token in result.unregistered {
+            if let entry = token.suppressionEntry(now: now) { list.add(entry) }
+        }
+        try list.merge(into: path)
     }
 
     /// `text`, then the tail's spill file copied a MiB at a time (never whole in memory), written atomically. The
@@ -135,10 +182,8 @@ enum OutputFiles {
     }
 
     private static func write(_ data: Data, to path: String) throws(JobError) {
-        do {
-            try data.write(to: URL(fileURLWithPath: path), options: .atomic)
-        } catch {
-            throw JobError(.output, "\(path): cannot write the file: \(error.localizedDescription)")
-        }
+        let writer = try AtomicFileWriter(path: path)
+        try writer.write(data)
+        try writer.commit()
     }
 }

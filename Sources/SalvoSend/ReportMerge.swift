@@ -4,10 +4,14 @@ import SalvoEngine
 /// report, with every count added up.
 ///
 /// Refuses reports that cannot be one job's: a report without a partition, partitions of different counts, a
-/// partition missing or given twice, different input files, protocols or gateways, or uncertain-row policies.
+/// partition missing or given twice, different input files, protocols or gateways, or uncertain-row policies, and
+/// reports whose job fingerprints (`JobReport.job`: the payload's hash, the options that change what is sent, the
+/// payload template files) differ, naming every difference. A report without a fingerprint (written by an older
+/// build) cannot be checked: refused unless `force`.
 public enum ReportMerge {
-    public static func merge(_ reports: [JobReport]) throws(JobError) -> JobReport {
+    public static func merge(_ reports: [JobReport], force: Bool = false) throws(JobError) -> JobReport {
         guard let first = reports.first else { throw JobError(.input, "no report to merge") }
+        try Self.checkFingerprints(reports, force: force)
         guard let count = first.partition?.count else {
             throw JobError(.input, "report 1 names no partition: merge takes the reports of `send --partition K/N`")
         }
@@ -63,6 +67,7 @@ public enum ReportMerge {
         merged.inputFiles = first.inputFiles
         merged.inputRows = first.inputRows
         merged.mergedPartitions = count
+        merged.job = first.job
         for report in reports {
             merged.merge(report)
             merged.connections += report.connections
@@ -72,6 +77,8 @@ public enum ReportMerge {
             merged.reregistered += report.reregistered
             merged.notSent += report.notSent
             if merged.stopped == nil { merged.stopped = report.stopped }
+            if merged.cutShort == nil { merged.cutShort = report.cutShort }
+            if let failures = report.outputFailures { merged.outputFailures = (merged.outputFailures ?? []) + failures }
             if let duplicates = report.duplicates { merged.duplicates = (merged.duplicates ?? 0) + duplicates }
             // The workers ran side by side: the job took as long as the slowest.
             merged.seconds = max(merged.seconds, report.seconds)
@@ -86,6 +93,31 @@ public enum ReportMerge {
         }
         merged.notificationsPerSecond = merged.seconds > 0 ? Double(merged.delivered) / merged.seconds : 0
         return merged
+    }
+
+    /// Every report's fingerprint against the first one's; reports without one only with `force`.
+    private static func checkFingerprints(_ reports: [JobReport], force: Bool) throws(JobError) {
+        let unchecked = reports.indices.filter { reports[$0].job == nil }.map { String($0 + 1) }
+        if !unchecked.isEmpty && !force {
+            throw JobError(
+                .input,
+                "report\(unchecked.count > 1 ? "s" : "") \(unchecked.joined(separator: ", ")) carr"
+                    + "\(unchecked.count > 1 ? "y" : "ies") no job fingerprint (written by an older salvo): whether "
+                    + "the parts sent one payload with one set of options cannot be checked; --force merges them anyway"
+            )
+        }
+        guard let reference = reports.firstIndex(where: { $0.job != nil }), let expected = reports[reference].job
+        else { return }
+        for (number, report) in reports.enumerated() {
+            guard let job = report.job else { continue }
+            let differences = job.differences(from: expected)
+            guard !differences.isEmpty else { continue }
+            throw JobError(
+                .input,
+                "report \(number + 1) is not the job of report \(reference + 1) (report \(number + 1)'s value "
+                    + "against report \(reference + 1)'s): \(differences.joined(separator: "; "))"
+            )
+        }
     }
 
     private static func describe(_ files: [InputFile]?) -> String {

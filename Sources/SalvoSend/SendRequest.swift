@@ -27,6 +27,10 @@ public struct SendRequest: Sendable {
     /// The files `payloads` came from, with their sizes and hashes (`PayloadTemplateFiles.files`): a journaled job
     /// keeps them, and refuses to resume when one changed, appeared or is gone.
     public var payloadFiles: [JournalManifest.Input] = []
+    /// The options that change what is sent and are not in the request's values as such, as the user wrote them
+    /// (`SendJournal.settings`'s kind): with the request's own, the report's `job` fingerprint, which `report merge`
+    /// compares between partitions.
+    public var settings: [String: String] = [:]
     /// Rows of each file read before the first connection: a file whose first chunk holds no token is refused at
     /// once. The other rows are validated as they are sent (`TokenSource.open()`).
     public var firstChunkRows = 1000
@@ -111,10 +115,17 @@ public struct SendRequest: Sendable {
 public struct SendJournal: Hashable, Sendable {
     public var directory: String
     public var settings: [String: String]
+    /// How long to wait for another run that holds the journal to end (`--wait-for-journal`; 0: refuse at once).
+    public var waitSeconds: Double = 0
+    /// Begin the job again in the folder, whatever it holds (`--journal-restart`): rows an earlier run delivered
+    /// may be sent again.
+    public var restart = false
 
-    public init(directory: String, settings: [String: String] = [:]) {
+    public init(directory: String, settings: [String: String] = [:], waitSeconds: Double = 0, restart: Bool = false) {
         self.directory = directory
         self.settings = settings
+        self.waitSeconds = waitSeconds
+        self.restart = restart
     }
 }
 

@@ -24,10 +24,13 @@ public struct SendResult: Sendable {
     /// The valid rows the job never took from its input, after every row above: spilled to a file as they were read
     /// (the unsettled file's tail), or only counted when no unsettled file was asked for.
     public var unsettledTail: UnsettledTail?
+    /// The outputs that could not be written whole (the report's own failure among them, which the report cannot
+    /// hold): the console names them and the exit status is 3.
+    public var outputFailures: [OutputFailure] = []
 
     /// Every unsettled row: those listed and those of the tail.
     public var unsettledCount: Int { self.unsettledRows.count + (self.unsettledTail?.count ?? 0) }
 
-    /// Whether every row was valid and delivered: exit status 0.
-    public var isComplete: Bool { self.report.isComplete && self.stopped == nil }
+    /// Whether every row was valid and delivered, and every output written: exit status 0.
+    public var isComplete: Bool { self.report.isComplete && self.stopped == nil && self.outputFailures.isEmpty }
 }

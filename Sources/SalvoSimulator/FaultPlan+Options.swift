@@ -9,7 +9,9 @@ extension FaultPlan {
     /// `error-delay-ms`, `offline-token` (hex, repeatable), `offline-fraction`, `online-after-s`,
     /// `uninstalled` (`topic:hex[:timestamp[:reregistered-at]]`, repeatable), `latency-ms`, `jitter-ms`; HTTP/2: `h2-429-rate`,
     /// `h2-retry-after-s`, `h2-500-rate`, `h2-503-rate`, `h2-goaway-after`, `h2-shrink-after`, `h2-shrink-to`,
-    /// `h2-restore-after`, `h2-answer-delay-ms`, `h2-token-start-one` (true|false), `h2-drop-to-one` (true|false); `lost-fraction` (a broken gateway that loses what it accepted, to test the checks).
+    /// `h2-restore-after`, `h2-answer-delay-ms`, `h2-token-start-one` (true|false), `h2-drop-to-one` (true|false),
+    /// `h2-goaway-rate`, `h2-reset-rate`, `h2-shrink-rate`, `h2-shrink-for`, `h2-burst-rate`, `h2-burst-length`;
+    /// `lost-fraction` (a broken gateway that loses what it accepted, to test the checks).
     public static let optionNames: [String] = [
         "seed", "environment", "invalid-token", "invalid-fraction", "foreign-token", "foreign-fraction",
         "shutdown-every", "shutdown-probability",
@@ -18,6 +20,7 @@ extension FaultPlan {
         "offline-fraction", "online-after-s", "uninstalled", "latency-ms", "jitter-ms",
         "h2-429-rate", "h2-retry-after-s", "h2-500-rate", "h2-503-rate", "h2-goaway-after", "h2-shrink-after",
         "h2-shrink-to", "h2-restore-after", "h2-answer-delay-ms", "h2-token-start-one", "h2-drop-to-one",
+        "h2-goaway-rate", "h2-reset-rate", "h2-shrink-rate", "h2-shrink-for", "h2-burst-rate", "h2-burst-length",
         "lost-fraction",
     ]
 
@@ -112,6 +115,12 @@ extension FaultPlan {
         case "h2-answer-delay-ms": self.http2Faults.responseDelayMilliseconds = try Self.number(name, value)
         case "h2-token-start-one": self.http2Faults.tokenConnectionsStartWithOneStream = try Self.flag(name, value)
         case "h2-drop-to-one": self.http2Faults.dropToOneAfterRejection = try Self.flag(name, value)
+        case "h2-goaway-rate": self.http2Faults.goAwayRate = try Self.fraction(name, value)
+        case "h2-reset-rate": self.http2Faults.resetRate = try Self.fraction(name, value)
+        case "h2-shrink-rate": self.http2Faults.shrinkRate = try Self.fraction(name, value)
+        case "h2-shrink-for": self.http2Faults.shrinkForStreams = max(1, try Self.number(name, value))
+        case "h2-burst-rate": self.http2Faults.errorBurstRate = try Self.fraction(name, value)
+        case "h2-burst-length": self.http2Faults.errorBurstLength = max(1, try Self.number(name, value))
         default:
             throw SimulatorError(
                 .invalidFaultPlan,

@@ -15,6 +15,10 @@ extension FaultPlan {
             ("http2.tooManyRequestsRate", self.http2?.tooManyRequestsRate ?? 0),
             ("http2.internalServerErrorRate", self.http2?.internalServerErrorRate ?? 0),
             ("http2.serviceUnavailableRate", self.http2?.serviceUnavailableRate ?? 0),
+            ("http2.goAwayRate", self.http2?.goAwayRate ?? 0),
+            ("http2.resetRate", self.http2?.resetRate ?? 0),
+            ("http2.shrinkRate", self.http2?.shrinkRate ?? 0),
+            ("http2.errorBurstRate", self.http2?.errorBurstRate ?? 0),
         ]
         for (key, value) in fractions where !(0...1).contains(value) {
             throw SimulatorError(.invalidFaultPlan, "\(key) is a probability between 0 and 1, not \(value)")
@@ -39,6 +43,8 @@ extension FaultPlan {
             ("http2.shrinkTo", self.http2?.shrinkTo ?? 1, 1),
             ("http2.restoreAfterStreams", self.http2?.restoreAfterStreams ?? 1, 1),
             ("http2.responseDelayMilliseconds", self.http2?.responseDelayMilliseconds ?? 0, 0),
+            ("http2.shrinkForStreams", self.http2?.shrinkForStreams ?? 1, 1),
+            ("http2.errorBurstLength", self.http2?.errorBurstLength ?? 1, 1),
         ]
         for (key, value, minimum) in counts where value < minimum {
             throw SimulatorError(.invalidFaultPlan, "\(key) must be \(minimum) or more, not \(value)")

@@ -46,12 +46,34 @@ public struct HTTP2EndpointConfiguration: Sendable {
         /// back after the next accepted one.
         public var dropToOneAfterRejection = false
 
+        // Connection faults drawn per request from the connection's seeded generator, as proxies and gateways
+        // misbehave mid-job (a plan's seed makes each connection's sequence of them the same run after run).
+
+        /// After a request is answered: GOAWAY (NO_ERROR) naming the highest stream answered so far, while later
+        /// streams are still in flight; those are dropped unprocessed (the client must send them again on another
+        /// connection), and the connection closes once the streams it named are answered.
+        public var goAwayRate: Double = 0
+        /// When a new stream's HEADERS arrive: the answers written so far are sent, then the connection is reset
+        /// (a TCP RST: no GOAWAY, no TLS close_notify). That stream and every later one are never processed. Drawn
+        /// only while no processed request waits for its answer (a slow answer, a blocked body), so a reset never
+        /// loses the answer to a request the ledger recorded.
+        public var resetRate: Double = 0
+        /// After a request is answered: `SETTINGS_MAX_CONCURRENT_STREAMS` drops to `shrinkTo` for the next
+        /// `shrinkForStreams` requests, then the endpoint's limit comes back.
+        public var shrinkRate: Double = 0
+        public var shrinkForStreams: Int = 100
+        /// When a request would be accepted: a burst starts, and it and the next `errorBurstLength - 1` requests
+        /// that would be accepted are answered one status drawn from 429 (with `retryAfterSeconds`), 500 and 503.
+        public var errorBurstRate: Double = 0
+        public var errorBurstLength: Int = 20
+
         public init() {}
 
         private enum CodingKeys: String, CodingKey {
             case tooManyRequestsRate, retryAfterSeconds, internalServerErrorRate, serviceUnavailableRate
             case goAwayAfterStreams, shrinkAfterStreams, shrinkTo, restoreAfterStreams, responseDelayMilliseconds
             case tokenConnectionsStartWithOneStream, dropToOneAfterRejection
+            case goAwayRate, resetRate, shrinkRate, shrinkForStreams, errorBurstRate, errorBurstLength
         }
 
         // Plans are written by hand: every key is optional and takes its default.
@@ -72,6 +94,12 @@ public struct HTTP2EndpointConfiguration: Sendable {
                 ?? d.tokenConnectionsStartWithOneStream
             self.dropToOneAfterRejection =
                 try c.decodeIfPresent(Bool.self, forKey: .dropToOneAfterRejection) ?? d.dropToOneAfterRejection
+            self.goAwayRate = try c.decodeIfPresent(Double.self, forKey: .goAwayRate) ?? 0
+            self.resetRate = try c.decodeIfPresent(Double.self, forKey: .resetRate) ?? 0
+            self.shrinkRate = try c.decodeIfPresent(Double.self, forKey: .shrinkRate) ?? 0
+            self.shrinkForStreams = try c.decodeIfPresent(Int.self, forKey: .shrinkForStreams) ?? d.shrinkForStreams
+            self.errorBurstRate = try c.decodeIfPresent(Double.self, forKey: .errorBurstRate) ?? 0
+            self.errorBurstLength = try c.decodeIfPresent(Int.self, forKey: .errorBurstLength) ?? d.errorBurstLength
         }
     }
 

@@ -9,7 +9,8 @@ import NIOTLS
 /// records accepted notifications in the shared `DeliveryLedger` (command byte 3 marks HTTP/2), echoes or makes
 /// the `apns-id`, and injects the configured faults (the plan's invalid tokens, its tokens of another app
 /// (DeviceTokenNotForTopic), 410 for uninstalled tokens, seeded
-/// 429/500/503, GOAWAY after N streams, a stream limit that shrinks and may come back, slow answers).
+/// 429/500/503 one by one or in bursts, GOAWAY after N streams or at seeded moments with streams still in flight,
+/// connections reset with a TCP RST, a stream limit that shrinks and comes back, slow answers).
 ///
 /// It speaks HTTP/2 itself on the bytes TLS (or, on the cleartext port, TCP) delivers: `HTTP2FrameReader` frames,
 /// NIOHPACK decodes header blocks, `HTTP2FrameWriter` writes answers. What it enforces of RFC 9113: the preface
@@ -72,6 +73,8 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
 
     private let shared: Shared
     private let connection: UInt32
+    /// Resets the connection (a TCP RST from below TLS); nil: a plain close stands in.
+    private let resetter: ConnectionResetHandler?
     private var random: SeededGenerator
     private var reader = HTTP2FrameReader()
     private var decoder: HPACKDecoder
@@ -102,11 +105,24 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
     private var sendWindow = 65_535
     private var peerInitialWindow = 65_535
     private var blocked = Deque<BlockedBody>()
+    /// Answers scheduled for later (`responseDelayMilliseconds`): processed requests not yet answered.
+    private var delayedAnswers = 0
+    /// An error burst: answers still to give, and their status.
+    private var burstRemaining = 0
+    private var burstStatus = 500
+    /// While a seeded limit drop lasts: the request count at which the endpoint's limit comes back.
+    private var restoreLimitAt: Int?
     private let batch = LedgerBatch(capacity: 256)
 
-    init(shared: Shared, connection: UInt32, allocator: ByteBufferAllocator) {
+    init(
+        shared: Shared,
+        connection: UInt32,
+        allocator: ByteBufferAllocator,
+        resetter: ConnectionResetHandler? = nil
+    ) {
         self.shared = shared
         self.connection = connection
+        self.resetter = resetter
         self.random = SeededGenerator(seed: shared.seed ^ 0x4832, stream: UInt64(connection))
         self.decoder = HPACKDecoder(
             allocator: allocator,
@@ -248,6 +264,12 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
             guard streamID & 1 == 1 else { throw HTTP2ConnectionError(.protocolError, "even stream id \(streamID)") }
             self.lastStreamID = streamID
             if let last = self.goAwayStreamID, streamID > last { return }
+            if self.shared.faults.resetRate > 0, self.delayedAnswers == 0, self.blocked.isEmpty,
+                self.random.chance(self.shared.faults.resetRate)
+            {
+                self.reset(context: context)
+                return
+            }
             // Until the client acknowledges a new limit it may still use the old one (§6.5.3).
             if self.openStreams >= max(self.streamLimit, self.pendingLimits.max() ?? self.streamLimit) {
                 HTTP2FrameWriter.resetStream(streamID, code: .refusedStream, into: &self.output)
@@ -340,6 +362,20 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
+    /// Sends the answers written so far, then resets the connection: no GOAWAY, no TLS close, a TCP RST. Every
+    /// stream not answered by then was never processed.
+    private func reset(context: ChannelHandlerContext) {
+        self.shared.ledger.mergeFullBatch(self.batch)
+        self.shared.ledger.recordReset()
+        self.flush(context: context)
+        self.closed = true
+        if let resetter = self.resetter {
+            resetter.reset()
+        } else {
+            context.close(promise: nil)
+        }
+    }
+
     private func flush(context: ChannelHandlerContext) {
         guard self.output.readableBytes > 0 else { return }
         context.writeAndFlush(self.wrapOutboundOut(self.output), promise: nil)
@@ -401,8 +437,10 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         let echoed = apnsID
         if delay > 0 {
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            self.delayedAnswers += 1
             context.eventLoop.scheduleTask(in: .milliseconds(Int64(delay))) {
                 let (handler, context) = bound.value
+                handler.delayedAnswers -= 1
                 guard !handler.closed else { return }
                 handler.write(answer, apnsID: echoed, on: streamID)
                 handler.flush(context: context)
@@ -424,6 +462,18 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         }
         if let since = self.shared.uninstalled[passed.topic]?[passed.token] {
             return (410, nil, APNSErrorBody(reason: .unregistered, timestamp: Int64(since) * 1000).jsonBytes)
+        }
+        if self.burstRemaining == 0, faults.errorBurstRate > 0, self.random.chance(faults.errorBurstRate) {
+            self.burstRemaining = faults.errorBurstLength
+            self.burstStatus = [429, 500, 503][Int(self.random.next() % 3)]
+        }
+        if self.burstRemaining > 0 {
+            self.burstRemaining -= 1
+            switch self.burstStatus {
+            case 429: return (429, faults.retryAfterSeconds, APNSErrorBody(reason: .tooManyRequests).jsonBytes)
+            case 503: return (503, nil, APNSErrorBody(reason: .serviceUnavailable).jsonBytes)
+            default: return (500, nil, APNSErrorBody(reason: .internalServerError).jsonBytes)
+            }
         }
         if faults.tooManyRequestsRate > 0 && self.random.chance(faults.tooManyRequestsRate) {
             return (429, faults.retryAfterSeconds, APNSErrorBody(reason: .tooManyRequests).jsonBytes)
@@ -521,16 +571,32 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
             self.fullLimit = self.shared.maximumConcurrentStreams
             self.announce(self.fullLimit)
         }
-        if let after = faults.goAwayAfterStreams, self.requests == after, self.goAwayStreamID == nil {
-            // Every stream up to the highest answered one is (or will be) answered; later ones are dropped
-            // unprocessed, and the client retries them elsewhere.
-            let last = self.highestAnswered
-            self.goAwayStreamID = last
-            for streamID in self.streams.keys where streamID > last {
-                self.streams.removeValue(forKey: streamID)
-                self.openStreams -= 1
-            }
-            HTTP2FrameWriter.goAway(lastStreamID: last, code: .noError, into: &self.output)
+        if let at = self.restoreLimitAt, self.requests >= at {
+            self.restoreLimitAt = nil
+            self.fullLimit = self.shared.maximumConcurrentStreams
+            self.announce(self.fullLimit)
+        } else if self.restoreLimitAt == nil, faults.shrinkRate > 0, self.random.chance(faults.shrinkRate) {
+            self.restoreLimitAt = self.requests + faults.shrinkForStreams
+            self.fullLimit = faults.shrinkTo
+            self.announce(faults.shrinkTo)
         }
+        guard self.goAwayStreamID == nil else { return }
+        if let after = faults.goAwayAfterStreams, self.requests == after {
+            self.goAway()
+        } else if faults.goAwayRate > 0, self.random.chance(faults.goAwayRate) {
+            self.goAway()
+        }
+    }
+
+    /// GOAWAY (NO_ERROR) naming the highest stream answered: every stream up to it is (or will be) answered; later
+    /// ones, in flight, are dropped unprocessed, and the client sends them again elsewhere.
+    private func goAway() {
+        let last = self.highestAnswered
+        self.goAwayStreamID = last
+        for streamID in self.streams.keys where streamID > last {
+            self.streams.removeValue(forKey: streamID)
+            self.openStreams -= 1
+        }
+        HTTP2FrameWriter.goAway(lastStreamID: last, code: .noError, into: &self.output)
     }
 }

@@ -280,9 +280,17 @@ public final class Simulator: Sendable {
                         if let latency = plan.latencyHandler(stream: 0x4832_0000_0000 | UInt64(serial)) {
                             try sync.addHandler(latency)
                         }
+                        // Below TLS, so that a planned reset closes the socket without a close_notify.
+                        let resetter = ConnectionResetHandler()
+                        try sync.addHandler(resetter)
                         if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
                         try sync.addHandler(
-                            HTTP2GatewayHandler(shared: shared, connection: serial, allocator: channel.allocator)
+                            HTTP2GatewayHandler(
+                                shared: shared,
+                                connection: serial,
+                                allocator: channel.allocator,
+                                resetter: resetter
+                            )
                         )
                     }
                 }

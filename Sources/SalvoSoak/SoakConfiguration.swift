@@ -1,5 +1,6 @@
 import Foundation
 import SalvoEngine
+import SalvoObservability
 import SalvoSimulator
 
 /// What a soak runs: rounds of bulk sends over one interface to the embedded simulator under one fault plan, until
@@ -41,12 +42,16 @@ public struct SoakConfiguration: Sendable {
         public var certificates: String
         /// The topic its client certificate names (`salvo simulate --topic`).
         public var topic: String
+        /// The bearer token its control endpoint asks for (`salvo simulate` writes it to `control-token` in its
+        /// certificate folder).
+        public var controlToken: ControlToken
 
         public init(
             host: String,
             port: Int,
             serverName: String = "localhost",
             control: URL,
+            controlToken: ControlToken,
             certificates: String,
             topic: String = "com.example.app"
         ) {
@@ -54,6 +59,7 @@ public struct SoakConfiguration: Sendable {
             self.port = port
             self.serverName = serverName
             self.control = control
+            self.controlToken = controlToken
             self.certificates = certificates
             self.topic = topic
         }

@@ -53,12 +53,23 @@ public struct SoakReport: Codable, Sendable {
     public var verdictLines: [String] {
         let rows = self.rounds.reduce(0) { $0 + $1.rows }
         let reconnects = self.rounds.reduce(0) { $0 + $1.reconnects }
+        let lost = self.rounds.reduce(0) { $0 + $1.lost }
+        let duplicated = self.rounds.reduce(0) { $0 + $1.duplicated }
         let thirds = SoakRules.thirds(self.rounds.count)
         func peak(_ range: Range<Int>) -> Int { self.rounds[range].map(\.peakResidentBytes).max() ?? 0 }
         var lines = [
             "soak: \(self.passed ? "PASS" : "FAIL") — \(self.interface), plan \(self.plan), \(self.rounds.count) round(s), "
                 + "\(rows) rows, \(reconnects) reconnects, \(Int(self.seconds.rounded())) s"
         ]
+        // What the ledger saw over every round: "exactly once" is the claim the faults try to break (duplicates
+        // among rows resent as uncertain pass the rules, and are shown here all the same).
+        if !self.rounds.isEmpty {
+            lines.append(
+                lost == 0 && duplicated == 0
+                    ? "  ledger: every valid token delivered exactly once"
+                    : "  ledger: \(lost) token(s) never delivered, \(duplicated) delivered more than once"
+            )
+        }
         if let thirds {
             lines.append(
                 "  peak memory: first third \(peak(thirds.first) >> 20) MiB, middle \(peak(thirds.middle) >> 20) MiB, "

@@ -3,6 +3,7 @@ import Foundation
 import NIOSSL
 import SalvoEngine
 import SalvoHTTP2
+import SalvoObservability
 import SalvoSend
 import SalvoSimulator
 import SalvoTestSupport
@@ -29,7 +30,9 @@ struct SoakCredentials: Sendable {
     var caFile: String
     var clientFile: String
     var clientKeyFile: String
-    var token: ProviderToken
+    /// The provider token of HTTP/2 rounds (nil for binary ones: a running simulator without its HTTP/2 API has
+    /// no signing key).
+    var token: ProviderToken?
     var topic: String
     var payload: Payload
 
@@ -55,7 +58,10 @@ struct SoakCredentials: Sendable {
             job.onUncertain = configuration.onUncertain
             return .binary(job)
         case .h2:
-            var client = HTTP2ClientConfiguration(host: host, port: port, authentication: .token(self.token))
+            guard let token = self.token else {
+                throw JobError(.configuration, "HTTP/2 rounds need the simulator's signing key (simulate --h2-port)")
+            }
+            var client = HTTP2ClientConfiguration(host: host, port: port, authentication: .token(token))
             client.serverName = serverName
             client.connections = configuration.connections
             client.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(self.caFile))
@@ -144,9 +150,15 @@ struct ExternalSoakTarget: SoakTarget {
         self.external = external
         let folder = external.certificates
         let key = folder + "/AuthKey_\(DevelopmentSigningKey.keyID).p8"
-        let token = try ProviderToken(
-            signer: try JWTSigner(p8File: key, keyID: DevelopmentSigningKey.keyID, teamID: DevelopmentSigningKey.teamID)
-        )
+        let token =
+            configuration.interface == .h2
+            ? try ProviderToken(
+                signer: try JWTSigner(
+                    p8File: key,
+                    keyID: DevelopmentSigningKey.keyID,
+                    teamID: DevelopmentSigningKey.teamID
+                )
+            ) : nil
         self.credentials = SoakCredentials(
             caFile: folder + "/ca.pem",
             clientFile: folder + "/client.pem",
@@ -155,12 +167,12 @@ struct ExternalSoakTarget: SoakTarget {
             topic: external.topic,
             payload: payload
         )
-        let data = try await Self.request(external.control, "GET", "/plan")
+        let data = try await Self.request(external, "GET", "/plan")
         self.plan = try FaultPlan.decode(data)
     }
 
     func beginRound(tokens: Int) async throws -> SendRequest.Interface {
-        _ = try await Self.request(self.external.control, "POST", "/reset")
+        _ = try await Self.request(self.external, "POST", "/reset")
         return try self.credentials.interface(
             self.configuration.interface,
             host: self.external.host,
@@ -177,17 +189,24 @@ struct ExternalSoakTarget: SoakTarget {
             body += token.hexString
             body += "\n"
         }
-        let data = try await Self.request(self.external.control, "POST", "/verdict", body: Data(body.utf8))
+        let data = try await Self.request(self.external, "POST", "/verdict", body: Data(body.utf8))
         return try JSONDecoder().decode(Verdict.self, from: data)
     }
 
     func endRound() async throws {}
 
-    /// One request to the control endpoint; an answer other than 2xx is an error that names it.
-    static func request(_ base: URL, _ method: String, _ path: String, body: Data? = nil) async throws -> Data {
-        var request = URLRequest(url: base.appendingPathComponent(String(path.dropFirst())))
+    /// One request to the control endpoint, with its bearer token; an answer other than 2xx is an error that
+    /// names it.
+    static func request(
+        _ external: SoakConfiguration.External,
+        _ method: String,
+        _ path: String,
+        body: Data? = nil
+    ) async throws -> Data {
+        var request = URLRequest(url: external.control.appendingPathComponent(String(path.dropFirst())))
         request.httpMethod = method
         request.httpBody = body
+        request.setValue("Bearer " + external.controlToken.text, forHTTPHeaderField: "Authorization")
         request.timeoutInterval = 60
         let (data, response) = try await URLSession.shared.data(for: request)
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0

@@ -6,7 +6,7 @@ import SalvoSimulator
 ///
 /// They agree when nothing arrived that was not expected, every token the plan refuses is a rejected row (or a
 /// row the suppression list left out), no token registered again after its feedback time was left out,
-/// nothing was lost beyond the rows the report leaves uncertain (policy `report`), and nothing was duplicated
+/// nothing was lost beyond the rows the report leaves uncertain (policy `report`) or not sent, and nothing was duplicated
 /// beyond the rows that were on a connection that ended without an answer and were resent (policy `resend`):
 /// the binary protocol cannot know whether those arrived.
 public struct Reconciliation: Sendable, CustomStringConvertible {
@@ -22,8 +22,10 @@ public struct Reconciliation: Sendable, CustomStringConvertible {
     public var lost: Int { self.verdict.neverDelivered }
     /// Tokens the ledger saw more than once.
     public var duplicated: Int { self.verdict.deliveredMoreThanOnce }
-    /// How many tokens may be missing: the rows the report calls uncertain and did not resend.
-    public var lossAllowed: Int { self.report.uncertain }
+    /// How many tokens may be missing: the rows the report calls uncertain and did not resend, and the rows it
+    /// counts not sent (listed in the unsettled file: a stopped job's, or rows the service kept answering 429, 500
+    /// or 503 until their attempts ran out).
+    public var lossAllowed: Int { self.report.uncertain + self.report.notSent }
     /// How many tokens may arrive twice: the uncertain rows that were resent (none with policy `report`).
     public var duplicationAllowed: Int {
         self.report.onUncertain == OnUncertain.report.rawValue ? 0 : self.report.uncertainEvents
@@ -39,8 +41,12 @@ public struct Reconciliation: Sendable, CustomStringConvertible {
             lines.append("\(self.verdict.invalidButDelivered) token(s) the plan refuses were accepted")
         }
         // Suppressed rows were never sent: the simulator counts the invalid ones among them as refused.
+        // Rows that never had their answer (uncertain, not sent) may be tokens the plan refuses, too.
         let refused = self.verdict.invalidNeverDelivered
-        if refused < self.report.rejectedTotal || refused > self.report.rejectedTotal + self.report.suppressed {
+        let unanswered = self.report.uncertain + self.report.notSent
+        if refused < self.report.rejectedTotal
+            || refused > self.report.rejectedTotal + self.report.suppressed + unanswered
+        {
             lines.append(
                 "the report rejected \(self.report.rejectedTotal) row(s)"
                     + (self.report.suppressed > 0 ? " and suppressed \(self.report.suppressed)" : "")

@@ -158,7 +158,9 @@ struct CheckCommand: AsyncParsableCommand {
                 case .warning: "WARNING"
                 case .fail: "FAIL   "
                 }
-            return "\(status)  \(result.name.padding(toLength: width, withPad: " ", startingAt: 0))  \(result.detail)"
+            // The detail may quote a token or suppression file's text: escaped, as every input value shown.
+            let detail = TerminalText.escaped(result.detail)
+            return "\(status)  \(result.name.padding(toLength: width, withPad: " ", startingAt: 0))  \(detail)"
         }
         let failed = results.filter { $0.status == .fail }.count
         lines.append(failed == 0 ? "a send would start" : "a send would not start: \(failed) check(s) failed")

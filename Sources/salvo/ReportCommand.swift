@@ -15,11 +15,21 @@ struct ReportCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "merge",
             abstract: "Merge the reports of every partition of a job (send --partition K/N) into one.",
-            discussion: "Refuses reports of different inputs and a partition that is missing or given twice (exit 3)."
+            discussion: """
+                Refuses reports of different jobs, naming what differs: other input files (paths, sizes), payloads \
+                (SHA-256), options that change what is sent, partition counts; and a partition that is missing or \
+                given twice (exit 3). A report written by a salvo that did not record the job's fingerprint cannot be \
+                checked and is refused unless --force.
+                """
         )
 
         @Argument(help: "The partitions' JSON reports.")
         var reports: [String]
+
+        @Flag(
+            help: "Merge reports that carry no job fingerprint (older builds): their payloads and options go unchecked."
+        )
+        var force = false
 
         @Option(help: "Write the merged report here (default: standard output).")
         var output: String?
@@ -39,7 +49,7 @@ struct ReportCommand: AsyncParsableCommand {
                 }
                 let merged: JobReport
                 do {
-                    merged = try ReportMerge.merge(parsed)
+                    merged = try ReportMerge.merge(parsed, force: self.force)
                 } catch {
                     throw UserError("\(error)")
                 }

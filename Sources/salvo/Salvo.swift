@@ -14,7 +14,7 @@ struct Salvo: AsyncParsableCommand {
             SendCommand.self, FeedbackCommand.self, PruneCommand.self, DemoCommand.self, SimulateCommand.self,
             PayloadCommand.self, CheckCommand.self, TokensCommand.self, TokenCommand.self, BenchCommand.self,
             ReportCommand.self,
-            SoakCommand.self,
+            SoakCommand.self, JournalCommand.self,
         ]
     )
 

@@ -15,7 +15,8 @@ struct SendCommand: AsyncParsableCommand {
         discussion: """
             Exit status: 0 when every row was valid and delivered; 1 when some row was refused (bad input, \
             rejected by the gateway, expired or uncertain); 64 for wrong arguments; 3 when the job could not \
-            run (files, credentials, gateway unreachable).
+            run (files, credentials, gateway unreachable) or an output could not be written whole (a full disk: \
+            the report names it); 130 or 143 after SIGINT or SIGTERM.
             """
     )
 
@@ -90,6 +91,8 @@ struct SendCommand: AsyncParsableCommand {
             """
     )
     var journal: String?
+
+    @OptionGroup var journalOptions: JournalOptions
 
     @Option(
         name: .customLong("max-streams"),
@@ -194,13 +197,16 @@ struct SendCommand: AsyncParsableCommand {
             interface: interface,
             outputs: self.output.outputs(unregistered: self.unregistered),
             suppress: self.suppress,
-            journal: self.journal.map { SendJournal(directory: $0, settings: self.journalSettings) },
+            journal: try self.journalOptions.journal(self.journal, settings: self.journalSettings),
             payloads: templates
         )
         request.payloadFiles = templateFiles?.files ?? []
-        // Either job stops in order on a signal: no new rows, 2 s for those in flight, then the record.
+        request.settings = self.journalSettings
+        // Either job stops in order on a signal: no new rows, 2 s for those in flight, then the record. A second
+        // signal stops it at once, and a second later ends the process with the record of its last progress.
         let stop = JobStop(grace: .seconds(2))
-        let signals = SignalStop(stop: stop)
+        let record = CutShortRecord()
+        let signals = SignalStop(stop: stop, record: record)
         defer { signals.cancel() }
         let result: SendResult
         do {
@@ -209,14 +215,15 @@ struct SendCommand: AsyncParsableCommand {
                 what: what,
                 display: ProgressDisplay(self.progressOptions.progress, quiet: self.output.quiet),
                 metrics: observability.jobMetrics(dimensions: [("protocol", self.wireProtocol.rawValue)]),
-                stop: stop
+                stop: stop,
+                record: record
             )
         } catch let error as UserError {
             await observability.stop()
             // A job stopped by a signal exits by the signal, even when it also failed while it settled (the record
             // is written either way).
             guard let signal = signals.signal else { throw error }
-            FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+            printError(error.description)
             throw ExitCode(128 + signal)
         } catch {
             await observability.stop()
@@ -227,9 +234,11 @@ struct SendCommand: AsyncParsableCommand {
         // A job that stopped early (credentials refused, an error that cannot heal) could not run: 3. The cause goes
         // to standard error too, as a binary job's does, so that it shows with --quiet.
         if let stopped = result.stopped {
-            FileHandle.standardError.write(Data("Error: \(stopped)\n".utf8))
+            printError(stopped)
             throw ExitCode(3)
         }
+        // An output that could not be written whole (named above, and in the report): the job's record is not whole.
+        if !result.outputFailures.isEmpty { throw ExitCode(3) }
         if !result.isComplete { throw ExitCode(1) }
     }
 
@@ -312,7 +321,7 @@ extension SendCommand {
             if let path = self.providerTokenFile {
                 let file = try ProviderTokenFile(
                     path: path,
-                    warn: { message in FileHandle.standardError.write(Data("warning: \(message)\n".utf8)) }
+                    warn: { message in printError(message, prefix: "warning: ") }
                 )
                 return .token(ProviderToken(file: file))
             }

@@ -1,3 +1,4 @@
+import APNSWire
 import Foundation
 import SalvoEngine
 import SalvoHTTP2
@@ -13,6 +14,7 @@ enum SendConsole {
         metrics: JobMetrics? = nil,
         printSummary: Bool = true,
         stop: JobStop? = nil,
+        record: CutShortRecord? = nil,
         log: (String) -> Void = { print($0) }
     ) async throws -> SendResult {
         let send: BulkSend
@@ -21,6 +23,7 @@ enum SendConsole {
         } catch {
             throw UserError(error.message)
         }
+        record?.begin(send)
         if let finish = send.finishedJob, let journal = request.journal {
             log(
                 "journal \(journal.directory): this job finished before (exit status \(finish.exitStatus)); "
@@ -30,8 +33,10 @@ enum SendConsole {
             do {
                 result = try await send.run()
             } catch {
+                record?.jobReturned()
                 throw UserError(error.message)
             }
+            record?.jobReturned()
             if printSummary { log(result.report.summary) }
             return result
         }
@@ -65,13 +70,24 @@ enum SendConsole {
                     + "(rows are checked as they are read; bad ones are named at the end)"
             )
         }
+        // Every snapshot is kept for the record a second signal may have to write without the job.
+        var progress = display.callback
+        if let record {
+            let show = display.callback
+            progress = { snapshot in
+                record.progress(snapshot)
+                show?(snapshot)
+            }
+        }
         let result: SendResult
         do {
-            result = try await send.run(progress: display.callback, metrics: metrics, stop: stop)
+            result = try await send.run(progress: progress, metrics: metrics, stop: stop)
         } catch {
+            record?.jobReturned()
             display.finish()
             throw UserError(error.message)
         }
+        record?.jobReturned()
         display.finish()
         if !send.summary.isFinal {
             Self.logRejects(
@@ -92,11 +108,16 @@ enum SendConsole {
             if let stopped = result.stopped { log("stopped    \(stopped)") }
         }
         if result.unsettledCount > 0 {
+            let listed = !result.outputFailures.contains { $0.output == "unsettled" }
             log(
                 "unsettled  \(result.unsettledCount) rows"
-                    + (request.outputs.unsettled.map { " (in \($0): send it again to retry them)" } ?? "")
+                    + (listed
+                        ? request.outputs.unsettled.map { " (in \($0): send it again to retry them)" } ?? ""
+                        : " (NOT listed: the unsettled file could not be written)")
             )
         }
+        // On standard error too, so that they show with --quiet; the exit status is 3.
+        for failure in result.outputFailures { printError(failure.summary) }
         // The report and the files are written; the job still failed (exit 3).
         if let error = result.error { throw UserError(error.message) }
         if !result.unregistered.isEmpty {

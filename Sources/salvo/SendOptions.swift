@@ -152,9 +152,10 @@ struct DeliveryOptions: ParsableArguments {
 
     @Option(
         help: ArgumentHelp(
-            "Seconds with connects failing and no row settled after which the job stops (exit 3).",
-            discussion: "A gateway that refuses some connects while rows still settle is backed off from, never "
-                + "given up on."
+            "Seconds with no row settled after which a stalled job stops (exit 3).",
+            discussion: "Binary: connects failing all that time. HTTP/2: no answer all that time, whatever the job "
+                + "waits on (no stream allowed, GOAWAY, refused streams, no SETTINGS, closed windows). A gateway "
+                + "that refuses some connects while rows still settle is backed off from, never given up on."
         )
     )
     var giveUpSeconds: Int = Int(ReconnectPolicy.default.giveUpAfter.components.seconds)
@@ -356,5 +357,57 @@ enum ConnectionCount: Hashable, ExpressibleByArgument, CustomStringConvertible {
         case .auto: "auto"
         case .fixed(let count): String(count)
         }
+    }
+}
+
+/// How a send treats its journal folder besides naming it (`--journal`).
+struct JournalOptions: ParsableArguments {
+    @Option(
+        name: .customLong("wait-for-journal"),
+        help: ArgumentHelp(
+            """
+            With --journal: when another run holds the journal, wait up to this many seconds for it to end (default: \
+            refuse at once, exit 3).
+            """,
+            valueName: "seconds"
+        )
+    )
+    var waitForJournal: Double?
+
+    @Flag(
+        name: .customLong("journal-restart"),
+        help: """
+            With --journal: begin the job again in that folder, whatever it holds (a damaged or foreign journal \
+            included). Rows an earlier run delivered may be sent again.
+            """
+    )
+    var journalRestart = false
+
+    func validate() throws {
+        if let seconds = self.waitForJournal, !(seconds >= 0 && seconds <= 86_400) {
+            throw ValidationError("--wait-for-journal is seconds from 0 to 86400 (got \(seconds))")
+        }
+    }
+
+    /// The journal of a send whose `--journal` is `directory`, nil without one.
+    func journal(_ directory: String?, settings: [String: String]) throws -> SendJournal? {
+        guard let directory else {
+            if self.waitForJournal != nil || self.journalRestart {
+                throw ValidationError("--wait-for-journal and --journal-restart need --journal")
+            }
+            return nil
+        }
+        if self.journalRestart {
+            print(
+                "journal \(directory): beginning the job again (--journal-restart); rows an earlier run delivered "
+                    + "may be sent again"
+            )
+        }
+        return SendJournal(
+            directory: directory,
+            settings: settings,
+            waitSeconds: self.waitForJournal ?? 0,
+            restart: self.journalRestart
+        )
     }
 }

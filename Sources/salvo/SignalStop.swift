@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import SalvoEngine
+import SalvoSend
 
 #if canImport(Glibc)
 import Glibc
@@ -10,28 +11,36 @@ import Glibc
 /// taking rows and gives the rows in flight a short time to settle), the second stops it at once; either way the
 /// summary, the report and the files are still written, and the process exits 128 + the signal (130, 143).
 ///
+/// The second signal also arms a deadline (`secondSignalDeadline`): a job that has not returned by then (a connection
+/// stuck where the engine cannot see it, the unsettled file still being read out of a large input) is not waited
+/// for: `CutShortRecord` writes what can be written and the process exits 128 + the signal.
+///
 /// For a job that cannot be stopped in order (`stop` nil), a signal ends the process at once, as the default
 /// action would.
 ///
-/// `@unchecked Sendable`: `received` is confined to `queue`.
+/// `@unchecked Sendable`: `received` and `armed` are confined to `queue`.
 final class SignalStop: @unchecked Sendable {
+    /// How long after the second signal the job may take to return before the process ends without it.
+    static let secondSignalDeadline: Duration = .seconds(1)
+
     private let queue = DispatchQueue(label: "salvo.signals")
     private var sources: [DispatchSourceSignal] = []
     private var received: Int32?
+    private var armed = false
 
-    init(stop: JobStop?) {
+    init(stop: JobStop?, record: CutShortRecord? = nil) {
         for number in [SIGINT, SIGTERM] {
             // The default action would end the process before the record is written.
             Glibc.signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: self.queue)
-            source.setEventHandler { [weak self] in self?.handle(number, stop: stop) }
+            source.setEventHandler { [weak self] in self?.handle(number, stop: stop, record: record) }
             source.resume()
             self.sources.append(source)
         }
     }
 
-    private func handle(_ number: Int32, stop: JobStop?) {
-        let name = number == SIGINT ? "SIGINT" : "SIGTERM"
+    private func handle(_ number: Int32, stop: JobStop?, record: CutShortRecord?) {
+        let name = Self.name(number)
         guard let stop else { exit(128 + number) }
         let first = self.received == nil
         if first { self.received = number }
@@ -41,6 +50,18 @@ final class SignalStop: @unchecked Sendable {
             : "\n\(name): stopping now\n"
         FileHandle.standardError.write(Data(message.utf8))
         stop.request(reason: "interrupted by \(name)")
+        guard !first, !self.armed else { return }
+        self.armed = true
+        let deadline = Self.secondSignalDeadline
+        self.queue.asyncAfter(deadline: .now() + Self.interval(deadline)) {
+            // The first signal's number decides the status, as it does when the job returns.
+            let status = self.received ?? number
+            if let record {
+                record.deadlinePassed(signal: status, second: name, after: deadline)
+            } else {
+                exit(128 + status)
+            }
+        }
     }
 
     /// The first signal received, if any.
@@ -53,7 +74,183 @@ final class SignalStop: @unchecked Sendable {
         Glibc.signal(SIGTERM, SIG_DFL)
     }
 
-    private static func seconds(_ duration: Duration) -> String {
+    static func name(_ number: Int32) -> String { number == SIGINT ? "SIGINT" : "SIGTERM" }
+
+    static func interval(_ duration: Duration) -> DispatchTimeInterval {
+        let (seconds, attoseconds) = duration.components
+        return .nanoseconds(Int(max(0, seconds * 1_000_000_000 + attoseconds / 1_000_000_000)))
+    }
+
+    static func seconds(_ duration: Duration) -> String {
         String(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+    }
+}
+
+/// The record of a send that a second signal's deadline ends before it returned: the report, built from the last
+/// progress snapshot and marked `cutShort`, naming the outputs it could not write (the unsettled list above all);
+/// the journal synced; the summary printed. Then the process exits 128 + the signal.
+///
+/// Fed by `SendConsole.run` (the prepared send, every progress snapshot, the job's return). Once the job has
+/// returned, the deadline does nothing: the job's own record is being written, and the process ends by itself.
+///
+/// `@unchecked Sendable`: every field is guarded by `lock`.
+final class CutShortRecord: @unchecked Sendable {
+    private let lock = NSLock()
+    private var send: BulkSend?
+    private var latest: JobProgress?
+    private var returned = false
+
+    /// The send is prepared: its request, input and journal are known.
+    func begin(_ send: BulkSend) {
+        self.lock.withLock { self.send = send }
+    }
+
+    /// A progress snapshot (about twice a second).
+    func progress(_ snapshot: JobProgress) {
+        self.lock.withLock { self.latest = snapshot }
+    }
+
+    /// The job returned: its own record is being written, the deadline has nothing to do.
+    func jobReturned() {
+        self.lock.withLock { self.returned = true }
+    }
+
+    /// Writes the record and ends the process, unless the job returned first. Holds the lock to the end, so that a
+    /// job returning meanwhile waits for the exit rather than writing over the record.
+    func deadlinePassed(signal: Int32, second name: String, after deadline: Duration) {
+        self.lock.lock()
+        guard !self.returned else {
+            self.lock.unlock()
+            return
+        }
+        guard let send = self.send else {
+            printError("\(name): the job had not started; no report written")
+            _exit(128 + signal)
+        }
+        if let journal = send.journal { Self.sync(journal, within: .milliseconds(300)) }
+        var report = Self.report(
+            send,
+            latest: self.latest,
+            signal: signal,
+            second: name,
+            after: deadline
+        )
+        Self.clearOutputs(send.request.outputs)
+        if let path = send.request.outputs.report {
+            do throws(JobError) {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                let writer = try AtomicFileWriter(path: path)
+                try writer.write((try? encoder.encode(report)) ?? Data())
+                try writer.commit()
+            } catch {
+                report.outputFailures =
+                    (report.outputFailures ?? []) + [
+                        OutputFailure(output: "report", path: path, error: error.message)
+                    ]
+            }
+        }
+        print(report.summary)
+        for failure in report.outputFailures ?? [] { printError(failure.summary) }
+        printError(
+            "\(name): the job did not stop within \(SignalStop.seconds(deadline)) s; ended with the record of its last "
+                + "progress"
+                + (send.request.outputs.report.map { " (in \($0))" } ?? "")
+        )
+        fflush(nil)
+        // Not `exit`: the job's threads still run, and the process's exit handlers must not run under them.
+        _exit(128 + signal)
+    }
+
+    /// The report as far as the last snapshot knew: the counts settled by then, every other valid row not settled.
+    static func report(
+        _ send: BulkSend,
+        latest: JobProgress?,
+        signal: Int32,
+        second name: String,
+        after deadline: Duration
+    ) -> JobReport {
+        let request = send.request
+        var report = latest?.report ?? JobReport()
+        switch request.interface {
+        case .binary(let configuration): report.mode = "binary command \(configuration.template.command.rawValue)"
+        case .http2: report.mode = "HTTP/2"
+        }
+        report.gateway = request.gateway
+        report.connections = latest?.connections ?? 0
+        report.onUncertain = request.onUncertain.rawValue
+        report.partition = request.input.partition
+        report.inputFiles = send.inputFiles
+        report.job = JobFingerprint(request)
+        if send.summary.isFinal {
+            report.validRows = send.summary.validRows
+            report.inputRows = send.summary.inputRows
+            report.invalidInput = send.summary.rejects.count
+            report.suppressed = send.summary.suppressed
+        } else {
+            // Rows are validated as they are read, and the reading had not ended: the input's valid rows as
+            // estimated from the part read (exact once the reading ended).
+            report.validRows = send.source.estimatedValidRows
+        }
+        let settled = report.delivered + report.rejectedTotal + report.expired + report.uncertain
+        report.notSent = max(0, report.validRows - settled)
+        report.seconds = latest?.seconds ?? 0
+        report.notificationsPerSecond = report.seconds > 0 ? Double(report.delivered) / report.seconds : 0
+        report.stopped = "interrupted by \(SignalStop.name(signal)), then \(name): stopped at once"
+        let at = latest.map { "\(SignalStop.seconds(.milliseconds(Int($0.seconds * 1000)))) s into the job" }
+        let estimated = send.summary.isFinal ? "" : "; the valid rows are estimated from the part of the input read"
+        report.cutShort =
+            "the job had not returned \(SignalStop.seconds(deadline)) s after the second signal: the counts are the "
+            + "last progress snapshot's (\(at ?? "none taken")), rows then in flight are counted not settled, and "
+            + "the unsettled list is incomplete\(estimated)"
+        var failures: [OutputFailure] = []
+        let reason = "not written: the job was cut short before it listed them"
+        if let path = request.outputs.unsettled {
+            failures.append(OutputFailure(output: "unsettled", path: path, error: reason, rowsMissing: report.notSent))
+        }
+        if let path = request.outputs.rejects {
+            failures.append(
+                OutputFailure(
+                    output: "rejects",
+                    path: path,
+                    error: reason,
+                    rowsMissing: report.invalidInput + report.rejectedTotal
+                )
+            )
+        }
+        if let path = request.outputs.unregistered {
+            failures.append(
+                OutputFailure(output: "unregistered", path: path, error: "not updated: the job was cut short")
+            )
+        }
+        report.outputFailures = failures.isEmpty ? nil : failures
+        return report
+    }
+
+    /// Syncs the journal's marks, waiting at most `limit` (the job's own thread may hold the journal).
+    private static func sync(_ journal: JobJournal, within limit: Duration) {
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            journal.stopSyncing()
+            done.signal()
+        }
+        _ = done.wait(timeout: .now() + SignalStop.interval(limit))
+    }
+
+    /// Removes what the job left half-written (its temporary files, the unsettled spill) and the files of an earlier
+    /// run at the rows' outputs, which would pass for this run's.
+    private static func clearOutputs(_ outputs: SendOutputs) {
+        let pid = getpid()
+        for path in [outputs.unsettled, outputs.rejects, outputs.report].compactMap({ $0 }) {
+            if path != outputs.report { unlink(path) }
+            let url = URL(fileURLWithPath: path)
+            let folder = url.deletingLastPathComponent().path
+            let name = url.lastPathComponent
+            let leftovers = ["\(name).salvo-\(pid)-", "\(name).untaken-\(pid)"]
+            for entry in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+            where leftovers.contains(where: { entry.hasPrefix($0) }) {
+                unlink(folder + "/" + entry)
+            }
+        }
     }
 }

@@ -77,11 +77,27 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("control-port"),
         help: """
-            Serve the control endpoint here (127.0.0.1; 0 = any free port): GET /plan, GET /ledger, POST /reset, \
-            POST /verdict with the expected tokens — what `salvo soak --gateway` judges its rounds with.
+            Serve the control endpoint here (0 = any free port): GET /plan, GET /ledger, POST /reset, POST /verdict \
+            with the expected tokens — what `salvo soak --gateway` judges its rounds with. Every request needs \
+            `Authorization: Bearer <control token>`.
             """
     )
     var controlPort: Int?
+
+    @Option(
+        name: .customLong("control-host"),
+        help: "With --control-port, the address the control endpoint listens on (not --host: it can empty the ledger)."
+    )
+    var controlHost = "127.0.0.1"
+
+    @Option(
+        name: .customLong("control-token-file"),
+        help: """
+            With --control-port, the control endpoint's bearer token, read from this file (its first line). Without \
+            it a random token is made, printed, and written (mode 0600) to control-token in the certificate folder.
+            """
+    )
+    var controlTokenFile: String?
 
     @OptionGroup var observe: ObservabilityOptions
 
@@ -96,6 +112,9 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         guard (1...256).contains(self.threads) else {
             throw ValidationError("--threads is 1 to 256 (got \(self.threads))")
+        }
+        if self.controlPort == nil && (self.controlTokenFile != nil || self.controlHost != "127.0.0.1") {
+            throw ValidationError("--control-host and --control-token-file go with --control-port")
         }
     }
 
@@ -165,16 +184,35 @@ struct SimulateCommand: AsyncParsableCommand {
         metrics?.start()
         var control: SimulatorControlEndpoint?
         if let port = self.controlPort {
+            let token: ControlToken
+            let origin: String
+            do {
+                if let file = self.controlTokenFile {
+                    token = try ControlToken.read(from: file)
+                    origin = "token read from \(file)"
+                } else {
+                    token = ControlToken.random()
+                    let file = paths.folder + "/" + ControlToken.fileName
+                    try token.write(to: file)
+                    origin = "token \(token.text) (in \(file))"
+                }
+            } catch {
+                throw UserError("the control token: \(error)")
+            }
             do {
                 control = try await SimulatorControlEndpoint.start(
                     simulator: run.simulator,
-                    host: self.host,
-                    port: port
+                    host: self.controlHost,
+                    port: port,
+                    token: token
                 )
             } catch {
-                throw UserError("--control-port \(port): cannot listen: \(error)")
+                throw UserError("--control-port \(port) on \(self.controlHost): cannot listen: \(error)")
             }
-            FileHandle.standardOutput.write(Data("  control   http://\(self.host):\(control!.port)\n".utf8))
+            let address = self.controlHost.contains(":") ? "[\(self.controlHost)]" : self.controlHost
+            FileHandle.standardOutput.write(
+                Data("  control   http://\(address):\(control!.port), bearer \(origin)\n".utf8)
+            )
         }
         await run.waitForTermination()
         await control?.stop()

@@ -67,6 +67,15 @@ struct SoakCommand: AsyncParsableCommand {
     @Option(help: "With --gateway: the simulator's certificate folder (`simulate --certificates`).")
     var certificates: String?
 
+    @Option(
+        name: .customLong("control-token-file"),
+        help: """
+            With --gateway: the file holding the control endpoint's bearer token (default: control-token in the \
+            --certificates folder, where `salvo simulate` writes it).
+            """
+    )
+    var controlTokenFile: String?
+
     @Option(help: "With --gateway: the topic of the simulator's client certificate (`simulate --topic`).")
     var topic: String = "com.example.app"
 
@@ -89,8 +98,8 @@ struct SoakCommand: AsyncParsableCommand {
                 throw ValidationError("--gateway needs --control and --certificates (from `salvo simulate`)")
             }
             _ = try self.external()
-        } else if self.control != nil || self.certificates != nil {
-            throw ValidationError("--control and --certificates go with --gateway")
+        } else if self.control != nil || self.certificates != nil || self.controlTokenFile != nil {
+            throw ValidationError("--control, --certificates and --control-token-file go with --gateway")
         }
     }
 
@@ -108,10 +117,21 @@ struct SoakCommand: AsyncParsableCommand {
         guard let url = URL(string: text), url.host != nil else {
             throw ValidationError("--control is HOST:PORT or an http URL (got \(control))")
         }
+        let tokenFile = self.controlTokenFile ?? certificates + "/" + ControlToken.fileName
+        let token: ControlToken
+        do {
+            token = try ControlToken.read(from: tokenFile)
+        } catch {
+            throw ValidationError(
+                "--control needs the simulator's control token: \(error.reason)"
+                    + (self.controlTokenFile == nil ? " (or give --control-token-file)" : "")
+            )
+        }
         return SoakConfiguration.External(
             host: String(gateway[..<colon]),
             port: port,
             control: url,
+            controlToken: token,
             certificates: certificates,
             topic: self.topic
         )

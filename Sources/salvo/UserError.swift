@@ -1,3 +1,4 @@
+import APNSWire
 import ArgumentParser
 import Foundation
 
@@ -21,9 +22,16 @@ func exitingOnUserError(_ body: () async throws -> Void) async throws {
     do {
         try await body()
     } catch let error as UserError {
-        FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+        printError(error.description)
         throw ExitCode(3)
     }
+}
+
+/// `Error: <message>` on standard error. The message is escaped (`TerminalText`, line breaks kept) wherever it came
+/// from: it may quote a value of an input file, which must not act on the operator's terminal.
+func printError(_ message: String, prefix: String = "Error: ") {
+    let text = TerminalText.escaped(message, keepingLineBreaks: true)
+    FileHandle.standardError.write(Data((prefix + text + "\n").utf8))
 }
 
 /// The most memory the process has held resident so far, in bytes.

@@ -217,7 +217,8 @@ import Testing
         #expect(machine.roomToWrite(isWritable: true) == 0)
         #expect(machine.tick(now: Self.start + .seconds(7)).writeRequests)
 
-        // Sent again until the attempts run out; then the row is rejected with the last reason.
+        // Sent again until the attempts run out; then the row is left unsent (the service never took it), not
+        // rejected: the token may be good.
         var item = results.retries[1]
         for attempt in 2...3 {
             let (id, _) = machine.writing([item], bearer: nil, now: Self.start)
@@ -231,8 +232,9 @@ import Testing
             } else {
                 #expect(results.retries.isEmpty)
                 #expect(results.finals == 1)
-                #expect(results.outcomes.report.rejected == ["ServiceUnavailable": 1])
-                #expect(results.outcomes.rejectedRows.first?.status == 503)
+                #expect(results.outcomes.report.rejected.isEmpty)
+                #expect(results.outcomes.unsettledRows.map(\.outcome) == [.unsent])
+                #expect(results.outcomes.unsettledRows.map(\.line) == [item.row.line])
             }
         }
     }
@@ -267,7 +269,8 @@ import Testing
         #expect(machine.streamClosed(streamID: 999, code: .cancel, now: Self.start) == Machine.Actions())
         let results = machine.takeResults()!
         #expect(results.retries.map(\.row.line) == [1, 2])
-        #expect(results.retries.map(\.attempts) == [0, 1], "a refused stream uses no attempt")
+        #expect(results.retries.map(\.attempts) == [0, 0], "neither a refused stream nor a reset uses an attempt")
+        #expect(results.retries.map(\.losses) == [0, 1], "a reset stream is a loss")
         #expect(results.retries.map(\.refusals) == [1, 0])
         let delay = Self.retry.delay(attempts: 1, retryAfter: nil, random: random.nextUnit())
         #expect(results.retries[0].notBefore == Self.start + .nanoseconds(Int64(delay)))
@@ -282,8 +285,8 @@ import Testing
         var machine = Self.openMachine()
         var item = Self.items(1...1)[0]
         item.attempts = 1
-        // 63 refusals (the 64th rejects) leave the row's attempts as they were.
-        for refusal in 1..<64 {
+        // 7 refusals (the 8th leaves the row unsent) leave the row's attempts as they were.
+        for refusal in 1..<8 {
             let (id, _) = machine.writing([item], bearer: nil, now: Self.start)
             _ = machine.streamClosed(streamID: id, code: .refusedStream, now: Self.start)
             let results = machine.takeResults()!
@@ -297,12 +300,14 @@ import Testing
         var results = machine.takeResults()!
         #expect(results.retries.map(\.attempts) == [2])
         item = results.retries[0]
-        // … and a server that refuses every stream ends the row at its 64th refusal, not never.
+        // … and a server that refuses every stream ends the row at its 8th refusal, not never: left unsent (never
+        // processed), listed as unsettled, not rejected.
         (id, _) = machine.writing([item], bearer: nil, now: Self.start)
         _ = machine.streamClosed(streamID: id, code: .refusedStream, now: Self.start)
         results = machine.takeResults()!
         #expect(results.retries.isEmpty && results.finals == 1)
-        #expect(results.outcomes.report.rejected == ["REFUSED_STREAM": 1])
+        #expect(results.outcomes.report.rejected.isEmpty)
+        #expect(results.outcomes.unsettledRows.map(\.outcome) == [.unsent])
     }
 
     // MARK: Flight window (AIMD on 429)
@@ -380,21 +385,27 @@ import Testing
         #expect(results.retries[0].notBefore == later)
         #expect(results.outcomes.report.resent == 1)
 
-        // The clocks disagree: the renewed token is refused as expired again; the row is rejected, the job stops.
+        // The clocks disagree: the renewed token is refused as expired again; the job stops, and the row (refused
+        // for the token, never seen by the device) is left unsent, not rejected.
         let again = machine.answer(id + 2, status: 403, body: errorBody(.expiredProviderToken), now: later)
         let refused = machine.tokenRenewed(again.renewToken!, result: .refused("the clocks disagree"), now: later)
         #expect(refused.stopJob == HTTP2JobStop(reason: "ExpiredProviderToken", message: "the clocks disagree"))
         results = machine.takeResults()!
-        #expect(results.finals == 1)
-        #expect(results.outcomes.report.rejected == ["ExpiredProviderToken": 1])
+        #expect(results.finals == 1 && results.retries.isEmpty)
+        #expect(results.outcomes.report.rejected.isEmpty)
+        #expect(results.outcomes.unsettledRows.map(\.line) == [2])
+        #expect(results.outcomes.unsettledRows.map(\.outcome) == [.unsent])
     }
 
-    @Test func expiredProviderTokenWithoutATokenIsRejected() {
+    @Test func expiredProviderTokenWithoutATokenStopsTheJobAndLeavesTheRowUnsent() {
         var machine = Self.openMachine()
         let (id, _) = machine.writing(Self.items(1...1), bearer: nil, now: Self.start)
         let actions = machine.answer(id, status: 403, body: errorBody(.expiredProviderToken), now: Self.start)
         #expect(actions.renewToken == nil)
-        #expect(machine.takeResults()?.outcomes.report.rejected == ["ExpiredProviderToken": 1])
+        #expect(actions.stopJob?.reason == "ExpiredProviderToken")
+        let results = machine.takeResults()!
+        #expect(results.outcomes.report.rejected.isEmpty)
+        #expect(results.outcomes.unsettledRows.map(\.outcome) == [.unsent])
     }
 
     @Test func credentialErrorsStopTheJobWithTheReason() {
@@ -404,9 +415,26 @@ import Testing
         #expect(actions.stopJob?.reason == "InvalidProviderToken")
         #expect(actions.stopJob?.message.contains("key id") == true)
         #expect(!machine.authenticated)
-        let results = machine.takeResults()!
+        var results = machine.takeResults()!
         #expect(results.finals == 1)
-        #expect(results.outcomes.report.rejected == ["InvalidProviderToken": 1])
+        #expect(results.outcomes.report.rejected.isEmpty, "refused for the token: the device never saw it")
+        #expect(results.outcomes.unsettledRows.map(\.outcome) == [.unsent])
+
+        // TooManyProviderTokenUpdates too; a refusal of the certificate rejects the row.
+        let (updates, _) = machine.writing(Self.items(2...2), bearer: nil, now: Self.start)
+        let tooMany = machine.answer(
+            updates,
+            status: 429,
+            body: errorBody(.tooManyProviderTokenUpdates),
+            now: Self.start
+        )
+        #expect(tooMany.stopJob?.reason == "TooManyProviderTokenUpdates")
+        results = machine.takeResults()!
+        #expect(results.outcomes.report.rejected.isEmpty && results.outcomes.report.resent == 0)
+        #expect(results.outcomes.unsettledRows.map(\.line) == [2])
+        let (certificate, _) = machine.writing(Self.items(3...3), bearer: nil, now: Self.start)
+        _ = machine.answer(certificate, status: 403, body: errorBody(.badCertificate), now: Self.start)
+        #expect(machine.takeResults()!.outcomes.report.rejected == ["BadCertificate": 1])
 
         // A GOAWAY whose debug data names a credentials reason stops the job too.
         var other = Self.openMachine()
@@ -482,7 +510,7 @@ import Testing
         #expect(!actions.close)
         var results = machine.takeResults()!
         #expect(results.retries.map(\.row.line) == [1, 2])
-        #expect(results.retries.allSatisfy { $0.attempts == 1 && $0.notBefore == atDeadline })
+        #expect(results.retries.allSatisfy { $0.attempts == 0 && $0.losses == 1 && $0.notBefore == atDeadline })
         #expect(results.outcomes.report.uncertainEvents == 2)
         #expect(results.outcomes.report.resent == 2)
         #expect(machine.roomToWrite(isWritable: true) == 0, "no new rows while the PING is unanswered")
@@ -531,10 +559,11 @@ import Testing
         #expect(results.outcomes.report.uncertainEvents == 2)
         #expect(results.outcomes.report.resent == 0)
 
-        // With resend, a row is sent again only while it has attempts left.
+        // With resend, a row is sent again only while it has losses left (its attempts are the answers').
         var resend = Self.openMachine(onUncertain: .resend)
         var item = Self.items(1...1)[0]
         item.attempts = Self.retry.maximumAttempts - 1
+        item.losses = Self.machine().configuration.maximumLosses - 1
         _ = resend.writing([item], bearer: nil, now: Self.start)
         _ = resend.closed(now: Self.start)
         let last = resend.takeResults()!
@@ -552,7 +581,7 @@ import Testing
         #expect(machine.state == .closed)
         let results = machine.takeResults()!
         #expect(results.retries.map(\.row.line) == [1, 2, 3], "in the order they were sent")
-        #expect(results.retries.allSatisfy { $0.notBefore == later && $0.attempts == 1 })
+        #expect(results.retries.allSatisfy { $0.notBefore == later && $0.attempts == 0 && $0.losses == 1 })
         #expect(results.outcomes.report.uncertainEvents == 3)
         // The close that follows finds nothing left to settle.
         #expect(!machine.closed(now: later).giveBack)

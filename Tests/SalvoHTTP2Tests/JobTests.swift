@@ -461,8 +461,10 @@ import Testing
         let stop = try #require(result.stopped)
         #expect(stop.message.contains("clock"))
         #expect(token.mintCount == 1)
-        #expect(result.report.rejected == ["ExpiredProviderToken": 1])
-        #expect(result.notSent == 49)
+        // The refused row never reached a device: unsent and listed with the 49 others, never rejected.
+        #expect(result.report.rejected.isEmpty)
+        #expect(result.notSent == 50)
+        #expect(Set(result.unsettledRows.map(\.token)) == Set(file.tokens.map(\.hexString)))
     }
 
     @Test func serverThatRefusesTheClientCertificateEndsTheJob() async throws {

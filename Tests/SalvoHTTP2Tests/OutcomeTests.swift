@@ -36,11 +36,19 @@ import Testing
     }
 
     @Test func credentialErrorsStopTheJobAndExpiredTokensRenew() {
-        for reason in [APNSReason.badCertificate, .badCertificateEnvironment, .invalidProviderToken, .forbidden] {
+        for reason in [APNSReason.badCertificate, .badCertificateEnvironment, .forbidden] {
             let body = APNSErrorBody(reason: reason).jsonBytes
             #expect(
                 HTTP2Outcome(status: 403, apnsID: nil, body: body, retryAfter: nil)
                     == .stopJob(status: 403, reason: reason)
+            )
+        }
+        // Refusals of the provider token: the notification went no further, so the row is not rejected.
+        for reason in [APNSReason.invalidProviderToken, .missingProviderToken] {
+            let body = APNSErrorBody(reason: reason).jsonBytes
+            #expect(
+                HTTP2Outcome(status: 403, apnsID: nil, body: body, retryAfter: nil)
+                    == .providerTokenRefused(status: 403, reason: reason)
             )
         }
         let expired = APNSErrorBody(reason: .expiredProviderToken).jsonBytes
@@ -48,7 +56,7 @@ import Testing
         let updates = APNSErrorBody(reason: .tooManyProviderTokenUpdates).jsonBytes
         #expect(
             HTTP2Outcome(status: 429, apnsID: nil, body: updates, retryAfter: 3)
-                == .stopJob(status: 429, reason: .tooManyProviderTokenUpdates)
+                == .providerTokenRefused(status: 429, reason: .tooManyProviderTokenUpdates)
         )
         // A body that is not JSON still gives a reason a report can show.
         #expect(

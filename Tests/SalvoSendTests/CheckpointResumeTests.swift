@@ -165,9 +165,11 @@ import SalvoTestTraits
         try JSONEncoder().encode(manifest).write(to: URL(fileURLWithPath: JobJournal.manifestPath(journal)))
         unlink(JobJournal.checkpointPath(journal))
         let statePath = URL(fileURLWithPath: JobJournal.statePath(journal))
+        // Line L's state is the byte after the header at L.
+        let header = RowJournalHeader.size
         var states = try Data(contentsOf: statePath)
-        #expect((2..<3002).allSatisfy { states[$0] >= RowState.confirmed.rawValue }, "every row settled")
-        states[5 + 2] = RowState.none.rawValue
+        #expect((2..<3002).allSatisfy { states[header + $0] >= RowState.confirmed.rawValue }, "every row settled")
+        states[header + 5 + 2] = RowState.none.rawValue
         try states.write(to: statePath)
         let entry = SuppressionList.Entry(token: tokens[2], timestamp: 1_700_000_000, reason: "InvalidToken")
         let handle = try FileHandle(forWritingTo: suppress)
@@ -182,7 +184,7 @@ import SalvoTestTraits
             if let point = JobJournal.loadCheckpoint(journal, manifest: manifest), seen.insert(point).inserted {
                 let now = try Data(contentsOf: statePath)
                 let passed = point.file > 0 ? tokens.count : max(0, point.line - 2)
-                let unsettled = (0..<passed).filter { now[$0 + 2] < RowState.confirmed.rawValue }
+                let unsettled = (0..<passed).filter { now[header + $0 + 2] < RowState.confirmed.rawValue }
                 #expect(unsettled.isEmpty, "\(point) passes the unsettled rows \(unsettled)")
             }
             try await Task.sleep(for: .milliseconds(5))

@@ -163,8 +163,9 @@ import Testing
     }
 
     @Test func aJournalOfAnotherVersionIsRefused() {
-        // 1: begun by a build that read a bare CR as no line end, so its rows' line numbers are not this build's.
-        for version in [1, 99] {
+        // 1: begun by a build that read a bare CR as no line end, so its rows' line numbers are not this build's;
+        // 2: its state file has no header.
+        for version in [1, 2, 99] {
             var stored = self.stored
             stored.version = version
             guard case .refuse(let message) = self.decide(stored) else {
@@ -172,7 +173,8 @@ import Testing
                 continue
             }
             #expect(message.contains("--journal j holds a job begun by another build"), "\(message)")
-            #expect(message.contains("journal version \(version), this build's is 2"), "\(message)")
+            #expect(message.contains("journal version \(version), this build's is 3"), "\(message)")
+            #expect(message.contains("--journal-restart (rows already delivered may be sent again)"), "\(message)")
             #expect(message.contains("finish the job with the build that started it"), "\(message)")
             #expect(message.contains("start it afresh in another folder"), "\(message)")
             stored.finish = JournalManifest.Finish(exitStatus: 0, report: JobReport())

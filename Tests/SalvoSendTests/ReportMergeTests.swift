@@ -15,6 +15,7 @@ private func report(_ index: Int, of count: Int, delivered: Int = 10, rejected: 
     report.confirmed = delivered
     report.rejected = ["BadDeviceToken": rejected]
     report.seconds = Double(index + 1)
+    report.job = JobFingerprint(settings: ["protocol": "h2", "payload": String(repeating: "ab", count: 32)])
     return report
 }
 

@@ -75,3 +75,35 @@ func round(
         #expect(SoakRules.failures(bad) == ["round 2: 3 token(s) lost, 0 reported uncertain"])
     }
 }
+
+@Suite struct SoakVerdictLineTests {
+    static func report(_ rounds: [SoakRound]) -> SoakReport {
+        SoakReport(
+            interface: "h2",
+            plan: "hostile",
+            tokensPerRound: 1000,
+            connections: 2,
+            onUncertain: "resend",
+            seconds: 10,
+            rounds: rounds,
+            failures: SoakRules.failures(rounds),
+            rules: SoakRules.descriptions
+        )
+    }
+
+    @Test func theVerdictSaysWhetherEveryTokenArrivedExactlyOnce() {
+        #expect(
+            Self.report([round(1), round(2)]).verdictLines == [
+                "soak: PASS — h2, plan hostile, 2 round(s), 2000 rows, 22 reconnects, 10 s",
+                "  ledger: every valid token delivered exactly once",
+            ]
+        )
+        // Duplicates among rows resent as uncertain pass the rules, and are still told.
+        var resent = round(2)
+        resent.duplicated = 2
+        let lines = Self.report([round(1), resent]).verdictLines
+        #expect(lines.first?.hasPrefix("soak: PASS") == true)
+        #expect(lines.dropFirst().first == "  ledger: 0 token(s) never delivered, 2 delivered more than once")
+        #expect(Self.report([]).verdictLines.count == 1, "no rounds, no claim about the ledger")
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import SalvoTestSupport
+import Testing
+
+@testable import SalvoHTTP2
+
+#if canImport(Glibc)
+import Glibc
+import SalvoTestTraits
+#endif
+
+/// `salvo send --protocol h2` against servers that let nothing through, as an operator runs it: the job ends by
+/// itself with exit 3, writes its report, and lists every row in the unsettled file; a second SIGINT ends a job that
+/// waits for SETTINGS within a second.
+@Suite(.offThePool, .serialized, .timeLimit(.minutes(2))) struct HostileServerCommandLineTests {
+    /// `salvo`, built next to the test bundle by `swift build`.
+    static var executable: String? {
+        var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for _ in 0..<3 {
+            let candidate = folder.appendingPathComponent("salvo").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            folder = folder.deletingLastPathComponent()
+        }
+        return nil
+    }
+
+    struct Exit {
+        var status: Int32
+        var seconds: Double
+        var folder: TemporaryFolder
+        var stderr: String
+    }
+
+    /// Runs `salvo send` of 200 rows against a hostile server with `--give-up-seconds 2`; `interruptAfter`: two
+    /// SIGINTs that long after the start, the time then measured from the second.
+    static func send(
+        _ behaviour: HostileHTTP2Server.Behaviour,
+        engine: HTTP2Engine,
+        interruptAfter: Duration? = nil
+    ) async throws -> Exit? {
+        guard let salvo = Self.executable else {
+            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
+            return nil
+        }
+        let identity = CertificateFactory.shared
+        let server = try await HostileHTTP2Server(
+            behaviour: behaviour,
+            certificateChain: [identity.server.certificate],
+            privateKey: identity.server.key
+        )
+        let folder = try TemporaryFolder()
+        _ = try TokenFile(count: HostileServerJobTests.rows, seed: 401, in: folder)
+        try Data(HostileServerJobTests.payload.bytes).write(to: URL(fileURLWithPath: folder.file("payload.json")))
+        let paths = CertificateFactory.sharedFolder
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: salvo)
+        process.currentDirectoryURL = URL(fileURLWithPath: folder.path)
+        process.arguments = [
+            "send", "tokens-401.csv", "--payload", "payload.json", "--cert", paths.client, "--key", paths.clientKey,
+            "--ca", paths.ca, "--connections", "1", "--give-up-seconds", "2", "--report", "report.json", "--quiet",
+            "--protocol", "h2", "--gateway", "127.0.0.1:\(server.port)", "--server-name", "localhost", "--topic",
+            CertificateFactory.sharedTopic, "--push-type", "alert", "--h2-engine", engine.rawValue,
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        let errors = folder.file("stderr.txt")
+        _ = FileManager.default.createFile(atPath: errors, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
+        let clock = ContinuousClock()
+        var start = clock.now
+        try process.run()
+        if let interruptAfter {
+            try await Task.sleep(for: interruptAfter)
+            kill(process.processIdentifier, SIGINT)
+            try await Task.sleep(for: .milliseconds(100))
+            kill(process.processIdentifier, SIGINT)
+            start = clock.now
+        }
+        // Bounded: past 40 s the job is killed, and the test fails on its time.
+        while process.isRunning && clock.now - start < .seconds(40) { try await Task.sleep(for: .milliseconds(20)) }
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        let elapsed = clock.now - start
+        await server.stop()
+        return Exit(
+            status: process.terminationStatus,
+            seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18,
+            folder: folder,
+            stderr: (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
+        )
+    }
+
+    /// The unsettled file's rows (without its header).
+    static func unsettledRows(in folder: TemporaryFolder) -> Int? {
+        guard let text = try? String(contentsOfFile: folder.file("report.unsettled.csv"), encoding: .utf8) else {
+            return nil
+        }
+        return text.split(separator: "\n").count - 1
+    }
+
+    @Test(arguments: [HostileHTTP2Server.Behaviour.noStreams, .goAwayAfterSettings, .refuseEveryStream])
+    func theJobEndsByItselfWithExit3AndListsEveryRow(behaviour: HostileHTTP2Server.Behaviour) async throws {
+        for engine in HTTP2Engine.allCases {
+            guard let exit = try await Self.send(behaviour, engine: engine) else { return }
+            defer { exit.folder.remove() }
+            let what = "\(behaviour), \(engine): exit \(exit.status) after \(exit.seconds) s: \(exit.stderr)"
+            #expect(exit.status == 3, "\(what)")
+            #expect(exit.seconds <= 16, "\(what)")
+            #expect(exit.stderr.contains("--give-up-seconds"), "\(what)")
+            #expect(FileManager.default.fileExists(atPath: exit.folder.file("report.json")), "\(what)")
+            #expect(Self.unsettledRows(in: exit.folder) == HostileServerJobTests.rows, "\(what)")
+        }
+    }
+
+    @Test func aSecondSIGINTEndsAJobWaitingForSettingsWithinASecond() async throws {
+        for engine in HTTP2Engine.allCases {
+            guard let exit = try await Self.send(.silentAfterTLS, engine: engine, interruptAfter: .seconds(1)) else {
+                return
+            }
+            defer { exit.folder.remove() }
+            let what = "\(engine): exit \(exit.status) \(exit.seconds) s after the second SIGINT: \(exit.stderr)"
+            #expect(exit.status == 130, "\(what)")
+            #expect(exit.seconds <= 1, "\(what)")
+            #expect(FileManager.default.fileExists(atPath: exit.folder.file("report.json")), "\(what)")
+            #expect(Self.unsettledRows(in: exit.folder) == HostileServerJobTests.rows, "\(what)")
+        }
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import SalvoEngine
+import SalvoIO
+import SalvoTestSupport
+import SalvoTestTraits
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A second SIGINT ends the process within a second or so whatever the job is waiting on, with a report written.
+@Suite(.offThePool) struct SecondSignalTests {
+    /// A gateway whose TCP accepts (the kernel's backlog) and which never reads or answers a byte: the TLS
+    /// handshake waits. Two SIGINTs: the process ends within 1.5 s of the second, exit 130, and the report accounts
+    /// for every row (settled or not sent) and, when it was cut short, says that the unsettled list is incomplete.
+    @Test func aSecondSIGINTEndsTheProcessWithinASecondAndWritesTheReport() async throws {
+        let (listener, port) = try Socket.listen(host: "127.0.0.1", port: 0)
+        defer { close(listener) }
+        let (folder, _) = try sendFolder("salvo-twice", tokens: 2000, seed: 43)
+        try await Self.interruptTwice(folder: folder, gateway: port, rows: 2000)
+    }
+
+    /// A large input and a gateway that never answers: after the signals the job reads the rest of the input to list
+    /// it as unsent, longer than a second on a slow machine. The process still ends within 1.5 s of the second
+    /// signal; when the job had not returned, the report is the cut-short record and no partial file is left.
+    @Test func aSecondSIGINTDoesNotWaitForTheUnsettledListOfALargeInput() async throws {
+        let (listener, port) = try Socket.listen(host: "127.0.0.1", port: 0)
+        defer { close(listener) }
+        let rows = 1_000_000
+        let (folder, _) = try sendFolder("salvo-twice-big", tokens: 1, seed: 45)
+        var generator = TokenGenerator(seed: 45)
+        var text = "token\n"
+        text.reserveCapacity(65 * (rows + 1))
+        for _ in 0..<rows { text += generator.next().hexString + "\n" }
+        try Data(text.utf8).write(to: folder.appendingPathComponent("tokens.csv"))
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try await Self.interruptTwice(folder: folder, gateway: port, rows: rows)
+    }
+
+    /// Sends `folder`'s tokens to `gateway` (which never answers), SIGINT twice, and checks the bound and the record.
+    static func interruptTwice(folder: URL, gateway port: Int, rows count: Int) async throws {
+        guard let salvo = InterruptionTests.builtExecutable else { return }
+        let paths = CertificateFactory.sharedFolder
+        let report = folder.appendingPathComponent("report.json")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: salvo)
+        process.currentDirectoryURL = folder
+        process.arguments = [
+            "send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:\(port)",
+            "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca, "--connections", "1",
+            "--report", report.path, "--quiet",
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        // Connected and waiting on the handshake.
+        try await Task.sleep(for: .milliseconds(1500))
+        #expect(process.isRunning, "the job waits on a gateway that never answers")
+        kill(process.processIdentifier, SIGINT)
+        try await Task.sleep(for: .milliseconds(300))
+        let clock = ContinuousClock()
+        kill(process.processIdentifier, SIGINT)
+        let second = clock.now
+        while process.isRunning && clock.now - second < .seconds(10) { try await Task.sleep(for: .milliseconds(20)) }
+        let took = clock.now - second
+        if process.isRunning {
+            process.terminate()
+            Issue.record("salvo still ran 10 s after the second SIGINT")
+            return
+        }
+        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(took < .milliseconds(1500), "ended \(took) after the second signal: \(text)")
+        #expect(process.terminationStatus == 130, "\(text)")
+        let decoded = try JSONDecoder().decode(JobReport.self, from: Data(contentsOf: report))
+        #expect(decoded.stopped?.contains("SIGINT") == true)
+        #expect(decoded.delivered == 0, "the gateway never answered")
+        let accounted =
+            decoded.delivered + decoded.rejectedTotal + decoded.expired + decoded.uncertain + decoded.notSent
+        #expect(accounted == decoded.validRows, "every row in exactly one field: \(decoded)")
+        if let cutShort = decoded.cutShort {
+            // The job did not return in time: the record says what it lacks.
+            #expect(cutShort.contains("the unsettled list is incomplete"))
+            #expect(decoded.outputFailures?.contains { $0.output == "unsettled" } == true)
+            #expect(text.contains("did not stop within 1.0 s"), "\(text)")
+            #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("report.unsettled.csv").path))
+        } else {
+            #expect(decoded.validRows == count)
+        }
+        let left = try FileManager.default.contentsOfDirectory(atPath: folder.path)
+        #expect(!left.contains { $0.contains(".salvo-") || $0.contains(".untaken-") }, "no leftovers: \(left)")
+    }
+}
