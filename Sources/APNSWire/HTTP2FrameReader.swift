@@ -57,6 +57,9 @@ public struct HTTP2FrameReader {
     /// A header block longer than this (over CONTINUATION frames) ends the connection: APNs headers are small.
     public static let maximumHeaderBlock = 64 << 10
 
+    /// The longest header block this reader takes (`maximumHeaderBlock` unless the reader was made with another).
+    public let headerBlockLimit: Int
+
     private var sawPreface = false
     private var sawSettings = false
     private var continuing: (streamID: UInt32, block: ByteBuffer, endStream: Bool)?
@@ -64,12 +67,16 @@ public struct HTTP2FrameReader {
     public private(set) var goAwayDebugData = ByteBuffer()
 
     /// A reader of the frames a client sends (after the client preface).
-    public init() {}
+    public init() { self.headerBlockLimit = Self.maximumHeaderBlock }
 
     /// With `fromServer`, a reader of the frames a server sends: no preface, SETTINGS first (RFC 9113 §3.4), as
     /// the HTTP/2 client engine reads them.
-    public init(fromServer: Bool) {
+    ///
+    /// - Parameter headerBlockLimit: the longest header block taken (a client that announces a large
+    ///   `SETTINGS_MAX_HEADER_LIST_SIZE` reads blocks that large).
+    public init(fromServer: Bool, headerBlockLimit: Int = HTTP2FrameReader.maximumHeaderBlock) {
         self.sawPreface = fromServer
+        self.headerBlockLimit = headerBlockLimit
     }
 
     /// The next frame in `buffer` (advancing its reader index), or nil when it needs more bytes.
@@ -154,8 +161,8 @@ public struct HTTP2FrameReader {
             guard var continuing = self.continuing else {
                 throw HTTP2ConnectionError(.protocolError, "CONTINUATION without HEADERS")
             }
-            guard continuing.block.readableBytes + payload.readableBytes <= Self.maximumHeaderBlock else {
-                throw HTTP2ConnectionError(.enhanceYourCalm, "a header block over \(Self.maximumHeaderBlock) bytes")
+            guard continuing.block.readableBytes + payload.readableBytes <= self.headerBlockLimit else {
+                throw HTTP2ConnectionError(.enhanceYourCalm, "a header block over \(self.headerBlockLimit) bytes")
             }
             self.continuing = nil
             continuing.block.writeBuffer(&payload)

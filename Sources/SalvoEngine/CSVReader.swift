@@ -75,7 +75,7 @@ final class CSVReader {
     @exclusivity(unchecked) private var startedFile = false
     private let maximumRecordBytes: Int
 
-    @exclusivity(unchecked) private var fieldList = FieldList(capacity: 16)
+    @exclusivity(unchecked) private var fieldList: FieldList
     /// The fields of the record `next()` last returned; valid until the next call.
     var fields: UnsafeBufferPointer<Field> { self.fieldList.fields }
     /// The file offset of the record `next()` last returned.
@@ -97,8 +97,10 @@ final class CSVReader {
         }
         self.path = path
         self.descriptor = descriptor
+        // Allocated only once the file is open: an init that throws runs no deinit, which would free them.
         self.capacity = max(chunkSize, 4096)
         self.buffer = .allocate(capacity: self.capacity)
+        self.fieldList = FieldList(capacity: 16)
         self.maximumRecordBytes = maximumRecordBytes
     }
 

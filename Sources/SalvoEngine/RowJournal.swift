@@ -87,7 +87,7 @@ public final class RowJournal: @unchecked Sendable {
         lineCounts: [Int],
         job: JournalJobID?
     ) throws(JobError) -> RowJournal {
-        let (descriptor, found) = try Self.openChecked(statePath, rows: lineCounts.reduce(0, +))
+        let (descriptor, found) = try Self.openChecked(statePath, rows: RowJournalCheck.rowCount(lineCounts))
         let journal = try RowJournal(
             descriptor: descriptor,
             statePath: statePath,
@@ -104,7 +104,7 @@ public final class RowJournal: @unchecked Sendable {
     public convenience init(statePath: String, logPath: String, lineCounts: [Int]) throws(JobError) {
         var status = stat()
         if stat(statePath, &status) == 0 && status.st_size > 0 {
-            let (descriptor, found) = try Self.openChecked(statePath, rows: lineCounts.reduce(0, +))
+            let (descriptor, found) = try Self.openChecked(statePath, rows: RowJournalCheck.rowCount(lineCounts))
             try self.init(
                 descriptor: descriptor,
                 statePath: statePath,

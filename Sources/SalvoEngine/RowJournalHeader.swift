@@ -139,6 +139,9 @@ public struct RowJournalCheck: Sendable {
             return
         }
         self.header = header
+        if file[40..<RowJournalHeader.size].contains(where: { $0 != 0 }) {
+            self.problems.append("its header's reserved bytes (offsets 40–63) are not zero")
+        }
         if header.layout != RowJournalHeader.layout {
             self.problems.append(
                 "its header names row layout \(header.layout); this build reads layout \(RowJournalHeader.layout)"
@@ -176,9 +179,25 @@ public struct RowJournalCheck: Sendable {
         }
     }
 
+    /// The rows of a job whose files have `lineCounts` lines (as its manifest says, which may be damaged too):
+    /// `Int.max` for a negative count or a sum that overflows, which no file matches.
+    public static func rowCount(_ lineCounts: [Int]) -> Int {
+        var total = 0
+        for count in lineCounts {
+            guard count >= 0 else { return Int.max }
+            let (sum, overflow) = total.addingReportingOverflow(count)
+            guard !overflow else { return Int.max }
+            total = sum
+        }
+        return total
+    }
+
     /// What is wrong with a state file of `size` bytes for `rows` rows, nil when the size is right.
     public static func sizeProblem(size: Int, rows: Int) -> String? {
-        let expected = RowJournalHeader.size + rows
+        // `rows` may come from a damaged header: any value, so no arithmetic that can trap on it.
+        guard rows >= 0 else { return "its header counts \(rows) rows" }
+        let (expected, overflow) = RowJournalHeader.size.addingReportingOverflow(rows)
+        guard !overflow else { return "its header counts \(rows) rows, more than any file can hold" }
         guard size != expected else { return nil }
         return "it holds \(size) bytes; the job's \(rows) rows need \(expected) (a 64-byte header and one byte a row): "
             + (size < expected ? "it was cut short" : "it has bytes past its end")

@@ -62,8 +62,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver
             HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
             HTTP2Setting(parameter: .maxHeaderListSize, value: HTTP2AnswerDecoder.maximumHeaderList),
         ]
-        configuration.maximumSequentialContinuationFrames =
-            HTTP2AnswerDecoder.maximumHeaderList / HTTP2FrameReader.maximumFrameSize
+        // Enough CONTINUATION frames of 1 KiB for the whole list: a server may cut its blocks small.
+        configuration.maximumSequentialContinuationFrames = HTTP2AnswerDecoder.maximumHeaderList / 1024
         // The request headers are built by `HTTP2RequestTemplate`, valid by construction; checking them again costs
         // a few percent per request.
         configuration.headerBlockValidation = .disabled

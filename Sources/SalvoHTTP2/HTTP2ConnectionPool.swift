@@ -24,14 +24,18 @@ final class HTTP2ConnectionPool: Sendable {
     private let state: NIOLockedValueBox<State>
     private let job: HTTP2JobContext
     private let timerLoop: any EventLoop
+    /// The job's rows as estimated while its input is read (a job whose count is not known at the start).
+    private let estimatedRows: (@Sendable () -> Int)?
 
     init(
         configuration: HTTP2ClientConfiguration,
         sslContext: NIOSSLContext?,
         job: HTTP2JobContext,
         group: any EventLoopGroup,
-        rows: Int = Int.max
+        rows: Int = Int.max,
+        estimatedRows: (@Sendable () -> Int)? = nil
     ) {
+        self.estimatedRows = estimatedRows
         let sizer = configuration.maximumConnections.map { maximum in
             var sizing = HTTP2ConnectionSizer.Configuration(initial: configuration.connections, maximum: maximum)
             sizing.targetRate = Double(configuration.rate ?? HTTP2ConnectionSizer.nearbyRate)
@@ -79,13 +83,15 @@ final class HTTP2ConnectionPool: Sendable {
 
     func start() {
         let (started, sizing) = self.state.withLockedValue { ($0.started, $0.sizer != nil) }
+        // The first step is sized as soon as the first handshake tells the distance (set before any connect), so
+        // the connections it opens start a timer tick earlier; the timer then measures and grows.
+        if sizing {
+            self.job.onFirstHandshake.withLockedValue { hook in
+                hook = { [weak self] in self?.size() }
+            }
+        }
         for slot in self.slots.prefix(started) { slot.start() }
         guard sizing else { return }
-        // The first step is sized as soon as the first handshake tells the distance, so the connections it opens
-        // start a timer tick earlier; the timer then measures and grows.
-        self.job.onFirstHandshake.withLockedValue { hook in
-            hook = { [weak self] in self?.size() }
-        }
         let timer = self.timerLoop.scheduleRepeatedTask(initialDelay: .milliseconds(50), delay: .milliseconds(50)) {
             [self] _ in self.size()
         }
@@ -117,8 +123,10 @@ final class HTTP2ConnectionPool: Sendable {
                 handshake: recorded.handshake
             )
         }
+        let rows = self.estimatedRows?()
         let (from, to) = self.state.withLockedValue { state -> (Int, Int) in
             guard var sizer = state.sizer else { return (0, 0) }
+            if let rows { sizer.estimate(rows: rows) }
             if let roundTrip = seen.roundTrip { sizer.observe(roundTrip: roundTrip) }
             if let handshake = seen.handshake { sizer.observe(handshake: handshake) }
             let decision = sizer.evaluate(

@@ -69,7 +69,7 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
     /// stream of a token-authenticated connection before its first answer: what APNs and the simulator announce.
     static let assumedStreams = 1000
 
-    let configuration: Configuration
+    private(set) var configuration: Configuration
     /// Connections opened so far (the initial ones included).
     private(set) var connections: Int
     /// The shortest round trip measured; nil before the first answer.
@@ -96,6 +96,13 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
         self.connections = configuration.initial
         self.settled = configuration.initial >= configuration.maximum
         self.lastTime = now
+    }
+
+    /// The job's rows as estimated so far, for a job that reads its input while it sends (the count is not known
+    /// at the start): 0 or less says nothing yet.
+    mutating func estimate(rows: Int) {
+        guard rows > 0 else { return }
+        self.configuration.rows = rows
     }
 
     /// A measured round trip (a request to its answer): the shortest is kept.

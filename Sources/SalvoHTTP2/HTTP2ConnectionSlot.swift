@@ -189,7 +189,12 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                             metadata: ["ready": "\(handler.isReady)", "answered": "\(handler.answered)"]
                         )
                         if !handler.isReady, let hopeless = handler.hopeless { self.stopJob(hopeless) }
-                        self.closed(id, wasReady: handler.isReady, answered: handler.answered, finished: handler.finished)
+                        self.closed(
+                            id,
+                            wasReady: handler.isReady,
+                            answered: handler.answered,
+                            finished: handler.finished
+                        )
                     }
                     if self.stopped { channel.close(promise: nil) }
                 case .failure(let error):

@@ -570,8 +570,15 @@ struct HTTP2ConnectionStateMachine {
 
     /// A row whose provider token was refused: the device never saw it, so it is not rejected but left unsent,
     /// listed as unsettled (the job stops with it; sending the unsettled rows again sends it).
+    /// A row that goes no further in this job: unsent when none of its sends can have reached the device (a
+    /// refusal, a 429/500/503, a token refused), so a later run sends it as new; unanswered (written, and it may
+    /// have arrived) when an earlier send was lost with its stream or connection.
+    private mutating func leaveUnsettled(_ item: HTTP2WorkItem) {
+        self.outcomes.leave(item.row, item.losses > 0 ? .unanswered : .unsent)
+    }
+
     private mutating func refusedForToken(_ item: HTTP2WorkItem) {
-        self.outcomes.leave(item.row, .unsent)
+        self.leaveUnsettled(item)
         self.finals += 1
     }
 
@@ -609,7 +616,7 @@ struct HTTP2ConnectionStateMachine {
         item.unanswered = false
         let retry = self.configuration.retry
         guard retry.allowsRetry(after: item.attempts) else {
-            self.outcomes.leave(item.row, .unsent)
+            self.leaveUnsettled(item)
             self.finals += 1
             return
         }
@@ -629,7 +636,7 @@ struct HTTP2ConnectionStateMachine {
         var item = item
         item.refusals += 1
         guard item.refusals < self.configuration.maximumRefusals else {
-            self.outcomes.leave(item.row, .unsent)
+            self.leaveUnsettled(item)
             self.finals += 1
             return
         }

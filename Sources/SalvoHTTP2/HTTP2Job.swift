@@ -96,12 +96,16 @@ public enum HTTP2Job {
             reconnect: client.reconnect,
             logger: client.logger
         )
+        // An input read while it is sent: its rows as estimated from what was read so far.
+        var estimatedRows: (@Sendable () -> Int)?
+        if !summary.isFinal { estimatedRows = { source.estimatedValidRows } }
         let pool = HTTP2ConnectionPool(
             configuration: client,
             sslContext: sslContext,
             job: job,
             group: loops,
-            rows: summary.validRows
+            rows: summary.isFinal ? summary.validRows : Int.max,
+            estimatedRows: estimatedRows
         )
         pool.start()
         let ticker = progress.map { callback in

@@ -55,7 +55,8 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     private var timer: Scheduled<Void>?
     private var wakeUp: Scheduled<Void>?
 
-    private var reader = HTTP2FrameReader(fromServer: true)
+    /// Reads header blocks as large as the header list the client announces.
+    private var reader = HTTP2FrameReader(fromServer: true, headerBlockLimit: HTTP2AnswerDecoder.maximumHeaderList)
     /// Whether this connection wrote a request yet (the job's start is timed by each connection's first).
     private var wroteFirst = false
     /// When TCP connected, to time the TLS handshake (the first measure of the distance, for the sizer).

@@ -24,19 +24,23 @@ public struct BulkSend: Sendable {
     public var finishedJob: JournalManifest.Finish? { self.journal?.manifest.finish }
     /// When `prepare` began (`DispatchTime` uptime nanoseconds): the report's `firstRowSeconds` counts from here.
     public var startedAt: UInt64 = 0
+    /// What every output file and the journal's finish pass through: a record written without the job (a second
+    /// signal's deadline) closes it, and nothing of the job's reaches the paths afterwards.
+    public let outputGate = OutputGate()
 
     /// Validates the input and the outputs.
     ///
+    /// - Parameter stop: a stop requested while the journal's lock is awaited (`--wait-for-journal`) ends the wait.
     /// - Throws: `JobError(.input)` for a file that cannot be read at all, `JobError(.output)` for an output that
     ///   cannot be written or would overwrite an input or another output.
-    public static func prepare(_ request: SendRequest) throws(JobError) -> BulkSend {
+    public static func prepare(_ request: SendRequest, stop: JobStop? = nil) throws(JobError) -> BulkSend {
         let startedAt = DispatchTime.now().uptimeNanoseconds
-        var send = try Self.open(request)
+        var send = try Self.open(request, stop: stop)
         send.startedAt = startedAt
         return send
     }
 
-    private static func open(_ request: SendRequest) throws(JobError) -> BulkSend {
+    private static func open(_ request: SendRequest, stop: JobStop?) throws(JobError) -> BulkSend {
         guard !request.files.isEmpty else { throw JobError(.input, "name at least one token file") }
         try OutputFiles.check(request.outputs, inputs: request.files)
         var suppression: SuppressionList?
@@ -65,7 +69,9 @@ public struct BulkSend: Sendable {
         if let options = request.journal {
             // One run per journal, from before the manifest is read until the run's record is written (the lock
             // goes with the journal; a refusal below releases it).
-            lock = try JournalLock.acquire(options.directory, waitSeconds: options.waitSeconds)
+            var stopped: (@Sendable () -> String?)?
+            if let stop { stopped = { stop.reason } }
+            lock = try JournalLock.acquire(options.directory, waitSeconds: options.waitSeconds, stopped: stopped)
             // A restart begins the job again over whatever the folder holds (a damaged or foreign journal included).
             stored = options.restart ? nil : try JobJournal.loadManifest(options.directory)
             // The files are hashed beside the opening (and, for a new job, their line ends counted: they size its
@@ -231,7 +237,8 @@ public struct BulkSend: Sendable {
                 notSent: 0,
                 connectionErrors: []
             )
-            OutputFiles.write(&result, to: SendOutputs(report: self.request.outputs.report))
+            OutputFiles.write(&result, to: SendOutputs(report: self.request.outputs.report), gate: self.outputGate)
+            self.recordWhole()
             return result
         }
         let resend = self.request.onUncertain == .resend
@@ -276,12 +283,17 @@ public struct BulkSend: Sendable {
         result.unsettledRows = self.inInputOrder(result.unsettledRows)
         // The outputs first: a job whose rejects, unsettled or unregistered file could not be written is not recorded
         // finished, so that the same command again (sending nothing: every row is settled) writes them.
-        OutputFiles.write(&result, to: self.request.outputs)
+        OutputFiles.write(&result, to: self.request.outputs, gate: self.outputGate)
         let outputsLost = result.outputFailures.contains { $0.output != "report" }
         if result.stopped == nil && result.report.stopped == nil && result.error == nil && !outputsLost {
-            try journal.finish(JournalManifest.Finish(exitStatus: result.isComplete ? 0 : 1, report: result.report))
+            // Through the gate, completing the record: a job recorded finished has its outputs at their paths.
+            try journal.finish(
+                JournalManifest.Finish(exitStatus: result.isComplete ? 0 : 1, report: result.report),
+                through: self.outputGate
+            )
         } else {
             journal.stopSyncing()
+            self.recordWhole()
         }
         return result
     }
@@ -313,7 +325,10 @@ public struct BulkSend: Sendable {
                 notSent: 0,
                 connectionErrors: []
             )
-            if write { OutputFiles.write(&result, to: self.request.outputs) }
+            if write {
+                OutputFiles.write(&result, to: self.request.outputs, gate: self.outputGate)
+                self.recordWhole()
+            }
             return result
         }
         // The rows a stopped job never took: spilled beside the unsettled file as they are read, not held in memory
@@ -351,8 +366,16 @@ public struct BulkSend: Sendable {
         result.report.suppressed = final.suppressed
         result.report.reregistered = final.reregistered
         if final.duplicates > 0 { result.report.duplicates = final.duplicates }
-        if write { OutputFiles.write(&result, to: self.request.outputs) }
+        if write {
+            OutputFiles.write(&result, to: self.request.outputs, gate: self.outputGate)
+            self.recordWhole()
+        }
         return result
+    }
+
+    /// The job's record is written whole: a deadline that comes now leaves it as it is.
+    private func recordWhole() {
+        _ = try? self.outputGate.pass(completing: true) {}
     }
 
     private func runBinary(

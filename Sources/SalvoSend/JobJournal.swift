@@ -24,7 +24,8 @@ public final class JobJournal: @unchecked Sendable {
     public let rows: RowJournal?
     /// This run's hold on the folder, released when the journal is.
     public let lock: JournalLock?
-    /// Syncs the rows and the log every `syncInterval` while the job runs (confined to its own queue).
+    /// Syncs the rows and the log every `syncInterval` while the job runs. Confined to `queue`: made, cancelled and
+    /// cleared only there (`startSyncing` and `stopSyncing` may be called from any thread).
     private var timer: DispatchSourceTimer?
     /// Where the rows' source is settled up to (`TokenSource.settledCheckpoint`), asked at each sync; and the last
     /// checkpoint written (both confined to `queue` while syncing).
@@ -368,19 +369,30 @@ public final class JobJournal: @unchecked Sendable {
     /// Syncs the marks every `syncInterval` until `stopSyncing()`; with `checkpoint`, each sync also records the
     /// checkpoint it gives, when it moved.
     public func startSyncing(checkpoint: (@Sendable () -> InputCheckpoint?)? = nil) {
-        guard self.rows != nil, self.timer == nil else { return }
-        self.queue.sync { self.checkpoint = checkpoint }
-        let timer = DispatchSource.makeTimerSource(queue: self.queue)
-        timer.schedule(deadline: .now() + Self.syncInterval, repeating: Self.syncInterval)
-        timer.setEventHandler { [weak self] in self?.sync() }
-        timer.resume()
-        self.timer = timer
+        guard self.rows != nil else { return }
+        self.queue.sync {
+            guard self.timer == nil else { return }
+            self.checkpoint = checkpoint
+            let timer = DispatchSource.makeTimerSource(queue: self.queue)
+            timer.schedule(deadline: .now() + Self.syncInterval, repeating: Self.syncInterval)
+            timer.setEventHandler { [weak self] in self?.sync() }
+            timer.resume()
+            self.timer = timer
+        }
     }
 
     /// Stops the periodic sync and syncs once more.
     public func stopSyncing() {
-        self.timer?.cancel()
-        self.timer = nil
+        self.queue.sync {
+            self.timer?.cancel()
+            self.timer = nil
+            self.sync()
+        }
+    }
+
+    /// Syncs the marks (and the checkpoint) now, leaving the periodic sync as it is: for a caller that is not the
+    /// job's (the record a second signal's deadline writes), which must not stop what the job's thread started.
+    public func syncNow() {
         self.queue.sync { self.sync() }
     }
 
@@ -435,14 +447,26 @@ public final class JobJournal: @unchecked Sendable {
     }
 
     /// Records that the job finished, with its report and exit status (once a new job's hashes are in).
-    public func finish(_ finish: JournalManifest.Finish) throws(JobError) {
+    ///
+    /// - Parameter gate: the manifest is written through it, completing the job's record (`OutputGate`); once it is
+    ///   closed the job is not recorded finished.
+    /// - Returns: false when the gate refused it.
+    @discardableResult
+    public func finish(_ finish: JournalManifest.Finish, through gate: OutputGate? = nil) throws(JobError) -> Bool {
         self.stopSyncing()
         self.hashing.wait()
-        let saved: Result<Void, JobError> = self.queue.sync {
-            self.current.finish = finish
-            return Result { () throws(JobError) in try self.save() }
+        let record = { () throws(JobError) -> Void in
+            let saved: Result<Void, JobError> = self.queue.sync {
+                self.current.finish = finish
+                return Result { () throws(JobError) in try self.save() }
+            }
+            try saved.get()
         }
-        try saved.get()
+        guard let gate else {
+            try record()
+            return true
+        }
+        return try gate.pass(completing: true, record)
     }
 
     /// A new job's hashes, recorded in its manifest when `fingerprints` has read them (the job sends meanwhile).

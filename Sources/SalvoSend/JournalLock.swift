@@ -13,7 +13,8 @@ import Glibc
 /// (`deinit`) or the process ends in any way (a crash, `kill -9`, a deleted pod), so a holder that is gone never
 /// blocks the job; and two opens in one process exclude each other as two processes do. Linux carries these locks
 /// to NFS servers as byte-range locks (NLM for NFSv3, the protocol's own for NFSv4), so they hold across the nodes of
-/// a shared volume; a mount that cannot lock (NFS with `nolock`: ENOLCK) is refused rather than trusted.
+/// a shared volume. A mount whose locks stay on this node (NFS with `nolock` or `local_lock=`, read from the mount's
+/// options: there the lock call succeeds) or that cannot lock at all (ENOLCK) is refused rather than trusted.
 public final class JournalLock: @unchecked Sendable {
     public let path: String
     private let descriptor: Int32
@@ -46,11 +47,17 @@ public final class JournalLock: @unchecked Sendable {
     deinit { close(self.descriptor) }
 
     /// Takes the lock of the journal in `directory` (the folder is created when missing), waiting at most
-    /// `waitSeconds` for a holder to end (polled every 100 ms; 0: not at all).
+    /// `waitSeconds` for a holder to end (polled every 100 ms; 0: not at all). Blocks its thread while it waits: an
+    /// async caller runs it on a thread of its own.
     ///
+    /// - Parameter stopped: asked at each poll; a reason (a signal's) ends the wait, thrown as `JobError(.input)`.
     /// - Throws: `JobError(.input)` naming the holder when another run holds the journal (after the wait), or saying
     ///   that the volume cannot lock; `JobError(.output)` when the folder or the lock file cannot be made.
-    public static func acquire(_ directory: String, waitSeconds: Double = 0) throws(JobError) -> JournalLock {
+    public static func acquire(
+        _ directory: String,
+        waitSeconds: Double = 0,
+        stopped: (@Sendable () -> String?)? = nil
+    ) throws(JobError) -> JournalLock {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
@@ -60,6 +67,14 @@ public final class JournalLock: @unchecked Sendable {
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
             throw JobError(.output, "--journal \(directory): cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        if let problem = Self.volumeProblem(directory: directory) {
+            close(descriptor)
+            throw JobError(
+                .input,
+                "--journal \(directory): \(problem), so a second run of the job on another node could not be kept "
+                    + "out: mount the volume without `nolock` (and with `local_lock=none`), or use a local disk"
+            )
         }
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, min(waitSeconds, 1e9)) * 1e9)
         while true {
@@ -79,6 +94,15 @@ public final class JournalLock: @unchecked Sendable {
                     .input,
                     "--journal \(directory) is held by another run of the job (\(holder))\(waited): one run "
                         + "per journal. Wait for it to end, or give --wait-for-journal SECONDS to wait for it"
+                )
+            }
+            if let reason = stopped?() {
+                let holder = Self.holderText(descriptor)
+                close(descriptor)
+                throw JobError(
+                    .input,
+                    "--journal \(directory): stopped waiting for the run holding it (\(holder)): \(reason); nothing "
+                        + "was sent"
                 )
             }
             usleep(100_000)
@@ -131,9 +155,9 @@ public final class JournalLock: @unchecked Sendable {
         if failure == ENOLCK || failure == EOPNOTSUPP || failure == ENOSYS || failure == EINVAL {
             return JobError(
                 .input,
-                "--journal \(directory): the volume cannot lock files (\(reason); an NFS mount with `nolock`, or a "
-                    + "file system without POSIX locks), so a second run of the job could not be kept out: put the "
-                    + "journal on a volume that locks (NFS without `nolock`, or a local disk)"
+                "--journal \(directory): the volume cannot lock files (\(reason): a file system without POSIX "
+                    + "locks, or NFS without its lock service), so a second run of the job could not be kept out: "
+                    + "put the journal on a volume that locks (NFS without `nolock`, or a local disk)"
             )
         }
         return JobError(.input, "--journal \(directory): cannot lock \(Self.path(directory)): \(reason)")

@@ -3,7 +3,10 @@ import SalvoEngine
 /// Folds what earlier runs of a journaled job settled into this run's result, so that the report covers the whole
 /// job: their confirmed, presumed, rejected (with the reasons of the reject log) and expired rows, and the rows
 /// they left uncertain, which this run sent again (`--on-uncertain resend`: counted by this run) or counts as
-/// uncertain and lists in the unsettled file (`report`). A pure function of its arguments.
+/// uncertain and lists in the unsettled file (`report`). The tokens among the refused rows that the service called
+/// unregistered (HTTP/2 410) or invalid go to `unregistered` as a run refusing them lists them, so a run after one
+/// whose `--unregistered` file could not be written writes them (dated by this run: the log keeps no date). A pure
+/// function of its arguments.
 enum JournalResume {
     /// The reason of a refused row whose log line a crash cut off.
     static let unrecordedReason = "Unrecorded"
@@ -33,6 +36,18 @@ enum JournalResume {
                     reason: reason
                 )
             )
+            if let record, record.status == 410 || RowOutcomes.tokenReasons.contains(record.reason) {
+                result.unregistered.append(
+                    UnregisteredToken(
+                        file: Self.name(row, files),
+                        line: row.line,
+                        token: row.token.hexString,
+                        // The log keeps no date: the list dates the entry when it is merged (now).
+                        timestamp: nil,
+                        reason: record.reason
+                    )
+                )
+            }
         }
         if !resendUncertain {
             result.report.uncertain += tally.uncertainRows.count

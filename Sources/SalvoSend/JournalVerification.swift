@@ -96,7 +96,7 @@ public struct JournalVerification: Sendable {
     }
 
     private mutating func verify(_ state: Data, path: String, manifest: JournalManifest?) {
-        let rows = manifest.map { $0.lineCounts.reduce(0, +) }
+        let rows = manifest.map { RowJournalCheck.rowCount($0.lineCounts) }
         let job = manifest?.job.flatMap(JournalJobID.init(hex:))
         let check = state.withUnsafeBytes { RowJournalCheck($0, rows: rows, job: job) }
         self.check = check

@@ -71,7 +71,10 @@ enum OutputFiles {
     /// Each failure goes to `result.outputFailures` (the console names them; the exit status is 3) and, but for the
     /// report's own, to the report's `outputFailures`. A file that failed is removed from its path with any older
     /// file there, which would describe another run (a suppression file merged into keeps its earlier entries).
-    static func write(_ result: inout SendResult, to outputs: SendOutputs) {
+    ///
+    /// With `gate`, every file made beside an output, every rename over one and every removal passes through it:
+    /// once it is closed (the record was written without the job), nothing more reaches the paths.
+    static func write(_ result: inout SendResult, to outputs: SendOutputs, gate: OutputGate? = nil) {
         var failures: [OutputFailure] = []
         func attempt(_ output: String, _ path: String, rows: Int?, _ body: () throws(JobError) -> Void) {
             do throws(JobError) {
@@ -80,21 +83,32 @@ enum OutputFiles {
                 failures.append(
                     OutputFailure(output: output, path: path, error: Self.reason(error, path: path), rowsMissing: rows)
                 )
-                if output != "unregistered" { unlink(path) }
+                if output != "unregistered" {
+                    if let gate { _ = try? gate.pass { unlink(path) } } else { unlink(path) }
+                }
             }
         }
         if let path = outputs.rejects {
             let rows = result.inputRejects.count + result.rejectedRows.count
-            attempt("rejects", path, rows: rows) { () throws(JobError) in try Self.writeRejects(result, to: path) }
+            attempt("rejects", path, rows: rows) { () throws(JobError) in
+                try Self.writeRejects(result, to: path, gate: gate)
+            }
         }
         if let path = outputs.unsettled {
             let rows = result.unsettledCount
-            attempt("unsettled", path, rows: rows) { () throws(JobError) in try Self.writeUnsettled(result, to: path) }
+            attempt("unsettled", path, rows: rows) { () throws(JobError) in
+                try Self.writeUnsettled(result, to: path, gate: gate)
+            }
         }
         if let path = outputs.unregistered {
             let rows = result.unregistered.count
             attempt("unregistered", path, rows: rows) { () throws(JobError) in
-                try Self.mergeUnregistered(result, into: path)
+                // Merged in place by the list (read, then written whole): the whole merge passes the gate.
+                if let gate {
+                    try gate.passOrThrow(path) { () throws(JobError) in try Self.mergeUnregistered(result, into: path) }
+                } else {
+                    try Self.mergeUnregistered(result, into: path)
+                }
             }
         }
         result.report.outputFailures = failures.isEmpty ? nil : failures
@@ -108,7 +122,7 @@ enum OutputFiles {
                 } catch {
                     throw JobError(.output, "\(path): cannot encode the report: \(error)")
                 }
-                try Self.write(data, to: path)
+                try Self.write(data, to: path, gate: gate)
             }
         }
         result.outputFailures = failures
@@ -120,8 +134,8 @@ enum OutputFiles {
         return error.message.hasPrefix(prefix) ? String(error.message.dropFirst(prefix.count)) : error.message
     }
 
-    private static func writeRejects(_ result: SendResult, to path: String) throws(JobError) {
-        let writer = try AtomicFileWriter(path: path)
+    private static func writeRejects(_ result: SendResult, to path: String, gate: OutputGate?) throws(JobError) {
+        let writer = try Self.writer(path, gate)
         try writer.write(RejectedRow.csvHeader + "\n")
         for reject in result.inputRejects {
             try writer.write(
@@ -130,17 +144,17 @@ enum OutputFiles {
             )
         }
         for row in result.rejectedRows { try writer.write(row.csvLine + "\n") }
-        try writer.commit()
+        try Self.commit(writer, gate)
     }
 
-    private static func writeUnsettled(_ result: SendResult, to path: String) throws(JobError) {
+    private static func writeUnsettled(_ result: SendResult, to path: String, gate: OutputGate?) throws(JobError) {
         var csv = UnsettledRow.csvHeader + "\n"
         for row in result.unsettledRows { csv += row.csvLine + "\n" }
         if let tail = result.unsettledTail, tail.count > 0 {
-            try Self.write(csv, then: tail, to: path)
+            try Self.write(csv, then: tail, to: path, gate: gate)
         } else {
             result.unsettledTail?.remove()
-            try Self.write(Data(csv.utf8), to: path)
+            try Self.write(Data(csv.utf8), to: path, gate: gate)
         }
     }
 
@@ -155,11 +169,16 @@ enum OutputFiles {
 
     /// `text`, then the tail's spill file copied a MiB at a time (never whole in memory), written atomically. The
     /// spill is removed.
-    private static func write(_ text: String, then tail: UnsettledTail, to path: String) throws(JobError) {
+    private static func write(
+        _ text: String,
+        then tail: UnsettledTail,
+        to path: String,
+        gate: OutputGate?
+    ) throws(JobError) {
         tail.finish()
         defer { tail.remove() }
         if let failure = tail.failure { throw JobError(.output, failure) }
-        let writer = try AtomicFileWriter(path: path)
+        let writer = try Self.writer(path, gate)
         try writer.write(text)
         if let spill = tail.path {
             let input = open(spill, O_RDONLY | O_CLOEXEC)
@@ -178,12 +197,28 @@ enum OutputFiles {
                 try writer.write(buffer[0..<count])
             }
         }
-        try writer.commit()
+        try Self.commit(writer, gate)
     }
 
-    private static func write(_ data: Data, to path: String) throws(JobError) {
-        let writer = try AtomicFileWriter(path: path)
+    private static func write(_ data: Data, to path: String, gate: OutputGate?) throws(JobError) {
+        let writer = try Self.writer(path, gate)
         try writer.write(data)
-        try writer.commit()
+        try Self.commit(writer, gate)
+    }
+
+    /// A writer for `path`, its temporary file made through `gate` (none once it is closed: nothing is left beside
+    /// the path after the record without the job has cleared it).
+    private static func writer(_ path: String, _ gate: OutputGate?) throws(JobError) -> AtomicFileWriter {
+        guard let gate else { return try AtomicFileWriter(path: path) }
+        var made: AtomicFileWriter?
+        try gate.passOrThrow(path) { () throws(JobError) in made = try AtomicFileWriter(path: path) }
+        guard let made else { throw OutputGate.closedError(path) }
+        return made
+    }
+
+    /// Renames the writer's file over its path through `gate`.
+    private static func commit(_ writer: AtomicFileWriter, _ gate: OutputGate?) throws(JobError) {
+        guard let gate else { return try writer.commit() }
+        try gate.passOrThrow(writer.path) { () throws(JobError) in try writer.commit() }
     }
 }

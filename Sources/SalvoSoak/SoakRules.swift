@@ -1,7 +1,8 @@
 /// The rules a soak is judged by, as a pure function of its rounds (tested without running one).
 ///
-/// - Every round: nothing lost beyond the rows the report left uncertain, nothing duplicated beyond the rows that
-///   were on a connection that ended without an answer, no refused token delivered (`Reconciliation`).
+/// - Every round: nothing lost beyond the rows the report left uncertain or not sent (listed as unsettled), nothing
+///   duplicated beyond the rows that were on a connection that ended without an answer, no refused token delivered
+///   (`Reconciliation`).
 /// - Memory (with at least `minimumRoundsForTrends` rounds): the peak resident memory of the last third of the
 ///   rounds may exceed the middle third's by at most 10 % (and 8 MiB, below which allocator noise dominates). The
 ///   first third is warm-up: the allocator's arenas, caches and thread pools grow in steps while the first rounds
@@ -19,8 +20,8 @@ public enum SoakRules {
 
     public static var descriptions: [String] {
         [
-            "every round: nothing lost beyond rows reported uncertain, nothing duplicated beyond rows on connections "
-                + "that ended without an answer, no refused token delivered",
+            "every round: nothing lost beyond rows reported uncertain or not sent, nothing duplicated beyond rows on "
+                + "connections that ended without an answer, no refused token delivered",
             "memory (\(minimumRoundsForTrends)+ rounds): the last third's peak resident memory at most 10 % (and "
                 + "8 MiB) above the middle third's (the first third is warm-up)",
             "descriptors and threads (\(minimumRoundsForTrends)+ rounds), counted between rounds: the last third's "

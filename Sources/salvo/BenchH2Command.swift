@@ -366,7 +366,11 @@ extension BenchCommand {
             let folder = (tokenFile as NSString).deletingLastPathComponent
             let authorities = folder + "/ca.pem"
             let payload = folder + "/payload.json"
-            guard FileManager.default.createFile(atPath: authorities, contents: Data(certificates.ca.certificatePEM.utf8)),
+            guard
+                FileManager.default.createFile(
+                    atPath: authorities,
+                    contents: Data(certificates.ca.certificatePEM.utf8)
+                ),
                 FileManager.default.createFile(atPath: payload, contents: Data(HTTP2Benchmark.payloadJSON.utf8))
             else { throw UserError("\(folder): cannot write the peer's CA and payload files") }
             // Built once per machine, outside the measured runs.

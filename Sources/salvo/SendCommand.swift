@@ -216,7 +216,8 @@ struct SendCommand: AsyncParsableCommand {
                 display: ProgressDisplay(self.progressOptions.progress, quiet: self.output.quiet),
                 metrics: observability.jobMetrics(dimensions: [("protocol", self.wireProtocol.rawValue)]),
                 stop: stop,
-                record: record
+                record: record,
+                quiet: self.output.quiet
             )
         } catch let error as UserError {
             await observability.stop()

@@ -15,15 +15,19 @@ enum SendConsole {
         printSummary: Bool = true,
         stop: JobStop? = nil,
         record: CutShortRecord? = nil,
+        quiet: Bool = false,
         log: (String) -> Void = { print($0) }
     ) async throws -> SendResult {
-        let send: BulkSend
-        do {
-            send = try BulkSend.prepare(request)
-        } catch {
-            throw UserError(error.message)
-        }
+        let send = try await Self.prepare(request, stop: stop)
         record?.begin(send)
+        if let journal = request.journal, journal.restart, !quiet {
+            // Said once the journal is this run's: a run refused for another's lock begins nothing.
+            printError(
+                "journal \(journal.directory): beginning the job again (--journal-restart); rows an earlier run "
+                    + "delivered may be sent again",
+                prefix: ""
+            )
+        }
         if let finish = send.finishedJob, let journal = request.journal {
             log(
                 "journal \(journal.directory): this job finished before (exit status \(finish.exitStatus)); "
@@ -37,7 +41,7 @@ enum SendConsole {
                 throw UserError(error.message)
             }
             record?.jobReturned()
-            if printSummary { log(result.report.summary) }
+            if printSummary { log(Self.terminalSafe(result.report.summary)) }
             return result
         }
         if let journal = send.journal, journal.manifest.runs > 1 {
@@ -99,13 +103,14 @@ enum SendConsole {
             )
         }
         if printSummary {
-            log(result.report.summary)
+            // The summary holds the server's words (reason names, why the job stopped): escaped as the errors are.
+            log(Self.terminalSafe(result.report.summary))
             log("memory     \(peakResidentBytes() >> 20) MiB peak resident")
         }
         // The summary names why the job stopped and what it left; without it, say so here.
         if !printSummary || result.report.stopped == nil {
             if result.notSent > 0 { log("not sent   \(result.notSent)") }
-            if let stopped = result.stopped { log("stopped    \(stopped)") }
+            if let stopped = result.stopped { log(Self.terminalSafe("stopped    \(stopped)")) }
         }
         if result.unsettledCount > 0 {
             let listed = !result.outputFailures.contains { $0.output == "unsettled" }
@@ -124,6 +129,33 @@ enum SendConsole {
             log("unregistered \(result.unregistered.count)\(request.outputs.unregistered.map { " (in \($0))" } ?? "")")
         }
         return result
+    }
+
+    /// `text` with every control character but the line feed escaped: what a server or a file chose never acts on
+    /// the terminal.
+    static func terminalSafe(_ text: String) -> String {
+        TerminalText.escaped(text, keepingLineBreaks: true)
+    }
+
+    /// Prepares the send on a thread of its own, not the cooperative pool's: it may wait for the journal's lock
+    /// (`--wait-for-journal`, polled) and reads the input's first chunk. A stop requested meanwhile ends the wait.
+    private static func prepare(_ request: SendRequest, stop: JobStop?) async throws -> BulkSend {
+        let prepared: Result<BulkSend, JobError> = await withCheckedContinuation { continuation in
+            let thread = Thread {
+                do throws(JobError) {
+                    continuation.resume(returning: .success(try BulkSend.prepare(request, stop: stop)))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+            thread.name = "salvo.prepare"
+            thread.start()
+        }
+        do {
+            return try prepared.get()
+        } catch {
+            throw UserError(error.message)
+        }
     }
 
     /// Names the first bad rows (the rejects file has them all), and warns of repeated tokens.

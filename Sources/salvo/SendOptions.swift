@@ -397,12 +397,7 @@ struct JournalOptions: ParsableArguments {
             }
             return nil
         }
-        if self.journalRestart {
-            print(
-                "journal \(directory): beginning the job again (--journal-restart); rows an earlier run delivered "
-                    + "may be sent again"
-            )
-        }
+        // The notice of a restart is the console's, once the run holds the journal (`SendConsole.run`).
         return SendJournal(
             directory: directory,
             settings: settings,

@@ -46,7 +46,10 @@ final class SignalStop: @unchecked Sendable {
         if first { self.received = number }
         let message =
             first
-            ? "\n\(name): stopping; rows in flight have \(Self.seconds(stop.grace)) s to settle (again to stop now)\n"
+            ? (record?.hasBegun == false
+                // Nothing sent yet (waiting for the journal, reading the input's first chunk): the wait ends.
+                ? "\n\(name): stopping (nothing sent yet)\n"
+                : "\n\(name): stopping; rows in flight have \(Self.seconds(stop.grace)) s to settle (again to stop now)\n")
             : "\n\(name): stopping now\n"
         FileHandle.standardError.write(Data(message.utf8))
         stop.request(reason: "interrupted by \(name)")
@@ -87,36 +90,50 @@ final class SignalStop: @unchecked Sendable {
 }
 
 /// The record of a send that a second signal's deadline ends before it returned: the report, built from the last
-/// progress snapshot and marked `cutShort`, naming the outputs it could not write (the unsettled list above all);
-/// the journal synced; the summary printed. Then the process exits 128 + the signal.
+/// progress snapshot (with what earlier runs of a journaled job settled) and marked `cutShort`, naming the outputs it
+/// could not write (the unsettled list above all); the journal synced; the summary printed. Then the process exits
+/// 128 + the signal.
 ///
-/// Fed by `SendConsole.run` (the prepared send, every progress snapshot, the job's return). Once the job has
-/// returned, the deadline does nothing: the job's own record is being written, and the process ends by itself.
+/// Fed by `SendConsole.run` (the prepared send, every progress snapshot, the job's return). The job's own writing
+/// passes the send's `OutputGate`, which the deadline closes first: no file of the job's lands after the record, and
+/// a job whose record was already whole (or that returned) is left to end by itself.
 ///
 /// `@unchecked Sendable`: every field is guarded by `lock`.
 final class CutShortRecord: @unchecked Sendable {
     private let lock = NSLock()
     private var send: BulkSend?
+    private var earlier = EarlierRuns()
     private var latest: JobProgress?
     private var returned = false
 
-    /// The send is prepared: its request, input and journal are known.
+    /// How long the deadline waits for a rename of the job's in progress, and for the journal's queue.
+    static let commitWait: Duration = .milliseconds(300)
+
+    /// The send is prepared: its request, input and journal are known. What earlier runs settled is read now, before
+    /// this run marks anything.
     func begin(_ send: BulkSend) {
-        self.lock.withLock { self.send = send }
+        let earlier = EarlierRuns(before: send)
+        self.lock.withLock {
+            self.send = send
+            self.earlier = earlier
+        }
     }
+
+    /// Whether the send is prepared (before, the process only waits: for the journal, the input's first chunk).
+    var hasBegun: Bool { self.lock.withLock { self.send != nil } }
 
     /// A progress snapshot (about twice a second).
     func progress(_ snapshot: JobProgress) {
         self.lock.withLock { self.latest = snapshot }
     }
 
-    /// The job returned: its own record is being written, the deadline has nothing to do.
+    /// The job returned: its own record is written, the deadline has nothing to do.
     func jobReturned() {
         self.lock.withLock { self.returned = true }
     }
 
-    /// Writes the record and ends the process, unless the job returned first. Holds the lock to the end, so that a
-    /// job returning meanwhile waits for the exit rather than writing over the record.
+    /// Writes the record and ends the process, unless the job returned or wrote its whole record first. Holds the
+    /// lock and the send's output gate to the end, so that nothing of the job's is written over the record.
     func deadlinePassed(signal: Int32, second name: String, after deadline: Duration) {
         self.lock.lock()
         guard !self.returned else {
@@ -127,15 +144,26 @@ final class CutShortRecord: @unchecked Sendable {
             printError("\(name): the job had not started; no report written")
             _exit(128 + signal)
         }
-        if let journal = send.journal { Self.sync(journal, within: .milliseconds(300)) }
-        var report = Self.report(
-            send,
-            latest: self.latest,
-            signal: signal,
-            second: name,
-            after: deadline
-        )
-        Self.clearOutputs(send.request.outputs)
+        let closing = send.outputGate.close(within: Self.commitWait)
+        guard closing != .completed else {
+            // The job's record is whole: the job returns in a moment with it.
+            self.lock.unlock()
+            return
+        }
+        if let journal = send.journal { Self.sync(journal, within: Self.commitWait) }
+        var report = send.cutShortReport(latest: self.latest, earlier: self.earlier)
+        report.stopped = "interrupted by \(SignalStop.name(signal)), then \(name): stopped at once"
+        let at = self.latest.map { "\(SignalStop.seconds(.milliseconds(Int($0.seconds * 1000)))) s into the job" }
+        let estimated = send.summary.isFinal ? "" : "; the valid rows are estimated from the part of the input read"
+        let busy =
+            closing == .busy
+            ? "; a file the job was renaming into place did not finish within "
+                + "\(SignalStop.seconds(Self.commitWait)) s and may be its own" : ""
+        report.cutShort =
+            "the job had not returned \(SignalStop.seconds(deadline)) s after the second signal: the counts are the "
+            + "last progress snapshot's (\(at ?? "none taken")), rows then in flight are counted not settled, and "
+            + "the unsettled list is incomplete\(estimated)\(busy)"
+        send.request.outputs.clearLeftovers()
         if let path = send.request.outputs.report {
             do throws(JobError) {
                 let encoder = JSONEncoder()
@@ -150,7 +178,7 @@ final class CutShortRecord: @unchecked Sendable {
                     ]
             }
         }
-        print(report.summary)
+        print(SendConsole.terminalSafe(report.summary))
         for failure in report.outputFailures ?? [] { printError(failure.summary) }
         printError(
             "\(name): the job did not stop within \(SignalStop.seconds(deadline)) s; ended with the record of its last "
@@ -162,95 +190,14 @@ final class CutShortRecord: @unchecked Sendable {
         _exit(128 + signal)
     }
 
-    /// The report as far as the last snapshot knew: the counts settled by then, every other valid row not settled.
-    static func report(
-        _ send: BulkSend,
-        latest: JobProgress?,
-        signal: Int32,
-        second name: String,
-        after deadline: Duration
-    ) -> JobReport {
-        let request = send.request
-        var report = latest?.report ?? JobReport()
-        switch request.interface {
-        case .binary(let configuration): report.mode = "binary command \(configuration.template.command.rawValue)"
-        case .http2: report.mode = "HTTP/2"
-        }
-        report.gateway = request.gateway
-        report.connections = latest?.connections ?? 0
-        report.onUncertain = request.onUncertain.rawValue
-        report.partition = request.input.partition
-        report.inputFiles = send.inputFiles
-        report.job = JobFingerprint(request)
-        if send.summary.isFinal {
-            report.validRows = send.summary.validRows
-            report.inputRows = send.summary.inputRows
-            report.invalidInput = send.summary.rejects.count
-            report.suppressed = send.summary.suppressed
-        } else {
-            // Rows are validated as they are read, and the reading had not ended: the input's valid rows as
-            // estimated from the part read (exact once the reading ended).
-            report.validRows = send.source.estimatedValidRows
-        }
-        let settled = report.delivered + report.rejectedTotal + report.expired + report.uncertain
-        report.notSent = max(0, report.validRows - settled)
-        report.seconds = latest?.seconds ?? 0
-        report.notificationsPerSecond = report.seconds > 0 ? Double(report.delivered) / report.seconds : 0
-        report.stopped = "interrupted by \(SignalStop.name(signal)), then \(name): stopped at once"
-        let at = latest.map { "\(SignalStop.seconds(.milliseconds(Int($0.seconds * 1000)))) s into the job" }
-        let estimated = send.summary.isFinal ? "" : "; the valid rows are estimated from the part of the input read"
-        report.cutShort =
-            "the job had not returned \(SignalStop.seconds(deadline)) s after the second signal: the counts are the "
-            + "last progress snapshot's (\(at ?? "none taken")), rows then in flight are counted not settled, and "
-            + "the unsettled list is incomplete\(estimated)"
-        var failures: [OutputFailure] = []
-        let reason = "not written: the job was cut short before it listed them"
-        if let path = request.outputs.unsettled {
-            failures.append(OutputFailure(output: "unsettled", path: path, error: reason, rowsMissing: report.notSent))
-        }
-        if let path = request.outputs.rejects {
-            failures.append(
-                OutputFailure(
-                    output: "rejects",
-                    path: path,
-                    error: reason,
-                    rowsMissing: report.invalidInput + report.rejectedTotal
-                )
-            )
-        }
-        if let path = request.outputs.unregistered {
-            failures.append(
-                OutputFailure(output: "unregistered", path: path, error: "not updated: the job was cut short")
-            )
-        }
-        report.outputFailures = failures.isEmpty ? nil : failures
-        return report
-    }
-
-    /// Syncs the journal's marks, waiting at most `limit` (the job's own thread may hold the journal).
+    /// Syncs the journal's marks, waiting at most `limit` (a sync of the job's may hold the journal's queue). The
+    /// periodic sync is the job's to stop: this only syncs once more.
     private static func sync(_ journal: JobJournal, within limit: Duration) {
         let done = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
-            journal.stopSyncing()
+            journal.syncNow()
             done.signal()
         }
         _ = done.wait(timeout: .now() + SignalStop.interval(limit))
-    }
-
-    /// Removes what the job left half-written (its temporary files, the unsettled spill) and the files of an earlier
-    /// run at the rows' outputs, which would pass for this run's.
-    private static func clearOutputs(_ outputs: SendOutputs) {
-        let pid = getpid()
-        for path in [outputs.unsettled, outputs.rejects, outputs.report].compactMap({ $0 }) {
-            if path != outputs.report { unlink(path) }
-            let url = URL(fileURLWithPath: path)
-            let folder = url.deletingLastPathComponent().path
-            let name = url.lastPathComponent
-            let leftovers = ["\(name).salvo-\(pid)-", "\(name).untaken-\(pid)"]
-            for entry in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
-            where leftovers.contains(where: { entry.hasPrefix($0) }) {
-                unlink(folder + "/" + entry)
-            }
-        }
     }
 }

@@ -122,9 +122,9 @@ import Testing
             )
             .open == 0
         )
-        // A job of 3,000 rows needs no more than 3 connections' streams, however far.
+        // A job of 9,000 rows needs no more than the 3 connections that carry it in three round trips, however far.
         var few = configuration
-        few.rows = 3_000
+        few.rows = 9_000
         var small = Sizer(configuration: few, now: Self.start)
         small.observe(roundTrip: .milliseconds(100))
         #expect(

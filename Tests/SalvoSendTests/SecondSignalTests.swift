@@ -71,7 +71,8 @@ import Glibc
             return
         }
         let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(took < .milliseconds(1500), "ended \(took) after the second signal: \(text)")
+        // Within a second by design; the bound leaves room for a loaded machine.
+        #expect(took < .seconds(3), "ended \(took) after the second signal: \(text)")
         #expect(process.terminationStatus == 130, "\(text)")
         let decoded = try JSONDecoder().decode(JobReport.self, from: Data(contentsOf: report))
         #expect(decoded.stopped?.contains("SIGINT") == true)

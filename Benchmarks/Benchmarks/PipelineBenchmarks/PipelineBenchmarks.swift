@@ -27,7 +27,7 @@ let benchmarks: @Sendable () -> Void = {
         text += generator.next().hexString
         text += "\n"
     }
-    FileManager.default.createFile(atPath: path, contents: Data(text.utf8))
+    precondition(FileManager.default.createFile(atPath: path, contents: Data(text.utf8)))
 
     let payload = try! Payload(
         json: #"{"aps":{"alert":"Benchmark notification","badge":1,"sound":"default"},"campaign":"c-0001","p":"xxx"}"#
