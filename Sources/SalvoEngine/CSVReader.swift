@@ -87,7 +87,8 @@ final class CSVReader {
     ///
     /// - Throws: `InputError` naming the file when it cannot be opened.
     init(path: String, chunkSize: Int = 1 << 20, maximumRecordBytes: Int = 1 << 20) throws(InputError) {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        // `-` opens the spool of standard input; the name stays `-` in every message.
+        let descriptor = open(StandardInputName.path(of: path), O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             throw InputError(
                 file: path,

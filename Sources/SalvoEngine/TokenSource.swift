@@ -250,7 +250,7 @@ public final class TokenSource: @unchecked Sendable {
         for (fileIndex, file) in self.files.enumerated() {
             var rejected = Set<Int>()
             let reader = try RowReader(path: file, fileIndex: fileIndex, options: self.options)
-            let descriptor = Glibc.open(file, O_RDONLY | O_CLOEXEC)
+            let descriptor = Glibc.open(StandardInputName.path(of: file), O_RDONLY | O_CLOEXEC)
             guard descriptor >= 0 else {
                 throw InputError(file: file, line: nil, message: "cannot open: \(String(cString: strerror(errno)))")
             }
@@ -558,7 +558,7 @@ extension TokenSource {
                         + "is it the right file, and is the token in \(self.options.column)?"
                 )
             }
-            let descriptor = Glibc.open(file, O_RDONLY | O_CLOEXEC)
+            let descriptor = Glibc.open(StandardInputName.path(of: file), O_RDONLY | O_CLOEXEC)
             guard descriptor >= 0 else {
                 throw InputError(file: file, line: nil, message: "cannot open: \(String(cString: strerror(errno)))")
             }

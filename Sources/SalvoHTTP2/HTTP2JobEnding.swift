@@ -63,8 +63,11 @@ struct HTTP2JobEnding: Hashable, Sendable {
     mutating func tick(now: NIODeadline) -> Actions {
         guard !self.open.isEmpty else { return Actions(done: true) }
         guard now >= self.deadline else { return Actions(wakeUpAt: self.deadline) }
-        guard !self.cutDone else { return Actions() }
+        guard !self.cutDone else {
+            // A cut that never reports back (a socket close that never completes) ends the wait too.
+            return now >= self.deadline + Self.maximumWait ? Actions(done: true) : Actions()
+        }
         self.cutDone = true
-        return Actions(cut: self.open.sorted())
+        return Actions(cut: self.open.sorted(), wakeUpAt: self.deadline + Self.maximumWait)
     }
 }

@@ -2,7 +2,8 @@ import SalvoEngine
 
 /// When a request the service could not take (429 TooManyRequests, 500, 503, a refused stream) is sent again:
 /// exponential backoff with full jitter, capped, never sooner than the server's `Retry-After`, and at most
-/// `maximumAttempts` sends per row before the row is reported rejected with the last reason.
+/// `maximumAttempts` sends per row before the row is left unsent and listed as unsettled (the service never took
+/// it; the token may be good).
 ///
 /// Pure: the caller passes the random value, so tests check the delays exactly.
 public struct HTTP2RetryPolicy: Hashable, Sendable {
@@ -16,7 +17,7 @@ public struct HTTP2RetryPolicy: Hashable, Sendable {
         get { .nanoseconds(self.maximumNanoseconds) }
         set { self.maximumNanoseconds = newValue.nanoseconds }
     }
-    /// Sends per row, the first included, before a retryable answer becomes a rejection.
+    /// Sends per row, the first included, before a row answered only with retryable answers is left unsent.
     public var maximumAttempts: Int
     /// The largest `Retry-After` honoured, so a hostile or broken header cannot park a job.
     public var maximumRetryAfter: Duration {

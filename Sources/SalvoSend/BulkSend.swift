@@ -60,7 +60,11 @@ public struct BulkSend: Sendable {
         )
         let inputFiles = request.files.map { path in
             var status = stat()
-            return InputFile(path: path, bytes: stat(path, &status) == 0 ? Int(status.st_size) : 0)
+            // `-` is standard input's spool (`StandardInputName`), named `-` in the report.
+            return InputFile(
+                path: path,
+                bytes: stat(StandardInputName.path(of: path), &status) == 0 ? Int(status.st_size) : 0
+            )
         }
         var journal: JobJournal?
         var stored: JournalManifest?
@@ -175,13 +179,13 @@ public struct BulkSend: Sendable {
 
     private static func fileSize(_ path: String) -> Int {
         var status = stat()
-        return stat(path, &status) == 0 ? Int(status.st_size) : 0
+        return stat(StandardInputName.path(of: path), &status) == 0 ? Int(status.st_size) : 0
     }
 
     /// The file's modification time in nanoseconds since 1970, nil when it cannot be read.
     static func modificationTime(_ path: String) -> Int? {
         var status = stat()
-        guard stat(path, &status) == 0 else { return nil }
+        guard stat(StandardInputName.path(of: path), &status) == 0 else { return nil }
         return Int(status.st_mtim.tv_sec) * 1_000_000_000 + Int(status.st_mtim.tv_nsec)
     }
 

@@ -197,7 +197,7 @@ public final class JobJournal: @unchecked Sendable {
         _ path: String,
         _ body: (UnsafeRawBufferPointer) -> Result
     ) throws(JobError) -> Result? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        let descriptor = open(StandardInputName.path(of: path), O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             throw JobError(.input, "\(path): cannot open: \(String(cString: strerror(errno)))")
         }

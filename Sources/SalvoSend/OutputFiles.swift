@@ -175,8 +175,9 @@ enum OutputFiles {
         to path: String,
         gate: OutputGate?
     ) throws(JobError) {
-        tail.finish()
         defer { tail.remove() }
+        // The spill is renamed into place beside the output: through the gate as well (refused, it is removed).
+        if let gate { try gate.passOrThrow(path) { tail.finish() } } else { tail.finish() }
         if let failure = tail.failure { throw JobError(.output, failure) }
         let writer = try Self.writer(path, gate)
         try writer.write(text)

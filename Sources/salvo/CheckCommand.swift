@@ -16,7 +16,7 @@ struct CheckCommand: AsyncParsableCommand {
             """
     )
 
-    @Argument(help: "CSV files of device tokens (optional).")
+    @Argument(help: "CSV files of device tokens (optional); - reads one from standard input.")
     var tokens: [String] = []
 
     /// `send`'s payload options, each optional here: `--payload`, `--payload-template`, or `--payload-dir` with
@@ -69,6 +69,7 @@ struct CheckCommand: AsyncParsableCommand {
     @OptionGroup var input: InputOptions
 
     func validate() throws {
+        try StandardInputOption.validate(self.tokens)
         guard [0, 1, 2].contains(self.format) else {
             throw ValidationError("--format is 0, 1 or 2 (got \(self.format))")
         }
@@ -132,6 +133,7 @@ struct CheckCommand: AsyncParsableCommand {
         let pushType = APNSPushType(rawValue: self.pushType)
         request.priority = NotificationPriority(rawValue: self.priority ?? (pushType == .background ? 5 : 10))
         request.pushType = pushType
+        try await exitingOnUserError { try StandardInputOption.prepare(self.tokens) }
         request.tokenFiles = self.tokens
         request.input = self.input.tokenSourceOptions
         request.handshake = !self.noHandshake

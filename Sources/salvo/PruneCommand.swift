@@ -15,7 +15,7 @@ struct PruneCommand: AsyncParsableCommand {
             """
     )
 
-    @Argument(help: "The CSV file of device tokens.")
+    @Argument(help: "The CSV file of device tokens; - reads it from standard input.")
     var tokens: String
 
     @Option(help: "The suppression file.")
@@ -43,6 +43,7 @@ struct PruneCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await exitingOnUserError {
+            try StandardInputOption.prepare([self.tokens])
             let suppression: SuppressionList
             do {
                 suppression = try SuppressionList.load(path: self.suppress)

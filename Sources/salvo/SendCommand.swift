@@ -20,7 +20,7 @@ struct SendCommand: AsyncParsableCommand {
             """
     )
 
-    @Argument(help: "CSV files of device tokens.")
+    @Argument(help: "CSV files of device tokens; - reads one from standard input (spooled first).")
     var tokens: [String]
 
     @OptionGroup var payloads: PayloadOptions
@@ -115,6 +115,7 @@ struct SendCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard !self.tokens.isEmpty else { throw ValidationError("name at least one token file") }
+        try StandardInputOption.validate(self.tokens)
         guard self.payloads.isGiven else {
             throw ValidationError("give one of --payload, --payload-template and --payload-dir")
         }
@@ -191,6 +192,12 @@ struct SendCommand: AsyncParsableCommand {
         }
         var input = self.input.tokenSourceOptions
         input.registeredAt = self.registeredAt.map { Int($0).map(TokenColumn.number) ?? .name($0) }
+        // `-`: standard input, spooled whole before the job opens its input or a connection.
+        try StandardInputOption.prepare(
+            self.tokens,
+            journal: self.journal,
+            restart: self.journalOptions.journalRestart
+        )
         var request = SendRequest(
             files: self.tokens,
             input: input,

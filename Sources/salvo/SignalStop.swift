@@ -44,13 +44,16 @@ final class SignalStop: @unchecked Sendable {
         guard let stop else { exit(128 + number) }
         let first = self.received == nil
         if first { self.received = number }
-        let message =
-            first
-            ? (record?.hasBegun == false
-                // Nothing sent yet (waiting for the journal, reading the input's first chunk): the wait ends.
-                ? "\n\(name): stopping (nothing sent yet)\n"
-                : "\n\(name): stopping; rows in flight have \(Self.seconds(stop.grace)) s to settle (again to stop now)\n")
-            : "\n\(name): stopping now\n"
+        let message: String
+        if !first {
+            message = "\n\(name): stopping now\n"
+        } else if record?.hasBegun == false {
+            // Nothing sent yet (waiting for the journal, reading the input's first chunk): a wait ends at once.
+            message = "\n\(name): stopping (nothing sent yet)\n"
+        } else {
+            message =
+                "\n\(name): stopping; rows in flight have \(Self.seconds(stop.grace)) s to settle (again to stop now)\n"
+        }
         FileHandle.standardError.write(Data(message.utf8))
         stop.request(reason: "interrupted by \(name)")
         guard !first, !self.armed else { return }
@@ -186,6 +189,8 @@ final class CutShortRecord: @unchecked Sendable {
                 + (send.request.outputs.report.map { " (in \($0))" } ?? "")
         )
         fflush(nil)
+        // Once more: a file the job began meanwhile (its spill's first row) is not left behind.
+        send.request.outputs.clearLeftovers()
         // Not `exit`: the job's threads still run, and the process's exit handlers must not run under them.
         _exit(128 + signal)
     }

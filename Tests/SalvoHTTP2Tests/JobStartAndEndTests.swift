@@ -37,8 +37,10 @@ import Testing
         }
         #expect(ending.tick(now: Self.at(60)) == HTTP2JobEnding.Actions(wakeUpAt: Self.at(100)), "not yet")
         // One round trip after the end: the silent ones are cut, not waited for.
-        #expect(ending.tick(now: Self.at(100)) == HTTP2JobEnding.Actions(cut: [14, 15]))
+        let last = Self.at(100) + HTTP2JobEnding.maximumWait
+        #expect(ending.tick(now: Self.at(100)) == HTTP2JobEnding.Actions(cut: [14, 15], wakeUpAt: last))
         #expect(ending.tick(now: Self.at(150)) == HTTP2JobEnding.Actions(), "cut once")
+        #expect(ending.tick(now: last) == HTTP2JobEnding.Actions(done: true), "a cut that never ends is not waited for")
         #expect(!ending.closed(14).done)
         // A place reported twice (its close, then its cut) counts once.
         #expect(!ending.closed(14).done)

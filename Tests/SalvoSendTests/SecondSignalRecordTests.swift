@@ -104,7 +104,9 @@ import Glibc
             stopped: nil,
             notSent: 0,
             connectionErrors: [],
-            unsettledRows: [UnsettledRow(token: String(repeating: "cd", count: 32), file: "t.csv", line: 3, outcome: .unsent)]
+            unsettledRows: [
+                UnsettledRow(token: String(repeating: "cd", count: 32), file: "t.csv", line: 3, outcome: .unsent)
+            ]
         )
         let gate = OutputGate()
         #expect(gate.close(within: .seconds(1)) == .closed)
@@ -122,7 +124,10 @@ import Glibc
         let send = try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
         let journal = try #require(send.journal)
         #expect(send.outputGate.close(within: .seconds(1)) == .closed)
-        let recorded = try journal.finish(JournalManifest.Finish(exitStatus: 0, report: JobReport()), through: send.outputGate)
+        let recorded = try journal.finish(
+            JournalManifest.Finish(exitStatus: 0, report: JobReport()),
+            through: send.outputGate
+        )
         #expect(!recorded)
         #expect(try JobJournal.loadManifest(directory)?.finish == nil)
     }
@@ -147,7 +152,13 @@ import Glibc
             // Lines 2-11 hold the rows (a header first).
             journal.mark(file: 0, line: 2, .confirmed)
             journal.mark(file: 0, line: 3, .presumed)
-            journal.reject(file: 0, line: 4, status: 8, reason: "InvalidToken", token: String(repeating: "00", count: 32))
+            journal.reject(
+                file: 0,
+                line: 4,
+                status: 8,
+                reason: "InvalidToken",
+                token: String(repeating: "00", count: 32)
+            )
             journal.mark(file: 0, line: 5, .rejected)
             journal.mark(file: 0, line: 6, .expired)
             journal.mark(file: 0, line: 7, .written)
@@ -185,7 +196,8 @@ import Glibc
         let pid = getpid()
         let names = [
             "unregistered.csv", "unregistered.csv.salvo-\(pid)-77.tmp", "report.json", "report.json.salvo-\(pid)-1.tmp",
-            "rejects.csv", "rejects.csv.salvo-\(pid)-9.tmp", "report.unsettled.csv", "report.unsettled.csv.untaken-\(pid)",
+            "rejects.csv", "rejects.csv.salvo-\(pid)-9.tmp", "report.unsettled.csv",
+            "report.unsettled.csv.untaken-\(pid)",
             "report.unsettled.csv.untaken-\(pid).salvo-\(pid)-5.tmp", "unregistered.csv.salvo-\(pid + 1)-3.tmp",
         ]
         for name in names { try Data("x".utf8).write(to: URL(fileURLWithPath: folder + "/" + name)) }
@@ -203,7 +215,9 @@ import Glibc
     /// refused for being unregistered (410) or invalid, and no other.
     @Test func aRerunWritesTheUnregisteredTokensOfEarlierRuns() async throws {
         let (input, directory) = try Self.journaledInput("salvo-rerun-unregistered", rows: 4)
-        let tokens = try String(contentsOfFile: input, encoding: .utf8).split(separator: "\n").dropFirst().map(String.init)
+        let tokens = try String(contentsOfFile: input, encoding: .utf8).split(separator: "\n").dropFirst().map(
+            String.init
+        )
         do {
             let first = try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
             let journal = try #require(first.journal?.rows)
@@ -226,6 +240,38 @@ import Glibc
             #expect(listed == (token == tokens[0] || token == tokens[1]), "\(token)")
         }
         #expect(try JobJournal.loadManifest(directory)?.finish != nil, "the job is finished now")
+    }
+
+    /// The record's sync (`syncNow`, from a thread not the job's) writes the marks and the checkpoint at once while
+    /// the job's periodic sync goes on, and leaves that sync to the job: started and stopped from other threads
+    /// meanwhile, the timer is touched on the journal's queue only.
+    @Test func theRecordsSyncLeavesThePeriodicSyncToTheJob() throws {
+        let manifest = JournalManifest(
+            inputs: [JournalManifest.Input(path: "t.csv", bytes: 10, sha256: String(repeating: "a", count: 64))],
+            settings: [:],
+            lineCounts: [5]
+        )
+        let directory = try Self.folder("salvo-sync-now") + "/journal"
+        let journal = try JobJournal.start(directory, manifest: manifest)
+        let point = InputCheckpoint(file: 0, offset: 40, line: 3, rows: 2, validRows: 2, passesUncertain: false)
+        journal.startSyncing(checkpoint: { point })
+        // Well before the first periodic sync (200 ms): only `syncNow` can have written it.
+        let synced = DispatchSemaphore(value: 0)
+        Thread {
+            journal.syncNow()
+            synced.signal()
+        }.start()
+        synced.wait()
+        #expect(JobJournal.loadCheckpoint(directory, manifest: manifest) == point)
+        DispatchQueue.concurrentPerform(iterations: 64) { index in
+            switch index % 3 {
+            case 0: journal.syncNow()
+            case 1: journal.stopSyncing()
+            default: journal.startSyncing(checkpoint: { point })
+            }
+        }
+        journal.stopSyncing()
+        #expect(JobJournal.loadCheckpoint(directory, manifest: manifest) == point)
     }
 
     // MARK: - Helpers
