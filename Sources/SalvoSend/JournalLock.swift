@@ -1,3 +1,4 @@
+import APNSWire
 import Foundation
 import SalvoEngine
 
@@ -27,7 +28,7 @@ public final class JournalLock: @unchecked Sendable {
         public var started: String
 
         public var description: String {
-            "host \(JournalLock.escaped(self.host)), pid \(self.pid), started \(JournalLock.escaped(self.started))"
+            "host \(TerminalText.escaped(self.host)), pid \(self.pid), started \(TerminalText.escaped(self.started))"
         }
     }
 
@@ -133,21 +134,7 @@ public final class JournalLock: @unchecked Sendable {
         let read = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
         let data = Data(bytes.prefix(max(read, 0)))
         if let holder = try? JSONDecoder().decode(Holder.self, from: data) { return holder.description }
-        return read > 0 ? Self.escaped(String(decoding: data, as: UTF8.self)) : "holder not yet recorded"
-    }
-
-    /// `text` with its control characters written `\xNN`: what another process wrote never reaches a terminal raw.
-    static func escaped(_ text: String) -> String {
-        var escaped = ""
-        for scalar in text.unicodeScalars {
-            if scalar.value < 0x20 || scalar.value == 0x7f || (0x80..<0xa0).contains(scalar.value) {
-                let digits = String(scalar.value, radix: 16)
-                escaped += "\\x" + (digits.count == 1 ? "0" : "") + digits
-            } else {
-                escaped.unicodeScalars.append(scalar)
-            }
-        }
-        return escaped
+        return read > 0 ? TerminalText.escaped(String(decoding: data, as: UTF8.self)) : "holder not yet recorded"
     }
 
     private static func cannotLock(_ directory: String, _ failure: Int32) -> JobError {
