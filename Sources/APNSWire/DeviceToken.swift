@@ -196,14 +196,7 @@ public struct DeviceToken: Hashable, Sendable {
     /// request path and the unsettled file, with no string made on the way.
     @inlinable
     public func writeHex(to out: UnsafeMutablePointer<UInt8>) {
-        self.withUnsafeBytes { raw in
-            let digits: StaticString = "0123456789abcdef"
-            let table = digits.utf8Start
-            for (index, byte) in raw.enumerated() {
-                out[2 * index] = table[Int(byte >> 4)]
-                out[2 * index + 1] = table[Int(byte & 0x0f)]
-            }
-        }
+        self.withUnsafeBytes { Hex.write($0, to: out) }
     }
 
     @inlinable
@@ -223,4 +216,54 @@ public struct DeviceToken: Hashable, Sendable {
 
 extension DeviceToken: CustomStringConvertible {
     public var description: String { self.hexString }
+}
+
+/// Lowercase hex: the one writer (and reader) of the hex forms Salvo prints and keeps (device tokens, job
+/// identities, digests, control tokens).
+public enum Hex {
+    /// Writes two lowercase hex digits per byte of `bytes` at `out` (room for `2 * bytes.count` bytes), with no
+    /// string made on the way.
+    @inlinable
+    public static func write(_ bytes: UnsafeRawBufferPointer, to out: UnsafeMutablePointer<UInt8>) {
+        let digits: StaticString = "0123456789abcdef"
+        let table = digits.utf8Start
+        for (index, byte) in bytes.enumerated() {
+            out[2 * index] = table[Int(byte >> 4)]
+            out[2 * index + 1] = table[Int(byte & 0x0f)]
+        }
+    }
+
+    /// `bytes` as lowercase hex digits, two per byte.
+    public static func string(_ bytes: some Sequence<UInt8>) -> String {
+        let bytes = Array(bytes)
+        guard !bytes.isEmpty else { return "" }
+        return String(unsafeUninitializedCapacity: 2 * bytes.count) { out in
+            bytes.withUnsafeBytes { Hex.write($0, to: out.baseAddress!) }
+            return 2 * bytes.count
+        }
+    }
+
+    /// The bytes of `text` read as lowercase hex digits, two per byte (the form `string` writes); nil for an odd
+    /// count or any other character.
+    public static func bytes(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(digits.count / 2)
+        for index in stride(from: 0, to: digits.count, by: 2) {
+            guard let high = Self.lowercaseDigit(digits[index]), let low = Self.lowercaseDigit(digits[index + 1]) else {
+                return nil
+            }
+            bytes.append(high << 4 | low)
+        }
+        return bytes
+    }
+
+    private static func lowercaseDigit(_ character: UInt8) -> UInt8? {
+        switch character {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return character - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return character - UInt8(ascii: "a") + 10
+        default: return nil
+        }
+    }
 }

@@ -101,10 +101,16 @@ public struct ReconnectPolicy: Hashable, Sendable {
 ///
 /// - Parameter random: a value in [0, 1) from the caller's generator, so tests check delays exactly.
 public func fullJitterBackoff(initialDelay: UInt64, maximumDelay: UInt64, attempt: Int, random: Double) -> UInt64 {
-    let exponent = min(max(attempt - 1, 0), 40)
-    let (scaled, overflow) = initialDelay.multipliedReportingOverflow(by: 1 << exponent)
-    let ceiling = overflow ? maximumDelay : min(maximumDelay, scaled)
+    let ceiling = backoffCeiling(initial: initialDelay, maximum: maximumDelay, attempt: attempt)
     return UInt64(Double(ceiling) * min(max(random, 0), 1))
+}
+
+/// The ceiling of an exponential backoff: `initial` doubled with each `attempt` after the first (1 is the first, and
+/// anything below 1 counts as 1), never above `maximum`, saturating rather than overflowing.
+public func backoffCeiling(initial: UInt64, maximum: UInt64, attempt: Int) -> UInt64 {
+    let exponent = min(max(attempt - 1, 0), 40)
+    let (scaled, overflow) = initial.multipliedReportingOverflow(by: 1 << exponent)
+    return overflow ? maximum : min(maximum, scaled)
 }
 
 extension Duration {

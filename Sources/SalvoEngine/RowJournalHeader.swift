@@ -1,3 +1,5 @@
+import APNSWire
+
 /// A job's identity: 16 random bytes made when the job starts, kept in its manifest and in its state file's header,
 /// so that a state file is never taken for another job's (a copy from another folder, a half-restarted job).
 public struct JournalJobID: Hashable, Sendable, CustomStringConvertible {
@@ -15,32 +17,16 @@ public struct JournalJobID: Hashable, Sendable, CustomStringConvertible {
         return JournalJobID(high: generator.next(), low: generator.next())
     }
 
-    /// 32 hex digits; nil for anything else.
+    /// 32 lowercase hex digits; nil for anything else.
     public init?(hex: String) {
-        let digits = Array(hex.utf8)
-        guard digits.count == 32 else { return nil }
-        var values: [UInt64] = [0, 0]
-        for (index, digit) in digits.enumerated() {
-            let value: UInt8
-            switch digit {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = digit - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): value = digit - UInt8(ascii: "a") + 10
-            default: return nil
-            }
-            values[index / 16] = values[index / 16] << 4 | UInt64(value)
-        }
-        self.init(high: values[0], low: values[1])
+        guard let bytes = Hex.bytes(hex), bytes.count == 16 else { return nil }
+        let word = { (range: Range<Int>) in bytes[range].reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
+        self.init(high: word(0..<8), low: word(8..<16))
     }
 
     /// 32 lowercase hex digits.
     public var description: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(32)
-        for value in [self.high, self.low] {
-            for shift in stride(from: 60, through: 0, by: -4) { text.append(digits[Int(value >> UInt64(shift) & 0xf)]) }
-        }
-        return String(decoding: text, as: UTF8.self)
+        withUnsafeBytes(of: (self.high.bigEndian, self.low.bigEndian)) { Hex.string($0) }
     }
 }
 

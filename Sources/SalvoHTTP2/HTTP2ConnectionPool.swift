@@ -6,15 +6,14 @@ import SalvoEngine
 /// A job's connections: slots spread over the event loops of a group, each keeping one connection open (and
 /// replacing it) while the job has work. A fixed count opens `configuration.connections` slots; with
 /// `maximumConnections` (`--connections auto`) the pool starts that many and opens more when its
-/// `HTTP2ConnectionSizer`, asked on a timer, says so. When every started slot has given up connecting, the job
-/// stops with the connection errors as its explanation.
+/// `HTTP2ConnectionSizer`, asked on a timer, says so. A job whose connections get no answer is stopped by its
+/// give-up (`HTTP2ProgressWatch`), never by a slot.
 ///
 /// Thread-safe: slots are confined to their loops; the sizer and the counts are locked (taken on the timer, not
 /// per request).
 final class HTTP2ConnectionPool: Sendable {
     private struct State {
         var started = 0
-        var gaveUp = 0
         var sizer: HTTP2ConnectionSizer?
         var seenCuts = 0
         var timer: RepeatedTask?
@@ -47,23 +46,6 @@ final class HTTP2ConnectionPool: Sendable {
         self.state = state
         self.job = job
         self.timerLoop = group.next()
-        let onGiveUp: @Sendable () -> Void = {
-            let all = state.withLockedValue { state -> Bool in
-                state.gaveUp += 1
-                return state.gaveUp == state.started
-            }
-            guard all else { return }
-            let errors = job.connectionErrors.withLockedValue { $0 }
-            let detail = errors.suffix(3).joined(separator: "; ")
-            job.work.stop(
-                HTTP2JobStop(
-                    reason: nil,
-                    message: "cannot keep a connection to \(configuration.host):\(configuration.port): every "
-                        + "connection failed \(configuration.reconnect.maximumAttempts) times or more in a row and no "
-                        + "row was answered for \(configuration.reconnect.giveUpAfter.components.seconds) s: \(detail)"
-                )
-            )
-        }
         self.slots = (0..<(configuration.maximumConnections ?? configuration.connections)).map { index in
             HTTP2ConnectionSlot(
                 index: index,
@@ -71,8 +53,7 @@ final class HTTP2ConnectionPool: Sendable {
                 random: SplitMix64(seed: configuration.randomSeed &+ UInt64(index) &* 0x9E37_79B9_7F4A_7C15),
                 configuration: configuration,
                 sslContext: sslContext,
-                job: job,
-                onGiveUp: onGiveUp
+                job: job
             )
         }
         state.withLockedValue { $0.started = configuration.connections }

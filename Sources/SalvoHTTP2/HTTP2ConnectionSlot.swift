@@ -15,11 +15,9 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
     /// Nil in cleartext mode.
     private let sslContext: NIOSSLContext?
     private let job: HTTP2JobContext
-    private let onGiveUp: @Sendable () -> Void
     private var failures = 0
-    /// The job's settled rows when this slot last saw them change, and when: a slot gives up only when the whole
-    /// job has made no progress for the policy's `giveUpAfter` (a gateway that refuses some connects while others
-    /// carry rows is backed off from, never abandoned).
+    /// The job's settled rows when this slot last saw them change, and when: the policy's backoff is cut to end at
+    /// its `giveUpAfter` deadline. Giving up is the job's decision (`HTTP2JobContext.stall`), never a slot's.
     private var progressMark: (answered: Int, at: NIODeadline) = (0, .now())
     private var lastConnect: NIODeadline?
     private var channels: [ObjectIdentifier: any Channel] = [:]
@@ -39,8 +37,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         random: SplitMix64,
         configuration: HTTP2ClientConfiguration,
         sslContext: NIOSSLContext?,
-        job: HTTP2JobContext,
-        onGiveUp: @escaping @Sendable () -> Void
+        job: HTTP2JobContext
     ) {
         self.eventLoop = eventLoop
         self.addressTurn = index
@@ -48,7 +45,6 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         self.configuration = configuration
         self.sslContext = sslContext
         self.job = job
-        self.onGiveUp = onGiveUp
     }
 
     /// Opens the first connection.
@@ -246,9 +242,9 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         let settled = self.job.recorded.withLockedValue { $0.answered }
         if settled != self.progressMark.answered { self.progressMark = (settled, now) }
         let sinceProgress = UInt64(max(0, (now - self.progressMark.at).nanoseconds))
-        if policy.givesUp(after: self.failures, sinceProgress: sinceProgress) {
-            self.stopped = true
-            self.onGiveUp()
+        // A stalled job (`HTTP2ProgressWatch`, Retry-After waits included) is stopped by its watchdog, with its
+        // message: no slot connects again meanwhile.
+        guard self.job.stall(now: now, host: self.configuration.host, port: self.configuration.port) == nil else {
             return
         }
         let since = self.lastConnect.map { UInt64(max(0, (now - $0).nanoseconds)) } ?? UInt64.max

@@ -160,6 +160,10 @@ final class HTTP2JobContext: Sendable {
         }
         let items = room > 0 ? self.work.take(maximum: room, maximumBytes: maximumBytes, now: now) : []
         if let rate = self.rate, items.count < room { rate.withLockedValue { $0.giveBack(room - items.count) } }
+        // Nothing to send and nothing in flight while the source reads ahead: the server is not the one stalling.
+        if items.isEmpty, self.work.waitsForInput {
+            self.recorded.withLockedValue { $0.watch.foundNoRows(waitingForInput: true, now: now) }
+        }
         return (items, rateLimited, nextDelayed)
     }
 

@@ -12,6 +12,8 @@ import SalvoEngine
 /// server asked to wait for (`Retry-After`) extends the mark to when the row is due, so that a job parked by the
 /// server's own request is not given up on while it waits. A refused stream, a reset, a PING answer or a connect
 /// is not progress.
+/// Nor is a job given up on while it waits for its own input with nothing to send and nothing in flight
+/// (`waitsForInput`): the server has no request to answer.
 ///
 /// Pure: time comes from the caller (a fake clock in tests).
 struct HTTP2ProgressWatch: Sendable {
@@ -28,6 +30,19 @@ struct HTTP2ProgressWatch: Sendable {
     /// A connection read answers (or was told to wait) up to `until`.
     mutating func progressed(until: NIODeadline) {
         self.progressUntil = max(self.progressUntil, until)
+    }
+
+    /// Whether the job waits for its own input rather than for the server: no row is ready, none waits for a retry,
+    /// none is in flight, and the source has rows still to come (a resume reading past rows already settled, a slow
+    /// read-ahead). No request can be answered then, so the wait is not the server's.
+    static func waitsForInput(ready: Int, delayed: Int, outstanding: Int, sourceExhausted: Bool) -> Bool {
+        ready == 0 && delayed == 0 && outstanding == 0 && !sourceExhausted
+    }
+
+    /// A connection looked for rows at `now` and found none: while the job `waitsForInput`, the wait counts as
+    /// progress.
+    mutating func foundNoRows(waitingForInput: Bool, now: NIODeadline) {
+        if waitingForInput { self.progressed(until: now) }
     }
 
     /// Whether the job has gone `giveUpAfter` without progress.
@@ -53,7 +68,8 @@ struct HTTP2ProgressWatch: Sendable {
 /// before the job's next connect, from the reconnect policy's `initialDelay` up to its `maximumDelay`, with jitter
 /// (a wait drawn from the upper half of the doubled ceiling, so that it grows whatever the draw). An answer on any
 /// connection starts the count again. Per job rather than per connection slot: slots that each backed off on their
-/// own would together reconnect as often as there are slots. Connects are also kept `minimumInterval` apart.
+/// own would together reconnect as often as there are slots. Fruitless reconnects are also kept `minimumInterval`
+/// apart job-wide.
 ///
 /// Pure: time and the random draw come from the caller.
 struct HTTP2ReconnectPacer: Sendable {
@@ -83,18 +99,20 @@ struct HTTP2ReconnectPacer: Sendable {
         guard self.fruitless > 0 else { return .zero }
         let initial = UInt64(max(1, self.policy.initialDelay.nanoseconds))
         let maximum = max(initial, self.policy.maximumDelay.nanoseconds)
-        let exponent = min(self.fruitless - 1, 40)
-        let (scaled, overflow) = initial.multipliedReportingOverflow(by: 1 << exponent)
-        let ceiling = overflow ? maximum : min(maximum, scaled)
+        let ceiling = backoffCeiling(initial: initial, maximum: maximum, attempt: self.fruitless)
         let draw = 0.5 + 0.5 * min(max(random, 0), 1)
         return .nanoseconds(Int64(clamping: UInt64(Double(ceiling) * draw)))
     }
 
-    /// When a slot may connect: after the backoff, and `minimumInterval` after the job's previous connect. Takes
-    /// that slot.
+    /// When a slot may connect: after a fruitless connection, after the backoff and `minimumInterval` after the
+    /// job's previous connect; after an answered one, now (the slot keeps its own floor), so that replacing every
+    /// connection after a GOAWAY does not queue the last one behind all the others. Takes that time.
     mutating func nextConnect(now: NIODeadline, random: Double) -> NIODeadline {
-        let at = max(now + self.backoff(random: random), self.nextSlot)
-        self.nextSlot = at + .nanoseconds(Int64(clamping: self.policy.minimumInterval.nanoseconds))
+        let at = self.fruitless > 0 ? max(now + self.backoff(random: random), self.nextSlot) : now
+        self.nextSlot = max(
+            self.nextSlot,
+            at + .nanoseconds(Int64(clamping: self.policy.minimumInterval.nanoseconds))
+        )
         return at
     }
 }

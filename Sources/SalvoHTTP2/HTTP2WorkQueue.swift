@@ -219,6 +219,20 @@ final class HTTP2WorkQueue: Sendable {
     /// Rows handed to connections and not given back yet, and every row handed out so far (retries included).
     var counts: (outstanding: Int, taken: Int) { self.state.withLockedValue { ($0.outstanding, $0.taken) } }
 
+    /// Whether the job waits for its source with nothing to send and nothing in flight
+    /// (`HTTP2ProgressWatch.waitsForInput`); false once it is finished or stopped.
+    var waitsForInput: Bool {
+        self.state.withLockedValue { state in
+            !state.isFinished && state.stop == nil
+                && HTTP2ProgressWatch.waitsForInput(
+                    ready: state.ready.count,
+                    delayed: state.delayed.count,
+                    outstanding: state.outstanding,
+                    sourceExhausted: state.sourceExhausted
+                )
+        }
+    }
+
     /// When the next delayed row becomes ready, if any waits.
     var nextDelayed: NIODeadline? {
         self.state.withLockedValue { $0.delayed.isEmpty ? nil : $0.earliestDelayed }

@@ -1,3 +1,4 @@
+import APNSWire
 import Foundation
 
 #if canImport(Glibc)
@@ -35,8 +36,8 @@ public struct ControlToken: Sendable, Equatable, CustomStringConvertible {
     /// A new random token.
     public static func random() -> ControlToken {
         var generator = SystemRandomNumberGenerator()
-        let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0 ... .max, using: &generator)) }
-        return try! ControlToken(hex.joined())
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0 ... .max, using: &generator) }
+        return try! ControlToken(Hex.string(bytes))
     }
 
     /// Never the secret itself, so that it cannot reach a log by accident.

@@ -1,3 +1,4 @@
+import APNSWire
 import Crypto
 import Dispatch
 import Foundation
@@ -119,7 +120,7 @@ public final class JobJournal: @unchecked Sendable {
                 hash.update(bufferPointer: piece)
                 if countLines { lines.count(piece) }
             }
-            inputs.append(JournalManifest.Input(path: path, bytes: bytes, sha256: Self.hex(hash.finalize())))
+            inputs.append(JournalManifest.Input(path: path, bytes: bytes, sha256: Hex.string(hash.finalize())))
             if countLines { lineCounts.append(lines.bound) }
         }
         return (inputs, lineCounts)
@@ -227,16 +228,6 @@ public final class JobJournal: @unchecked Sendable {
         _ = madvise(pointer, end - start, MADV_DONTNEED)
     }
 
-    private static func hex(_ digest: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        for byte in digest {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: text, as: UTF8.self)
-    }
-
     /// The line ends in `bytes` as `CSVReader` counts them: each LF, each CRLF once, each bare CR; eight bytes at a
     /// time.
     ///
@@ -307,7 +298,7 @@ public final class JobJournal: @unchecked Sendable {
 
     /// SHA-256 of `bytes`, hex (the payload's entry among the settings).
     public static func sha256(_ bytes: [UInt8]) -> String {
-        Self.hex(SHA256.hash(data: bytes))
+        Hex.string(SHA256.hash(data: bytes))
     }
 
     /// Starts a new job in `directory` (created when missing): earlier state files are removed, the rows' file

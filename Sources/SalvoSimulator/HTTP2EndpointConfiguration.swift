@@ -55,8 +55,10 @@ public struct HTTP2EndpointConfiguration: Sendable {
         public var goAwayRate: Double = 0
         /// When a new stream's HEADERS arrive: the answers written so far are sent, then the connection is reset
         /// (a TCP RST: no GOAWAY, no TLS close_notify). That stream and every later one are never processed. Drawn
-        /// only while no processed request waits for its answer (a slow answer, a blocked body), so a reset never
-        /// loses the answer to a request the ledger recorded.
+        /// only while no processed request waits for its answer (a slow answer, a blocked body), and the RST goes
+        /// only once the answers written have reached the socket and the client has acknowledged them (waited for
+        /// at most half a second: `ConnectionResetHandler`), so a reset never loses the answer to a request the
+        /// ledger recorded.
         public var resetRate: Double = 0
         /// After a request is answered: `SETTINGS_MAX_CONCURRENT_STREAMS` drops to `shrinkTo` for the next
         /// `shrinkForStreams` requests, then the endpoint's limit comes back.

@@ -113,6 +113,8 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
     /// While a seeded limit drop lasts: the request count at which the endpoint's limit comes back.
     private var restoreLimitAt: Int?
     private let batch = LedgerBatch(capacity: 256)
+    /// With resets planned, the last write of answers: a reset waits for it (`ConnectionResetHandler`).
+    private var lastWrite: EventLoopFuture<Void>?
 
     init(
         shared: Shared,
@@ -370,7 +372,7 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         self.flush(context: context)
         self.closed = true
         if let resetter = self.resetter {
-            resetter.reset()
+            resetter.reset(after: self.lastWrite)
         } else {
             context.close(promise: nil)
         }
@@ -378,7 +380,14 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
 
     private func flush(context: ChannelHandlerContext) {
         guard self.output.readableBytes > 0 else { return }
-        context.writeAndFlush(self.wrapOutboundOut(self.output), promise: nil)
+        if self.resetter != nil, self.shared.faults.resetRate > 0 {
+            // Writes complete in order: a reset waits for the last one, so every answer written reaches the socket.
+            let written = context.eventLoop.makePromise(of: Void.self)
+            context.writeAndFlush(self.wrapOutboundOut(self.output), promise: written)
+            self.lastWrite = written.futureResult
+        } else {
+            context.writeAndFlush(self.wrapOutboundOut(self.output), promise: nil)
+        }
         self.output = context.channel.allocator.buffer(capacity: 16 << 10)
     }
 

@@ -135,19 +135,14 @@ import Glibc
         #expect(controlRequest(port: control, "GET", "/ledger", authorization: "Bearer \(token.text)")?.status == 200)
 
         // The soak reads the token from the certificate folder, sends it, and its rounds are judged.
-        let soak = Process()
-        soak.executableURL = URL(fileURLWithPath: salvo)
-        soak.arguments = [
-            "soak", "--gateway", "127.0.0.1:\(gateway)", "--control", "127.0.0.1:\(control)", "--certificates",
-            certificates, "--rounds", "1", "--tokens", "500", "--duration", "60s", "--progress", "none",
-        ]
-        let output = Pipe()
-        soak.standardOutput = output
-        soak.standardError = output
-        try soak.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        soak.waitUntilExit()
-        #expect(soak.terminationStatus == 0, "\(text)")
+        let (status, text) = try runToEnd(
+            salvo,
+            [
+                "soak", "--gateway", "127.0.0.1:\(gateway)", "--control", "127.0.0.1:\(control)", "--certificates",
+                certificates, "--rounds", "1", "--tokens", "500", "--duration", "60s", "--progress", "none",
+            ]
+        )
+        #expect(status == 0, "\(text)")
         #expect(text.contains("soak: PASS"), "\(text)")
     }
 
@@ -173,20 +168,15 @@ import Glibc
 
         let other = ControlToken.random()
         try other.write(to: folder + "/other")
-        let soak = Process()
-        soak.executableURL = URL(fileURLWithPath: salvo)
-        soak.arguments = [
-            "soak", "--gateway", "127.0.0.1:\(try #require(simulate.port("gateway")))", "--control",
-            "127.0.0.2:\(control)", "--certificates", folder + "/certs", "--control-token-file", folder + "/other",
-            "--rounds", "1", "--tokens", "100", "--duration", "60s", "--progress", "none",
-        ]
-        let output = Pipe()
-        soak.standardOutput = output
-        soak.standardError = output
-        try soak.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        soak.waitUntilExit()
-        #expect(soak.terminationStatus != 0)
+        let (status, text) = try runToEnd(
+            salvo,
+            [
+                "soak", "--gateway", "127.0.0.1:\(try #require(simulate.port("gateway")))", "--control",
+                "127.0.0.2:\(control)", "--certificates", folder + "/certs", "--control-token-file", folder + "/other",
+                "--rounds", "1", "--tokens", "100", "--duration", "60s", "--progress", "none",
+            ]
+        )
+        #expect(status != 0)
         #expect(text.contains("401"), "\(text)")
     }
 }

@@ -9,10 +9,6 @@ import Testing
 
 @testable import SalvoObservability
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// One request to 127.0.0.1:`port` over a plain socket (HTTP/1.0, bounded by a 5 s receive timeout): the status
 /// and the body, or nil when nothing answers.
 func controlRequest(
@@ -22,41 +18,11 @@ func controlRequest(
     authorization: String? = nil,
     body: String = ""
 ) -> (status: Int, body: String)? {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { return nil }
-    defer { close(descriptor) }
-    var timeout = timeval(tv_sec: 5, tv_usec: 0)
-    setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-        }
-    }
-    guard connected == 0 else {
-        Issue.record("connect to 127.0.0.1:\(port): errno \(errno)")
-        return nil
-    }
     var head = "\(method) \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: \(body.utf8.count)\r\n"
     if let authorization { head += "Authorization: \(authorization)\r\n" }
-    let request = Array((head + "\r\n" + body).utf8)
-    guard request.withUnsafeBytes({ send(descriptor, $0.baseAddress, $0.count, 0) }) == request.count else {
-        Issue.record("send to 127.0.0.1:\(port): errno \(errno)")
+    guard let text = plainExchange(port: port, request: head + "\r\n" + body, recordingFailures: true) else {
         return nil
     }
-    var answer: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-        if count < 0 && errno == EINTR { continue }
-        if count < 0 { Issue.record("recv from 127.0.0.1:\(port): errno \(errno) after \(answer.count) bytes") }
-        guard count > 0 else { break }
-        answer += buffer[0..<count]
-    }
-    let text = String(decoding: answer, as: UTF8.self)
     let parts = text.components(separatedBy: "\r\n\r\n")
     guard let status = parts.first?.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return nil }
     return (status, parts.dropFirst().joined(separator: "\r\n\r\n"))
@@ -92,10 +58,7 @@ func controlRequest(
             var job = BinaryJobConfiguration(
                 host: "127.0.0.1",
                 port: simulator.gatewayPort,
-                credentials: GatewayCredentials(
-                    identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
-                    trustedCAFile: paths.ca
-                ),
+                credentials: paths.clientCredentials,
                 template: try FrameTemplate(command: .framed, payload: try Payload(json: #"{"aps":{"alert":"hi"}}"#)),
                 connections: 1
             )

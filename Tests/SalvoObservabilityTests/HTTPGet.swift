@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 
 #if canImport(Glibc)
 import Glibc
@@ -7,6 +8,13 @@ import Glibc
 /// `GET path` from 127.0.0.1:`port` over a plain socket, HTTP/1.0: the whole answer (head and body), or nil when
 /// nothing listens. Bounded: a 5 s receive timeout.
 func httpGet(port: Int, path: String) -> String? {
+    plainExchange(port: port, request: "GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", recordingFailures: false)
+}
+
+/// Sends `request` to 127.0.0.1:`port` over a plain socket and reads until the peer closes (bounded by a 5 s receive
+/// timeout): the whole answer, or nil when it cannot connect or send. With `recordingFailures`, a failed connect,
+/// send or receive is also recorded as an issue of the running test.
+func plainExchange(port: Int, request: String, recordingFailures: Bool) -> String? {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard descriptor >= 0 else { return nil }
     defer { close(descriptor) }
@@ -21,15 +29,23 @@ func httpGet(port: Int, path: String) -> String? {
             connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
         }
     }
-    guard connected == 0 else { return nil }
-    let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
-    guard request.withUnsafeBytes({ send(descriptor, $0.baseAddress, $0.count, 0) }) == request.count else {
+    guard connected == 0 else {
+        if recordingFailures { Issue.record("connect to 127.0.0.1:\(port): errno \(errno)") }
+        return nil
+    }
+    let bytes = Array(request.utf8)
+    guard bytes.withUnsafeBytes({ send(descriptor, $0.baseAddress, $0.count, 0) }) == bytes.count else {
+        if recordingFailures { Issue.record("send to 127.0.0.1:\(port): errno \(errno)") }
         return nil
     }
     var answer: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
     while true {
         let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+        if count < 0 && errno == EINTR { continue }
+        if count < 0 && recordingFailures {
+            Issue.record("recv from 127.0.0.1:\(port): errno \(errno) after \(answer.count) bytes")
+        }
         guard count > 0 else { break }
         answer += buffer[0..<count]
     }

@@ -34,10 +34,7 @@ import Testing
         var job = BinaryJobConfiguration(
             host: "127.0.0.1",
             port: simulator.gatewayPort,
-            credentials: GatewayCredentials(
-                identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
-                trustedCAFile: paths.ca
-            ),
+            credentials: paths.clientCredentials,
             template: try FrameTemplate(command: .framed, payload: try Payload(json: #"{"aps":{"alert":"hi"}}"#)),
             connections: 2
         )

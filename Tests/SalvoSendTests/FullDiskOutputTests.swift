@@ -9,52 +9,15 @@ import Testing
 import Glibc
 #endif
 
-/// A tmpfs of a few KB mounted in the test's scratch folder: a disk that fills up. Mounting needs root (or
-/// CAP_SYS_ADMIN); where it is refused, the tests that need one are skipped with that reason.
-final class TinyFilesystem {
-    let path: String
-
-    init(kilobytes: Int) throws {
-        let folder = TestScratch.root.appendingPathComponent("tiny-fs-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let status = try Self.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(kilobytes)k,mode=0777", "tmpfs", folder])
-        guard status == 0 else {
-            rmdir(folder)
-            throw TinyFilesystemRefused()
-        }
-        self.path = folder
-    }
-
-    deinit {
-        _ = try? Self.run("/bin/umount", [self.path])
-        rmdir(self.path)
-    }
-
-    /// Whether this process may mount a tmpfs (tried once).
-    static let canMount: Bool = (try? TinyFilesystem(kilobytes: 8)) != nil
-
-    private static func run(_ tool: String, _ arguments: [String]) throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        return process.terminationStatus
-    }
-}
-
-struct TinyFilesystemRefused: Error {}
-
 /// Outputs on a full disk: every write is an error with a record, never a file cut short, never a lost mention.
 @Suite(
     .offThePool,
-    .enabled(if: TinyFilesystem.canMount, "mount -t tmpfs is refused here (it needs root or CAP_SYS_ADMIN)")
+    .enabled(if: SmallFilesystem.unavailable == nil, "mount -t tmpfs is refused here (it needs root or CAP_SYS_ADMIN)")
 )
 struct FullDiskOutputTests {
     @Test func theAtomicWriterSaysTheDiskIsFullAndLeavesTheOldFileAndNoTemporaryOne() throws {
-        let disk = try TinyFilesystem(kilobytes: 64)
+        let disk = try SmallFilesystem(bytes: 64 << 10)
+        defer { disk.unmount() }
         let path = disk.path + "/list.csv"
         try Data("old\n".utf8).write(to: URL(fileURLWithPath: path))
         var failure: JobError?
@@ -89,7 +52,8 @@ struct FullDiskOutputTests {
         interface: DyingGatewayTests.Interface
     ) async throws {
         guard let salvo = InterruptionTests.builtExecutable else { return }
-        let disk = try TinyFilesystem(kilobytes: 16)
+        let disk = try SmallFilesystem(bytes: 16 << 10)
+        defer { disk.unmount() }
         let paths = CertificateFactory.sharedFolder
         let closed = try ClosedPort()
         defer { closed.close() }
@@ -104,7 +68,7 @@ struct FullDiskOutputTests {
                 "--ca", paths.ca, "--give-up-seconds", "1", "--report", "report.json", "--unsettled", unsettled,
                 "--quiet", "--gateway", "127.0.0.1:\(closed.port)",
             ] + (interface == .h2 ? h2SendArguments : [])
-        let (status, errors) = try await offThePool { try Self.run(salvo, arguments, in: folder) }
+        let (status, errors) = try await offThePool { try runProcess(salvo, arguments, in: folder) }
         #expect(status == 3, "\(errors)")
         #expect(errors.contains("the unsettled file \(unsettled) is missing (\(count) rows not listed)"), "\(errors)")
         #expect(errors.contains("No space left on device"), "\(errors)")
@@ -126,23 +90,18 @@ struct FullDiskOutputTests {
     /// and the rows it lacks, and the unsettled file (on another disk) is written.
     @Test func aRejectsFileThatCannotBeWrittenMakesTheExitStatus3() async throws {
         guard let salvo = InterruptionTests.builtExecutable else { return }
-        let disk = try TinyFilesystem(kilobytes: 16)
-        let paths = CertificateFactory.sharedFolder
+        let disk = try SmallFilesystem(bytes: 16 << 10)
+        defer { disk.unmount() }
         let simulator = try await Simulator.start(SimulatorConfiguration.testing(CertificateFactory.shared))
-        let (folder, tokens) = try sendFolder("salvo-full-rej", tokens: 50, seed: 42)
-        // 2000 bad rows of 100 bytes: 200 KB of rejects for a 16 KB disk.
-        let bad = (0..<2000).map { "not-a-token-\($0)-" + String(repeating: "x", count: 80) }
-        try Data(("token\n" + (tokens + bad).joined(separator: "\n") + "\n").utf8)
-            .write(to: folder.appendingPathComponent("tokens.csv"))
-        let rejects = disk.path + "/rejects.csv"
-        let arguments = [
-            "send", "tokens.csv", "--payload", "payload.json", "--cert", paths.client, "--key", paths.clientKey,
-            "--ca", paths.ca, "--report", "report.json", "--rejects", rejects, "--quiet",
-            "--gateway", "127.0.0.1:\(simulator.gatewayPort)",
-        ]
+        let (folder, tokens, bad, rejects, arguments) = try Self.rejectsSend(
+            "salvo-full-rej",
+            seed: 42,
+            rejectsOn: disk,
+            gatewayPort: simulator.gatewayPort
+        )
         let outcome: (Int32, String)
         do {
-            outcome = try await offThePool { try Self.run(salvo, arguments, in: folder) }
+            outcome = try await offThePool { try runProcess(salvo, arguments, in: folder) }
         } catch {
             try await simulator.shutdown()
             throw error
@@ -167,29 +126,26 @@ struct FullDiskOutputTests {
     /// same command sends nothing again (the gateway sees no new notification) and writes the rejects file.
     @Test func aJournaledJobWritesTheMissingRejectsFileWhenRunAgain() async throws {
         guard let salvo = InterruptionTests.builtExecutable else { return }
-        let disk = try TinyFilesystem(kilobytes: 16)
-        let paths = CertificateFactory.sharedFolder
+        let disk = try SmallFilesystem(bytes: 16 << 10)
+        defer { disk.unmount() }
         let simulator = try await Simulator.start(SimulatorConfiguration.testing(CertificateFactory.shared))
-        let (folder, tokens) = try sendFolder("salvo-full-journal", tokens: 50, seed: 46)
-        let bad = (0..<2000).map { "not-a-token-\($0)-" + String(repeating: "x", count: 80) }
-        try Data(("token\n" + (tokens + bad).joined(separator: "\n") + "\n").utf8)
-            .write(to: folder.appendingPathComponent("tokens.csv"))
-        let rejects = disk.path + "/rejects.csv"
-        let arguments = [
-            "send", "tokens.csv", "--payload", "payload.json", "--cert", paths.client, "--key", paths.clientKey,
-            "--ca", paths.ca, "--report", "report.json", "--rejects", rejects, "--journal", "journal", "--quiet",
-            "--gateway", "127.0.0.1:\(simulator.gatewayPort)",
-        ]
+        let (folder, tokens, bad, rejects, arguments) = try Self.rejectsSend(
+            "salvo-full-journal",
+            seed: 46,
+            rejectsOn: disk,
+            gatewayPort: simulator.gatewayPort,
+            extra: ["--journal", "journal"]
+        )
         let first: (Int32, String)
         let second: (Int32, String)
         let accepted: (Int, Int)
         do {
-            first = try await offThePool { try Self.run(salvo, arguments, in: folder) }
+            first = try await offThePool { try runProcess(salvo, arguments, in: folder) }
             let afterFirst = simulator.ledger.snapshot().accepted
             // Room on the disk: the same command again.
-            let grown = try Self.run("/bin/mount", ["-o", "remount,size=1m", disk.path], in: folder)
+            let grown = try runProcess("/bin/mount", ["-o", "remount,size=1m", disk.path], in: folder)
             #expect(grown.0 == 0, "remount: \(grown.1)")
-            second = try await offThePool { try Self.run(salvo, arguments, in: folder) }
+            second = try await offThePool { try runProcess(salvo, arguments, in: folder) }
             accepted = (afterFirst, simulator.ledger.snapshot().accepted)
         } catch {
             try await simulator.shutdown()
@@ -210,18 +166,27 @@ struct FullDiskOutputTests {
         #expect(report.outputFailures == nil && report.delivered == tokens.count && report.invalidInput == bad.count)
     }
 
-    /// Runs `salvo` in `folder`; its exit status and standard error.
-    static func run(_ salvo: String, _ arguments: [String], in folder: URL) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, text)
+    /// A send folder of 50 good rows and 2000 bad ones of 100 bytes (200 KB of rejects, for a 16 KB disk), its
+    /// rejects file on `disk`: the folder, the good tokens, the bad rows, the rejects file and the send's arguments
+    /// (`extra` after `--rejects`).
+    static func rejectsSend(
+        _ prefix: String,
+        seed: UInt64,
+        rejectsOn disk: SmallFilesystem,
+        gatewayPort: Int,
+        extra: [String] = []
+    ) throws -> (folder: URL, tokens: [String], bad: [String], rejects: String, arguments: [String]) {
+        let paths = CertificateFactory.sharedFolder
+        let (folder, tokens) = try sendFolder(prefix, tokens: 50, seed: seed)
+        let bad = (0..<2000).map { "not-a-token-\($0)-" + String(repeating: "x", count: 80) }
+        try Data(("token\n" + (tokens + bad).joined(separator: "\n") + "\n").utf8)
+            .write(to: folder.appendingPathComponent("tokens.csv"))
+        let rejects = disk.path + "/rejects.csv"
+        let arguments =
+            [
+                "send", "tokens.csv", "--payload", "payload.json", "--cert", paths.client, "--key", paths.clientKey,
+                "--ca", paths.ca, "--report", "report.json", "--rejects", rejects,
+            ] + extra + ["--quiet", "--gateway", "127.0.0.1:\(gatewayPort)"]
+        return (folder, tokens, bad, rejects, arguments)
     }
 }

@@ -75,7 +75,7 @@ import Testing
         let (folder, _) = try sendFolder("salvo-merge-fp", tokens: 40, seed: 44)
         try Data(#"{"aps":{"alert":"other"}}"#.utf8).write(to: folder.appendingPathComponent("other.json"))
         @Sendable func send(_ partition: String, _ payload: String, _ report: String) throws -> Int32 {
-            try Self.run(
+            try runProcess(
                 salvo,
                 [
                     "send", "tokens.csv", "--payload", payload, "--partition", partition, "--cert", paths.client,
@@ -100,14 +100,14 @@ import Testing
         try await simulator.shutdown()
         #expect(statuses == [0, 0, 0])
         let refused = try await offThePool {
-            try Self.run(salvo, ["report", "merge", "a0.json", "b1.json", "--output", "merged.json"], in: folder)
+            try runProcess(salvo, ["report", "merge", "a0.json", "b1.json", "--output", "merged.json"], in: folder)
         }
         #expect(refused.status == 3, "\(refused.errors)")
         #expect(refused.errors.contains("report 2 is not the job of report 1"), "\(refused.errors)")
         #expect(refused.errors.contains("payload: sha256"), "\(refused.errors)")
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("merged.json").path))
         let merged = try await offThePool {
-            try Self.run(salvo, ["report", "merge", "a0.json", "a1.json", "--output", "merged.json"], in: folder)
+            try runProcess(salvo, ["report", "merge", "a0.json", "a1.json", "--output", "merged.json"], in: folder)
         }
         #expect(merged.status == 0, "\(merged.errors)")
         let report = try JSONDecoder().decode(
@@ -115,19 +115,5 @@ import Testing
             from: Data(contentsOf: folder.appendingPathComponent("merged.json"))
         )
         #expect(report.mergedPartitions == 2 && report.delivered == 40)
-    }
-
-    static func run(_ salvo: String, _ arguments: [String], in folder: URL) throws -> (status: Int32, errors: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, text)
     }
 }

@@ -34,6 +34,13 @@ func runSalvo(
     return (process.terminationStatus, text)
 }
 
+/// Runs `executable` (the built `salvo`, or a system tool) in `folder` with `arguments`: its exit status and what it
+/// wrote to standard error (standard output is dropped).
+func runProcess(_ executable: String, _ arguments: [String], in folder: URL) throws -> (status: Int32, errors: String) {
+    let (status, errors) = try runToEnd(executable, arguments, in: folder, standardOutput: false)
+    return (status, errors)
+}
+
 /// What `salvo send` adds to a binary send's arguments to send over HTTP/2 to the simulator with the shared test
 /// certificates.
 let h2SendArguments = [

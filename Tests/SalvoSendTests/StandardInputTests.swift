@@ -453,14 +453,15 @@ struct PseudoTerminal {
 }
 
 /// Standard input spooled onto a full disk (a small tmpfs): the run stops before sending, exit 3, naming the spool.
-@Suite(.offThePool, .serialized, .enabled(if: SmallTmpfs.unavailable == nil, "needs root to mount a tmpfs"))
+@Suite(.offThePool, .serialized, .enabled(if: SmallFilesystem.unavailable == nil, "needs root to mount a tmpfs"))
 struct StandardInputFullDiskTests {
     @Test(arguments: [true, false])
     func aSpoolOnAFullDiskIsAnErrorNamingIt(journaled: Bool) async throws {
         guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
-        let disk = try SmallTmpfs.mount(bytes: 256 << 10)
-        defer { SmallTmpfs.unmount(disk) }
+        let filesystem = try SmallFilesystem(bytes: 256 << 10)
+        defer { filesystem.unmount() }
+        let disk = filesystem.path
         let folder = try StandardInputTests.folder()
         let (_, text) = StandardInputTests.csv(count: 10_000, seed: 75)
         var arguments = [

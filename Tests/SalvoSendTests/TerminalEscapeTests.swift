@@ -50,15 +50,19 @@ import Testing
         return ["--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca]
     }
 
+    /// `salvo send tokens.csv --payload payload.json --gateway <gateway>` with the certificates and then `extra`, in a
+    /// folder holding `tokens` as tokens.csv and the payload.
+    func send(_ tokens: String, gateway: String, _ extra: [String] = []) throws -> (status: Int32, bytes: [UInt8])? {
+        let arguments = ["send", "tokens.csv", "--payload", "payload.json", "--gateway", gateway]
+        return try Self.run(
+            arguments + self.certificates + extra,
+            files: ["tokens.csv": tokens, "payload.json": Self.payload]
+        )
+    }
+
     @Test func aTokenFileWithoutATokenIsNamedEscaped() throws {
         let tokens = "token\n\(Self.title)\n\(Self.red)\n"
-        let arguments = ["send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:1"]
-        guard
-            let (status, bytes) = try Self.run(
-                arguments + self.certificates,
-                files: ["tokens.csv": tokens, "payload.json": Self.payload]
-            )
-        else { return }
+        guard let (status, bytes) = try self.send(tokens, gateway: "127.0.0.1:1") else { return }
         #expect(status == 3)
         #expect(String(decoding: bytes, as: UTF8.self).contains("no valid token"))
         Self.expectEscaped(bytes, "token file error")
@@ -66,13 +70,9 @@ import Testing
 
     @Test func aTokenFileHeaderWithoutTheColumnIsNamedEscaped() throws {
         let tokens = "\(Self.red),\(Self.title)\n\(Self.good),x\n"
-        let arguments = ["send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:1"]
-        guard
-            let (status, bytes) = try Self.run(
-                arguments + self.certificates + ["--column", "device"],
-                files: ["tokens.csv": tokens, "payload.json": Self.payload]
-            )
-        else { return }
+        guard let (status, bytes) = try self.send(tokens, gateway: "127.0.0.1:1", ["--column", "device"]) else {
+            return
+        }
         #expect(status == 3, "\(String(decoding: bytes, as: UTF8.self))")
         Self.expectEscaped(bytes, "header error")
     }
@@ -126,14 +126,11 @@ import Testing
         let closed = try ClosedPort()
         defer { closed.close() }
         let tokens = "token\n\(Self.good)\n\(Self.title)\n\(Self.red)\n"
-        let arguments = [
-            "send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:\(closed.port)",
-            "--give-up-seconds", "1",
-        ]
         guard
-            let (status, bytes) = try Self.run(
-                arguments + self.certificates,
-                files: ["tokens.csv": tokens, "payload.json": Self.payload]
+            let (status, bytes) = try self.send(
+                tokens,
+                gateway: "127.0.0.1:\(closed.port)",
+                ["--give-up-seconds", "1"]
             )
         else { return }
         #expect(status == 3)
