@@ -20,6 +20,34 @@ public enum HTTP2FrameWriter {
         buffer.writeInteger(streamID)
     }
 
+    /// A header block as a HEADERS frame and, past `maximumFrameSize` bytes, CONTINUATION frames (RFC 9113 §6.10);
+    /// `flags` (END_STREAM) go on the HEADERS frame, END_HEADERS on the last.
+    public static func headerBlock(
+        _ block: ByteBuffer,
+        streamID: UInt32,
+        flags: UInt8,
+        maximumFrameSize: Int = HTTP2FrameReader.maximumFrameSize,
+        into buffer: inout ByteBuffer
+    ) {
+        var block = block
+        var type: UInt8 = 1
+        var flags = flags
+        while let chunk = block.readSlice(length: min(maximumFrameSize, block.readableBytes)) {
+            let last = block.readableBytes == 0
+            Self.frameHeader(
+                length: chunk.readableBytes,
+                type: type,
+                flags: flags | (last ? 0x4 : 0),
+                streamID: streamID,
+                into: &buffer
+            )
+            buffer.writeImmutableBuffer(chunk)
+            if last { break }
+            type = 9
+            flags = 0
+        }
+    }
+
     public static func settings(
         _ settings: [(parameter: HTTP2SettingIdentifier, value: UInt32)],
         into buffer: inout ByteBuffer

@@ -466,24 +466,15 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     private func splitHeaderBlock(frameAt headerIndex: Int, streamID: UInt32, endStream: UInt8) {
         let blockStart = headerIndex + 9
         // A slice of the output buffer's storage: the writes below copy the storage first, so it stays intact.
-        var block = self.outbound.getSlice(at: blockStart, length: self.outbound.writerIndex - blockStart)!
+        let block = self.outbound.getSlice(at: blockStart, length: self.outbound.writerIndex - blockStart)!
         self.outbound.moveWriterIndex(to: headerIndex)
-        var type: UInt8 = 1
-        var flags = endStream
-        while let chunk = block.readSlice(length: min(Self.maximumFrameSize, block.readableBytes)) {
-            let last = block.readableBytes == 0
-            HTTP2FrameWriter.frameHeader(
-                length: chunk.readableBytes,
-                type: type,
-                flags: flags | (last ? 0x4 : 0),
-                streamID: streamID,
-                into: &self.outbound
-            )
-            self.outbound.writeImmutableBuffer(chunk)
-            if last { break }
-            type = 9
-            flags = 0
-        }
+        HTTP2FrameWriter.headerBlock(
+            block,
+            streamID: streamID,
+            flags: endStream,
+            maximumFrameSize: Self.maximumFrameSize,
+            into: &self.outbound
+        )
     }
 
     /// `content-length` as a literal without indexing, named by the static table (index 28, RFC 7541 §6.2.2): the

@@ -255,22 +255,7 @@ final class HostileConnectionHandler: ChannelInboundHandler {
         }
         var block = ByteBuffer()
         try? self.encoder.encode(headers: headers, to: &block)
-        var type: UInt8 = 1
-        var flags: UInt8 = 0x1
-        while let chunk = block.readSlice(length: min(HTTP2FrameReader.maximumFrameSize, block.readableBytes)) {
-            let last = block.readableBytes == 0
-            HTTP2FrameWriter.frameHeader(
-                length: chunk.readableBytes,
-                type: type,
-                flags: flags | (last ? 0x4 : 0),
-                streamID: streamID,
-                into: &self.out
-            )
-            self.out.writeImmutableBuffer(chunk)
-            if last { break }
-            type = 9
-            flags = 0
-        }
+        HTTP2FrameWriter.headerBlock(block, streamID: streamID, flags: 0x1, into: &self.out)
     }
 }
 

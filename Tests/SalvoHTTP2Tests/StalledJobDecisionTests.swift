@@ -89,19 +89,8 @@ import Testing
     // MARK: The connection's machine
 
     static func machine(largestBody: Int = 0) -> Machine {
-        var configuration = Machine.Configuration(
-            maximumStreams: 100,
-            requestTimeout: .seconds(10),
-            pingInterval: .seconds(60),
-            pingTimeout: .seconds(5),
-            retry: HTTP2RetryPolicy(
-                initialDelay: .milliseconds(100),
-                maximumDelay: .seconds(5),
-                maximumAttempts: 3,
-                maximumRetryAfter: .seconds(60)
-            ),
-            recordDeliveries: false
-        )
+        // The connection machine's tests' settings, with a SETTINGS deadline and the job's largest body.
+        var configuration = HTTP2ConnectionStateMachineTests.machine().configuration
         configuration.settingsTimeout = .seconds(2)
         configuration.largestBody = largestBody
         return Machine(
