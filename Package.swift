@@ -12,7 +12,8 @@ let package = Package(
     products: [
         .executable(name: "salvo", targets: ["salvo"]),
         .library(name: "APNSWire", targets: ["APNSWire"]),
-        .library(name: "SalvoEngine", targets: ["SalvoEngine"]),
+        .library(name: "SalvoRows", targets: ["SalvoRows"]),
+        .library(name: "SalvoBinary", targets: ["SalvoBinary"]),
         .library(name: "SalvoSimulator", targets: ["SalvoSimulator"]),
         .library(name: "SalvoHTTP2", targets: ["SalvoHTTP2"]),
         .library(name: "SalvoSend", targets: ["SalvoSend"]),
@@ -29,6 +30,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // C libraries, each reachable from exactly one Swift module (see README, "Module map").
@@ -63,12 +65,30 @@ let package = Package(
             swiftSettings: strictness
         ),
 
-        // Bulk sending: token files, shards, batching, the sent window and rewind, reports.
+        // Rows, shared by both interfaces: token files read once (CSV, tokens, payload columns), the row journal and
+        // its checkpoints, outcomes per row, reports, partitions, the unsettled file, progress and metrics of a job.
         .target(
-            name: "SalvoEngine",
+            name: "SalvoRows",
+            dependencies: [
+                "APNSWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictness
+        ),
+
+        // The binary interface: the connection machine, shards over Dispatch queues, the sent window and rewind,
+        // the gateway handshake and credentials, and the feedback client. The only sender module that links
+        // OpenSSL and liburing (through SalvoIO).
+        .target(
+            name: "SalvoBinary",
             dependencies: [
                 "APNSWire",
                 "SalvoIO",
+                "SalvoRows",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -106,7 +126,7 @@ let package = Package(
             name: "SalvoHTTP2",
             dependencies: [
                 "APNSWire",
-                "SalvoEngine",
+                "SalvoRows",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -128,12 +148,66 @@ let package = Package(
             name: "SalvoSend",
             dependencies: [
                 "APNSWire",
-                "SalvoEngine",
+                "SalvoRows",
+                "SalvoBinary",
                 "SalvoHTTP2",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strictness
+        ),
+
+        // Live Activity broadcast channels: the channel management client (create, read, delete, list, resumable
+        // creation with its journal and inventory) and the broadcast job over one HTTP/2 connection.
+        .target(
+            name: "SalvoBroadcast",
+            dependencies: [
+                "APNSWire",
+                "SalvoRows",
+                "SalvoHTTP2",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
+            swiftSettings: strictness
+        ),
+
+        // What `demo`, `simulate` and `soak` need to run a simulator on this machine (not a product): the one maker
+        // of development certificates (CA, server, clients with Apple's extensions, an expired client, a client of
+        // another CA, encrypted keys, PKCS#12), the development ES256 signing key, and the reconciliation of a
+        // sender's report with the simulator's verdict.
+        .target(
+            name: "SalvoDevelopment",
+            dependencies: [
+                "APNSWire",
+                "SalvoRows",
+                "SalvoBinary",
+                "SalvoSimulator",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: strictness
+        ),
+
+        // The console of both executables (not a product): errors as `Error: …` with the documented exit codes,
+        // and the live progress line.
+        .target(
+            name: "SalvoConsole",
+            dependencies: [
+                "APNSWire",
+                "SalvoRows",
+                "SalvoHTTP2",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: strictness
         ),
@@ -148,8 +222,10 @@ let package = Package(
             dependencies: [
                 "APNSWire",
                 "SalvoIO",
-                "SalvoEngine",
+                "SalvoRows",
+                "SalvoBinary",
                 "SalvoSimulator",
+                "SalvoDevelopment",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -172,7 +248,8 @@ let package = Package(
             dependencies: [
                 "APNSWire",
                 "SalvoIO",
-                "SalvoEngine",
+                "SalvoRows",
+                "SalvoBinary",
                 "SalvoHTTP2",
                 "SalvoTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -218,15 +295,31 @@ let package = Package(
             name: "SalvoSoak",
             dependencies: [
                 "APNSWire",
-                "SalvoEngine",
+                "SalvoRows",
+                "SalvoBinary",
                 "SalvoHTTP2",
                 "SalvoSend",
                 "SalvoSimulator",
-                "SalvoTestSupport",
+                "SalvoDevelopment",
                 "SalvoObservability",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strictness
+        ),
+
+        // Tokens from a PostgreSQL query: the server's location and credentials (never shown), and the query's rows
+        // streamed into a CSV spool that a job reads as any token file.
+        .target(
+            name: "SalvoPostgres",
+            dependencies: [
+                "SalvoRows",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictness
         ),
@@ -238,15 +331,18 @@ let package = Package(
             dependencies: [
                 "APNSWire",
                 "SalvoSend",
-                "SalvoEngine",
+                "SalvoPostgres",
+                "SalvoRows",
+                "SalvoBinary",
                 "SalvoIO",
                 "SalvoSimulator",
                 "SalvoHTTP2",
-                "SalvoTestSupport",
-                "SalvoBenchmarkSupport",
+                "SalvoDevelopment",
+                "SalvoConsole",
                 "SalvoObservability",
                 "SalvoData",
                 "SalvoSoak",
+                "SalvoBroadcast",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -259,18 +355,54 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // The benchmark drivers' command line (`swift run -c release salvo-bench send|h2|transport|gateway|wire`):
+        // scaffolding kept out of the `salvo` product.
+        .executableTarget(
+            name: "salvo-bench",
+            dependencies: [
+                "APNSWire",
+                "SalvoSend",
+                "SalvoRows",
+                "SalvoBinary",
+                "SalvoIO",
+                "SalvoSimulator",
+                "SalvoHTTP2",
+                "SalvoTestSupport",
+                "SalvoBenchmarkSupport",
+                "SalvoConsole",
+                "SalvoData",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strictness
+        ),
+
         // Test scaffolding that needs Swift Testing (so it cannot live in SalvoTestSupport, which the executable
         // links): traits shared by the test targets.
         .target(name: "SalvoTestTraits", path: "Tests/SalvoTestTraits", swiftSettings: strictness),
         .testTarget(
             name: "APNSWireTests",
-            dependencies: ["APNSWire", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: [
+                "SalvoTestTraits", "APNSWire", .product(name: "NIOCore", package: "swift-nio"),
+            ],
             swiftSettings: strictness
         ),
         .testTarget(
-            name: "SalvoEngineTests",
+            name: "SalvoRowsTests",
             dependencies: [
-                "SalvoEngine", "APNSWire", "SalvoIO", "SalvoSimulator", "SalvoTestSupport",
+                "SalvoTestTraits", "SalvoRows", "APNSWire", "SalvoTestSupport",
+            ],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoBinaryTests",
+            dependencies: [
+                "SalvoTestTraits",
+                "SalvoRows", "SalvoBinary", "APNSWire", "SalvoIO", "SalvoSimulator", "SalvoTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictness
@@ -279,7 +411,8 @@ let package = Package(
             name: "SalvoHTTP2Tests",
             dependencies: [
                 "SalvoHTTP2",
-                "SalvoEngine",
+                "SalvoRows",
+                "SalvoBinary",
                 "APNSWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -299,9 +432,20 @@ let package = Package(
             swiftSettings: strictness
         ),
         .testTarget(
+            name: "SalvoPostgresTests",
+            dependencies: [
+                "SalvoPostgres", "SalvoSend", "SalvoRows", "SalvoBinary", "SalvoHTTP2", "APNSWire", "SalvoSimulator",
+                "SalvoTestSupport", "SalvoTestTraits",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strictness
+        ),
+        .testTarget(
             name: "SalvoSendTests",
             dependencies: [
-                "SalvoSend", "SalvoEngine", "SalvoHTTP2", "SalvoIO", "APNSWire", "SalvoSimulator", "SalvoTestSupport",
+                "SalvoSend", "SalvoRows", "SalvoBinary", "SalvoHTTP2", "SalvoIO", "APNSWire", "SalvoSimulator",
+                "SalvoTestSupport",
                 "SalvoTestTraits",
             ],
             swiftSettings: strictness
@@ -309,7 +453,8 @@ let package = Package(
         .testTarget(
             name: "SalvoObservabilityTests",
             dependencies: [
-                "SalvoObservability", "SalvoEngine", "SalvoSend", "SalvoSimulator", "SalvoTestSupport", "APNSWire",
+                "SalvoObservability", "SalvoRows", "SalvoBinary", "SalvoSend", "SalvoSimulator", "SalvoTestSupport",
+                "APNSWire",
                 "SalvoHTTP2", .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 "SalvoTestTraits",
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -321,7 +466,8 @@ let package = Package(
         .testTarget(
             name: "SalvoSoakTests",
             dependencies: [
-                "SalvoSoak", "SalvoSimulator", "SalvoEngine", "SalvoData", "SalvoTestSupport", "SalvoObservability",
+                "SalvoSoak", "SalvoSimulator", "SalvoRows", "SalvoBinary", "SalvoData", "SalvoTestSupport",
+                "SalvoObservability",
                 "SalvoTestTraits",
             ],
             swiftSettings: strictness
@@ -336,11 +482,24 @@ let package = Package(
         .testTarget(
             name: "SalvoTestSupportTests",
             dependencies: [
+                "SalvoTestTraits",
                 "SalvoTestSupport",
                 "SalvoSimulator",
-                "SalvoEngine",
+                "SalvoRows",
+                "SalvoBinary",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
+            ],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoBroadcastTests",
+            dependencies: [
+                "SalvoBroadcast", "SalvoRows", "SalvoHTTP2", "APNSWire", "SalvoSimulator", "SalvoTestSupport",
+                "SalvoTestTraits",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strictness
         ),

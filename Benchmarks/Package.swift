@@ -26,7 +26,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "APNSWire", package: "Salvo"),
-                .product(name: "SalvoEngine", package: "Salvo"),
+                .product(name: "SalvoRows", package: "Salvo"), .product(name: "SalvoBinary", package: "Salvo"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Benchmarks/PipelineBenchmarks",

@@ -42,12 +42,13 @@ let package = Package(
             dependencies: ["CLibFuzzer", .product(name: "APNSWire", package: "Salvo")],
             path: "Targets/FuzzPayload",
         ),
-        // The CSV reader and the token parsers, through `TokenSource` (the reader is internal to SalvoEngine).
+        // The CSV reader and the token parsers, through `TokenSource` (the reader is internal to SalvoRows).
         .executableTarget(
             name: "FuzzTokenFile",
             dependencies: [
                 "CLibFuzzer",
-                .product(name: "APNSWire", package: "Salvo"), .product(name: "SalvoEngine", package: "Salvo"),
+                .product(name: "APNSWire", package: "Salvo"), .product(name: "SalvoRows", package: "Salvo"),
+                .product(name: "SalvoBinary", package: "Salvo"),
             ],
             path: "Targets/FuzzTokenFile",
         ),

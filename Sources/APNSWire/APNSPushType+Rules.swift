@@ -93,3 +93,84 @@ extension APNSPushType {
         return nil
     }
 }
+
+/// How a push type problem names what it is about: as `salvo send`'s options (`--push-type`, `--topic`,
+/// `--priority`, which takes 10 or 5) or as the request's headers (`apns-push-type`, `apns-topic`, `apns-priority`).
+public enum APNSPushTypeNaming: Sendable {
+    case options
+    case headers
+}
+
+/// A push type, topic and priority APNs would refuse for every request: the reason it would answer (nil for a push
+/// type it does not know) and a sentence naming the rule, the one wording `send`, `check` and the HTTP/2 job share.
+public struct APNSPushTypeProblem: Error, Hashable, Sendable, CustomStringConvertible {
+    public var reason: APNSReason?
+    public var message: String
+
+    public var description: String { self.message }
+}
+
+extension APNSPushType {
+    /// The priority a request of this push type goes with when none is chosen: 5 for background (10 is an
+    /// error there), 10 otherwise (what APNs reads when the header is left out).
+    public var defaultPriority: NotificationPriority { self == .background ? .powerConsiderate : .immediate }
+
+    /// Whether APNs charges a notification of this push type at `priority` (nil: 10) against a budget, so that
+    /// sending many throttles them: Live Activity updates at 10 (5 is not charged), widget reloads always.
+    public func isBudgeted(at priority: NotificationPriority?) -> Bool {
+        switch self {
+        case .liveActivity: (priority ?? .immediate) == .immediate
+        case .widgets: true
+        default: false
+        }
+    }
+
+    /// What APNs would refuse about this push type for every request with `topic` and `priority`: an unknown push
+    /// type, or `violation(topic:priority:)`, as one sentence.
+    ///
+    /// - Parameters:
+    ///   - topic: the topic; nil skips the topic rule (a certificate names it).
+    ///   - priority: the priority; nil is the header left out (10).
+    ///   - priorityIsDefault: whether the priority was not chosen but defaulted (said in the message).
+    ///   - naming: options or headers.
+    public func problem(
+        topic: String?,
+        priority: NotificationPriority?,
+        priorityIsDefault: Bool = false,
+        naming: APNSPushTypeNaming
+    ) -> APNSPushTypeProblem? {
+        let (type, topicName, priorityName) =
+            switch naming {
+            case .options: ("--push-type", "a --topic", "--priority")
+            case .headers: ("apns-push-type", "an apns-topic", "apns-priority")
+            }
+        guard Self.known.contains(self) else {
+            let known = Self.known.map(\.rawValue).sorted().joined(separator: ", ")
+            return APNSPushTypeProblem(
+                reason: nil,
+                message: "\(type) \(self) is not one of APNs' push types (\(known))"
+            )
+        }
+        guard let reason = self.violation(topic: topic, priority: priority) else { return nil }
+        let sentence: String
+        switch reason {
+        case .deviceTokenNotForTopic:
+            let suffix = self.requiredTopicSuffix ?? ""
+            sentence =
+                "\(type) \(self) needs \(topicName) ending in \(suffix) (<bundle id>\(suffix)), not \(topic ?? "")"
+        case .badPriority:
+            // `--priority` takes 10 or 5: the options name only those.
+            let allowed = self.allowedPriorities.filter { naming == .headers || $0.isValidForBinary }
+            let value = (priority ?? .immediate).rawValue
+            sentence =
+                "\(type) \(self) takes \(priorityName) \(allowed.map { String($0.rawValue) }.joined(separator: " or "))"
+                + ", not \(value)\(priorityIsDefault ? " (the default)" : "")"
+        default:
+            sentence = "\(type) \(self) does not go with \(topicName.split(separator: " ").last!) \(topic ?? "")"
+        }
+        return APNSPushTypeProblem(
+            reason: reason,
+            message: sentence + ": APNs would answer \(reason) for every request"
+        )
+    }
+}

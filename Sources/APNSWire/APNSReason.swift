@@ -31,10 +31,17 @@ public struct APNSReason: RawRepresentable, Hashable, Sendable, Codable, Error, 
     public static let forbidden = APNSReason(rawValue: "Forbidden")
     public static let invalidProviderToken = APNSReason(rawValue: "InvalidProviderToken")
     public static let missingProviderToken = APNSReason(rawValue: "MissingProviderToken")
+    /// The provider token's key is not the key of the connection's first token (a team-scoped key, then a
+    /// topic-specific one, say): the connection is bound to the first key it saw.
+    public static let unrelatedKeyIdInToken = APNSReason(rawValue: "UnrelatedKeyIdInToken")
+    /// The provider token's key is scoped to the other environment (a sandbox key sent to production).
+    public static let badEnvironmentKeyIdInToken = APNSReason(rawValue: "BadEnvironmentKeyIdInToken")
     // 404, 405, 410, 413
     public static let badPath = APNSReason(rawValue: "BadPath")
     public static let methodNotAllowed = APNSReason(rawValue: "MethodNotAllowed")
     public static let unregistered = APNSReason(rawValue: "Unregistered")
+    /// 410 as `Unregistered`: the token is no longer valid (a Live Activity's token after the activity ended).
+    public static let expiredToken = APNSReason(rawValue: "ExpiredToken")
     public static let payloadTooLarge = APNSReason(rawValue: "PayloadTooLarge")
     // 429
     public static let tooManyProviderTokenUpdates = APNSReason(rawValue: "TooManyProviderTokenUpdates")
@@ -49,8 +56,9 @@ public struct APNSReason: RawRepresentable, Hashable, Sendable, Codable, Error, 
         .badTopic: 400, .deviceTokenNotForTopic: 400, .duplicateHeaders: 400, .idleTimeout: 400,
         .invalidPushType: 400, .missingDeviceToken: 400, .missingTopic: 400, .payloadEmpty: 400,
         .topicDisallowed: 400, .badCertificate: 403, .badCertificateEnvironment: 403, .expiredProviderToken: 403,
-        .forbidden: 403, .invalidProviderToken: 403, .missingProviderToken: 403, .badPath: 404,
-        .methodNotAllowed: 405, .unregistered: 410, .payloadTooLarge: 413, .tooManyProviderTokenUpdates: 429,
+        .forbidden: 403, .invalidProviderToken: 403, .missingProviderToken: 403, .unrelatedKeyIdInToken: 403,
+        .badEnvironmentKeyIdInToken: 403, .badPath: 404, .methodNotAllowed: 405, .unregistered: 410,
+        .expiredToken: 410, .payloadTooLarge: 413, .tooManyProviderTokenUpdates: 429,
         .tooManyRequests: 429, .internalServerError: 500, .serviceUnavailable: 503, .shutdown: 503,
     ]
 
@@ -73,8 +81,22 @@ public struct APNSReason: RawRepresentable, Hashable, Sendable, Codable, Error, 
     public var stopsTheJob: Bool {
         self == .badCertificate || self == .badCertificateEnvironment || self == .invalidProviderToken
             || self == .missingProviderToken || self == .forbidden || self == .topicDisallowed
-            || self == .tooManyProviderTokenUpdates
+            || self == .tooManyProviderTokenUpdates || self == .unrelatedKeyIdInToken
+            || self == .badEnvironmentKeyIdInToken
     }
+
+    /// Whether the token is gone for good (410: `Unregistered`, `ExpiredToken`): the row is rejected, and the
+    /// token belongs on the unregistered list.
+    public var meansTheTokenIsGone: Bool { self == .unregistered || self == .expiredToken }
+
+    /// The reasons Apple says never to retry ("Handling notification responses from APNs"): sending the same
+    /// request again can only earn the same answer.
+    public static let neverRetried: Set<APNSReason> = [
+        .badDeviceToken, .deviceTokenNotForTopic, .forbidden, .expiredToken, .unregistered, .payloadTooLarge,
+    ]
+
+    /// Whether this reason is on Apple's never-retry list (`neverRetried`).
+    public var isNeverRetried: Bool { Self.neverRetried.contains(self) }
 
     public var description: String { self.rawValue }
 }

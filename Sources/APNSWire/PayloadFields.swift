@@ -10,11 +10,15 @@ public struct PayloadFields {
     @usableFromInline let bytes: UnsafeRawBufferPointer
     /// Two per column: start and end offsets into `bytes` (start `missing`: no such field).
     @usableFromInline let bounds: UnsafeBufferPointer<UInt32>
+    /// The send time (UNIX seconds) a template's `"{{$now}}"` takes: read by the owner once per chunk of rows, never
+    /// per row. 0 (none read) renders as `PayloadTemplate.sendTimeFloor`.
+    public let sendTime: Int64
 
     @inlinable
-    public init(bytes: UnsafeRawBufferPointer, bounds: UnsafeBufferPointer<UInt32>) {
+    public init(bytes: UnsafeRawBufferPointer, bounds: UnsafeBufferPointer<UInt32>, sendTime: Int64 = 0) {
         self.bytes = bytes
         self.bounds = bounds
+        self.sendTime = sendTime
     }
 
     /// The field of `column`, or nil when the row has none.

@@ -5,6 +5,8 @@ extension PayloadTemplate {
         var end: Int
         var name: String
         var kind: SlotKind
+        /// Seconds added to the send time (`{{$now+900}}`).
+        var offset: Int64 = 0
     }
 
     /// Why a template's placeholders are refused, at a byte offset of its text.
@@ -56,6 +58,27 @@ extension PayloadTemplate {
                 guard !name.isEmpty else {
                     throw PlaceholderFailure(offset: cursor, message: "'{{\(inner)}}' names no column")
                 }
+                // `$` names what the sender fills, not a column: `"{{$now}}"`, the send time, or `"{{$now+900}}"`
+                // (seconds after it).
+                if name.hasPrefix("$") {
+                    guard parts.isEmpty, let offset = PayloadTemplate.sendTimeOffset(name) else {
+                        throw PlaceholderFailure(
+                            offset: cursor,
+                            message:
+                                "'{{\(inner)}}': the only name starting with '$' is \(PayloadTemplate.sendTimeName) "
+                                + "(the send time, UNIX seconds), or \(PayloadTemplate.sendTimeName)+SECONDS"
+                        )
+                    }
+                    guard cursor == open + 1 && end + 2 == close else {
+                        throw PlaceholderFailure(
+                            offset: cursor,
+                            message: "'{{\(inner)}}' must be the whole value, written \"{{\(inner)}}\" (a number)"
+                        )
+                    }
+                    found.append(Placeholder(start: open, end: close + 1, name: name, kind: .sendTime, offset: offset))
+                    cursor = end + 2
+                    continue
+                }
                 guard !name.contains(where: { "{}\\\"".contains($0) }) else {
                     throw PlaceholderFailure(offset: cursor, message: "'{{\(inner)}}' is not a column name")
                 }
@@ -80,6 +103,18 @@ extension PayloadTemplate {
             }
         }
         return found
+    }
+
+    /// The seconds after the send time a `$now` placeholder names: 0 for `$now`, N for `$now+N`, -N for `$now-N`
+    /// (at most a year either way); nil for any other name.
+    static func sendTimeOffset(_ name: String) -> Int64? {
+        guard name.hasPrefix(Self.sendTimeName) else { return nil }
+        let rest = name.dropFirst(Self.sendTimeName.count).filter { $0 != " " }
+        guard let sign = rest.first else { return 0 }
+        guard sign == "+" || sign == "-", let seconds = Int64(rest.dropFirst()), seconds <= 366 * 86_400,
+            rest.dropFirst().allSatisfy(\.isASCII)
+        else { return nil }
+        return sign == "+" ? seconds : -seconds
     }
 
     /// The 1-based line and column of byte `offset` of `text` (columns count characters).
@@ -109,4 +144,30 @@ extension String {
 
 extension Substring {
     fileprivate func trimmingCharacters(in set: Character) -> String { String(self).trimmingCharacters(in: set) }
+}
+
+extension PayloadTemplate {
+    /// The template's compact JSON with its placeholders written back (`{{name}}`, `"{{name:int}}"`,
+    /// `"{{$now+N}}"`): what rules that read the structure (`LiveActivityCheck`) parse, placeholders and all.
+    public var placeholderText: [UInt8] {
+        var text: [UInt8] = []
+        text.reserveCapacity(self.literals.count + 16 * self.segments.count)
+        for segment in self.segments {
+            text.append(contentsOf: self.literals[segment.literalStart..<segment.literalEnd])
+            switch segment.kind {
+            case .sendTime:
+                let offset =
+                    segment.sendTimeOffset == 0
+                    ? "" : segment.sendTimeOffset > 0 ? "+\(segment.sendTimeOffset)" : "\(segment.sendTimeOffset)"
+                text.append(contentsOf: "\"{{\(Self.sendTimeName)\(offset)}}\"".utf8)
+            case .integer where segment.column >= 0:
+                text.append(contentsOf: "\"{{\(self.columns[segment.column]):int}}\"".utf8)
+            case .string where segment.column >= 0:
+                text.append(contentsOf: "{{\(self.columns[segment.column])}}".utf8)
+            default:
+                break
+            }
+        }
+        return text
+    }
 }

@@ -2,7 +2,9 @@
 /// slots, and rendered per row straight into the caller's buffer.
 ///
 /// A placeholder inside a string value is filled with the row's field, JSON-escaped; `"{{column:int}}"` as a
-/// whole value is replaced, quotes and all, by the field as a JSON integer (a per-user badge count). Compiling
+/// whole value is replaced, quotes and all, by the field as a JSON integer (a per-user badge count);
+/// `"{{$now}}"` as a whole value by the send time, UNIX seconds (`"{{$now+900}}"`: 15 minutes after it) (`PayloadFields.sendTime`: read once per chunk of
+/// rows, never per row), as a Live Activity's `timestamp` wants it. Compiling
 /// checks the template once: JSON syntax, placeholder syntax (with line and column), and the payload's structure
 /// (with the string slots empty and the integer slots 0). Rendering a row then parses nothing and allocates
 /// nothing: `renderedCount` checks the row's fields and gives the exact size, `render` copies literals and
@@ -15,7 +17,17 @@ public final class PayloadTemplate: Sendable {
         case string = 1
         /// A whole JSON value: the field, a JSON integer.
         case integer = 2
+        /// A whole JSON value: the send time, UNIX seconds (`"{{$now}}"`); no column.
+        case sendTime = 3
     }
+
+    /// The placeholder of the send time.
+    public static let sendTimeName = "$now"
+    /// The digits a send time takes: UNIX seconds have 10 from 2001 to 2286, so every rendering of a template has
+    /// the size its rows were measured at.
+    public static let sendTimeDigits = 10
+    /// The send time a probe (and a row rendered without one) holds: the first 10-digit second.
+    public static let sendTimeFloor: Int64 = 1_000_000_000
 
     /// A literal run of the compact template, then (unless `column` is -1) a slot.
     @usableFromInline
@@ -25,6 +37,8 @@ public final class PayloadTemplate: Sendable {
         /// Index into `columns`; -1 after the last literal.
         @usableFromInline var column: Int
         @usableFromInline var kind: SlotKind
+        /// For a send-time slot: seconds added to the send time.
+        @usableFromInline var sendTimeOffset: Int64 = 0
     }
 
     /// Where a column is first named in the template's text (1-based line and column), for messages.
@@ -46,8 +60,12 @@ public final class PayloadTemplate: Sendable {
     public let positions: [Position]
     /// The template with every string slot empty and every integer slot 0: its structure, checked as a payload.
     public let probe: Payload
-    /// Bytes every rendering holds whatever the row: the literals.
-    public var literalByteCount: Int { self.literals.count }
+    /// Bytes every rendering holds whatever the row: the literals, and the send times.
+    public var literalByteCount: Int { self.fixedByteCount }
+    /// The literals and the send-time slots' digits.
+    @usableFromInline let fixedByteCount: Int
+    /// Whether the template holds `"{{$now}}"`.
+    public let fillsSendTime: Bool
 
     /// Compiles `json`, the text of `file`.
     ///
@@ -82,7 +100,26 @@ public final class PayloadTemplate: Sendable {
         var literals: [UInt8] = []
         var probe: [UInt8] = []
         var cursor = 0
+        var sendTimes = 0
         for (index, placeholder) in found.enumerated() {
+            if placeholder.kind == .sendTime {
+                let start = literals.count
+                literals.append(contentsOf: compact[cursor..<placeholder.start])
+                probe.append(contentsOf: compact[cursor..<placeholder.start])
+                probe.append(contentsOf: String(Self.sendTimeFloor).utf8)
+                segments.append(
+                    Segment(
+                        literalStart: start,
+                        literalEnd: literals.count,
+                        column: -2,
+                        kind: .sendTime,
+                        sendTimeOffset: placeholder.offset
+                    )
+                )
+                cursor = placeholder.end
+                sendTimes += 1
+                continue
+            }
             let key = placeholder.name.lowercased()
             let column: Int
             if let known = columns.firstIndex(where: { $0.lowercased() == key }) {
@@ -116,6 +153,8 @@ public final class PayloadTemplate: Sendable {
         self.columns = columns
         self.names = columns
         self.positions = positions
+        self.fixedByteCount = literals.count + sendTimes * Self.sendTimeDigits
+        self.fillsSendTime = sendTimes > 0
     }
 
     private init(_ template: PayloadTemplate, segments: [Segment], columns: [String]) {
@@ -126,6 +165,8 @@ public final class PayloadTemplate: Sendable {
         self.columns = columns
         self.names = template.names
         self.positions = template.positions
+        self.fixedByteCount = template.fixedByteCount
+        self.fillsSendTime = template.fillsSendTime
     }
 
     /// Where the text first names `column` (without regard to case); nil when it does not.
@@ -152,7 +193,7 @@ public final class PayloadTemplate: Sendable {
     /// field that is not UTF-8, an integer slot's field that is not a JSON integer. Reads each field once.
     @inlinable
     public func renderedCount(_ fields: PayloadFields) -> Result<Int, PayloadRowError> {
-        var count = self.literals.count
+        var count = self.fixedByteCount
         for segment in self.segments where segment.column >= 0 {
             guard let field = fields.field(segment.column) else {
                 return .failure(PayloadRowError(.missingField, column: self.columns[segment.column]))
@@ -170,6 +211,8 @@ public final class PayloadTemplate: Sendable {
                     )
                 }
                 count += field.count
+            case .sendTime:
+                break
             }
         }
         return .success(count)
@@ -191,6 +234,11 @@ public final class PayloadTemplate: Sendable {
                     )
                     offset += count
                 }
+                if segment.kind == .sendTime {
+                    let time = fields.sendTime == 0 ? 0 : fields.sendTime + segment.sendTimeOffset
+                    offset = Self.writeSendTime(time, into: out, at: offset)
+                    continue
+                }
                 guard segment.column >= 0, let field = fields.field(segment.column) else { continue }
                 switch segment.kind {
                 case .string:
@@ -201,9 +249,26 @@ public final class PayloadTemplate: Sendable {
                         (out.baseAddress! + offset).copyMemory(from: field.baseAddress!, byteCount: field.count)
                     }
                     offset += field.count
+                case .sendTime:
+                    break
                 }
             }
             return offset
         }
+    }
+
+    /// Writes `seconds` as exactly `sendTimeDigits` decimal digits at `offset` (held to the 10-digit range, so the
+    /// size never differs from the measure); returns the offset after them.
+    @inlinable
+    static func writeSendTime(_ seconds: Int64, into out: UnsafeMutableRawBufferPointer, at offset: Int) -> Int {
+        precondition(offset + Self.sendTimeDigits <= out.count)
+        var value = min(max(seconds, Self.sendTimeFloor), 9_999_999_999)
+        var index = offset + Self.sendTimeDigits - 1
+        while index >= offset {
+            out[index] = UInt8(ascii: "0") + UInt8(value % 10)
+            value /= 10
+            index -= 1
+        }
+        return offset + Self.sendTimeDigits
     }
 }

@@ -18,6 +18,9 @@ public struct PayloadTemplates: Sendable {
     /// Language tags (lowercased, `-`), parallel to `templates`; `default` for the default.
     @usableFromInline let tags: [[UInt8]]
     @usableFromInline let defaultIndex: Int?
+    /// Per template, the rule its rows must meet beyond rendering (a Live Activity's event and dismissal date from
+    /// columns: `checkingLiveActivity`); nil when no template has one.
+    public internal(set) var rowChecks: [LiveActivityRowCheck?]?
 
     /// One template for every row.
     public init(_ template: PayloadTemplate) {
@@ -103,6 +106,9 @@ public struct PayloadTemplates: Sendable {
             index = found
         } else {
             index = 0
+        }
+        if let checks = self.rowChecks, let check = checks[index], let refusal = check.check(fields) {
+            return .failure(refusal)
         }
         let rendered = self.templates.withUnsafeBufferPointer { $0[index].renderedCount(fields) }
         switch rendered {

@@ -2,8 +2,9 @@ import APNSWire
 import NIOCore
 import NIOPosix
 import NIOSSL
-import SalvoEngine
+import SalvoBinary
 import SalvoHTTP2
+import SalvoRows
 import SalvoTestSupport
 
 /// Notifications per second from the HTTP/2 client to an always-200 server on loopback, over TLS: what the client

@@ -2,7 +2,7 @@ import Foundation
 
 /// The reference link: a C sender and receiver (`Benchmarks/reference`, OpenSSL and liburing) that measure what this
 /// host's TLS link carries for binary-interface frames, with nothing of a real job on the path. Its rate is the
-/// limit `salvo bench send` reports each of its rows against, measured in the same run, so that a ratio means the
+/// limit `salvo-bench send` reports each of its rows against, measured in the same run, so that a ratio means the
 /// same on any host where the absolute rates do not.
 ///
 /// The programs are not part of the product: they are built from their sources with `cc` on first use (into

@@ -2,7 +2,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 
-/// CPU time and resident memory for `salvo bench`: of the whole process, and of the threads of an event loop
+/// CPU time and resident memory for `salvo-bench`: of the whole process, and of the threads of an event loop
 /// group (the client's own, apart from a simulator in the same process).
 public enum ResourceUsage {
     /// User and system CPU seconds of the whole process (`getrusage(RUSAGE_SELF)`).

@@ -1,7 +1,7 @@
 import Logging
 import NIOCore
 import NIOSSL
-import SalvoEngine
+import SalvoRows
 
 /// Where and how to connect: the server, credentials, trust, connection count and the timing of requests,
 /// health checks and reconnects.
@@ -142,7 +142,7 @@ public struct HTTP2ClientConfiguration: Sendable {
 
     /// The TLS context every connection of a job shares: TLS 1.2 or later, ALPN `h2` (unless `offersALPN` is
     /// off), the client certificate when there is one. Nil in cleartext mode.
-    func makeSSLContext() throws(HTTP2ClientError) -> NIOSSLContext? {
+    package func makeSSLContext() throws(HTTP2ClientError) -> NIOSSLContext? {
         guard !self.cleartext else { return nil }
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12

@@ -2,53 +2,33 @@ import APNSWire
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
-import SalvoEngine
+import SalvoRows
 
-/// Drives one HTTP/2 connection's `HTTP2ConnectionStateMachine`: turns frames, channel events and timers into
-/// the machine's events (with the time read from the clock), and carries out the actions it answers with:
-/// writes requests (HEADERS + DATA on new streams, one flush per batch), PINGs and resets, hands results to the
-/// job, asks the pool for a replacement, closes.
+/// The `nio` engine's codec: turns NIOHTTP2's frames and events into its `HTTP2ConnectionMachine`'s events, and
+/// writes what the machine's actions ask for as NIOHTTP2 frames (HEADERS + DATA on new streams, one flush per
+/// batch; PINGs; resets). Driving the machine is shared with the `wire` engine (`HTTP2ConnectionCodec`).
 ///
 /// Sits behind `NIOHTTP2Handler` (frame level, no stream channels: a stream is a dictionary entry in the
-/// machine, not a child channel). Confined to its channel's event loop; not `Sendable`.
-final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver {
+/// machine, not a child channel), which keeps the frame-level protocol state (windows, SETTINGS, HPACK) itself.
+/// Confined to its channel's event loop; not `Sendable`.
+final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionCodec {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
-    /// Called on the event loop when the connection takes no more rows (GOAWAY, stream ids used up): the pool
-    /// opens a replacement.
-    var onGoAway: (() -> Void)?
-    /// Called on the event loop when the server's first SETTINGS arrive: TLS and HTTP/2 are up.
-    var onReady: (() -> Void)?
-    /// Whether the server's SETTINGS have arrived on this connection.
-    var isReady: Bool { self.machine.isReady }
-    /// Whether the connection read any answer.
-    var answered: Bool { self.machine.answers > 0 }
-    /// Why this connection failed before it was ready in a way retrying cannot heal, if it did.
-    var hopeless: String?
-    /// Whether the connection closed because the job had no row left for it.
-    var finished: Bool { self.machine.finished }
-
-    private let job: HTTP2JobContext
-    private var machine: HTTP2ConnectionStateMachine
-    private var context: ChannelHandlerContext?
-    private var timer: Scheduled<Void>?
-    private var wakeUp: Scheduled<Void>?
-    /// Inbound connection window target; WINDOW_UPDATE tops it up when half is used.
-    private let windowTarget = 1 << 20
+    var core: HTTP2ConnectionDriverCore
+    /// Decides the inbound connection window's top-ups (NIOHTTP2 keeps the rest of the frame-level state).
+    private let framing = HTTP2FramingState()
 
     /// - Parameters:
     ///   - firstStreamID: the first stream's id: 1, or near the end of the id space in tests.
     ///   - random: this connection's generator (backoff jitter).
     init(job: HTTP2JobContext, firstStreamID: Int32 = 1, random: SplitMix64) {
-        self.job = job
-        self.machine = HTTP2ConnectionStateMachine(
-            configuration: job.connectionConfiguration,
-            outcomes: job.emptyOutcomes,
-            firstStreamID: firstStreamID,
-            random: random,
-            now: .now()
-        )
+        self.core = HTTP2ConnectionDriverCore(job: job, firstStreamID: firstStreamID, random: random)
+    }
+
+    private var machine: HTTP2ConnectionMachine {
+        get { self.core.machine }
+        _modify { yield &self.core.machine }
     }
 
     /// What the `NIOHTTP2Handler` in front of this one is set up with: push off, 1 MiB stream windows, and answers'
@@ -59,7 +39,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver
         configuration.initialSettings = [
             HTTP2Setting(parameter: .enablePush, value: 0),
             HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
-            HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+            HTTP2Setting(parameter: .initialWindowSize, value: HTTP2FramingState().windowTarget),
             HTTP2Setting(parameter: .maxHeaderListSize, value: HTTP2AnswerDecoder.maximumHeaderList),
         ]
         // Enough CONTINUATION frames of 1 KiB for the whole list: a server may cut its blocks small.
@@ -71,26 +51,21 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver
         return configuration
     }
 
-    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerAdded(context: ChannelHandlerContext) { self.driverAdded(context: context) }
 
-    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+    func handlerRemoved(context: ChannelHandlerContext) { self.driverRemoved() }
 
     func channelActive(context: ChannelHandlerContext) {
-        self.machine.opened(now: .now())
-        self.scheduleTick(context: context)
+        self.driverActive(context: context)
         // The first WINDOW_UPDATE raises the connection window from 64 KiB, so error bodies never stall.
-        let frame = HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: self.windowTarget))
+        let increment = self.framing.initialWindowUpdate
+        let frame = HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))
         context.writeAndFlush(self.wrapOutboundOut(frame), promise: nil)
         context.fireChannelActive()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        self.timer?.cancel()
-        self.timer = nil
-        self.wakeUp?.cancel()
-        self.wakeUp = nil
-        self.perform(self.machine.closed(now: .now()))
-        self.job.connectionClosed(ObjectIdentifier(self))
+        self.driverInactive()
         context.fireChannelInactive()
     }
 
@@ -133,12 +108,12 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        self.perform(self.machine.readComplete())
+        self.driverReadComplete()
         context.fireChannelReadComplete()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { self.writeRequests() }
+        self.driverWritabilityChanged(context: context)
         context.fireChannelWritabilityChanged()
     }
 
@@ -152,14 +127,16 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver
             let id = Int32(Int(closed.streamID))
             self.perform(self.machine.streamClosed(streamID: id, code: closed.reason ?? .cancel, now: .now()))
         case let window as NIOHTTP2WindowUpdatedEvent:
-            if window.streamID == .rootStream, let size = window.inboundWindowSize, size < self.windowTarget / 2 {
-                let increment = self.windowTarget - size
+            if window.streamID == .rootStream, let size = window.inboundWindowSize,
+                case .windowUpdate(let increment) = self.framing.inboundWindowChanged(to: size)
+            {
                 let frame = HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))
                 context.writeAndFlush(self.wrapOutboundOut(frame), promise: nil)
             }
         case is NIOHTTP2StreamCreatedEvent:
             break
         default:
+            self.driverEvent(event)
             context.fireUserInboundEventTriggered(event)
         }
     }
@@ -168,70 +145,40 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver
         // Stream errors only end their stream (the StreamClosedEvent settles it); anything else ends the
         // connection.
         if error is NIOHTTP2Errors.StreamError { return }
-        if self.hopeless == nil && !self.isReady {
-            self.hopeless = HTTP2ConnectFailure.hopeless(connectionError: error)
-        }
-        self.perform(self.machine.failed("\(error)", now: .now()))
+        self.driverFailed(error)
     }
 
-    /// Carries out the machine's actions, in the order `Actions` documents.
-    private func perform(_ actions: HTTP2ConnectionStateMachine.Actions) {
-        guard let context = self.context else { return }
-        for id in actions.resetStreams {
-            let frame = HTTP2Frame(streamID: HTTP2StreamID(id), payload: .rstStream(.cancel))
-            context.write(self.wrapOutboundOut(frame), promise: nil)
-        }
-        if actions.sendPing {
-            let frame = HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 1), ack: false))
-            context.write(self.wrapOutboundOut(frame), promise: nil)
-        }
-        if actions.sendPing || !actions.resetStreams.isEmpty { context.flush() }
-        if let note = actions.note { self.job.noteConnectionError(note) }
-        if let stop = actions.stopJob { self.job.work.stop(stop) }
-        if let renewal = actions.renewToken {
-            let result = self.job.token?.renew(after: renewal.bearer) ?? .refused("no provider token to renew")
-            self.perform(self.machine.tokenRenewed(renewal, result: result, now: .now()))
-        }
-        // The results go back before the connection closes, so the job never finishes without them.
-        if actions.giveBack, let results = self.machine.takeResults() {
-            self.job.record(results, from: ObjectIdentifier(self))
-        }
-        if actions.ready {
-            self.onReady?()
-            self.onReady = nil
-        }
-        if actions.retire {
-            self.onGoAway?()
-            self.onGoAway = nil
-        }
-        if actions.close { context.close(promise: nil) }
-        if actions.writeRequests { self.writeRequests() }
+    // MARK: The codec
+
+    func flushOutput() { self.core.context?.flush() }
+
+    func writeResetStream(_ streamID: Int32) {
+        let frame = HTTP2Frame(streamID: HTTP2StreamID(streamID), payload: .rstStream(.cancel))
+        self.core.context?.write(self.wrapOutboundOut(frame), promise: nil)
     }
 
-    /// Takes as many rows as the machine has room for and writes them, then flushes once.
-    private func writeRequests() {
-        guard let context = self.context else { return }
-        // Nothing in flight here and no row left for any connection: this one closes now, not with the last.
-        if self.machine.openStreams == 0, self.job.work.noRowsLeft {
-            self.perform(self.machine.noRowsLeft(now: .now()))
-            return
-        }
-        let room = self.machine.roomToWrite(isWritable: context.channel.isWritable)
-        guard room > 0 else { return }
-        let now = NIODeadline.now()
-        let (items, rateLimited, nextDelayed) = self.job.take(room: room, now: now)
-        guard !items.isEmpty else {
-            guard !self.job.work.isDone else { return }
-            self.scheduleWakeUp(at: self.machine.noRowsReady(now: now, nextDelayed: nextDelayed))
-            return
-        }
-        let bearer = self.job.token?.current()
-        let (first, actions) = self.machine.writing(items, bearer: bearer, now: now)
-        let payload = HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(self.job.template.payload), endStream: true))
-        var id = Int(first)
+    func writePing() {
+        let frame = HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 1), ack: false))
+        self.core.context?.write(self.wrapOutboundOut(frame), promise: nil)
+    }
+
+    func closeConnection(context: ChannelHandlerContext) { context.close(promise: nil) }
+
+    /// NIOHTTP2 keeps the flow-control windows and queues what they do not take.
+    func admit(room: Int) -> (requests: Int, bytes: Int) { (room, Int.max) }
+
+    func writeRequests(
+        _ items: [HTTP2WorkItem],
+        firstStreamID: Int32,
+        bearer: ProviderToken.Bearer?,
+        context: ChannelHandlerContext
+    ) {
+        let template = self.core.job.template
+        let payload = HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(template.payload), endStream: true))
+        var id = Int(firstStreamID)
         for item in items {
             let streamID = HTTP2StreamID(Int32(id))
-            let headers = self.job.template.headers(
+            let headers = template.headers(
                 token: item.row.token,
                 authorization: bearer?.authorization,
                 bodyLength: item.payload?.readableBytes
@@ -246,27 +193,5 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver
             id += 2
         }
         context.flush()
-        self.perform(actions)
-        // Held back by the rate: look again when the bucket has refilled, not only when answers come.
-        if rateLimited, let slot = self.job.nextRateSlot(now: now) {
-            self.scheduleWakeUp(at: self.machine.noRowsReady(now: now, nextDelayed: slot))
-        }
-    }
-
-    private func scheduleWakeUp(at deadline: NIODeadline?) {
-        guard let deadline, let context = self.context else { return }
-        self.wakeUp = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
-            self.wakeUp = nil
-            self.perform(self.machine.wokeUp())
-        }
-    }
-
-    /// One timer per connection, not one per request.
-    private func scheduleTick(context: ChannelHandlerContext) {
-        self.timer = context.eventLoop.assumeIsolated().scheduleTask(in: self.machine.tickInterval) {
-            guard self.machine.state != .closed else { return }
-            self.perform(self.machine.tick(now: .now()))
-            if let context = self.context { self.scheduleTick(context: context) }
-        }
     }
 }

@@ -1,7 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
-import SalvoEngine
+import SalvoRows
 
 /// A job's connections: slots spread over the event loops of a group, each keeping one connection open (and
 /// replacing it) while the job has work. A fixed count opens `configuration.connections` slots; with

@@ -62,7 +62,7 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
     }
 
     /// The rate the first step sizes for without `--rate`: about what the client delivers nearby on two cores
-    /// shared with a server (the wire engine, `salvo bench h2`), so that far away the job opens the connections
+    /// shared with a server (the wire engine, `salvo-bench h2`), so that far away the job opens the connections
     /// whose streams carry it.
     static let nearbyRate = 200_000
     /// The streams a connection is counted for in the first step while its limit is unknown or still the single

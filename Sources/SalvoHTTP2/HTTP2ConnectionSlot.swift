@@ -2,7 +2,7 @@ import NIOCore
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
-import SalvoEngine
+import SalvoRows
 
 /// One of a job's connection places: keeps one connection open on its event loop while the job has work,
 /// replaces it after GOAWAY or a close, and backs off (with the shared `ReconnectPolicy`) after failures.

@@ -1,4 +1,4 @@
-/// The code that speaks HTTP/2 on a job's connections. Both drive the same `HTTP2ConnectionStateMachine`, so rows
+/// The code that speaks HTTP/2 on a job's connections. Both drive the same `HTTP2ConnectionMachine`, so rows
 /// end the same way with either; they differ in what a request costs.
 public enum HTTP2Engine: String, Sendable, CaseIterable {
     /// Salvo's own client codec (`HTTP2WireConnectionHandler`): APNSWire's frame reader, a header block encoded

@@ -2,7 +2,7 @@ import APNSWire
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import SalvoEngine
+import SalvoRows
 
 /// Runs a bulk send over the HTTP/2 provider API: every valid row of a token source gets one request, and the
 /// result says what became of each.
@@ -65,7 +65,7 @@ public enum HTTP2Job {
         let start = ContinuousClock.now
         let startDeadline = NIODeadline.now()
         let finished = loops.next().makePromise(of: Void.self)
-        var connection = HTTP2ConnectionStateMachine.Configuration(
+        var connection = HTTP2ConnectionMachine.Configuration(
             maximumStreams: client.maximumStreamsPerConnection ?? Int.max,
             requestTimeout: TimeAmount(client.requestTimeout),
             pingInterval: TimeAmount(client.pingInterval),
@@ -237,28 +237,18 @@ public enum HTTP2Job {
         return snapshot
     }
 
-    /// Refuses headers every request would be refused for: a topic without the push type's suffix, a priority
-    /// the push type does not take (`APNSPushType.violation`). Without a topic (a certificate names it) only the
-    /// priority is checked.
+    /// Refuses headers every request would be refused for (`APNSPushType.problem`): a topic without the push type's
+    /// suffix, a priority the push type does not take. Without a topic (a certificate names it) only the priority is
+    /// checked.
     static func checkPushType(_ headers: APNSRequestHeaders) throws(HTTP2ClientError) {
         guard let pushType = headers.pushType,
-            let reason = pushType.violation(topic: headers.topic, priority: headers.priority)
+            let problem = pushType.problem(
+                topic: headers.topic,
+                priority: headers.priority,
+                priorityIsDefault: headers.priority == nil,
+                naming: .headers
+            )
         else { return }
-        let priority = headers.priority ?? .immediate
-        let message: String
-        switch reason {
-        case .deviceTokenNotForTopic:
-            message =
-                "apns-push-type \(pushType) needs an apns-topic ending in \(pushType.requiredTopicSuffix ?? "")"
-                + " (<bundle id>\(pushType.requiredTopicSuffix ?? "")), not \(headers.topic ?? "")"
-        case .badPriority:
-            message =
-                "apns-push-type \(pushType) takes apns-priority "
-                + pushType.allowedPriorities.map { String($0.rawValue) }.joined(separator: " or ")
-                + ", not \(priority.rawValue)\(headers.priority == nil ? " (the default)" : "")"
-        default:
-            message = "apns-push-type \(pushType) does not go with apns-topic \(headers.topic ?? "")"
-        }
-        throw HTTP2ClientError(.configuration, message + ": APNs would answer \(reason) for every request")
+        throw HTTP2ClientError(.configuration, problem.message)
     }
 }

@@ -1,5 +1,5 @@
 import APNSWire
-import SalvoEngine
+import SalvoRows
 
 /// Everything an HTTP/2 job needs besides its rows: where to send, the headers and payload every row shares,
 /// and what to do with retries and unanswered requests.

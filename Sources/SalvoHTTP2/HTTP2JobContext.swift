@@ -1,7 +1,7 @@
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
-import SalvoEngine
+import SalvoRows
 
 /// What every connection of a job shares: the work queue, the request template, the token, the policies, and
 /// the outcomes recorded so far.
@@ -40,7 +40,7 @@ final class HTTP2JobContext: Sendable {
     /// The job's `--rate`, shared by every connection; nil for none.
     let rate: NIOLockedValueBox<HTTP2RateLimiter>?
     /// What each connection's state machine needs: the stream cap, timeouts, retry policy.
-    let connectionConfiguration: HTTP2ConnectionStateMachine.Configuration
+    let connectionConfiguration: HTTP2ConnectionMachine.Configuration
     /// Empty outcomes with the job's policy for uncertain rows and its input files, for a connection to record
     /// into.
     let emptyOutcomes: RowOutcomes
@@ -65,7 +65,7 @@ final class HTTP2JobContext: Sendable {
         template: HTTP2RequestTemplate,
         token: ProviderToken?,
         rate: HTTP2RateLimiter? = nil,
-        connectionConfiguration: HTTP2ConnectionStateMachine.Configuration,
+        connectionConfiguration: HTTP2ConnectionMachine.Configuration,
         outcomes: RowOutcomes,
         answerLatency: (@Sendable (Int64) -> Void)? = nil,
         reconnect: ReconnectPolicy = .default,
@@ -91,7 +91,7 @@ final class HTTP2JobContext: Sendable {
 
     /// Takes a connection's batch of results: the outcomes first, then the rows back to the queue, so the job
     /// never finishes without them.
-    func record(_ results: HTTP2ConnectionStateMachine.Results, from connection: ObjectIdentifier) {
+    func record(_ results: HTTP2ConnectionMachine.Results, from connection: ObjectIdentifier) {
         self.recorded.withLockedValue {
             $0.outcomes.merge(results.outcomes)
             $0.answered += results.finals

@@ -1,5 +1,5 @@
 import APNSWire
-import SalvoEngine
+import SalvoRows
 
 /// A notification the service accepted, with its `apns-id` (kept when `recordDeliveries` is on).
 public struct HTTP2Delivery: Hashable, Sendable {

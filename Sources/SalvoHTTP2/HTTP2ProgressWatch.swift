@@ -1,5 +1,5 @@
 import NIOCore
-import SalvoEngine
+import SalvoRows
 
 /// When an HTTP/2 job that gets no answers gives up: `giveUpAfter` (`--give-up-seconds`) after the last answer
 /// any connection of the job read, whatever the connections are waiting for — a stream the server never allows

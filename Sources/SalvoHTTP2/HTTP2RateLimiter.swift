@@ -5,20 +5,20 @@ import NIOCore
 ///
 /// A value with the time passed in (tested with a fake clock); the job shares one behind a lock that a connection
 /// takes once per batch of requests, never per request.
-struct HTTP2RateLimiter {
+package struct HTTP2RateLimiter {
     let perSecond: Double
     let capacity: Double
     private var tokens: Double = 0
     private var last: NIODeadline
 
-    init(perSecond: Int, now: NIODeadline) {
+    package init(perSecond: Int, now: NIODeadline) {
         self.perSecond = Double(max(1, perSecond))
         self.capacity = max(1, self.perSecond * 0.05)
         self.last = now
     }
 
     /// Takes up to `wanted` requests' worth now; returns how many may go.
-    mutating func take(upTo wanted: Int, now: NIODeadline) -> Int {
+    package mutating func take(upTo wanted: Int, now: NIODeadline) -> Int {
         self.refill(now: now)
         let granted = min(wanted, Int(self.tokens))
         self.tokens -= Double(granted)
@@ -31,7 +31,7 @@ struct HTTP2RateLimiter {
     }
 
     /// When the next request may go.
-    func nextAvailable(now: NIODeadline) -> NIODeadline {
+    package func nextAvailable(now: NIODeadline) -> NIODeadline {
         let missing = 1 - self.tokens
         guard missing > 0 else { return now }
         return self.last + .nanoseconds(Int64((missing / self.perSecond * 1e9).rounded(.up)))

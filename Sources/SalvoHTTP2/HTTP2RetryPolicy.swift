@@ -1,4 +1,4 @@
-import SalvoEngine
+import SalvoRows
 
 /// When a request the service could not take (429 TooManyRequests, 500, 503, a refused stream) is sent again:
 /// exponential backoff with full jitter, capped, never sooner than the server's `Retry-After`, and at most

@@ -3,11 +3,11 @@ import NIOCore
 import NIOHPACK
 import NIOHTTP2
 import NIOTLS
-import SalvoEngine
+import SalvoRows
 
-/// Speaks HTTP/2 on one connection by itself (the `wire` engine) and drives its `HTTP2ConnectionStateMachine`
-/// exactly as `HTTP2ConnectionHandler` does behind `NIOHTTP2Handler`: the same events, the same actions, so rows
-/// end the same way with either engine.
+/// Speaks HTTP/2 on one connection by itself (the `wire` engine) and drives its `HTTP2ConnectionMachine`
+/// exactly as `HTTP2ConnectionHandler` does behind `NIOHTTP2Handler`: the driving is theirs in common
+/// (`HTTP2ConnectionCodec`), so rows end the same way with either engine; this type is only the codec.
 ///
 /// Hand-written rather than `NIOHTTP2Handler`: a bulk sender on two cores shared with the server spends most of
 /// its time in NIOHTTP2's per-stream upkeep (a stream state machine, flow-control windows and events per stream,
@@ -18,12 +18,11 @@ import SalvoEngine
 /// cut by APNSWire's `HTTP2FrameReader` (the simulator's server uses the same), header blocks are decoded with
 /// NIOHPACK.
 ///
-/// What this handler keeps of the protocol beyond the machine (RFC 9113): the client preface and SETTINGS, SETTINGS
-/// and PING acknowledgements, the peer's `SETTINGS_HEADER_TABLE_SIZE` and `SETTINGS_INITIAL_WINDOW_SIZE`, the
-/// connection's send window (a request is written only when its whole DATA fits; WINDOW_UPDATE opens it), and the
-/// receive window (topped up with WINDOW_UPDATE when half is used). Streams send all their DATA at once, so no
-/// per-stream send window is kept; a peer whose stream window is smaller than one payload stops the job (the
-/// machine decides it from SETTINGS; the default window is 64 KiB; an APNs payload is at most 5 KiB).
+/// The frame-level protocol state (RFC 9113: the send and stream windows, the peer's SETTINGS, the HPACK table
+/// size, the receive window's top-ups, flow-control errors) is `HTTP2FramingState`'s, a value this handler feeds
+/// and obeys; what it keeps itself is codec: the bytes not yet cut into frames, the output buffer, the HPACK
+/// encoder and the header block it caches. A peer whose stream window is smaller than one payload stops the job
+/// (the machine decides it from SETTINGS; the default window is 64 KiB; an APNs payload is at most 5 KiB).
 ///
 /// Answers' header blocks are read by `HTTP2AnswerDecoder`, up to the `SETTINGS_MAX_HEADER_LIST_SIZE` this client
 /// announces: far above what APNs sends, so that a proxy's or gateway's larger headers on an answer are still read
@@ -31,36 +30,16 @@ import SalvoEngine
 ///
 /// Sits right after TLS (or alone in cleartext mode); reads and writes bytes. Confined to its channel's event
 /// loop; not `Sendable`.
-final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDriver {
+final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionCodec {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    /// Called on the event loop when the connection takes no more rows (GOAWAY, stream ids used up): the pool
-    /// opens a replacement.
-    var onGoAway: (() -> Void)?
-    /// Called on the event loop when the server's first SETTINGS arrive: TLS and HTTP/2 are up.
-    var onReady: (() -> Void)?
-    /// Whether the server's SETTINGS have arrived on this connection.
-    var isReady: Bool { self.machine.isReady }
-    /// Whether the connection read any answer.
-    var answered: Bool { self.machine.answers > 0 }
-    /// Why this connection failed before it was ready in a way retrying cannot heal, if it did.
-    var hopeless: String?
-    /// Whether the connection closed because the job had no row left for it.
-    var finished: Bool { self.machine.finished }
-
-    private let job: HTTP2JobContext
-    private var machine: HTTP2ConnectionStateMachine
-    private var context: ChannelHandlerContext?
-    private var timer: Scheduled<Void>?
-    private var wakeUp: Scheduled<Void>?
+    var core: HTTP2ConnectionDriverCore
 
     /// Reads header blocks as large as the header list the client announces.
     private var reader = HTTP2FrameReader(fromServer: true, headerBlockLimit: HTTP2AnswerDecoder.maximumHeaderList)
-    /// Whether this connection wrote a request yet (the job's start is timed by each connection's first).
-    private var wroteFirst = false
-    /// When TCP connected, to time the TLS handshake (the first measure of the distance, for the sizer).
-    private var activeAt: NIODeadline?
+    /// Windows, the peer's SETTINGS and the HPACK table size.
+    private var framing = HTTP2FramingState()
     /// Bytes read and not yet cut into frames.
     private var inbound: ByteBuffer?
     /// Frames written since the last flush.
@@ -72,29 +51,13 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     /// changed, when the table is too small to hold the headers, and while encoding them again would still insert.
     private var steadyBlock: ByteBuffer?
     private var blockAuthorization: String?
-
-    /// The connection's send window (RFC 9113 §6.9): 65,535 until WINDOW_UPDATE opens it.
-    private var sendWindow = 65_535
-    /// The peer's `SETTINGS_INITIAL_WINDOW_SIZE`: each stream's send window.
-    private var streamWindow = 65_535
-    /// Inbound DATA since the last WINDOW_UPDATE we sent.
-    private var received = 0
-    /// Inbound connection and stream window: the connection's is topped up when half is used.
-    private let windowTarget = 1 << 20
     private let payload: ByteBuffer
 
     /// - Parameters:
     ///   - firstStreamID: the first stream's id: 1, or near the end of the id space in tests.
     ///   - random: this connection's generator (backoff jitter).
     init(job: HTTP2JobContext, firstStreamID: Int32 = 1, random: SplitMix64) {
-        self.job = job
-        self.machine = HTTP2ConnectionStateMachine(
-            configuration: job.connectionConfiguration,
-            outcomes: job.emptyOutcomes,
-            firstStreamID: firstStreamID,
-            random: random,
-            now: .now()
-        )
+        self.core = HTTP2ConnectionDriverCore(job: job, firstStreamID: firstStreamID, random: random)
         let allocator = ByteBufferAllocator()
         self.outbound = allocator.buffer(capacity: 16 << 10)
         self.decoder = HTTP2AnswerDecoder(allocator: allocator)
@@ -102,47 +65,34 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
         self.payload = job.template.payload
     }
 
+    private var machine: HTTP2ConnectionMachine {
+        get { self.core.machine }
+        _modify { yield &self.core.machine }
+    }
+
     func handlerAdded(context: ChannelHandlerContext) {
-        self.context = context
+        self.driverAdded(context: context)
         self.outbound = context.channel.allocator.buffer(capacity: 16 << 10)
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+    func handlerRemoved(context: ChannelHandlerContext) { self.driverRemoved() }
 
     func channelActive(context: ChannelHandlerContext) {
-        self.activeAt = .now()
-        self.machine.opened(now: .now())
-        self.scheduleTick(context: context)
+        self.driverActive(context: context)
         self.outbound.writeBytes(HTTP2FrameReader.preface)
-        HTTP2FrameWriter.settings(
-            [
-                (.enablePush, 0),
-                (.maxConcurrentStreams, 0),
-                (.initialWindowSize, UInt32(self.windowTarget)),
-                (.maxHeaderListSize, UInt32(HTTP2AnswerDecoder.maximumHeaderList)),
-            ],
-            into: &self.outbound
-        )
-        // Raises the connection window from 64 KiB, so error bodies never stall.
-        HTTP2FrameWriter.windowUpdate(streamID: 0, increment: self.windowTarget, into: &self.outbound)
-        self.flush()
+        HTTP2FrameWriter.settings(self.framing.initialSettings, into: &self.outbound)
+        HTTP2FrameWriter.windowUpdate(streamID: 0, increment: self.framing.initialWindowUpdate, into: &self.outbound)
+        self.flushOutput()
         context.fireChannelActive()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case TLSUserEvent.handshakeCompleted = event, let activeAt = self.activeAt {
-            self.job.noteHandshake(NIODeadline.now() - activeAt)
-        }
+        self.driverEvent(event)
         context.fireUserInboundEventTriggered(event)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        self.timer?.cancel()
-        self.timer = nil
-        self.wakeUp?.cancel()
-        self.wakeUp = nil
-        self.perform(self.machine.closed(now: .now()))
-        self.job.connectionClosed(ObjectIdentifier(self))
+        self.driverInactive()
         context.fireChannelInactive()
     }
 
@@ -165,7 +115,7 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
         } catch {
             self.inbound = nil
             HTTP2FrameWriter.goAway(lastStreamID: 0, code: error.code, into: &self.outbound)
-            self.flush()
+            self.flushOutput()
             self.perform(self.machine.failed("HTTP/2 protocol error from the server: \(error.message)", now: .now()))
             return
         }
@@ -192,7 +142,7 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
                 )
             )
         case .data(let streamID, let payload, let endStream, let flowControlled):
-            self.received += flowControlled
+            self.framing.dataReceived(flowControlled: flowControlled)
             self.perform(
                 self.machine.dataReceived(streamID: Int32(streamID), bytes: payload, endStream: endStream, now: now)
             )
@@ -205,35 +155,18 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
                 )
             )
         case .settings(let settings):
-            var maximum: Int?
-            var initialWindow: Int?
-            for (parameter, value) in settings {
-                switch parameter {
-                case .maxConcurrentStreams:
-                    maximum = Int(value)
-                case .initialWindowSize:
-                    guard value <= UInt32(Int32.max) else {
-                        throw HTTP2ConnectionError(.flowControlError, "SETTINGS_INITIAL_WINDOW_SIZE of \(value)")
-                    }
-                    self.streamWindow = Int(value)
-                    initialWindow = Int(value)
-                case .headerTableSize:
-                    let size = min(Int(value), HPACKEncoder.defaultDynamicTableSize)
-                    if size != self.encoder.allowedDynamicTableSize {
-                        // The size update goes at the start of the next block, which the encoder writes.
-                        try? self.encoder.setDynamicTableSize(size)
-                        self.steadyBlock = nil
-                        self.blockAuthorization = nil
-                    }
-                default:
-                    break
-                }
+            let changed = try self.framing.settingsReceived(settings)
+            if let size = changed.headerTableSize {
+                // The size update goes at the start of the next block, which the encoder writes.
+                try? self.encoder.setDynamicTableSize(size)
+                self.steadyBlock = nil
+                self.blockAuthorization = nil
             }
             HTTP2FrameWriter.settingsAcknowledgement(into: &self.outbound)
             self.perform(
                 self.machine.settingsReceived(
-                    maximumConcurrentStreams: maximum,
-                    initialWindowSize: initialWindow,
+                    maximumConcurrentStreams: changed.maximumConcurrentStreams,
+                    initialWindowSize: changed.initialWindowSize,
                     now: now
                 )
             )
@@ -245,22 +178,24 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
         case .pingAcknowledged:
             self.perform(self.machine.pingAcknowledged(now: now))
         case .windowUpdate(let streamID, let increment):
-            if streamID == 0 {
-                self.sendWindow += increment
-                guard self.sendWindow <= Int(Int32.max) else {
-                    throw HTTP2ConnectionError(.flowControlError, "the connection window over 2^31 - 1")
-                }
-            } else if increment == 0 {
-                // A stream error (RFC 9113 §6.9): that stream is reset, its answer will not come (the row may or
-                // may not have been delivered), and the connection goes on. A stream already ended is left be.
-                guard self.machine.isInFlight(streamID: Int32(streamID)) else { return }
-                HTTP2FrameWriter.resetStream(streamID, code: .protocolError, into: &self.outbound)
+            let action = try self.framing.windowUpdateReceived(
+                streamID: streamID,
+                increment: increment,
+                streamInFlight: self.machine.isInFlight(streamID: Int32(streamID))
+            )
+            switch action {
+            case .resetStream(let id, let code):
+                HTTP2FrameWriter.resetStream(id, code: code, into: &self.outbound)
                 self.perform(
-                    self.machine.streamClosed(streamID: Int32(streamID), code: .protocolError, now: now)
+                    self.machine.streamClosed(
+                        streamID: Int32(id),
+                        code: HTTP2ErrorCode(networkCode: Int(code.rawValue)),
+                        now: now
+                    )
                 )
-                return
+            case .none, .windowUpdate:
+                self.machine.frameReceived(now: now)
             }
-            self.machine.frameReceived(now: now)
         case .goAway(let lastStreamID, _):
             let debug = self.reader.goAwayDebugData
             let reason =
@@ -270,33 +205,27 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if self.received >= self.windowTarget / 2 {
-            HTTP2FrameWriter.windowUpdate(streamID: 0, increment: self.received, into: &self.outbound)
-            self.received = 0
+        if case .windowUpdate(let increment) = self.framing.readComplete() {
+            HTTP2FrameWriter.windowUpdate(streamID: 0, increment: increment, into: &self.outbound)
         }
-        self.perform(self.machine.readComplete())
-        self.flush()
+        self.driverReadComplete()
         context.fireChannelReadComplete()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable {
-            self.writeRequests()
-            self.flush()
-        }
+        self.driverWritabilityChanged(context: context)
         context.fireChannelWritabilityChanged()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        if self.hopeless == nil && !self.isReady {
-            self.hopeless = HTTP2ConnectFailure.hopeless(connectionError: error)
-        }
-        self.perform(self.machine.failed("\(error)", now: .now()))
+        self.driverFailed(error)
     }
 
+    // MARK: The codec
+
     /// Writes what was gathered since the last flush, in one write.
-    private func flush() {
-        guard let context = self.context, self.outbound.readableBytes > 0 else { return }
+    func flushOutput() {
+        guard let context = self.core.context, self.outbound.readableBytes > 0 else { return }
         // Emptied before the write, not after: writing may come back into this handler (the socket takes the bytes
         // at once, the channel turns writable again, and `channelWritabilityChanged` writes and flushes the next
         // requests), and those must follow these, never carry them a second time. A buffer still referenced below
@@ -306,79 +235,41 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
         context.writeAndFlush(self.wrapOutboundOut(bytes), promise: nil)
     }
 
-    /// Carries out the machine's actions, in the order `Actions` documents.
-    private func perform(_ actions: HTTP2ConnectionStateMachine.Actions) {
-        guard let context = self.context else { return }
-        for id in actions.resetStreams {
-            HTTP2FrameWriter.resetStream(UInt32(id), code: .cancel, into: &self.outbound)
-        }
-        if actions.sendPing {
-            HTTP2FrameWriter.frameHeader(length: 8, type: 6, flags: 0, streamID: 0, into: &self.outbound)
-            self.outbound.writeInteger(UInt64(1))
-        }
-        if actions.sendPing || !actions.resetStreams.isEmpty { self.flush() }
-        if let note = actions.note { self.job.noteConnectionError(note) }
-        if let stop = actions.stopJob { self.job.work.stop(stop) }
-        if let renewal = actions.renewToken {
-            let result = self.job.token?.renew(after: renewal.bearer) ?? .refused("no provider token to renew")
-            self.perform(self.machine.tokenRenewed(renewal, result: result, now: .now()))
-        }
-        // The results go back before the connection closes, so the job never finishes without them.
-        if actions.giveBack, let results = self.machine.takeResults() {
-            self.job.record(results, from: ObjectIdentifier(self))
-        }
-        if actions.ready {
-            self.onReady?()
-            self.onReady = nil
-        }
-        if actions.retire {
-            self.onGoAway?()
-            self.onGoAway = nil
-        }
-        if actions.close {
-            // Done with the job: the server is told so (GOAWAY, no error) in the close's flush.
-            if self.machine.finished { HTTP2FrameWriter.goAway(lastStreamID: 0, code: .noError, into: &self.outbound) }
-            self.flush()
-            context.close(promise: nil)
-        }
-        if actions.writeRequests { self.writeRequests() }
+    func writeResetStream(_ streamID: Int32) {
+        HTTP2FrameWriter.resetStream(UInt32(streamID), code: .cancel, into: &self.outbound)
     }
 
-    /// Takes as many rows as the machine and the send window have room for and writes them into the output
-    /// buffer; the caller flushes.
-    private func writeRequests() {
-        guard let context = self.context else { return }
-        // Nothing in flight here and no row left for any connection: this one closes now, not with the last.
-        if self.machine.openStreams == 0, self.job.work.noRowsLeft {
-            self.perform(self.machine.noRowsLeft(now: .now()))
-            return
-        }
-        var room = self.machine.roomToWrite(isWritable: context.channel.isWritable)
-        // Rows with bodies of their own (a payload template) are checked against the stream window at the longest
-        // they may be, and taken while their own bodies fit the send window.
-        let rowBodies = self.job.work.maximumBodyLength
-        let dataLength = rowBodies ?? self.payload.readableBytes
-        if dataLength > 0 {
-            // A stream's DATA goes whole: none is written into a stream window too small for it (the machine stops
-            // the job when SETTINGS announce one).
-            guard dataLength <= self.streamWindow else { return }
-            if rowBodies == nil { room = min(room, self.sendWindow / dataLength) }
-        }
-        guard room > 0, self.sendWindow > 0 || dataLength == 0 else { return }
-        let now = NIODeadline.now()
-        let (items, rateLimited, nextDelayed) = self.job.take(
+    func writePing() {
+        HTTP2FrameWriter.frameHeader(length: 8, type: 6, flags: 0, streamID: 0, into: &self.outbound)
+        self.outbound.writeInteger(UInt64(1))
+    }
+
+    func closeConnection(context: ChannelHandlerContext) {
+        // Done with the job: the server is told so (GOAWAY, no error) in the close's flush.
+        if self.machine.finished { HTTP2FrameWriter.goAway(lastStreamID: 0, code: .noError, into: &self.outbound) }
+        self.flushOutput()
+        context.close(promise: nil)
+    }
+
+    /// Rows with bodies of their own (a payload template) are checked against the stream window at the longest
+    /// they may be, and taken while their own bodies fit the send window; the job's one payload, as many as the
+    /// send window holds whole.
+    func admit(room: Int) -> (requests: Int, bytes: Int) {
+        let rowBodies = self.core.job.work.maximumBodyLength
+        return self.framing.admits(
             room: room,
-            maximumBytes: rowBodies == nil ? Int.max : self.sendWindow,
-            now: now
+            fixedBody: rowBodies == nil ? self.payload.readableBytes : nil,
+            longestBody: rowBodies ?? 0
         )
-        guard !items.isEmpty else {
-            guard !self.job.work.isDone else { return }
-            self.scheduleWakeUp(at: self.machine.noRowsReady(now: now, nextDelayed: nextDelayed))
-            return
-        }
-        let bearer = self.job.token?.current()
-        let (first, actions) = self.machine.writing(items, bearer: bearer, now: now)
-        var id = UInt32(first)
+    }
+
+    func writeRequests(
+        _ items: [HTTP2WorkItem],
+        firstStreamID: Int32,
+        bearer: ProviderToken.Bearer?,
+        context: ChannelHandlerContext
+    ) {
+        var id = UInt32(firstStreamID)
         var written = 0
         for item in items {
             let body = item.payload ?? self.payload
@@ -386,16 +277,7 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
             written += body.readableBytes
             id &+= 2
         }
-        self.sendWindow -= written
-        if !self.wroteFirst {
-            self.wroteFirst = true
-            self.job.noteFirstRequest(now: now)
-        }
-        self.perform(actions)
-        // Held back by the rate: look again when the bucket has refilled, not only when answers come.
-        if rateLimited, let slot = self.job.nextRateSlot(now: now) {
-            self.scheduleWakeUp(at: self.machine.noRowsReady(now: now, nextDelayed: slot))
-        }
+        self.framing.wrote(bodyBytes: written)
     }
 
     /// One request: HEADERS (`:path`, then the block the other headers share, then `content-length`) and DATA with
@@ -456,9 +338,8 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
         }
     }
 
-    /// The largest frame payload every peer takes: `SETTINGS_MAX_FRAME_SIZE` is never below 16,384 (RFC 9113
-    /// §4.2, §6.5.2), and a larger one announced is not needed, so it is not followed.
-    static let maximumFrameSize = 16_384
+    /// The largest frame payload every peer takes (`HTTP2FramingState.maximumFrameSize`).
+    static let maximumFrameSize = HTTP2FramingState.maximumFrameSize
 
     /// Cuts the header block of the HEADERS frame at `headerIndex` (the last thing written) into HEADERS and
     /// CONTINUATION frames of at most `maximumFrameSize` bytes (§6.10). APNs' headers never come near it; a
@@ -535,7 +416,7 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
             self.blockAuthorization = authorization
         } catch {
             // The encoder fails only when used wrongly (begun twice); nothing more to send then.
-            self.job.noteConnectionError("HPACK encoding failed: \(error)")
+            self.core.job.noteConnectionError("HPACK encoding failed: \(error)")
         }
     }
 
@@ -566,7 +447,7 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
     }
 
     private func sharedHeaders(authorization: String?) -> HPACKHeaders {
-        let template = self.job.template
+        let template = self.core.job.template
         var headers = HPACKHeaders()
         headers.reserveCapacity(4 + template.fields.count)
         headers.add(name: ":method", value: "POST")
@@ -587,25 +468,6 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDr
             base.initialize(from: prefix.utf8Start, count: 10)
             token.writeHex(to: base + 10)
             return 10 + 2 * DeviceToken.byteCount
-        }
-    }
-
-    private func scheduleWakeUp(at deadline: NIODeadline?) {
-        guard let deadline, let context = self.context else { return }
-        self.wakeUp = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
-            self.wakeUp = nil
-            self.perform(self.machine.wokeUp())
-            self.flush()
-        }
-    }
-
-    /// One timer per connection, not one per request.
-    private func scheduleTick(context: ChannelHandlerContext) {
-        self.timer = context.eventLoop.assumeIsolated().scheduleTask(in: self.machine.tickInterval) {
-            guard self.machine.state != .closed else { return }
-            self.perform(self.machine.tick(now: .now()))
-            self.flush()
-            if let context = self.context { self.scheduleTick(context: context) }
         }
     }
 }

@@ -1,5 +1,5 @@
 import NIOCore
-import SalvoEngine
+import SalvoRows
 
 /// A row on its way: the token row, how often it has been sent, and when it may be sent next.
 public struct HTTP2WorkItem: Hashable, Sendable {

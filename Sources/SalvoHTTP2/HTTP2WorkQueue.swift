@@ -2,7 +2,7 @@ import DequeModule
 import Dispatch
 import NIOConcurrencyHelpers
 import NIOCore
-import SalvoEngine
+import SalvoRows
 
 /// Where a job's new rows come from, a chunk at a time, in order: `TokenSource`, or a test's own.
 protocol HTTP2RowSource: AnyObject, Sendable {
@@ -201,7 +201,7 @@ final class HTTP2WorkQueue: Sendable {
 
     /// Whether no row is left to hand out, now or later, but for the retries rows in flight may still give back:
     /// the source is read to its end (or the job stopped), and no row is ready or waits for its backoff. A
-    /// connection without streams in flight then closes (`HTTP2ConnectionStateMachine.noRowsLeft`).
+    /// connection without streams in flight then closes (`HTTP2ConnectionMachine.noRowsLeft`).
     var noRowsLeft: Bool {
         self.state.withLockedValue { state in
             state.isFinished || state.stop != nil

@@ -1,7 +1,8 @@
 import APNSWire
 import Dispatch
-import SalvoEngine
+import SalvoBinary
 import SalvoHTTP2
+import SalvoRows
 
 /// A bulk send over either provider interface, from token files to written results: the library's one entry
 /// point, which the command line only parses options for and prints.
@@ -285,9 +286,9 @@ public struct BulkSend: Sendable {
         result.report.inputRows = whole.inputRows
         result.rejectedRows = self.inInputOrder(result.rejectedRows)
         result.unsettledRows = self.inInputOrder(result.unsettledRows)
-        // The outputs first: a job whose rejects, unsettled or unregistered file could not be written is not recorded
+        // The outputs first: a job whose rejects, unsettled or unregistered file (or write-back) failed is not recorded
         // finished, so that the same command again (sending nothing: every row is settled) writes them.
-        OutputFiles.write(&result, to: self.request.outputs, gate: self.outputGate)
+        await self.writeOutputs(&result)
         let outputsLost = result.outputFailures.contains { $0.output != "report" }
         if result.stopped == nil && result.report.stopped == nil && result.error == nil && !outputsLost {
             // Through the gate, completing the record: a job recorded finished has its outputs at their paths.
@@ -330,7 +331,7 @@ public struct BulkSend: Sendable {
                 connectionErrors: []
             )
             if write {
-                OutputFiles.write(&result, to: self.request.outputs, gate: self.outputGate)
+                await self.writeOutputs(&result)
                 self.recordWhole()
             }
             return result
@@ -371,7 +372,7 @@ public struct BulkSend: Sendable {
         result.report.reregistered = final.reregistered
         if final.duplicates > 0 { result.report.duplicates = final.duplicates }
         if write {
-            OutputFiles.write(&result, to: self.request.outputs, gate: self.outputGate)
+            await self.writeOutputs(&result)
             self.recordWhole()
         }
         return result

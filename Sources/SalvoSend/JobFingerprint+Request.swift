@@ -1,4 +1,5 @@
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 
 extension JobFingerprint {
     /// The fingerprint of `request`'s job: the settings a journal compares between runs (the caller's, the protocol,

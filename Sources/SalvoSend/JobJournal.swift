@@ -2,7 +2,8 @@ import APNSWire
 import Crypto
 import Dispatch
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,6 @@
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 
 extension JournalLock {
     /// Why the volume of the journal in `directory` cannot keep a second run out, nil when it can. An NFS mount

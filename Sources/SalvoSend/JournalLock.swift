@@ -1,6 +1,7 @@
 import APNSWire
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 
 #if canImport(Glibc)
 import Glibc

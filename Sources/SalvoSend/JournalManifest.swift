@@ -1,4 +1,5 @@
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 
 /// What a job's journal holds besides the rows' states (`job.json` in the journal's folder): the inputs as the
 /// job's first run saw them, the settings that change what is sent, the size of each file's share of the state

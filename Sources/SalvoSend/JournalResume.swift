@@ -1,4 +1,5 @@
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 
 /// Folds what earlier runs of a journaled job settled into this run's result, so that the report covers the whole
 /// job: their confirmed, presumed, rejected (with the reasons of the reject log) and expired rows, and the rows

@@ -1,5 +1,6 @@
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 
 /// What a journal folder proves (`salvo journal verify DIR`): its manifest, its state file's header, how many rows are
 /// in each state, the bytes that are not states (with the file offsets of the first few), and who holds it now. A

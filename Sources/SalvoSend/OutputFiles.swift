@@ -1,5 +1,6 @@
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 
 #if canImport(Glibc)
 import Glibc
@@ -75,7 +76,8 @@ enum OutputFiles {
     /// With `gate`, every file made beside an output, every rename over one and every removal passes through it:
     /// once it is closed (the record was written without the job), nothing more reaches the paths.
     static func write(_ result: inout SendResult, to outputs: SendOutputs, gate: OutputGate? = nil) {
-        var failures: [OutputFailure] = []
+        // What an earlier step of the same result could not write (the outputs before a write-back) is kept.
+        var failures: [OutputFailure] = result.outputFailures
         func attempt(_ output: String, _ path: String, rows: Int?, _ body: () throws(JobError) -> Void) {
             do throws(JobError) {
                 try body()

@@ -1,5 +1,6 @@
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 
 /// The one way a job's record reaches its paths: every output file made and renamed into place, and the journal's
 /// finish, pass through here, so that a record written without the job (a second signal's deadline, `close`) is never

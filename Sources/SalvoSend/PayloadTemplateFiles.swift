@@ -1,6 +1,7 @@
 import APNSWire
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 
 /// A job's payload templates as read from their files (`--payload-template FILE`, or `--payload-dir DIR` with a
 /// language column): compiled, with each file's size and SHA-256 taken from the very bytes compiled. A journaled job

@@ -1,5 +1,6 @@
 import APNSWire
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 
 extension Preflight {
     /// A payload per row, as `send` loads it (`PayloadTemplateFiles`): each template compiles (JSON, placeholders,

@@ -1,8 +1,9 @@
 import APNSWire
 import Foundation
 import NIOSSL
-import SalvoEngine
+import SalvoBinary
 import SalvoHTTP2
+import SalvoRows
 import X509
 
 /// `salvo check`: everything a send would need, checked without sending a notification. The checks are pure
@@ -65,16 +66,26 @@ public enum Preflight {
         if request.http2 != nil, let pushType = request.pushType {
             results.append(Self.pushType(pushType, topic: request.topic, priority: request.priority))
         }
+        let now = Int64(request.now.timeIntervalSince1970)
         if let file = request.payloadFile {
             results += Self.payload(file: file, limits: request.payloadLimits, priority: request.priority)
+            if Self.sendsLiveActivities(request) {
+                results += Self.liveActivity(file: file, priority: request.priority, now: now)
+            }
         }
         var payloads: RowPayloads?
         if request.payloadTemplate != nil || request.payloadDir != nil {
             let (checks, templates) = Self.templates(request)
             results += checks
+            var rows = templates?.templates
+            if let loaded = rows, Self.sendsLiveActivities(request) {
+                let checked = Self.liveActivity(templates: loaded, priority: request.priority, now: now)
+                results += checked.results
+                rows = checked.templates
+            }
             // Rows are measured against the smallest limit of the interfaces checked.
-            if let templates, let limit = request.payloadLimits.min(by: { $0.bytes < $1.bytes }) {
-                payloads = RowPayloads(templates: templates.templates, limit: limit)
+            if let rows, let limit = request.payloadLimits.min(by: { $0.bytes < $1.bytes }) {
+                payloads = RowPayloads(templates: rows, limit: limit)
             }
         }
         if !request.tokenFiles.isEmpty {
@@ -180,7 +191,7 @@ public enum Preflight {
         return .ok(name, "\(path): \(which) (APNs takes it until 60 minutes)")
     }
 
-    /// The push type's rules (`APNSPushType.violation`): a known push type, the topic suffix it needs (voip:
+    /// The push type's rules (`APNSPushType.problem`): a known push type, the topic suffix it needs (voip:
     /// `<bundle id>.voip`, …), the priorities it takes (background: 5; pushtotalk: 10).
     public static func pushType(
         _ pushType: APNSPushType,
@@ -188,35 +199,11 @@ public enum Preflight {
         priority: NotificationPriority
     ) -> CheckResult {
         let name = "push type"
-        guard APNSPushType.known.contains(pushType) else {
-            let known = APNSPushType.known.map(\.rawValue).sorted().joined(separator: ", ")
-            return .fail(name, "--push-type \(pushType) is not one of APNs' push types (\(known))")
+        if let problem = pushType.problem(topic: topic, priority: priority, naming: .options) {
+            return .fail(name, problem.message)
         }
-        switch pushType.violation(topic: topic, priority: priority) {
-        case nil:
-            let to = topic.map { " to --topic \($0)" } ?? ""
-            return .ok(name, "apns-push-type \(pushType)\(to) at priority \(priority.rawValue)")
-        case .deviceTokenNotForTopic?:
-            let suffix = pushType.requiredTopicSuffix ?? ""
-            return .fail(
-                name,
-                "--push-type \(pushType) needs a --topic ending in \(suffix) (<bundle id>\(suffix)), not --topic "
-                    + "\(topic ?? ""): APNs would answer DeviceTokenNotForTopic for every request"
-            )
-        case .badPriority?:
-            let allowed = pushType.allowedPriorities.map { String($0.rawValue) }.joined(separator: " or ")
-            return .fail(
-                name,
-                "--push-type \(pushType) takes --priority \(allowed), not \(priority.rawValue): APNs would answer "
-                    + "BadPriority for every request"
-            )
-        case let reason?:
-            return .fail(
-                name,
-                "--push-type \(pushType) does not go with --topic \(topic ?? ""): APNs would answer \(reason) for "
-                    + "every request"
-            )
-        }
+        let to = topic.map { " to --topic \($0)" } ?? ""
+        return .ok(name, "apns-push-type \(pushType)\(to) at priority \(priority.rawValue)")
     }
 
     /// The payload file: strict JSON with an `aps` object, within each limit, and fit for the priority.

@@ -1,4 +1,5 @@
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 
 /// One report for a job sent as N partitions by N workers (`send --partition K/N`): the same format as a send's
 /// report, with every count added up.

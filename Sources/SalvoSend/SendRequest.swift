@@ -1,6 +1,7 @@
 import APNSWire
-import SalvoEngine
+import SalvoBinary
 import SalvoHTTP2
+import SalvoRows
 
 /// One bulk send: the token files, how to read them, which protocol carries them, and where the results go.
 public struct SendRequest: Sendable {
@@ -34,6 +35,9 @@ public struct SendRequest: Sendable {
     /// Rows of each file read before the first connection: a file whose first chunk holds no token is refused at
     /// once. The other rows are validated as they are sent (`TokenSource.open()`).
     public var firstChunkRows = 1000
+    /// Where the tokens the service reported gone are recorded once the job's outcomes are final (`--write-back`),
+    /// beside the `unregistered` file; nil: nowhere else.
+    public var writeBack: (any GoneTokenRecorder)?
 
     public init(
         files: [String],

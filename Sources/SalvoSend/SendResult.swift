@@ -1,4 +1,5 @@
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 
 /// Everything a send did, for both protocols: the report, the refused input rows, the gateway's refusals, the
 /// unregistered tokens, and why it stopped early, if it did.

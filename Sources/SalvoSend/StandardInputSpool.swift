@@ -1,5 +1,6 @@
 import Crypto
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 
 #if canImport(Glibc)
 import Glibc

@@ -6,6 +6,8 @@ struct CompiledFaultPlan: Sendable {
     let plan: FaultPlan
     let invalidTokens: TokenSet
     let foreignTokens: TokenSet
+    /// Tokens no longer valid: HTTP/2 answers them 410 ExpiredToken.
+    let expiredTokens: TokenSet
     let offlineTokens: TokenSet
     /// Feedback lists per topic: (timestamp or nil for "start time", token, and when it registered again).
     let uninstalled: [(topic: String, timestamp: UInt32?, token: DeviceToken, reregisteredAt: UInt32?)]
@@ -18,6 +20,7 @@ struct CompiledFaultPlan: Sendable {
         self.plan = plan
         self.invalidTokens = try Self.tokenSet(plan.invalidTokens, field: "invalidTokens")
         self.foreignTokens = try Self.tokenSet(plan.foreignTokens, field: "foreignTokens")
+        self.expiredTokens = try Self.tokenSet(plan.expiredTokens, field: "expiredTokens")
         self.offlineTokens = try Self.tokenSet(plan.devices.offlineTokens, field: "devices.offlineTokens")
         var uninstalled: [(topic: String, timestamp: UInt32?, token: DeviceToken, reregisteredAt: UInt32?)] = []
         var gone = TokenSet(expectedCount: plan.uninstalled.reduce(0) { $0 + $1.tokens.count })

@@ -3,7 +3,7 @@ extension FaultPlan {
     ///
     /// `name=value` pairs: `seed`, `environment` (any|sandbox|production), `invalid-token` (hex,
     /// repeatable), `invalid-fraction`, `foreign-token` (hex, repeatable; HTTP/2 DeviceTokenNotForTopic),
-    /// `foreign-fraction`, `shutdown-every`, `shutdown-probability`, `reset-probability`,
+    /// `foreign-fraction`, `expired-token` (hex, repeatable; HTTP/2 410 ExpiredToken), `shutdown-every`, `shutdown-probability`, `reset-probability`,
     /// `reset-scope` (notification|connection), `reset-within`, `slow-chunk`, `slow-delay-ms`,
     /// `slow-probability`, `max-open`, `min-connect-interval-ms`, `max-connects-per-second`,
     /// `error-delay-ms`, `offline-token` (hex, repeatable), `offline-fraction`, `online-after-s`,
@@ -14,6 +14,7 @@ extension FaultPlan {
     /// `lost-fraction` (a broken gateway that loses what it accepted, to test the checks).
     public static let optionNames: [String] = [
         "seed", "environment", "invalid-token", "invalid-fraction", "foreign-token", "foreign-fraction",
+        "expired-token",
         "shutdown-every", "shutdown-probability",
         "reset-probability", "reset-scope", "reset-within", "slow-chunk", "slow-delay-ms", "slow-probability",
         "max-open", "min-connect-interval-ms", "max-connects-per-second", "error-delay-ms", "offline-token",
@@ -50,6 +51,7 @@ extension FaultPlan {
         case "invalid-fraction": self.invalidTokenFraction = try Self.fraction(name, value)
         case "foreign-token": self.foreignTokens.append(value)
         case "foreign-fraction": self.foreignTokenFraction = try Self.fraction(name, value)
+        case "expired-token": self.expiredTokens.append(value)
         case "shutdown-every": self.shutdown.everyAccepted = try Self.number(name, value)
         case "shutdown-probability": self.shutdown.probability = try Self.fraction(name, value)
         case "reset-probability": self.reset.probability = try Self.fraction(name, value)

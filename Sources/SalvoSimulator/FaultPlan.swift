@@ -141,6 +141,9 @@ public struct FaultPlan: Codable, Sendable, Equatable {
     /// A seeded fraction of all tokens registered for another app (stable per token, drawn independently of
     /// `invalidTokenFraction`); HTTP/2 only, as `foreignTokens`.
     public var foreignTokenFraction: Double = 0
+    /// Tokens (hex) that are no longer valid, as a Live Activity's token is once its activity ended: the HTTP/2
+    /// endpoint answers them 410 ExpiredToken (a token gone, as Unregistered). HTTP/2 only, as `foreignTokens`.
+    public var expiredTokens: [String] = []
     public var shutdown: Shutdown = Shutdown()
     public var reset: Reset = Reset()
     public var slowReader: SlowReader?
@@ -181,6 +184,7 @@ public struct FaultPlan: Codable, Sendable, Equatable {
 
     private enum CodingKeys: String, CodingKey {
         case name, seed, environment, invalidTokens, invalidTokenFraction, foreignTokens, foreignTokenFraction
+        case expiredTokens
         case shutdown, reset, slowReader
         case connectionLimits, errorDelayMilliseconds, devices, uninstalled
         case latencyMilliseconds, jitterMilliseconds, http2, lostFraction
@@ -198,6 +202,7 @@ public struct FaultPlan: Codable, Sendable, Equatable {
         self.foreignTokens = try c.decodeIfPresent([String].self, forKey: .foreignTokens) ?? d.foreignTokens
         self.foreignTokenFraction =
             try c.decodeIfPresent(Double.self, forKey: .foreignTokenFraction) ?? d.foreignTokenFraction
+        self.expiredTokens = try c.decodeIfPresent([String].self, forKey: .expiredTokens) ?? d.expiredTokens
         self.shutdown = try c.decodeIfPresent(Shutdown.self, forKey: .shutdown) ?? d.shutdown
         self.reset = try c.decodeIfPresent(Reset.self, forKey: .reset) ?? d.reset
         self.slowReader = try c.decodeIfPresent(SlowReader.self, forKey: .slowReader)

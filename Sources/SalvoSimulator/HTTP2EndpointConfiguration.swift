@@ -11,12 +11,22 @@ public struct HTTP2EndpointConfiguration: Sendable {
         public var publicKey: [UInt8]
         /// Topics this team may push with token authentication; empty = any.
         public var topics: Set<String>
+        /// The environment the key is scoped to (`.any`: a team key for both). A key of the other environment
+        /// than the plan's (`FaultPlan.environment`) is refused with BadEnvironmentKeyIdInToken.
+        public var environment: FaultPlan.Environment
 
-        public init(keyID: String, teamID: String, publicKey: [UInt8], topics: Set<String> = []) {
+        public init(
+            keyID: String,
+            teamID: String,
+            publicKey: [UInt8],
+            topics: Set<String> = [],
+            environment: FaultPlan.Environment = .any
+        ) {
             self.keyID = keyID
             self.teamID = teamID
             self.publicKey = publicKey
             self.topics = topics
+            self.environment = environment
         }
     }
 

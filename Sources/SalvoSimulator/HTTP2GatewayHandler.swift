@@ -35,6 +35,8 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         /// Uninstalled tokens and since when (UNIX seconds), per topic.
         let uninstalled: [String: [DeviceToken: UInt32]]
         let clock: any SimulatorClock
+        /// Channel management and broadcast requests (`BroadcastRoutes`); nil: none are served.
+        var routes: BroadcastRoutes? = nil
     }
 
     /// A stream whose request is still arriving.
@@ -70,6 +72,8 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
     private static let initialStreamWindow = 1 << 20
     private static let maximumHeaderListSize = 16 << 10
     fileprivate static let maximumKeptPayload = 8192
+    /// The peer's SETTINGS_MAX_FRAME_SIZE as long as it announces none (RFC 9113 §6.5.2): answers never need more.
+    private static let maximumDataFrame = 16_384
 
     private let shared: Shared
     private let connection: UInt32
@@ -92,6 +96,8 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
     private var fullLimit: Int
     private var peer: PeerTopic?
     private var cachedToken: (text: String, verdict: Result<ProviderTokenVerifier.Accepted, APNSReason>)?
+    /// The key of the first provider token accepted on this connection.
+    private var connectionKeyID: String?
     private var apnsIDs = APNSIDMaker()
     private var requests = 0
     private var highestAnswered: UInt32 = 0
@@ -425,6 +431,19 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         } else {
             credentials = .none
         }
+        if let routes = self.shared.routes, routes.takes(path: path) {
+            let response = routes.answer(
+                method: method,
+                path: path,
+                fields: stream.headers.map { (name: $0.name, value: $0.value) },
+                credentials: credentials,
+                body: stream.payload,
+                bodyBytes: stream.payloadBytes
+            )
+            self.followLimit(afterStatus: (200..<300).contains(response.status) ? 200 : response.status)
+            self.write(response, on: streamID)
+            return
+        }
         let checked = HTTP2RequestCheck.check(
             method: method,
             path: path,
@@ -472,6 +491,10 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         if let since = self.shared.uninstalled[passed.topic]?[passed.token] {
             return (410, nil, APNSErrorBody(reason: .unregistered, timestamp: Int64(since) * 1000).jsonBytes)
         }
+        if passed.token.withUnsafeBytes({ self.shared.plan.expiredTokens.contains($0.baseAddress!) }) {
+            let now = Int64(self.shared.clock.now()) * 1000
+            return (410, nil, APNSErrorBody(reason: .expiredToken, timestamp: now).jsonBytes)
+        }
         if self.burstRemaining == 0, faults.errorBurstRate > 0, self.random.chance(faults.errorBurstRate) {
             self.burstRemaining = faults.errorBurstLength
             self.burstStatus = [429, 500, 503][Int(self.random.next() % 3)]
@@ -510,9 +533,20 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         return (200, nil, [])
     }
 
+    /// The verdict on a provider token (`checkToken`), and the connection's binding to a key: the key of the first
+    /// token accepted on a connection is its key, and a token signed by another key (a team-scoped key, then a
+    /// topic-specific one) is refused with UnrelatedKeyIdInToken; a new connection takes it.
+    private func verify(_ authorization: String) -> Result<ProviderTokenVerifier.Accepted, APNSReason> {
+        let verdict = self.checkToken(authorization)
+        guard case .success(let accepted) = verdict else { return verdict }
+        if let bound = self.connectionKeyID, bound != accepted.keyID { return .failure(.unrelatedKeyIdInToken) }
+        self.connectionKeyID = accepted.keyID
+        return verdict
+    }
+
     /// The verdict on a provider token, cached for the exact text last seen: the signature is checked once per
     /// token and connection, its age on every request.
-    private func verify(_ authorization: String) -> Result<ProviderTokenVerifier.Accepted, APNSReason> {
+    private func checkToken(_ authorization: String) -> Result<ProviderTokenVerifier.Accepted, APNSReason> {
         if let cached = self.cachedToken, cached.text == authorization {
             if case .success(let accepted) = cached.verdict,
                 Int64(self.shared.clock.now()) - accepted.issuedAt > ProviderTokenVerifier.maximumAge
@@ -560,9 +594,39 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         }
     }
 
-    /// Sends answer bodies in order while the connection's and their stream's windows allow.
+    /// A channel management or broadcast answer: its own header block (`BroadcastResponse.headerBlock`), then its
+    /// body, if any, under flow control.
+    private func write(_ response: BroadcastResponse, on streamID: UInt32) {
+        let endStream = response.body.isEmpty
+        HTTP2FrameWriter.headerBlock(
+            response.headerBlock(allocator: ByteBufferAllocator()),
+            streamID: streamID,
+            flags: endStream ? 0x1 : 0,
+            into: &self.output
+        )
+        if endStream {
+            self.openStreams -= 1
+        } else {
+            self.blocked.append(BlockedBody(streamID: streamID, bytes: response.body, window: self.peerInitialWindow))
+            self.sendBlockedBodies()
+        }
+    }
+
+    /// Sends answer bodies in order while the connection's and their stream's windows allow: whole when they fit
+    /// (every error body), and a body longer than a frame (a channel list) frame by frame as the windows open.
     private func sendBlockedBodies() {
-        while let first = self.blocked.first, first.bytes.count <= min(self.sendWindow, first.window) {
+        while var first = self.blocked.first {
+            let room = min(self.sendWindow, first.window, Self.maximumDataFrame)
+            if first.bytes.count > room {
+                guard first.bytes.count > Self.maximumDataFrame, room > 0 else { return }
+                let chunk = Array(first.bytes[..<room])
+                HTTP2FrameWriter.data(chunk, streamID: first.streamID, endStream: false, into: &self.output)
+                first.bytes.removeFirst(room)
+                first.window -= room
+                self.sendWindow -= room
+                self.blocked[self.blocked.startIndex] = first
+                continue
+            }
             self.blocked.removeFirst()
             self.sendWindow -= first.bytes.count
             HTTP2FrameWriter.data(first.bytes, streamID: first.streamID, endStream: true, into: &self.output)

@@ -4,7 +4,8 @@ import Foundation
 import NIOConcurrencyHelpers
 
 /// Checks provider tokens as APNs does: the ES256 signature with the key named by `kid`, the team in `iss`, the
-/// age of `iat` (an hour at most), and how often a key's token changes (not within 20 minutes of the last one).
+/// key's environment (a sandbox-scoped key is refused by production), the age of `iat` (an hour at most), and how
+/// often a key's token changes (not within 20 minutes of the last one).
 ///
 /// Thread-safe: the last token seen per key is behind a lock. A connection caches the verdict for the exact
 /// token text it last saw, so the signature is checked once per token and connection, not per request. Public for
@@ -22,14 +23,21 @@ public final class ProviderTokenVerifier: Sendable {
 
     private let keys: [String: HTTP2EndpointConfiguration.ProviderKey]
     private let clock: any SimulatorClock
+    /// The environment the endpoint plays: a key scoped to the other one is refused.
+    private let environment: FaultPlan.Environment
     private let lastIssued = NIOLockedValueBox([String: Int64]())
     /// The text of every token accepted: two tokens signed in the same second differ in their signature, and are
     /// two tokens to count (two processes that each minted one, say).
     private let accepted = NIOLockedValueBox(Set<String>())
 
-    public init(keys: [HTTP2EndpointConfiguration.ProviderKey], clock: any SimulatorClock) {
+    public init(
+        keys: [HTTP2EndpointConfiguration.ProviderKey],
+        clock: any SimulatorClock,
+        environment: FaultPlan.Environment = .any
+    ) {
         self.keys = Dictionary(keys.map { ($0.keyID, $0) }, uniquingKeysWith: { first, _ in first })
         self.clock = clock
+        self.environment = environment
     }
 
     /// The verdict for `token` (the text after `bearer `).
@@ -48,6 +56,10 @@ public final class ProviderTokenVerifier: Sendable {
             publicKey.isValidSignature(signature, for: Array((parts[0] + "." + parts[1]).utf8))
         else {
             return .failure(.invalidProviderToken)
+        }
+        // A key scoped to one environment (Apple's environment-scoped keys) is refused by the other.
+        if key.environment != .any && self.environment != .any && key.environment != self.environment {
+            return .failure(.badEnvironmentKeyIdInToken)
         }
         let issuedAt = issued.int64Value
         let now = Int64(self.clock.now())

@@ -26,6 +26,23 @@ public struct SimulateOptions: Sendable {
     public var jitterMilliseconds: Int?
     /// The HTTP/2 endpoint's announced `SETTINGS_MAX_CONCURRENT_STREAMS`; nil for the default (1,000).
     public var http2MaximumStreams: Int?
+    /// The channel management endpoint's port (0 = any free port), and with it broadcasts on the HTTP/2 port (which
+    /// they need); neither when nil.
+    public var channelPort: Int?
+    /// The apps (bundle ids) with broadcast turned on; others are answered FeatureNotEnabled.
+    public var broadcastApps: [String] = []
+    /// Simulated devices subscribed to each new channel.
+    public var subscribers: Int = 100
+    /// Live channels per app (APNs: 10,000).
+    public var channelLimit: Int = 10_000
+    /// Broadcasts per channel per minute before 429 TooManyRequests: No Message Stored channels, Most Recent Message
+    /// Stored channels; nil keeps the defaults (`BroadcastConfiguration.Budget`).
+    public var broadcastBudget: Int?
+    public var storedBroadcastBudget: Int?
+    /// Where to write the broadcast verdict (JSON) on exit.
+    public var broadcastVerdictPath: String?
+    /// The channels expected to get one update each (a channel inventory CSV, `BroadcastExpectation`).
+    public var broadcastExpectedPath: String?
 
     public init() {}
 }

@@ -50,8 +50,24 @@ public final class SimulationRun: Sendable {
             if let streams = options.http2MaximumStreams { http2.maximumConcurrentStreams = streams }
             configuration.http2 = http2
         }
+        configuration.broadcast = try Self.broadcast(options)
         let simulator = try await Simulator.start(configuration)
         return SimulationRun(options: options, simulator: simulator)
+    }
+
+    /// The broadcast configuration the options ask for (nil without `channelPort`).
+    static func broadcast(_ options: SimulateOptions) throws(SimulatorError) -> BroadcastConfiguration? {
+        guard let port = options.channelPort else { return nil }
+        guard options.http2Port != nil else {
+            throw SimulatorError(.startup, "the channel management port needs the HTTP/2 port (broadcasts go there)")
+        }
+        var broadcast = BroadcastConfiguration(enabledApps: Set(options.broadcastApps))
+        broadcast.channelManagementPort = port
+        broadcast.subscribers = options.subscribers
+        broadcast.channelLimit = options.channelLimit
+        if let budget = options.broadcastBudget { broadcast.budget.noMessageStored = budget }
+        if let budget = options.storedBroadcastBudget { broadcast.budget.mostRecentMessageStored = budget }
+        return broadcast
     }
 
     /// Where the services listen. `credentials` (lines naming the files to connect with) goes after the
@@ -61,7 +77,7 @@ public final class SimulationRun: Sendable {
         APNs simulator (plan "\(self.simulator.plan.name)", seed \(self.simulator.plan.seed))\(self.latencyBanner)
           gateway   \(self.options.host):\(self.simulator.gatewayPort)
           feedback  \(self.options.host):\(self.simulator.feedbackPort)
-        \(credentials)\(self.http2Banner(tokens: tokens))Stop with Ctrl-C (SIGINT) or SIGTERM; the ledger and the verdict are written on exit.
+        \(credentials)\(self.http2Banner(tokens: tokens))\(self.channelBanner)Stop with Ctrl-C (SIGINT) or SIGTERM; the ledger and the verdict are written on exit.
         """
     }
 
@@ -70,6 +86,18 @@ public final class SimulationRun: Sendable {
         return """
               http2     \(self.options.host):\(port) (TLS, ALPN h2 or none; a client certificate, or provider tokens\(tokens))
             \(self.cleartextBanner)
+            """
+    }
+
+    private var channelBanner: String {
+        guard let port = self.simulator.channelManagementPort, let registry = self.simulator.channelRegistry else {
+            return ""
+        }
+        let apps = registry.configuration.enabledApps.sorted().joined(separator: ", ")
+        return """
+              channels  \(self.options.host):\(port) (TLS, HTTP/2 channel management, the http2 port's credentials; \
+            broadcast on for \(apps.isEmpty ? "no app" : apps); \(registry.configuration.subscribers) subscribers a channel)
+
             """
     }
 
@@ -118,6 +146,16 @@ public final class SimulationRun: Sendable {
                     try encoder.encode(verdict).write(to: URL(fileURLWithPath: path))
                 }
                 summary = verdict.summary
+            }
+            if let registry = self.simulator.channelRegistry {
+                let expected = try self.options.broadcastExpectedPath.map { path throws(SimulatorError) in
+                    try BroadcastExpectation.read(contentsOf: path)
+                }
+                let broadcasts = registry.verdict(expected: expected)
+                if let path = self.options.broadcastVerdictPath {
+                    try encoder.encode(broadcasts).write(to: URL(fileURLWithPath: path))
+                }
+                summary += "\n" + broadcasts.summary
             }
         } catch {
             failure = error

@@ -24,6 +24,10 @@ public final class Simulator: Sendable {
     public let http2Port: Int?
     /// The HTTP/2 endpoint's cleartext port (prior knowledge, token authentication only), when asked for.
     public let http2CleartextPort: Int?
+    /// The channel management endpoint's port (TLS, HTTP/2), when the configuration asked for broadcasts.
+    public let channelManagementPort: Int?
+    /// The channels and the broadcast ledger, when the configuration asked for broadcasts.
+    public let channelRegistry: ChannelRegistry?
     /// Every accepted notification, and the counters.
     public let ledger: DeliveryLedger
     /// The clock's time when the simulator started (UNIX seconds).
@@ -53,8 +57,12 @@ public final class Simulator: Sendable {
         channels: [any Channel],
         feedback: FeedbackStore,
         tokenVerifier: ProviderTokenVerifier?,
-        clock: any SimulatorClock
+        clock: any SimulatorClock,
+        channelManagementPort: Int? = nil,
+        channelRegistry: ChannelRegistry? = nil
     ) {
+        self.channelManagementPort = channelManagementPort
+        self.channelRegistry = channelRegistry
         self.gatewayPort = gatewayPort
         self.feedbackPort = feedbackPort
         self.http2Port = http2Port
@@ -75,6 +83,7 @@ public final class Simulator: Sendable {
         let sslContext = try self.makeSSLContext(configuration.tls)
         let clock = configuration.clock
         let startTime = clock.now()
+        let channelRegistry = try self.makeChannelRegistry(configuration, plan: plan, startTime: startTime)
         let devices = DeviceModel(
             offline: plan.offlineTokens,
             offlineFraction: plan.plan.devices.offlineFraction,
@@ -127,7 +136,11 @@ public final class Simulator: Sendable {
                 .get()
             var http2Channels: (tls: any Channel, cleartext: (any Channel)?)?
             let tokenVerifier = configuration.http2.map {
-                ProviderTokenVerifier(keys: $0.providerKeys, clock: configuration.clock)
+                ProviderTokenVerifier(
+                    keys: $0.providerKeys,
+                    clock: configuration.clock,
+                    environment: configuration.plan.environment
+                )
             }
             if let http2 = configuration.http2, let tokenVerifier {
                 http2Channels = try await self.bindHTTP2(
@@ -137,7 +150,20 @@ public final class Simulator: Sendable {
                     plan: plan,
                     ledger: ledger,
                     group: group,
-                    startTime: startTime
+                    startTime: startTime,
+                    routes: channelRegistry.map { BroadcastRoutes(registry: $0, management: false) }
+                )
+            }
+            var management: (any Channel)?
+            if let channelRegistry, let http2 = configuration.http2, let tokenVerifier {
+                management = try await self.bindChannelManagement(
+                    configuration,
+                    http2: http2,
+                    registry: channelRegistry,
+                    verifier: tokenVerifier,
+                    plan: plan,
+                    ledger: ledger,
+                    group: group
                 )
             }
             return Simulator(
@@ -150,10 +176,12 @@ public final class Simulator: Sendable {
                 plan: plan,
                 group: group,
                 channels: [gateway, feedbackChannel]
-                    + [http2Channels?.tls, http2Channels?.cleartext].compactMap { $0 },
+                    + [http2Channels?.tls, http2Channels?.cleartext, management].compactMap { $0 },
                 feedback: feedback,
                 tokenVerifier: tokenVerifier,
-                clock: clock
+                clock: clock,
+                channelManagementPort: management.map { $0.localAddress?.port ?? 0 },
+                channelRegistry: channelRegistry
             )
         } catch {
             try? await group.shutdownGracefully()
@@ -245,7 +273,8 @@ public final class Simulator: Sendable {
         plan: CompiledFaultPlan,
         ledger: DeliveryLedger,
         group: MultiThreadedEventLoopGroup,
-        startTime: UInt32
+        startTime: UInt32,
+        routes: BroadcastRoutes? = nil
     ) async throws -> (tls: any Channel, cleartext: (any Channel)?) {
         let sslContext = try self.makeSSLContext(configuration.tls, http2: true)
         var uninstalled: [String: [DeviceToken: UInt32]] = [:]
@@ -261,7 +290,8 @@ public final class Simulator: Sendable {
             maximumConcurrentStreams: http2.maximumConcurrentStreams,
             seed: plan.plan.seed,
             uninstalled: uninstalled,
-            clock: configuration.clock
+            clock: configuration.clock,
+            routes: routes
         )
         let serials = NIOLockedValueBox<UInt32>(0)
         func bind(port: Int, tls: NIOSSLContext?) async throws -> any Channel {
@@ -307,7 +337,7 @@ public final class Simulator: Sendable {
         }
     }
 
-    private static func makeSSLContext(_ tls: SimulatorConfiguration.TLS, http2: Bool = false) throws -> NIOSSLContext {
+    static func makeSSLContext(_ tls: SimulatorConfiguration.TLS, http2: Bool = false) throws -> NIOSSLContext {
         do {
             let certificate = try NIOSSLCertificate(bytes: Array(tls.certificatePEM.utf8), format: .pem)
             let key = try NIOSSLPrivateKey(bytes: Array(tls.privateKeyPEM.utf8), format: .pem)

@@ -52,6 +52,9 @@ public struct SimulatorConfiguration: Sendable {
     public var threads: Int = 1
     /// The HTTP/2 provider API endpoint; none when nil.
     public var http2: HTTP2EndpointConfiguration?
+    /// Broadcasts: the channel management endpoint on its own port and the broadcast endpoint on the HTTP/2 port
+    /// (which they need); none when nil.
+    public var broadcast: BroadcastConfiguration?
 
     /// The one-way delay of every byte on every endpoint (the plan's `latencyMilliseconds`).
     public var latencyMilliseconds: Int {

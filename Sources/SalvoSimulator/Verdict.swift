@@ -158,7 +158,10 @@ public struct Verdict: Codable, Sendable, Equatable {
                     if verdict.invalidNeverDeliveredTokens.count < listLimit {
                         verdict.invalidNeverDeliveredTokens.append(Self.hex(base))
                     }
-                case (0, false) where plan.goneTokens.contains(base):
+                // A token gone: its app uninstalled, or (HTTP/2) expired.
+                case (0, false)
+                where plan.goneTokens.contains(base)
+                    || (plan.expiredTokens.contains(base) && (lastCommand == nil || lastCommand == 3)):
                     verdict.uninstalledNeverDelivered += 1
                 case (0, false):
                     verdict.neverDelivered += 1

@@ -1,6 +1,7 @@
 import Foundation
-import SalvoEngine
+import SalvoBinary
 import SalvoObservability
+import SalvoRows
 import SalvoSimulator
 
 /// What a soak runs: rounds of bulk sends over one interface to the embedded simulator under one fault plan, until

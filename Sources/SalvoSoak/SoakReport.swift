@@ -1,5 +1,6 @@
-import SalvoEngine
+import SalvoBinary
 import SalvoObservability
+import SalvoRows
 
 /// One round of a soak: what the sender reported, what the ledger proved, and the process around it.
 public struct SoakRound: Codable, Sendable, Equatable {

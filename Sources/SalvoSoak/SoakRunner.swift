@@ -2,12 +2,13 @@ import APNSWire
 import Foundation
 import NIOConcurrencyHelpers
 import NIOSSL
-import SalvoEngine
+import SalvoBinary
+import SalvoDevelopment
 import SalvoHTTP2
 import SalvoObservability
+import SalvoRows
 import SalvoSend
 import SalvoSimulator
-import SalvoTestSupport
 
 /// Runs a soak: round after round, a fresh simulator under the plan, fresh tokens, one bulk send as a user would
 /// make it (library defaults), the report checked against the ledger; the process sampled while each round runs

@@ -1,12 +1,13 @@
 import APNSWire
 import Foundation
 import NIOSSL
-import SalvoEngine
+import SalvoBinary
+import SalvoDevelopment
 import SalvoHTTP2
 import SalvoObservability
+import SalvoRows
 import SalvoSend
 import SalvoSimulator
-import SalvoTestSupport
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking

@@ -7,7 +7,7 @@ import NIOSSL
 import NIOTLS
 
 /// A small HTTP/2 server on 127.0.0.1 whose answers a closure decides: the scriptable peer of the client's tests
-/// and `salvo bench h2 --server nio` (statuses, resets, GOAWAY after N streams, a shrinking
+/// and `salvo-bench h2 --server nio` (statuses, resets, GOAWAY after N streams, a shrinking
 /// `SETTINGS_MAX_CONCURRENT_STREAMS`, slow answers). Not APNs' rules: those are the simulator's.
 ///
 /// TLS with ALPN `h2` (a client that offers no ALPN may speak HTTP/2 all the same), and mutual TLS when

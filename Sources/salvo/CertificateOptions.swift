@@ -1,5 +1,7 @@
 import ArgumentParser
-import SalvoEngine
+import SalvoBinary
+import SalvoConsole
+import SalvoRows
 
 /// The client certificate and the trust for a TLS server (shared by `send` and `feedback`).
 struct CertificateOptions: ParsableArguments {

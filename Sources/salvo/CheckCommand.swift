@@ -1,7 +1,9 @@
 import APNSWire
 import ArgumentParser
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoConsole
+import SalvoRows
 import SalvoSend
 
 /// `salvo check TOKENS.csv --payload FILE --gateway … (--cert/--key | --auth-key …)`: everything `send` would need,
@@ -18,6 +20,8 @@ struct CheckCommand: AsyncParsableCommand {
 
     @Argument(help: "CSV files of device tokens (optional); - reads one from standard input.")
     var tokens: [String] = []
+
+    @OptionGroup var postgres: PostgresSourceOptions
 
     /// `send`'s payload options, each optional here: `--payload`, `--payload-template`, or `--payload-dir` with
     /// `--language-column`.
@@ -63,6 +67,12 @@ struct CheckCommand: AsyncParsableCommand {
     @Flag(help: "Leave out the TLS handshake with the gateway.")
     var noHandshake = false
 
+    @Option(
+        name: .customLong("channel-inventory"),
+        help: "A broadcast channel inventory CSV to check (columns, ids, policies)."
+    )
+    var channelInventory: String?
+
     @Flag(help: "Print the results as JSON.")
     var json = false
 
@@ -70,6 +80,7 @@ struct CheckCommand: AsyncParsableCommand {
 
     func validate() throws {
         try StandardInputOption.validate(self.tokens)
+        try self.postgres.validate(tokens: self.tokens, header: self.input.header)
         guard [0, 1, 2].contains(self.format) else {
             throw ValidationError("--format is 0, 1 or 2 (got \(self.format))")
         }
@@ -136,9 +147,18 @@ struct CheckCommand: AsyncParsableCommand {
         try await exitingOnUserError { try StandardInputOption.prepare(self.tokens) }
         request.tokenFiles = self.tokens
         request.input = self.input.tokenSourceOptions
+        if self.postgres.isGiven {
+            // The query's rows, as `send --from-postgres` would read them.
+            request.input.header = .present
+            let column = request.input.column
+            try await exitingOnUserError {
+                request.tokenFiles = try await self.postgres.prepare(self.tokens, column: column)
+            }
+        }
         request.handshake = !self.noHandshake
         request.handshakeTimeout = .seconds(self.timeout)
-        let results = await Preflight.run(request)
+        var results = await Preflight.run(request)
+        if let inventory = self.channelInventory { results += channelInventoryChecks(inventory) }
         if self.json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]

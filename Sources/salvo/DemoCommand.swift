@@ -1,13 +1,15 @@
 import APNSWire
 import ArgumentParser
 import Foundation
+import SalvoBinary
+import SalvoConsole
 import SalvoData
-import SalvoEngine
+import SalvoDevelopment
 import SalvoHTTP2
 import SalvoIO
+import SalvoRows
 import SalvoSend
 import SalvoSimulator
-import SalvoTestSupport
 
 /// `salvo demo`: a realistic bulk send to the embedded simulator, with the report and the simulator's
 /// verdict side by side.
@@ -40,6 +42,12 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(name: .customLong("protocol"), help: "binary (the binary provider interface) or h2 (the HTTP/2 API).")
     var wireProtocol: WireProtocol = .binary
 
+    @Flag(help: "Broadcast instead: create channels, send each a score update, show the fan-out, delete them.")
+    var broadcast = false
+
+    @Option(help: "With --broadcast: how many channels (1 to 10000), 25 simulated subscribers each.")
+    var channels: Int = 20
+
     @OptionGroup var delivery: DeliveryOptions
     @OptionGroup var output: OutputOptions
     @OptionGroup var observe: ObservabilityOptions
@@ -58,6 +66,13 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if self.broadcast {
+            guard (1...10_000).contains(self.channels) else { throw ValidationError("--channels is 1 to 10000") }
+            try await exitingOnUserError {
+                if !(try await BroadcastDemo.run(channels: self.channels, subscribers: 25)) { throw ExitCode(1) }
+            }
+            return
+        }
         try await exitingOnUserError { try await self.demo() }
     }
 
@@ -237,12 +252,4 @@ func sideBySide(left: [String], right: [String], gap: Int = 4) -> String {
         let r = index < right.count ? right[index] : ""
         return l.padding(toLength: width, withPad: " ", startingAt: 0) + r
     }.joined(separator: "\n")
-}
-
-/// Creates (or empties) a file for writing, with an error that names it.
-func createFile(_ path: String) throws -> FileHandle {
-    guard FileManager.default.createFile(atPath: path, contents: nil) else {
-        throw UserError("\(path): cannot create the file")
-    }
-    return try FileHandle(forWritingTo: URL(fileURLWithPath: path))
 }

@@ -1,8 +1,12 @@
 import ArgumentParser
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoConsole
+import SalvoPostgres
+import SalvoRows
 
-/// `salvo feedback --gateway production --cert C --key K [--output FILE] [--into SUPPRESSION.csv]`
+/// `salvo feedback --gateway production --cert C --key K [--output FILE] [--into SUPPRESSION.csv]
+/// [--into-postgres URL [--write-back TABLE | --write-back-sql STATEMENT]]`
 struct FeedbackCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "feedback",
@@ -10,9 +14,11 @@ struct FeedbackCommand: AsyncParsableCommand {
         discussion: """
             Writes CSV `token,timestamp,time` (64 lowercase hex digits, UNIX seconds, ISO 8601) to standard \
             output or --output; --into merges the tuples into a suppression file (one row per token, the newest \
-            timestamp kept). The service clears its list once read: keep the output. Exit status: 0 when every \
-            tuple was read; 1 when something was wrong with the stream (named; the whole tuples are still \
-            written); 3 when the service could not be read at all.
+            timestamp kept); --into-postgres records them in a PostgreSQL table as `send --write-back` does \
+            (once per token, after the files are written). The service clears its list once read: keep the \
+            output. Exit status: 0 when every tuple was read; 1 when something was wrong with the stream (named; \
+            the whole tuples are still written); 3 when the service could not be read at all, or the write-back \
+            failed (the files are written).
             """
     )
 
@@ -26,6 +32,30 @@ struct FeedbackCommand: AsyncParsableCommand {
 
     @Option(help: "Merge the tuples into this suppression file (created when missing).")
     var into: String?
+
+    @Option(
+        name: .customLong("into-postgres"),
+        help: "Record the tuples in a PostgreSQL table: postgres://USER@HOST:PORT/DATABASE?sslmode=MODE."
+    )
+    var intoPostgres: String?
+
+    @Option(
+        name: .customLong("write-back"),
+        help: "With --into-postgres: the table (default salvo_gone_tokens; layout in docs/postgres.md)."
+    )
+    var writeBackTable: String?
+
+    @Option(
+        name: .customLong("write-back-sql"),
+        help: "With --into-postgres, instead of a table: the statement, with :tokens, :reasons, :reported_at, :job."
+    )
+    var writeBackSQL: String?
+
+    @Option(
+        name: .customLong("postgres-password-file"),
+        help: "With --into-postgres: the password is this file's first line (else the URL's, else PGPASSWORD)."
+    )
+    var postgresPasswordFile: String?
 
     @Option(help: "Seconds the whole read may take.")
     var timeout: Int = 60
@@ -42,6 +72,18 @@ struct FeedbackCommand: AsyncParsableCommand {
         if let output, let into, output == into {
             throw ValidationError("--output and --into both name \(output): give two files")
         }
+        if self.intoPostgres == nil {
+            let given = [
+                ("--write-back", self.writeBackTable), ("--write-back-sql", self.writeBackSQL),
+                ("--postgres-password-file", self.postgresPasswordFile),
+            ]
+            for (flag, value) in given where value != nil {
+                throw ValidationError("\(flag) goes with --into-postgres URL")
+            }
+        }
+        if self.writeBackTable != nil && self.writeBackSQL != nil {
+            throw ValidationError("give --write-back TABLE or --write-back-sql STATEMENT, not both")
+        }
     }
 
     func run() async throws {
@@ -56,6 +98,17 @@ struct FeedbackCommand: AsyncParsableCommand {
     }
 
     private func read() async throws {
+        // Checked before the service is read: the service clears its list once read.
+        let recorder = try self.intoPostgres.map { url in
+            try WriteBackOptions.recorder(
+                url: url,
+                option: "--into-postgres",
+                table: self.writeBackTable,
+                sql: self.writeBackSQL,
+                passwordFile: self.postgresPasswordFile,
+                job: "feedback \(UnixTime.iso8601(Int64(Date().timeIntervalSince1970)))"
+            )
+        }
         var transport = self.transport
         if transport == nil, let variable = ProcessInfo.processInfo.environment["SALVO_TRANSPORT"], variable != "auto" {
             transport = BinaryTransport(rawValue: variable)
@@ -99,6 +152,14 @@ struct FeedbackCommand: AsyncParsableCommand {
         )
         for problem in read.problems {
             FileHandle.standardError.write(Data("Warning: \(problem)\n".utf8))
+        }
+        if let recorder {
+            let tokens = list.sortedEntries.map { entry in
+                GoneToken(token: entry.token.hexString, reason: entry.reason, reportedAt: entry.timestamp * 1000)
+            }
+            let report = await recorder.record(tokens)
+            if let failure = report.outputFailure { throw UserError(failure.summary) }
+            FileHandle.standardError.write(Data("write-back \(report.summary)\n".utf8))
         }
         if !read.problems.isEmpty { throw ExitCode(1) }
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SalvoConsole
 import SalvoSend
 
 /// `salvo journal verify DIR`: what a send's journal folder proves.

@@ -4,19 +4,13 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import Prometheus
-import SalvoEngine
+import SalvoBinary
+import SalvoConsole
 import SalvoObservability
+import SalvoRows
 
 extension LogFormat: ExpressibleByArgument {}
 extension Logger.Level: @retroactive ExpressibleByArgument {}
-
-/// How a running job shows its progress (shared by `send`, `demo` and `soak`).
-struct ProgressOptions: ParsableArguments {
-    @Option(
-        help: "Progress: auto (a line on a terminal, unless --quiet), json (one object per second on stderr), none."
-    )
-    var progress: ProgressOption = .auto
-}
 
 /// What a long-running command exposes to operators (shared by `send`, `demo`, `soak` and `simulate`): the
 /// Prometheus endpoint and the logs.

@@ -1,7 +1,9 @@
 import APNSWire
 import ArgumentParser
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoConsole
+import SalvoRows
 import SalvoSend
 
 /// What `send` sends: one payload for every row, or a payload per row from a template (or a folder of templates,
@@ -58,5 +60,47 @@ struct PayloadOptions: ParsableArguments {
         } catch let error as PayloadError {
             throw UserError("\(file): \(error.message)")
         }
+    }
+
+    /// With `--push-type liveactivity`: the payload, or each template's structure, checked as a Live Activity
+    /// notification (`LiveActivityCheck`) before anything connects. An error refuses the send, naming the file and
+    /// the field; a warning (priority 10 is budgeted, a field the event ignores) goes to standard error unless
+    /// `quiet`. The templates come back carrying what each row must still meet (an event or a dismissal date from a
+    /// column), so such a row is refused with its file and line, not sent.
+    func liveActivityChecked(
+        _ templates: PayloadTemplates?,
+        priority: NotificationPriority,
+        quiet: Bool
+    ) throws -> PayloadTemplates? {
+        let now = Int64(Date().timeIntervalSince1970)
+        var reports: [(file: String, report: LiveActivityReport)] = []
+        var checked = templates
+        if let templates {
+            let result = templates.checkingLiveActivity(priority: priority, now: now)
+            checked = result.templates
+            reports = result.reports
+        } else if let file = self.payload {
+            let payload: Payload
+            do {
+                payload = try Payload(jsonBytes: try readFile(file))
+            } catch let error as PayloadError {
+                throw UserError("\(file): \(error.message)")
+            }
+            reports = [(file, LiveActivityCheck.check(payload: payload, priority: priority, now: now))]
+        }
+        let errors = reports.flatMap { file, report in report.errors.map { "\(file): \($0)" } }
+        guard errors.isEmpty else {
+            throw UserError("not a Live Activity notification APNs would deliver: " + errors.joined(separator: "; "))
+        }
+        if !quiet {
+            // One line per warning, said once even when every template of a folder earns it.
+            var said = Set<String>()
+            for (file, report) in reports {
+                for warning in report.warnings where said.insert(warning.description).inserted {
+                    printError("\(file): \(warning)", prefix: "Warning: ")
+                }
+            }
+        }
+        return checked
     }
 }

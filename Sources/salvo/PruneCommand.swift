@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoConsole
+import SalvoRows
 
 /// `salvo prune TOKENS.csv --suppress FILE [--registered-at COLUMN] --output KEPT.csv [--dropped DROPPED.csv]`
 struct PruneCommand: AsyncParsableCommand {

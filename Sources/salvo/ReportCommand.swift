@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoConsole
+import SalvoRows
 import SalvoSend
 
 /// `salvo report merge R1.json R2.json …`: one report for a job sent as partitions.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import SalvoConsole
 
 #if canImport(Glibc)
 @preconcurrency import Glibc
@@ -12,9 +13,9 @@ struct Salvo: AsyncParsableCommand {
         abstract: "Send Apple push notifications in bulk: fast, and with nothing lost or duplicated.",
         subcommands: [
             SendCommand.self, FeedbackCommand.self, PruneCommand.self, DemoCommand.self, SimulateCommand.self,
-            PayloadCommand.self, CheckCommand.self, TokensCommand.self, TokenCommand.self, BenchCommand.self,
+            PayloadCommand.self, CheckCommand.self, TokensCommand.self, TokenCommand.self,
             ReportCommand.self,
-            SoakCommand.self, JournalCommand.self,
+            SoakCommand.self, JournalCommand.self, ChannelsCommand.self, BroadcastCommand.self,
         ]
     )
 

@@ -2,9 +2,11 @@ import APNSWire
 import ArgumentParser
 import Foundation
 import NIOSSL
-import SalvoEngine
+import SalvoBinary
+import SalvoConsole
 import SalvoHTTP2
 import SalvoIO
+import SalvoRows
 import SalvoSend
 
 /// `salvo send TOKENS.csv --payload FILE.json --gateway HOST:PORT --cert … --key …`
@@ -15,13 +17,15 @@ struct SendCommand: AsyncParsableCommand {
         discussion: """
             Exit status: 0 when every row was valid and delivered; 1 when some row was refused (bad input, \
             rejected by the gateway, expired or uncertain); 64 for wrong arguments; 3 when the job could not \
-            run (files, credentials, gateway unreachable) or an output could not be written whole (a full disk: \
-            the report names it); 130 or 143 after SIGINT or SIGTERM.
+            run (files, credentials, gateway unreachable) or an output could not be written whole (a full disk, \
+            a failed --write-back: the report names it); 130 or 143 after SIGINT or SIGTERM.
             """
     )
 
     @Argument(help: "CSV files of device tokens; - reads one from standard input (spooled first).")
-    var tokens: [String]
+    var tokens: [String] = []
+
+    @OptionGroup var postgres: PostgresSourceOptions
 
     @OptionGroup var payloads: PayloadOptions
 
@@ -110,12 +114,17 @@ struct SendCommand: AsyncParsableCommand {
     @OptionGroup var input: InputOptions
     @OptionGroup var delivery: DeliveryOptions
     @OptionGroup var output: OutputOptions
+    @OptionGroup var writeBack: WriteBackOptions
     @OptionGroup var observe: ObservabilityOptions
     @OptionGroup var progressOptions: ProgressOptions
 
     func validate() throws {
-        guard !self.tokens.isEmpty else { throw ValidationError("name at least one token file") }
+        try self.postgres.validate(tokens: self.tokens, header: self.input.header)
+        guard !self.tokens.isEmpty || self.postgres.isGiven else {
+            throw ValidationError("name at least one token file (or --from-postgres URL --query SQL)")
+        }
         try StandardInputOption.validate(self.tokens)
+        try self.writeBack.validate(sourceURL: self.postgres.url)
         guard self.payloads.isGiven else {
             throw ValidationError("give one of --payload, --payload-template and --payload-dir")
         }
@@ -173,7 +182,14 @@ struct SendCommand: AsyncParsableCommand {
         let interface: SendRequest.Interface
         var what: String
         let templateFiles = try self.payloads.templates()
-        let templates = templateFiles?.templates
+        var templates = templateFiles?.templates
+        if self.wireProtocol == .h2 && APNSPushType(rawValue: self.pushType) == .liveActivity {
+            templates = try self.payloads.liveActivityChecked(
+                templates,
+                priority: self.delivery.resolvedPriority(for: .liveActivity),
+                quiet: self.output.quiet
+            )
+        }
         let observability = try await self.observe.start(label: "salvo.send")
         if self.wireProtocol == .h2 {
             var configuration = try self.http2Configuration(templates)
@@ -198,8 +214,16 @@ struct SendCommand: AsyncParsableCommand {
             journal: self.journal,
             restart: self.journalOptions.journalRestart
         )
+        // `--from-postgres`: the query's rows, snapshotted whole before the job opens its input or a connection.
+        if self.postgres.isGiven { input.header = .present }
+        let files = try await self.postgres.prepare(
+            self.tokens,
+            column: input.column,
+            journal: self.journal,
+            restart: self.journalOptions.journalRestart
+        )
         var request = SendRequest(
-            files: self.tokens,
+            files: files,
             input: input,
             interface: interface,
             outputs: self.output.outputs(unregistered: self.unregistered),
@@ -209,6 +233,10 @@ struct SendCommand: AsyncParsableCommand {
         )
         request.payloadFiles = templateFiles?.files ?? []
         request.settings = self.journalSettings
+        request.writeBack = try self.writeBack.recorder(
+            sourceURL: self.postgres.url,
+            passwordFile: self.postgres.passwordFile
+        )
         // Either job stops in order on a signal: no new rows, 2 s for those in flight, then the record. A second
         // signal stops it at once, and a second later ends the process with the record of its last progress.
         let stop = JobStop(grace: .seconds(2))
@@ -259,7 +287,7 @@ struct SendCommand: AsyncParsableCommand {
             "--payload-dir": self.payloads.payloadDir.map { "\($0) (\(self.payloads.languageColumn))" } ?? "",
             "--priority": self.delivery.priority.map { String($0) } ?? "",
             "--topic": self.topic ?? "", "--push-type": self.pushType, "--collapse-id": self.collapseID ?? "",
-        ]
+        ].merging(self.postgres.settings) { _, source in source }
     }
 
     private func binaryConfiguration(_ templates: PayloadTemplates?) throws -> BinaryJobConfiguration {
@@ -358,14 +386,9 @@ extension SendCommand {
         }
     }
 
-    /// Refuses header values APNs would refuse for every row, before connecting: an unknown `--push-type`, an
-    /// empty `--topic` or one with a line break or control character (also in `--collapse-id`, which would split
+    /// Refuses header values APNs would refuse for every row, before connecting: an empty `--topic` or one with a line break or control character (also in `--collapse-id`, which would split
     /// the header), a `--key-id` or `--team-id` that is not 10 letters and digits.
     fileprivate func validateHeaderOptions() throws(ValidationError) {
-        guard APNSPushType.known.contains(APNSPushType(rawValue: self.pushType)) else {
-            let known = APNSPushType.known.map(\.rawValue).sorted().joined(separator: ", ")
-            throw ValidationError("--push-type \(self.pushType) is not one of APNs' push types (\(known))")
-        }
         if let topic {
             guard !topic.isEmpty else { throw ValidationError("--topic is empty: give the app's bundle id") }
             guard !Self.hasControlCharacters(topic) else {
@@ -393,32 +416,17 @@ extension SendCommand {
     }
 
     /// Refuses a `--push-type` that APNs would refuse for every row with this `--topic` or `--priority`
-    /// (`APNSPushType.violation`): the topic must carry the push type's suffix (voip: `<bundle id>.voip`, …), and
-    /// some push types take only some priorities (background: 5; pushtotalk: 10).
+    /// (`APNSPushType.problem`): an unknown push type, a topic without the push type's suffix (voip:
+    /// `<bundle id>.voip`, …), a priority the push type does not take (background: 5; pushtotalk: 10).
     fileprivate func validatePushType() throws(ValidationError) {
         let pushType = APNSPushType(rawValue: self.pushType)
-        let priority = self.delivery.resolvedPriority(for: pushType)
-        switch pushType.violation(topic: self.topic, priority: priority) {
-        case nil:
-            return
-        case .deviceTokenNotForTopic?:
-            let suffix = pushType.requiredTopicSuffix ?? ""
-            throw ValidationError(
-                "--push-type \(pushType) needs a --topic ending in \(suffix) (<bundle id>\(suffix)), "
-                    + "not --topic \(self.topic ?? "")"
-            )
-        case .badPriority?:
-            // The priorities `--priority` takes (10, 5) that this push type allows.
-            let allowed = pushType.allowedPriorities.filter(\.isValidForBinary).map { String($0.rawValue) }
-            let hint = self.delivery.priority == nil ? " (the default for this push type)" : ""
-            throw ValidationError(
-                "--push-type \(pushType) takes --priority \(allowed.joined(separator: " or ")), "
-                    + "not --priority \(priority.rawValue)\(hint)"
-            )
-        case let reason?:
-            throw ValidationError(
-                "--push-type \(pushType) does not go with --topic \(self.topic ?? ""): APNs would answer \(reason)"
-            )
+        if let problem = pushType.problem(
+            topic: self.topic,
+            priority: self.delivery.resolvedPriority(for: pushType),
+            priorityIsDefault: self.delivery.priority == nil,
+            naming: .options
+        ) {
+            throw ValidationError(problem.message)
         }
     }
 

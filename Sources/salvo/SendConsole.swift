@@ -1,7 +1,9 @@
 import APNSWire
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoConsole
 import SalvoHTTP2
+import SalvoRows
 import SalvoSend
 
 /// The terminal around the library's `BulkSend` (shared by `send` and `demo`): names the first bad rows, shows a

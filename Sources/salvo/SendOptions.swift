@@ -1,9 +1,11 @@
 import APNSWire
 import ArgumentParser
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoConsole
 import SalvoHTTP2
 import SalvoIO
+import SalvoRows
 import SalvoSend
 
 /// How to read the token files (shared by `send` and `demo`).
@@ -110,7 +112,7 @@ struct DeliveryOptions: ParsableArguments {
     /// Binary shards: the fixed count, or one per core.
     var shards: Int {
         if case .fixed(let count) = self.connections { return count }
-        return System.coreCount
+        return Processors.online
     }
 
     /// Applies `--connections` and `--max-connections` to an HTTP/2 client: a fixed count, or auto from one per
@@ -121,7 +123,7 @@ struct DeliveryOptions: ParsableArguments {
             client.connections = count
             client.maximumConnections = nil
         case .auto:
-            client.connections = min(System.coreCount, self.maxConnections)
+            client.connections = min(Processors.online, self.maxConnections)
             client.maximumConnections = self.maxConnections
         }
     }
@@ -219,7 +221,7 @@ struct DeliveryOptions: ParsableArguments {
     /// `--priority`, or when it is absent what the push type wants: 5 for background pushes (APNs refuses 10
     /// there), 10 otherwise.
     func resolvedPriority(for pushType: APNSPushType?) -> NotificationPriority {
-        NotificationPriority(rawValue: self.priority ?? (pushType == .background ? 5 : 10))
+        self.priority.map(NotificationPriority.init(rawValue:)) ?? (pushType ?? .alert).defaultPriority
     }
 
     /// How long a binary notification is stored for an offline device without `--expiry`: 30 days. APNs keeps a
@@ -329,36 +331,9 @@ struct OutputOptions: ParsableArguments {
     }
 }
 
-enum System {
-    static var coreCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
-}
-
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// `--connections`: a count, or `auto`.
-enum ConnectionCount: Hashable, ExpressibleByArgument, CustomStringConvertible {
-    case auto
-    case fixed(Int)
-
-    init?(argument: String) {
-        if argument == "auto" {
-            self = .auto
-        } else if let count = Int(argument) {
-            self = .fixed(count)
-        } else {
-            return nil
-        }
-    }
-
-    var description: String {
-        switch self {
-        case .auto: "auto"
-        case .fixed(let count): String(count)
-        }
-    }
-}
 
 /// How a send treats its journal folder besides naming it (`--journal`).
 struct JournalOptions: ParsableArguments {

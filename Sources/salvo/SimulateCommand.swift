@@ -1,8 +1,9 @@
 import ArgumentParser
 import Foundation
+import SalvoConsole
+import SalvoDevelopment
 import SalvoObservability
 import SalvoSimulator
-import SalvoTestSupport
 
 /// `salvo simulate`: the APNs simulator (binary gateway + feedback service) until SIGINT/SIGTERM.
 struct SimulateCommand: AsyncParsableCommand {
@@ -75,6 +76,54 @@ struct SimulateCommand: AsyncParsableCommand {
     var http2MaximumStreams: Int?
 
     @Option(
+        name: .customLong("channel-port"),
+        help: """
+            With --h2-port, serve the channel management API on this port (0 = any free port), and broadcasts \
+            (POST /4/broadcasts/apps/<bundle id>) on the HTTP/2 port.
+            """
+    )
+    var channelPort: Int?
+
+    @Option(
+        name: .customLong("broadcast-app"),
+        help: "With --channel-port, an app (bundle id) with broadcast turned on (repeatable; default: --topic)."
+    )
+    var broadcastApps: [String] = []
+
+    @Option(help: "With --channel-port, the simulated devices subscribed to each new channel.")
+    var subscribers = 100
+
+    @Option(name: .customLong("channel-limit"), help: "With --channel-port, the live channels an app may have.")
+    var channelLimit = 10_000
+
+    @Option(
+        name: .customLong("broadcast-budget"),
+        help: "With --channel-port, broadcasts per channel and minute before 429, on No Message Stored channels (120)."
+    )
+    var broadcastBudget: Int?
+
+    @Option(
+        name: .customLong("stored-broadcast-budget"),
+        help: "The same on Most Recent Message Stored channels (30)."
+    )
+    var storedBroadcastBudget: Int?
+
+    @Option(
+        name: .customLong("broadcast-verdict"),
+        help: "With --channel-port, write the broadcast verdict (JSON) here on exit."
+    )
+    var broadcastVerdict: String?
+
+    @Option(
+        name: .customLong("broadcast-expected"),
+        help: """
+            With --channel-port, the channels each expected to get one update, for the broadcast verdict: a channel \
+            inventory CSV (a channel id column, optionally an updates column) or one id a line.
+            """
+    )
+    var broadcastExpected: String?
+
+    @Option(
         name: .customLong("control-port"),
         help: """
             Serve the control endpoint here (0 = any free port): GET /plan, GET /ledger, POST /reset, POST /verdict \
@@ -105,7 +154,7 @@ struct SimulateCommand: AsyncParsableCommand {
         let ports: [(String, Int?)] = [
             ("--gateway-port", self.gatewayPort), ("--feedback-port", self.feedbackPort),
             ("--h2-port", self.http2Port), ("--h2c-port", self.http2CleartextPort),
-            ("--control-port", self.controlPort),
+            ("--control-port", self.controlPort), ("--channel-port", self.channelPort),
         ]
         for case (let option, let port?) in ports where !(0...65535).contains(port) {
             throw ValidationError("\(option) is 0 to 65535 (0 = any free port; got \(port))")
@@ -123,6 +172,25 @@ struct SimulateCommand: AsyncParsableCommand {
             ("--latency-ms", self.latencyMilliseconds), ("--jitter-ms", self.jitterMilliseconds),
         ] where (value ?? 0) < 0 {
             throw ValidationError("\(name) needs a whole number of milliseconds ≥ 0, not \(value!)")
+        }
+        if self.channelPort != nil && self.http2Port == nil {
+            throw ValidationError("--channel-port needs --h2-port: broadcasts go to the HTTP/2 port")
+        }
+        if self.channelPort == nil
+            && (!self.broadcastApps.isEmpty || self.broadcastVerdict != nil || self.broadcastBudget != nil
+                || self.storedBroadcastBudget != nil || self.broadcastExpected != nil)
+        {
+            throw ValidationError(
+                "--broadcast-app, --broadcast-budget, --stored-broadcast-budget, --broadcast-verdict and "
+                    + "--broadcast-expected go with --channel-port"
+            )
+        }
+        for (name, value) in [
+            ("--subscribers", self.subscribers), ("--channel-limit", self.channelLimit),
+            ("--broadcast-budget", self.broadcastBudget ?? 0),
+            ("--stored-broadcast-budget", self.storedBroadcastBudget ?? 0),
+        ] where value < 0 {
+            throw ValidationError("\(name) needs a whole number ≥ 0, not \(value)")
         }
         if let streams = self.http2MaximumStreams, streams < 1 {
             throw ValidationError("--h2-max-streams needs at least 1 stream, not \(streams)")
@@ -145,6 +213,14 @@ struct SimulateCommand: AsyncParsableCommand {
         options.latencyMilliseconds = self.latencyMilliseconds
         options.jitterMilliseconds = self.jitterMilliseconds
         options.http2MaximumStreams = self.http2MaximumStreams
+        options.channelPort = self.channelPort
+        options.broadcastApps = self.broadcastApps.isEmpty ? [self.topic] : self.broadcastApps
+        options.subscribers = self.subscribers
+        options.channelLimit = self.channelLimit
+        options.broadcastBudget = self.broadcastBudget
+        options.storedBroadcastBudget = self.storedBroadcastBudget
+        options.broadcastVerdictPath = self.broadcastVerdict
+        options.broadcastExpectedPath = self.broadcastExpected
         let run: SimulationRun
         let paths: CertificateFactory.Paths
         var signingKey: DevelopmentSigningKey?

@@ -1,8 +1,10 @@
 import ArgumentParser
 import Foundation
+import SalvoBinary
+import SalvoConsole
 import SalvoData
-import SalvoEngine
 import SalvoObservability
+import SalvoRows
 import SalvoSimulator
 import SalvoSoak
 

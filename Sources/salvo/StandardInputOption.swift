@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoConsole
+import SalvoRows
 import SalvoSend
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SalvoConsole
 import SalvoHTTP2
 
 #if canImport(Glibc)

@@ -1,7 +1,9 @@
 import APNSWire
 import ArgumentParser
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoConsole
+import SalvoRows
 
 #if canImport(Glibc)
 import Glibc

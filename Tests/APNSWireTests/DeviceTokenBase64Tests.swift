@@ -1,8 +1,9 @@
 import APNSWire
 import Foundation
+import SalvoTestTraits
 import Testing
 
-@Suite struct DeviceTokenBase64Tests {
+@Suite(.tags(.pure), .runs(.pure)) struct DeviceTokenBase64Tests {
     private func parse(_ text: String) throws(DeviceTokenError) -> DeviceToken {
         var text = text
         let result = text.withUTF8 { utf8 in

@@ -1,8 +1,9 @@
 import APNSWire
+import SalvoTestTraits
 import Testing
 
 /// The 64-digit form is decoded eight digits to a word; these check it against a digit-by-digit reading.
-@Suite struct DeviceTokenCompactHexTests {
+@Suite(.tags(.pure), .runs(.pure)) struct DeviceTokenCompactHexTests {
     /// A digit's value read the plain way, nil for any other byte.
     private static func nibble(_ byte: UInt8) -> UInt8? {
         switch byte {

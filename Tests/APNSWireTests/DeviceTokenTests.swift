@@ -1,7 +1,8 @@
 import APNSWire
+import SalvoTestTraits
 import Testing
 
-@Suite struct DeviceTokenTests {
+@Suite(.tags(.pure), .runs(.pure)) struct DeviceTokenTests {
     @Test func parsesLowerAndUpperCaseHex() throws {
         let lower = try DeviceToken(hex: Fixtures.tokenHex)
         let upper = try DeviceToken(hex: Fixtures.tokenHex.uppercased())

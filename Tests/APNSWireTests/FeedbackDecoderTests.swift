@@ -1,8 +1,9 @@
 import APNSWire
 import NIOCore
+import SalvoTestTraits
 import Testing
 
-@Suite struct FeedbackDecoderTests {
+@Suite(.tags(.pure), .runs(.pure)) struct FeedbackDecoderTests {
     /// Tuples of every shape the format allows: standard tokens, a zero-length token, odd lengths.
     private static let tuples: [FeedbackTuple] = [
         FeedbackTuple(timestamp: 1_700_000_000, token: (0..<32).map { UInt8($0) }),

@@ -1,8 +1,9 @@
 import APNSWire
 import NIOCore
+import SalvoTestTraits
 import Testing
 
-@Suite struct FrameDecoderTests {
+@Suite(.tags(.pure), .runs(.pure)) struct FrameDecoderTests {
     private func frame(_ command: FrameCommand, payload: [UInt8] = Fixtures.hello, priority: UInt8 = 10) -> ByteBuffer {
         var buffer = ByteBuffer()
         buffer.writeNotificationFrame(

@@ -1,8 +1,9 @@
 import APNSWire
 import NIOCore
+import SalvoTestTraits
 import Testing
 
-@Suite struct FrameEncodingTests {
+@Suite(.tags(.pure), .runs(.pure)) struct FrameEncodingTests {
     @Test func commandZeroMatchesTheGoldenVector() throws {
         var buffer = ByteBuffer()
         let written = buffer.writeNotificationFrame(command: .simple, token: Fixtures.token, payload: Fixtures.hello)

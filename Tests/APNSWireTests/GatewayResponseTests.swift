@@ -1,8 +1,9 @@
 import APNSWire
 import NIOCore
+import SalvoTestTraits
 import Testing
 
-@Suite struct GatewayResponseTests {
+@Suite(.tags(.pure), .runs(.pure)) struct GatewayResponseTests {
     @Test func errorResponseMatchesTheGoldenVector() throws {
         var buffer = ByteBuffer()
         ErrorResponse(status: .invalidToken, identifier: Fixtures.identifier).write(to: &buffer)

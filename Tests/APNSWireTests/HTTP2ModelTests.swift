@@ -1,7 +1,8 @@
 import APNSWire
+import SalvoTestTraits
 import Testing
 
-@Suite struct HTTP2ModelTests {
+@Suite(.tags(.pure), .runs(.pure)) struct HTTP2ModelTests {
     @Test func headersAreWrittenInOrder() throws {
         let headers = try APNSRequestHeaders(
             pushType: .alert,
@@ -63,7 +64,12 @@ import Testing
         #expect(APNSReason.tooManyRequests.status == 429)
         #expect(APNSReason.internalServerError.status == 500)
         #expect(APNSReason.shutdown.status == 503)
-        #expect(APNSReason.known.count == 29)
+        #expect(APNSReason.known.count == 32)
+        #expect(APNSReason.expiredToken.status == 410 && APNSReason.expiredToken.meansTheTokenIsGone)
+        #expect(APNSReason.unrelatedKeyIdInToken.status == 403 && APNSReason.unrelatedKeyIdInToken.stopsTheJob)
+        #expect(
+            APNSReason.badEnvironmentKeyIdInToken.status == 403 && APNSReason.badEnvironmentKeyIdInToken.stopsTheJob
+        )
         let novel = APNSReason(rawValue: "SomethingNew")
         #expect(novel.status == nil)
         #expect(novel.rawValue == "SomethingNew")

@@ -1,7 +1,8 @@
 import APNSWire
+import SalvoTestTraits
 import Testing
 
-@Suite struct HexTests {
+@Suite(.tags(.pure), .runs(.pure)) struct HexTests {
     @Test func bytesAreWrittenAsLowercasePairsAndReadBack() {
         let bytes: [UInt8] = [0x00, 0x01, 0x7f, 0x80, 0xab, 0xff]
         #expect(Hex.string(bytes) == "00017f80abff")

@@ -1,9 +1,10 @@
 import APNSWire
 import NIOCore
+import SalvoTestTraits
 import Testing
 
 /// Payload templates as values: compiled once, rendered per row into exact bytes, refused with file and position.
-@Suite struct PayloadTemplateTests {
+@Suite(.tags(.pure), .runs(.pure)) struct PayloadTemplateTests {
     /// Renders `templates` for a row whose fields, by the templates' columns, are `values` (nil: missing).
     private func render(
         _ templates: PayloadTemplates,

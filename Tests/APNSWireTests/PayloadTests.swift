@@ -1,7 +1,8 @@
 import APNSWire
+import SalvoTestTraits
 import Testing
 
-@Suite struct PayloadTests {
+@Suite(.tags(.pure), .runs(.pure)) struct PayloadTests {
     @Test(arguments: 1...5)
     func guideExamplesParseAndValidate(example: Int) throws {
         let text = try TestData.text("payloads/guide-example-\(example).json")

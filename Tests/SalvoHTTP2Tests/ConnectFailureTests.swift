@@ -1,14 +1,16 @@
 import Foundation
 import NIOSSL
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoHTTP2
 
 /// Failures that retrying cannot heal, before any connection worked, stop the job at once with the cause: over
 /// real sockets and TLS.
-@Suite struct ConnectFailureTests {
+@Suite(.tags(.network), .runs(.network)) struct ConnectFailureTests {
     private func run(
         _ configuration: HTTP2JobConfiguration,
         rows: Int = 20,

@@ -1,13 +1,15 @@
 import NIOCore
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoSimulator
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoHTTP2
 
 /// `--connections auto`: the sizer's decisions with a fake clock, and a job over TLS to the simulator held 25 ms
 /// away in each direction, which opens more than one connection.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct HTTP2ConnectionSizerTests {
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1))) struct HTTP2ConnectionSizerTests {
     typealias Sizer = HTTP2ConnectionSizer
 
     static let start = NIODeadline.uptimeNanoseconds(1_000_000_000)

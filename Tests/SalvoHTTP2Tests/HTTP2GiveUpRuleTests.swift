@@ -3,7 +3,8 @@ import Dispatch
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoTestTraits
 import Testing
 
@@ -12,7 +13,7 @@ import Testing
 /// The one give-up rule of an HTTP/2 job, with a fake clock: a wait for the job's own input (nothing to send,
 /// nothing in flight, the source not read to its end) is not the server's stall; and the job's reconnect spacing
 /// after connections that were answered.
-@Suite(.offThePool) struct HTTP2GiveUpRuleTests {
+@Suite(.tags(.pure), .runs(.pure), .offThePool) struct HTTP2GiveUpRuleTests {
     static let start = NIODeadline.uptimeNanoseconds(5_000_000_000)
 
     @Test func onlyAJobWithNothingToSendNothingInFlightAndInputToComeWaitsForItsInput() {
@@ -48,7 +49,7 @@ import Testing
                 payload: testPayload
             ),
             token: nil,
-            connectionConfiguration: HTTP2ConnectionStateMachine.Configuration(
+            connectionConfiguration: HTTP2ConnectionMachine.Configuration(
                 maximumStreams: 100,
                 requestTimeout: .seconds(60),
                 pingInterval: .seconds(600),

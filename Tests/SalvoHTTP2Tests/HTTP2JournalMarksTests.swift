@@ -1,8 +1,10 @@
 import APNSWire
 import Foundation
 import NIOCore
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoHTTP2
@@ -10,7 +12,7 @@ import Testing
 /// What an HTTP/2 connection marks in the job's journal (`send --journal`): a row is written when its stream is
 /// opened, confirmed at its 200, rejected with its reason, and stays written (uncertain) when the connection ends
 /// without its answer.
-@Suite struct HTTP2JournalMarksTests {
+@Suite(.tags(.pure), .runs(.pure)) struct HTTP2JournalMarksTests {
     @Test func streamsMarkTheirRowsWrittenThenSettled() throws {
         let folder = TestScratch.root.appendingPathComponent("salvo-h2j-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -20,8 +22,8 @@ import Testing
             lineCounts: [5]
         )
         let now = NIODeadline.uptimeNanoseconds(1_000_000_000)
-        var machine = HTTP2ConnectionStateMachine(
-            configuration: HTTP2ConnectionStateMachine.Configuration(
+        var machine = HTTP2ConnectionMachine(
+            configuration: HTTP2ConnectionMachine.Configuration(
                 maximumStreams: 100,
                 requestTimeout: .seconds(10),
                 pingInterval: .seconds(60),

@@ -2,8 +2,10 @@ import APNSWire
 import Crypto
 import Foundation
 import NIOConcurrencyHelpers
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoHTTP2
@@ -11,7 +13,7 @@ import Testing
 /// HPACK against a server with a small header table (600 bytes, `SETTINGS_HEADER_TABLE_SIZE`) while the provider
 /// token changes mid-job, over TLS with either engine: a new `authorization` entry evicts shared headers, and every
 /// request the server decodes (NIOHPACK) must still carry the right headers.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct HeaderTableTests {
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1))) struct HeaderTableTests {
     /// What is wrong with a request's headers, nil when nothing is; `verified` holds the tokens whose signature
     /// has passed.
     static func problem(

@@ -1,5 +1,6 @@
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoTestSupport
 import Testing
 
@@ -13,7 +14,8 @@ import SalvoTestTraits
 /// `salvo send --protocol h2` against servers that let nothing through, as an operator runs it: the job ends by
 /// itself with exit 3, writes its report, and lists every row in the unsettled file; a second SIGINT ends a job that
 /// waits for SETTINGS within a second.
-@Suite(.offThePool, .serialized, .timeLimit(.minutes(2))) struct HostileServerCommandLineTests {
+@Suite(.tags(.process), .runs(.process), .offThePool, .serialized, .timeLimit(.minutes(2)))
+struct HostileServerCommandLineTests {
     /// `salvo`, built next to the test bundle by `swift build`.
     static var executable: String? {
         var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()

@@ -1,6 +1,8 @@
 import NIOCore
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoSimulator
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoHTTP2
@@ -9,7 +11,7 @@ import Testing
 /// first handshake and the job's rows; each connection closing as soon as no row is left for it; every connection
 /// closed together at the end, the wait for the server's goodbyes bounded. Decisions with a fake clock, then a job
 /// over TLS to the simulator held 50 ms away in each direction.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct JobStartAndEndTests {
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(2))) struct JobStartAndEndTests {
     static let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
     static func at(_ milliseconds: Int64) -> NIODeadline { Self.start + .milliseconds(milliseconds) }
@@ -59,11 +61,11 @@ import Testing
     }
 
     @Test func aConnectionClosesWhenNoRowIsLeftAndItsLastStreamIsAnsweredNotBefore() {
-        typealias Tests = HTTP2ConnectionStateMachineTests
+        typealias Tests = HTTP2ConnectionMachineTests
         var machine = Tests.openMachine()
         let (id, _) = machine.writing(Tests.items(1...2), bearer: nil, now: Self.start)
         // No row left for the job, but two streams in flight here: the connection stays for their answers.
-        #expect(machine.noRowsLeft(now: Self.at(1)) == HTTP2ConnectionStateMachine.Actions())
+        #expect(machine.noRowsLeft(now: Self.at(1)) == HTTP2ConnectionMachine.Actions())
         #expect(machine.state != .closed)
         _ = machine.headersReceived(
             streamID: id,
@@ -73,7 +75,7 @@ import Testing
             endStream: true,
             now: Self.at(2)
         )
-        #expect(machine.noRowsLeft(now: Self.at(2)) == HTTP2ConnectionStateMachine.Actions(), "one still in flight")
+        #expect(machine.noRowsLeft(now: Self.at(2)) == HTTP2ConnectionMachine.Actions(), "one still in flight")
         _ = machine.headersReceived(
             streamID: id + 2,
             status: 200,
@@ -86,7 +88,7 @@ import Testing
         #expect(actions.close)
         #expect(machine.state == .closed)
         #expect(machine.finished, "closed for want of rows: its slot does not replace it")
-        #expect(machine.noRowsLeft(now: Self.at(4)) == HTTP2ConnectionStateMachine.Actions(), "closed once")
+        #expect(machine.noRowsLeft(now: Self.at(4)) == HTTP2ConnectionMachine.Actions(), "closed once")
 
         // A connection still waiting for SETTINGS when the rows run out closes too, without writing anything.
         var early = Tests.machine()

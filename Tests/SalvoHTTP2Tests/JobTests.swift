@@ -5,14 +5,16 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
 import SalvoBenchmarkSupport
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoHTTP2
 
 // Serialized: debug builds of the HTTP/2 stack are CPU-bound, and parallel jobs would trip request deadlines.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct JobTests {
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1))) struct JobTests {
     @Test(arguments: HTTP2Engine.allCases) func certificateAuthenticationDeliversEveryRowOnceWithTheDocumentedRequest(
         engine: HTTP2Engine
     ) async throws {

@@ -1,9 +1,10 @@
 import APNSWire
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoHTTP2
 
-@Suite struct OutcomeTests {
+@Suite(.tags(.pure), .runs(.pure)) struct OutcomeTests {
     @Test(arguments: [
         (200, HTTP2Outcome.delivered(apnsID: "id")),
         (400, .rejected(status: 400, reason: .badDeviceToken)),
@@ -30,9 +31,52 @@ import Testing
         let body = APNSErrorBody(reason: .unregistered, timestamp: 1_700_000_000_123).jsonBytes
         #expect(
             HTTP2Outcome(status: 410, apnsID: nil, body: body, retryAfter: nil)
-                == .unregistered(timestamp: 1_700_000_000_123)
+                == .unregistered(timestamp: 1_700_000_000_123, reason: .unregistered)
         )
-        #expect(HTTP2Outcome(status: 410, apnsID: nil, body: [], retryAfter: nil) == .unregistered(timestamp: nil))
+        #expect(
+            HTTP2Outcome(status: 410, apnsID: nil, body: [], retryAfter: nil)
+                == .unregistered(timestamp: nil, reason: .unregistered)
+        )
+        // ExpiredToken (a Live Activity's token after the activity ended) is a 410 too, and keeps its name.
+        let expired = APNSErrorBody(reason: .expiredToken, timestamp: 1_700_000_000_456).jsonBytes
+        #expect(
+            HTTP2Outcome(status: 410, apnsID: nil, body: expired, retryAfter: nil)
+                == .unregistered(timestamp: 1_700_000_000_456, reason: .expiredToken)
+        )
+    }
+
+    /// Apple's never-retry list: whatever status it comes with, such a reason is the row's answer, never a retry.
+    @Test(arguments: APNSReason.neverRetried.sorted { $0.rawValue < $1.rawValue })
+    func neverRetriedReasonsAreNotRetried(reason: APNSReason) {
+        for status in [reason.status ?? 400, 500, 503] {
+            let outcome = HTTP2Outcome(
+                status: status,
+                apnsID: nil,
+                body: APNSErrorBody(reason: reason).jsonBytes,
+                retryAfter: nil
+            )
+            switch outcome {
+            case .rejected, .unregistered, .stopJob: break
+            default: Issue.record("\(reason) at \(status) is \(outcome)")
+            }
+        }
+        #expect(!reason.isRetryable)
+    }
+
+    /// Keys of the wrong environment, or not the connection's first key: the job's credentials are wrong, so the
+    /// job stops at once and the row is unsent (as for `InvalidProviderToken`), both as an answer and in a GOAWAY.
+    @Test func keyIdRefusalsStopTheJobAndLeaveTheRowUnsent() {
+        for reason in [APNSReason.unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken] {
+            let body = APNSErrorBody(reason: reason).jsonBytes
+            #expect(
+                HTTP2Outcome(status: 403, apnsID: nil, body: body, retryAfter: nil)
+                    == .providerTokenRefused(status: 403, reason: reason)
+            )
+            #expect(reason.stopsTheJob && reason.refusesTheProviderToken && !reason.isRetryable)
+            let stop = HTTP2ConnectionMachine.stop(for: reason, status: 403)
+            #expect(stop.reason == reason.rawValue)
+            #expect(stop.message.contains("403 \(reason)"), "\(stop.message)")
+        }
     }
 
     @Test func credentialErrorsStopTheJobAndExpiredTokensRenew() {

@@ -2,8 +2,10 @@ import Crypto
 import Dispatch
 import Foundation
 import NIOConcurrencyHelpers
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoHTTP2
@@ -12,7 +14,7 @@ import Testing
 /// One provider token per signing key, shared through the cache file by every process (here: independent
 /// `ProviderToken` and `ProviderTokenCache` instances, as two processes have), and the job that stops at the first
 /// `TooManyProviderTokenUpdates` rather than retrying every row.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct ProviderTokenCacheTests {
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1))) struct ProviderTokenCacheTests {
     static let keyBytes = P256.Signing.PrivateKey().rawRepresentation
     static var key: P256.Signing.PrivateKey { try! P256.Signing.PrivateKey(rawRepresentation: keyBytes) }
     static let start: Int64 = 1_700_000_000

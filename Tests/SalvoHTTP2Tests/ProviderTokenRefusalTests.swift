@@ -1,8 +1,10 @@
 import APNSWire
 import Foundation
 import NIOConcurrencyHelpers
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoHTTP2
@@ -11,7 +13,7 @@ import Testing
 /// Rows refused for the provider token never reached a device: they are never counted as rejected, and a job
 /// stopped by such a refusal lists them, with every row it did not send, in its unsettled rows, so that sending
 /// those rows again delivers every token once.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct ProviderTokenRefusalTests {
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(2))) struct ProviderTokenRefusalTests {
     /// The rows a job left unsettled, as the unsettled file holds them (a token file of its own).
     static func unsettledFile(_ result: HTTP2JobResult, in folder: TemporaryFolder, name: String) throws -> String {
         var csv = UnsettledRow.csvHeader + "\n"

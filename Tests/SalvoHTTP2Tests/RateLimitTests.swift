@@ -1,14 +1,16 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoHTTP2
 
 /// `--rate`: the token bucket with a fake clock, and real jobs over TLS with either engine whose rate measured at the
 /// server is within 10 % of the cap.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct RateLimitTests {
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1))) struct RateLimitTests {
     static let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
     @Test func theBucketStartsEmptyRefillsAtTheRateAndHoldsAtMost50Milliseconds() {

@@ -6,7 +6,7 @@ import Testing
 @testable import SalvoHTTP2
 
 /// Connections spread over the gateway's addresses: slot k starts at the k-th address of each family.
-@Suite(.offThePool) struct RotatingResolverTests {
+@Suite(.tags(.pure), .runs(.pure), .offThePool) struct RotatingResolverTests {
     @Test func eachTurnStartsAtTheNextAddressAndKeepsTheOthersAfterIt() {
         let addresses = ["a", "b", "c"]
         #expect(RotatingResolver.rotated(addresses, by: 0) == ["a", "b", "c"])

@@ -2,15 +2,17 @@ import APNSWire
 import Crypto
 import Foundation
 import NIOSSL
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoHTTP2
 @testable import SalvoSimulator
 
 /// The HTTP/2 client against the simulator's HTTP/2 endpoint: two independent stacks, one ledger.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct SimulatorEndpointTests {
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1))) struct SimulatorEndpointTests {
     static let keyID = "ABC123DEFG"
     static let teamID = "DEF123GHIJ"
 

@@ -1,7 +1,9 @@
 import APNSWire
 import NIOCore
 import NIOHTTP2
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoHTTP2
@@ -10,8 +12,8 @@ import Testing
 /// answer (`HTTP2ProgressWatch`), the job's reconnect backoff after fruitless connections (`HTTP2ReconnectPacer`),
 /// and what a connection's machine reports of a stall (SETTINGS that never come, a window too small for a request,
 /// no streams allowed, GOAWAY or refusals before any answer).
-@Suite struct StalledJobDecisionTests {
-    typealias Machine = HTTP2ConnectionStateMachine
+@Suite(.tags(.network), .runs(.network)) struct StalledJobDecisionTests {
+    typealias Machine = HTTP2ConnectionMachine
     static let start = NIODeadline.uptimeNanoseconds(5_000_000_000)
 
     // MARK: Give-up
@@ -90,7 +92,7 @@ import Testing
 
     static func machine(largestBody: Int = 0) -> Machine {
         // The connection machine's tests' settings, with a SETTINGS deadline and the job's largest body.
-        var configuration = HTTP2ConnectionStateMachineTests.machine().configuration
+        var configuration = HTTP2ConnectionMachineTests.machine().configuration
         configuration.settingsTimeout = .seconds(2)
         configuration.largestBody = largestBody
         return Machine(

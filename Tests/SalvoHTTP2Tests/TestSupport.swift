@@ -4,7 +4,8 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoTestSupport
 
 @testable import SalvoHTTP2

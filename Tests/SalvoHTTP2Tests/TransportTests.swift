@@ -3,15 +3,17 @@ import Crypto
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoHTTP2
 
 /// The client's transports for testing servers: cleartext HTTP/2 with prior knowledge (loopback only), and TLS
 /// without an ALPN offer.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct TransportTests {
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1))) struct TransportTests {
     static func providerToken() throws -> APNSAuthentication {
         let signer = try JWTSigner(privateKey: P256.Signing.PrivateKey(), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
         return .token(try ProviderToken(signer: signer))
@@ -118,7 +120,7 @@ import Testing
     }
 }
 
-@Suite struct WriteCoalescingTests {
+@Suite(.tags(.network), .runs(.network)) struct WriteCoalescingTests {
     @Test func writesBetweenFlushesLeaveAsOneBufferInOrderAndTheirPromisesCompleteWithIt() throws {
         let channel = EmbeddedChannel(handler: WriteCoalescingHandler())
         defer { _ = try? channel.finish() }

@@ -4,7 +4,8 @@ import NIOCore
 import NIOEmbedded
 import NIOHPACK
 import NIOPosix
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import Testing
 
 @testable import SalvoHTTP2
@@ -18,7 +19,7 @@ import SalvoTestTraits
 /// writes, HPACK, flow control, SETTINGS and PING. Jobs over real TLS with either engine are in `JobTests` and
 /// `SimulatorEndpointTests`. The tests are synchronous: an embedded channel must be used from the thread that made
 /// it, and an `await` may resume a test on another thread.
-@Suite(.offThePool, .timeLimit(.minutes(1))) struct WireEngineTests {
+@Suite(.tags(.network), .runs(.network), .offThePool, .timeLimit(.minutes(1))) struct WireEngineTests {
     /// The server's end: cuts what the client wrote with the server's own frame reader and decodes header blocks.
     struct Server {
         var reader = HTTP2FrameReader()
@@ -90,7 +91,7 @@ import SalvoTestTraits
                 payload: payload
             ),
             token: token,
-            connectionConfiguration: HTTP2ConnectionStateMachine.Configuration(
+            connectionConfiguration: HTTP2ConnectionMachine.Configuration(
                 maximumStreams: Int.max,
                 requestTimeout: .seconds(60),
                 pingInterval: .seconds(600),
@@ -100,9 +101,9 @@ import SalvoTestTraits
             ),
             outcomes: RowOutcomes(files: file.source.files)
         )
-        // The rows are read on a queue of their own: time for the first chunk (a few rows; a slow read only
-        // delays the first request, which the embedded loop's clock would then have to wake).
-        usleep(300_000)
+        // The rows are read on a queue of their own: the first chunk is ready before the connection opens (a
+        // later one would only delay the first request, which the embedded loop's clock would then have to wake).
+        job.work.waitForReadAhead()
         try channel.pipeline.syncOperations.addHandler(
             HTTP2WireConnectionHandler(job: job, random: SplitMix64(seed: 7))
         )

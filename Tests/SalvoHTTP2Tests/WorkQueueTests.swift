@@ -3,13 +3,14 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoTestTraits
 import Testing
 
 @testable import SalvoHTTP2
 
-@Suite(.offThePool) struct WorkQueueTests {
+@Suite(.tags(.pure), .runs(.pure), .offThePool) struct WorkQueueTests {
     @Test func retriesWaitForTheirTimeAndGoFirstAndTheJobFinishesOnlyWhenAllIsBack() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }

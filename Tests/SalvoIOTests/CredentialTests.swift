@@ -3,7 +3,7 @@ import SalvoTestSupport
 import SalvoTestTraits
 import Testing
 
-@Suite("Loading certificates and keys", .offThePool)
+@Suite("Loading certificates and keys", .tags(.pure), .runs(.pure), .offThePool)
 struct CredentialTests {
     let c = TLSFixtures.certificates
 

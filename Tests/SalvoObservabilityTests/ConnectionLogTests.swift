@@ -3,10 +3,12 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import Prometheus
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoSend
 import SalvoSimulator
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 /// Keeps every log event, for tests.
@@ -44,7 +46,7 @@ final class LogRecorder: Sendable {
     }
 }
 
-@Suite struct ConnectionLogTests {
+@Suite(.tags(.network), .runs(.network)) struct ConnectionLogTests {
     /// Connection events at info — connect, the error response with its status and identifier, the close, the
     /// reconnect with its delay — and nothing per row.
     @Test func aBinarySendLogsItsConnectionsNotItsRows() async throws {

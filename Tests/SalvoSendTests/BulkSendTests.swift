@@ -1,10 +1,12 @@
 import APNSWire
 import Foundation
-import SalvoEngine
+import SalvoBinary
 import SalvoIO
+import SalvoRows
 import SalvoSend
 import SalvoSimulator
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 /// A folder of its own for each test.
@@ -39,7 +41,7 @@ func unusedBinaryInterface(payload: Payload? = nil) throws -> SendRequest.Interf
     )
 }
 
-@Suite struct SendRequestCheckTests {
+@Suite(.tags(.network), .runs(.network)) struct SendRequestCheckTests {
     @Test func controlCharactersFromTheInputAreEscapedBeforeTheyReachATerminal() {
         #expect(TerminalText.escaped("ab\u{1B}[2Jc\r\u{7}") == "ab\\u{1B}[2Jc\\u{D}\\u{7}")
         #expect(TerminalText.escaped("plain, é") == "plain, é")
@@ -119,7 +121,7 @@ func unusedBinaryInterface(payload: Payload? = nil) throws -> SendRequest.Interf
     }
 }
 
-@Suite struct BulkSendTests {
+@Suite(.tags(.network), .runs(.network)) struct BulkSendTests {
     @Test func aBinarySendWritesTheReportAndEveryRefusedRowWithItsFile() async throws {
         let here = try folder()
         let certificates = try CertificateFactory()

@@ -1,5 +1,6 @@
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoSimulator
 import SalvoTestSupport
 import SalvoTestTraits
@@ -11,6 +12,8 @@ import Glibc
 
 /// Outputs on a full disk: every write is an error with a record, never a file cut short, never a lost mention.
 @Suite(
+    .tags(.network),
+    .runs(.network),
     .offThePool,
     .enabled(if: SmallFilesystem.unavailable == nil, "mount -t tmpfs is refused here (it needs root or CAP_SYS_ADMIN)")
 )

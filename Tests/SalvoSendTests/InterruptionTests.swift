@@ -1,5 +1,6 @@
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoSimulator
 import SalvoTestSupport
 import Testing
@@ -11,7 +12,7 @@ import SalvoTestTraits
 
 /// The real `salvo` executable, interrupted mid-send: it exits 130 (SIGINT) or 143 (SIGTERM) and writes a report
 /// that accounts for every row.
-@Suite(.offThePool) struct InterruptionTests {
+@Suite(.tags(.process), .runs(.process), .offThePool) struct InterruptionTests {
     /// `salvo`, built next to the test bundle by `swift build`.
     static var executable: String? {
         var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()

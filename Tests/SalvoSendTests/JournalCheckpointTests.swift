@@ -1,6 +1,8 @@
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoSend
@@ -8,7 +10,7 @@ import Testing
 /// The journal's checkpoint file and the input's hashes: a checkpoint written by the sync is the one a later run
 /// loads, only for its own job; a new job drops it; the hashes and line ends of a file read in pieces are the
 /// whole file's.
-@Suite struct JournalCheckpointTests {
+@Suite(.tags(.network), .runs(.network)) struct JournalCheckpointTests {
     private func folder() throws -> String {
         let path = TestScratch.root.appendingPathComponent("salvo-jcp-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)

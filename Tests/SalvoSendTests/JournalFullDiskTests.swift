@@ -1,6 +1,7 @@
 import APNSWire
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoSend
 import SalvoSimulator
 import SalvoTestSupport
@@ -13,7 +14,13 @@ import SalvoTestTraits
 
 /// The state file's blocks are allocated before it is mapped: on a full disk the job fails at its start with an
 /// error that names the file and "no space left on device", never by SIGBUS at a mark.
-@Suite(.offThePool, .serialized, .enabled(if: SmallFilesystem.unavailable == nil, "needs root to mount a tmpfs"))
+@Suite(
+    .tags(.network),
+    .runs(.network),
+    .offThePool,
+    .serialized,
+    .enabled(if: SmallFilesystem.unavailable == nil, "needs root to mount a tmpfs")
+)
 struct JournalFullDiskTests {
     @Test func aStateFileThatDoesNotFitIsAnErrorNotASignal() throws {
         let disk = try SmallFilesystem(bytes: 64 << 10)

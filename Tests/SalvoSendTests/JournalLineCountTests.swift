@@ -1,13 +1,15 @@
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoSend
 
 /// A new journaled job's state file is sized from the line ends counted while the files are hashed (the rows are
 /// validated as they are sent): the count is exact, and bounds every line number a reader gives a row.
-@Suite struct JournalLineCountTests {
+@Suite(.tags(.pure), .runs(.pure)) struct JournalLineCountTests {
     /// Line ends counted one byte at a time: LF, CRLF once, a bare CR.
     private static func expectedLineEnds(_ bytes: some Collection<UInt8>, afterCarriageReturn: Bool = false) -> Int {
         var count = 0

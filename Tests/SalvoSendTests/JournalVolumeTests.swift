@@ -1,10 +1,11 @@
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoSend
 
 /// A journal on an NFS mount whose locks never reach the server (`nolock`, `local_lock=`) is refused: the lock
 /// call succeeds there, so the mount's options are what tells.
-@Suite struct JournalVolumeTests {
+@Suite(.tags(.pure), .runs(.pure)) struct JournalVolumeTests {
     static let mounts = """
         22 1 253:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw
         40 22 0:45 / /var/lib/salvo rw,relatime shared:20 - nfs4 server:/export rw,vers=4.2,local_lock=none,addr=10.0.0.2

@@ -1,14 +1,16 @@
 import APNSWire
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoSend
 import SalvoSimulator
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 /// `salvo check`'s checks as functions of the files they read: certificates from the factory, written to a fresh
 /// folder; the handshakes against the simulator over real TLS on 127.0.0.1.
-@Suite struct PreflightTests {
+@Suite(.tags(.network), .runs(.network)) struct PreflightTests {
     /// A folder with `client.pem`/`client-key.pem` made from `identity` (and `key`, another key, when given).
     private func write(_ identity: CertificateFactory.Identity, keyPEM: String? = nil) throws -> (String, String) {
         let folder = TestScratch.root.appendingPathComponent("salvo-check-\(UUID().uuidString)")

@@ -1,14 +1,16 @@
 import APNSWire
 import Foundation
-import SalvoEngine
+import SalvoBinary
 import SalvoHTTP2
+import SalvoRows
 import SalvoSend
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 /// `salvo check --provider-token-file` and the push-type rules: what a send with a minted token file, a push type,
 /// a topic and a priority would meet, checked without sending.
-@Suite struct PreflightTokenFileTests {
+@Suite(.tags(.network), .runs(.network)) struct PreflightTokenFileTests {
     private func status(_ results: [CheckResult], _ name: String) -> CheckResult.Status? {
         results.first { $0.name == name }?.status
     }

@@ -1,5 +1,6 @@
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoSimulator
 import SalvoTestSupport
 import Testing
@@ -12,7 +13,8 @@ import SalvoTestTraits
 /// One provider token per signing key through the real `salvo send --protocol h2 --auth-key …`: two processes
 /// started together with one `--token-cache` send with one token, and a run that mints its own token within 20
 /// minutes of another's earns `TooManyProviderTokenUpdates`, which stops it at once with status 3.
-@Suite(.offThePool, .serialized, .timeLimit(.minutes(1))) struct ProviderTokenCacheSendTests {
+@Suite(.tags(.process), .runs(.process), .offThePool, .serialized, .timeLimit(.minutes(1)))
+struct ProviderTokenCacheSendTests {
     typealias Sends = ProviderTokenFileSendTests
 
     static func arguments(_ setup: Sends.Setup, cache: String, report: String, extra: [String] = []) -> [String] {

@@ -1,8 +1,9 @@
 import APNSWire
 import Crypto
 import Foundation
-import SalvoEngine
+import SalvoBinary
 import SalvoHTTP2
+import SalvoRows
 import SalvoSimulator
 import SalvoTestSupport
 import Testing
@@ -15,7 +16,8 @@ import SalvoTestTraits
 /// One provider token for a fleet: the real `salvo token mint` writes it, `salvo send --provider-token-file` workers
 /// send it over TLS to the simulator's HTTP/2 endpoint, which sees one token in all; a token APNs calls expired with
 /// no newer one in the file stops the job with status 3.
-@Suite(.offThePool, .serialized, .timeLimit(.minutes(1))) struct ProviderTokenFileSendTests {
+@Suite(.tags(.process), .runs(.process), .offThePool, .serialized, .timeLimit(.minutes(1)))
+struct ProviderTokenFileSendTests {
     struct Run {
         var status: Int32
         var standardError: String

@@ -1,5 +1,7 @@
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoSend
+import SalvoTestTraits
 import Testing
 
 private func report(_ index: Int, of count: Int, delivered: Int = 10, rejected: Int = 1) -> JobReport {
@@ -19,7 +21,7 @@ private func report(_ index: Int, of count: Int, delivered: Int = 10, rejected: 
     return report
 }
 
-@Suite struct ReportMergeTests {
+@Suite(.tags(.pure), .runs(.pure)) struct ReportMergeTests {
     @Test func mergesEveryPartitionIntoOneReport() throws {
         let merged = try ReportMerge.merge([report(2, of: 3), report(0, of: 3), report(1, of: 3)])
         #expect(merged.mergedPartitions == 3)

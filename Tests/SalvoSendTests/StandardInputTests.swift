@@ -1,6 +1,7 @@
 import APNSWire
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoSimulator
 import SalvoTestSupport
 import Testing
@@ -14,7 +15,7 @@ import SalvoTestTraits
 
 /// `-` as a token file: the real executable reads the CSV from a pipe (spooled into a file first), against the
 /// simulator, and names the input `-` wherever it names it to a person.
-@Suite(.offThePool, .serialized) struct StandardInputTests {
+@Suite(.tags(.process), .runs(.process), .offThePool, .serialized) struct StandardInputTests {
     enum Wire: String, CaseIterable, Sendable {
         case binary
         case h2
@@ -453,7 +454,13 @@ struct PseudoTerminal {
 }
 
 /// Standard input spooled onto a full disk (a small tmpfs): the run stops before sending, exit 3, naming the spool.
-@Suite(.offThePool, .serialized, .enabled(if: SmallFilesystem.unavailable == nil, "needs root to mount a tmpfs"))
+@Suite(
+    .tags(.process),
+    .runs(.process),
+    .offThePool,
+    .serialized,
+    .enabled(if: SmallFilesystem.unavailable == nil, "needs root to mount a tmpfs")
+)
 struct StandardInputFullDiskTests {
     @Test(arguments: [true, false])
     func aSpoolOnAFullDiskIsAnErrorNamingIt(journaled: Bool) async throws {

@@ -1,12 +1,14 @@
 import APNSWire
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoSend
 import SalvoSimulator
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
-@Suite struct SuppressionSendTests {
+@Suite(.tags(.network), .runs(.network)) struct SuppressionSendTests {
     /// The first send meets every invalid token (one reconnect each) and lists them; the second, with that list as
     /// `--suppress`, sends none of them and reconnects for none.
     @Test func aSecondSendWithTheSuppressionListHasNoInvalidTokenReconnects() async throws {

@@ -1,14 +1,16 @@
 import APNSWire
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoSend
 import SalvoSimulator
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 /// The unsettled file over real TLS: it lists exactly the rows the job did not settle, and sending it again
 /// retries exactly those rows.
-@Suite struct UnsettledSendTests {
+@Suite(.tags(.network), .runs(.network)) struct UnsettledSendTests {
     @Test func rowsLeftUncertainAreListedAndSendingTheFileAgainRetriesExactlyThem() async throws {
         let here = TestScratch.root.appendingPathComponent("salvo-uns-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: here, withIntermediateDirectories: true)

@@ -2,15 +2,16 @@ import APNSWire
 import Foundation
 import SalvoBenchmarkSupport
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoSimulator
 
 /// The gateway under a blast of command-2 frames with a 100-byte payload: every one validated and
 /// recorded, in order. Short here (a debug build measures nothing); the throughput figure comes from
-/// `swift run -c release salvo bench gateway`, which runs the same `GatewayBlast`.
+/// `swift run -c release salvo-bench gateway`, which runs the same `GatewayBlast`.
 /// `SALVO_BLAST_COUNT` and `SALVO_BLAST_DISTINCT` make this test send more.
-@Suite struct BlastTests {
+@Suite(.tags(.network), .runs(.network)) struct BlastTests {
     @Test func blastIsValidatedCompletelyAndInOrder() async throws {
         let count = ProcessInfo.processInfo.environment["SALVO_BLAST_COUNT"].flatMap(Int.init) ?? 20_000
         let distinct = ProcessInfo.processInfo.environment["SALVO_BLAST_DISTINCT"].flatMap(Int.init) ?? count

@@ -1,9 +1,10 @@
 import NIOCore
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoSimulator
 
-@Suite struct ConnectionGateTests {
+@Suite(.tags(.pure), .runs(.pure)) struct ConnectionGateTests {
     let start = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
 
     @Test func connectsPerSecondUseASlidingWindow() {

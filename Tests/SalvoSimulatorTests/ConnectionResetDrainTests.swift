@@ -1,11 +1,12 @@
 import NIOCore
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoSimulator
 
 /// When a planned reset may send its RST: only once the peer has acknowledged every segment sent (a RST discards
 /// what the kernel still holds), or when the wait for that has reached its bound.
-@Suite struct ConnectionResetDrainTests {
+@Suite(.tags(.pure), .runs(.pure)) struct ConnectionResetDrainTests {
     @Test func aResetWaitsForTheAcknowledgementsWithinItsBound() {
         let bound = ConnectionResetHandler.maximumDrainWait
         #expect(ConnectionResetHandler.waitsForAcknowledgement(unacked: 3, waited: .zero))

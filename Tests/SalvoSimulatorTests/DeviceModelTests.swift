@@ -1,9 +1,10 @@
 import Foundation
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoSimulator
 
-@Suite struct DeviceModelTests {
+@Suite(.tags(.pure), .runs(.pure)) struct DeviceModelTests {
     private func send(_ model: DeviceModel, _ token: [UInt8], digest: UInt64, expiry: UInt32, now: UInt32) {
         let batch = LedgerBatch(capacity: 1)
         token.withUnsafeBytes {
@@ -55,7 +56,7 @@ import Testing
     }
 }
 
-@Suite struct DeviceModelStorageTests {
+@Suite(.tags(.pure), .runs(.pure)) struct DeviceModelStorageTests {
     private func send(_ model: DeviceModel, _ token: [UInt8], digest: UInt64, command: UInt8, now: UInt32) {
         let batch = LedgerBatch(capacity: 1)
         token.withUnsafeBytes {

@@ -1,9 +1,10 @@
 import Foundation
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoSimulator
 
-@Suite struct FaultPlanTests {
+@Suite(.tags(.pure), .runs(.pure)) struct FaultPlanTests {
     @Test func missingKeysTakeDefaults() throws {
         let json = #"{"name":"x","shutdown":{"everyAccepted":5},"slowReader":{"chunkSize":100}}"#
         let plan = try JSONDecoder().decode(FaultPlan.self, from: Data(json.utf8))

@@ -1,11 +1,12 @@
 import APNSWire
 import NIOCore
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoSimulator
 
-@Suite struct FeedbackAndConnectionTests {
+@Suite(.tags(.network), .runs(.network)) struct FeedbackAndConnectionTests {
     @Test func feedbackStreamsTheTopicsTuplesOnceThenNothing() async throws {
         var plan = FaultPlan()
         let gone = [TestTokens.token(1), TestTokens.token(2)]
@@ -97,7 +98,7 @@ import Testing
     }
 }
 
-@Suite struct OpenConnectionLimitTests {
+@Suite(.tags(.network), .runs(.network)) struct OpenConnectionLimitTests {
     @Test func connectionsOverTheOpenLimitAreRefused() async throws {
         var plan = FaultPlan()
         plan.connectionLimits = FaultPlan.ConnectionLimits(maxOpen: 1)

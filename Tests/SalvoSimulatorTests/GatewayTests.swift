@@ -1,11 +1,12 @@
 import APNSWire
 import NIOCore
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoSimulator
 
-@Suite struct GatewayTests {
+@Suite(.tags(.network), .runs(.network)) struct GatewayTests {
     let t1 = TestTokens.token(1)
     let t2 = TestTokens.token(2)
     let t3 = TestTokens.token(3)
@@ -243,7 +244,7 @@ import Testing
     }
 }
 
-@Suite struct RepeatableFaultTests {
+@Suite(.tags(.network), .runs(.network)) struct RepeatableFaultTests {
     /// A doomed connection resets at a seeded notification index: the same seed, the same place.
     @Test func perConnectionResetIsRepeatableForASeed() async throws {
         var plan = FaultPlan()

@@ -1,12 +1,13 @@
 import NIOCore
 import NIOEmbedded
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoSimulator
 
 /// The simulator's distance: bytes held the latency in each direction, in order whatever the jitter, with the
 /// time of an embedded event loop.
-@Suite struct LatencyHandlerTests {
+@Suite(.tags(.pure), .runs(.pure)) struct LatencyHandlerTests {
     static func channel(latency: Int, jitter: Int = 0) throws -> EmbeddedChannel {
         let handler = LatencyHandler(
             latencyMilliseconds: latency,

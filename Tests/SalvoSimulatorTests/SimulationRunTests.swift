@@ -2,11 +2,12 @@ import APNSWire
 import Foundation
 import NIOCore
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoSimulator
 
-@Suite struct SimulationRunTests {
+@Suite(.tags(.network), .runs(.network)) struct SimulationRunTests {
     @Test func servesTheGivenCertificatesAndWritesLedgerAndVerdictOnFinish() async throws {
         let folder = TestScratch.root.appendingPathComponent("salvo-run-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: folder) }

@@ -1,8 +1,9 @@
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoSimulator
 
-@Suite struct TokenTableTests {
+@Suite(.tags(.pure), .runs(.pure)) struct TokenTableTests {
     private func entry(_ token: [UInt8], identifier: UInt32, connection: UInt32, digest: UInt64 = 7) -> LedgerBatch {
         let batch = LedgerBatch(capacity: 1)
         token.withUnsafeBytes {

@@ -1,11 +1,12 @@
 import APNSWire
 import Foundation
 import NIOCore
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoSimulator
 
-@Suite struct VerdictTests {
+@Suite(.tags(.network), .runs(.network)) struct VerdictTests {
     @Test func expectedTokensReadPlainListsAndHeaderedCSV() throws {
         let a = TestTokens.hex(TestTokens.token(1))
         let b = TestTokens.hex(TestTokens.token(2)).uppercased()

@@ -1,4 +1,5 @@
 import SalvoObservability
+import SalvoTestTraits
 import Testing
 
 @testable import SalvoSoak
@@ -39,7 +40,7 @@ func round(
     )
 }
 
-@Suite struct SoakRulesTests {
+@Suite(.tags(.network), .runs(.network)) struct SoakRulesTests {
     @Test func steadyRoundsPass() {
         let rounds = (1...9).map { round($0, memory: (100 + $0 % 3) << 20, descriptors: 10 + $0 % 2) }
         #expect(SoakRules.failures(rounds).isEmpty)
@@ -76,7 +77,7 @@ func round(
     }
 }
 
-@Suite struct SoakVerdictLineTests {
+@Suite(.tags(.network), .runs(.network)) struct SoakVerdictLineTests {
     static func report(_ rounds: [SoakRound]) -> SoakReport {
         SoakReport(
             interface: "h2",

@@ -2,10 +2,11 @@ import Foundation
 import NIOSSL
 import SalvoSimulator
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 import X509
 
-@Suite struct CertificateFactoryTests {
+@Suite(.tags(.pure), .runs(.pure)) struct CertificateFactoryTests {
     @Test func clientCertificateCarriesTheTopicAsUID() throws {
         let certificates = try CertificateFactory()
         let client = try Certificate(pemEncoded: try certificates.client(topic: "com.example.app").certificatePEM)

@@ -1,10 +1,12 @@
 import Foundation
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 import SalvoSimulator
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
-@Suite struct ReconciliationTests {
+@Suite(.tags(.pure), .runs(.pure)) struct ReconciliationTests {
     /// A verdict with these counts (decoded: `Verdict` is made by the simulator, and Codable for files).
     private func verdict(
         lost: Int = 0,

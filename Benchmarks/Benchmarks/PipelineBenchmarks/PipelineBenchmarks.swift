@@ -2,7 +2,8 @@ import APNSWire
 import Benchmark
 import Foundation
 import NIOCore
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 
 /// The binary sender's per-row work without the network: read a token file in chunks (`TokenSource.nextChunk`,
 /// hex decoding included) and encode each row as a command-2 frame into a reused batch buffer, as a shard does

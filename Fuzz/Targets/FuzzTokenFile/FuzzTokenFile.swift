@@ -1,5 +1,6 @@
 import APNSWire
-import SalvoEngine
+import SalvoBinary
+import SalvoRows
 
 #if canImport(Glibc)
 import Glibc

@@ -1,0 +1,14 @@
+extension HTTP2ConnectionMachine {
+    /// Where a connection is in its life.
+    enum State: Hashable {
+        /// Opened; the server's SETTINGS have not come, so no request is written yet.
+        case connecting
+        /// Taking rows, as many as the server's limit, our cap and the credentials gate allow.
+        case open(remoteMaximumStreams: Int)
+        /// After GOAWAY or with its stream ids used up: no new rows; streams up to `lastStreamID` finish, then the
+        /// connection closes.
+        case draining(lastStreamID: Int32)
+        /// Closing or closed: every stream is settled, and nothing more happens.
+        case closed
+    }
+}

@@ -1,0 +1,138 @@
+import Crypto
+import NIOCore
+import SalvoRows
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// CSV written into a file through one fixed buffer, hashed as it is written: the spool of a query's rows.
+///
+/// A write that fails (a full disk) is kept as `failure` and every later write is dropped: the caller checks it once a
+/// row is written, so that the per-field calls stay free of error handling.
+final class CSVSpoolWriter {
+    private let descriptor: Int32
+    /// The spool's name, for messages.
+    private let name: String
+    private let buffer: UnsafeMutableRawPointer
+    private let capacity: Int
+    // Per-field state, exempt from dynamic exclusivity checks: one owner writes from one thread, and no method
+    // hands a property out `inout` while another touches it.
+    @exclusivity(unchecked) private var count = 0
+    @exclusivity(unchecked) private var hash = SHA256()
+    /// Bytes handed to the file so far.
+    @exclusivity(unchecked) private(set) var bytes = 0
+    /// The first write that failed; nothing is written after it.
+    @exclusivity(unchecked) private(set) var failure: JobError?
+
+    init(descriptor: Int32, name: String, capacity: Int = 1 << 20) {
+        self.descriptor = descriptor
+        self.name = name
+        self.capacity = capacity
+        self.buffer = .allocate(byteCount: capacity, alignment: 16)
+    }
+
+    deinit {
+        self.buffer.deallocate()
+    }
+
+    /// SHA-256 of every byte written, hex; call once, after `flush()`.
+    func finish() -> String {
+        self.hash.finalize().map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
+    }
+
+    @inline(__always)
+    func byte(_ value: UInt8) {
+        if self.count == self.capacity { self.flush() }
+        self.buffer.storeBytes(of: value, toByteOffset: self.count, as: UInt8.self)
+        self.count += 1
+    }
+
+    func raw(_ bytes: UnsafeRawBufferPointer) {
+        guard bytes.count > 0 else { return }
+        if self.count + bytes.count > self.capacity { self.flush() }
+        if bytes.count > self.capacity {
+            self.write(bytes)
+            return
+        }
+        (self.buffer + self.count).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+        self.count += bytes.count
+    }
+
+    func ascii(_ text: StaticString) {
+        self.raw(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    func string(_ text: String) {
+        var text = text
+        text.withUTF8 { self.raw(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// A field as CSV: quoted (with `""` for each quote) when it holds a comma, a quote or a line break, or when it
+    /// is empty (an empty field unquoted is a NULL).
+    func field(_ bytes: UnsafeRawBufferPointer) {
+        var needsQuotes = bytes.isEmpty
+        for value in bytes where value == UInt8(ascii: ",") || value == UInt8(ascii: "\"") || value < 0x20 {
+            if value == UInt8(ascii: ",") || value == UInt8(ascii: "\"") || value == 0x0A || value == 0x0D {
+                needsQuotes = true
+                break
+            }
+        }
+        guard needsQuotes else {
+            self.raw(bytes)
+            return
+        }
+        self.byte(UInt8(ascii: "\""))
+        var start = 0
+        for (index, value) in bytes.enumerated() where value == UInt8(ascii: "\"") {
+            self.raw(UnsafeRawBufferPointer(rebasing: bytes[start...index]))
+            self.byte(UInt8(ascii: "\""))
+            start = index + 1
+        }
+        self.raw(UnsafeRawBufferPointer(rebasing: bytes[start...]))
+        self.byte(UInt8(ascii: "\""))
+    }
+
+    /// A signed integer in decimal, written without an allocation.
+    func integer(_ value: Int64) {
+        if value < 0 { self.byte(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        withUnsafeMutableBytes(of: &digits) { scratch in
+            var start = scratch.count
+            repeat {
+                start -= 1
+                scratch[start] = UInt8(ascii: "0") &+ UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            self.raw(UnsafeRawBufferPointer(rebasing: scratch[start...]))
+        }
+    }
+
+    /// Hands what the buffer holds to the file.
+    func flush() {
+        guard self.count > 0 else { return }
+        self.write(UnsafeRawBufferPointer(start: self.buffer, count: self.count))
+        self.count = 0
+    }
+
+    private func write(_ bytes: UnsafeRawBufferPointer) {
+        guard self.failure == nil else { return }
+        self.hash.update(bufferPointer: bytes)
+        var written = 0
+        while written < bytes.count {
+            let result = Glibc.write(self.descriptor, bytes.baseAddress! + written, bytes.count - written)
+            if result < 0 {
+                if errno == EINTR { continue }
+                self.failure = JobError(
+                    .output,
+                    "the snapshot of the query \(self.name): cannot write (\(self.bytes + written) bytes written): "
+                        + String(cString: strerror(errno))
+                )
+                return
+            }
+            written += result
+        }
+        self.bytes += bytes.count
+    }
+}

@@ -1,0 +1,401 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A streaming RFC 4180 reader: records of fields from a file of any size, in bounded memory.
+///
+/// Reads the file in chunks (1 MiB by default) with `read(2)` rather than mapping it: a mapped file's pages
+/// count toward the process's resident memory as they are touched, and a bulk send must stay small while
+/// it reads a file of tens of millions of rows. Handles a UTF-8 byte-order mark, quoted fields (with `""`
+/// escapes, commas and line breaks inside), CRLF, LF and bare CR line ends (each one line, inside a quoted field
+/// too, as `JobJournal.lineEnds` counts them) and blank lines (skipped).
+///
+/// Written by hand because it is on the per-row path: a record is parsed into field ranges over the
+/// chunk, with no allocation per row, which no CSV library here offers. The chunk and the field list are memory the
+/// reader allocates and frees itself, not arrays: reading them per row then costs no reference counting (an array
+/// property is retained and released around each `withUnsafeBufferPointer`) and no uniqueness check.
+/// Not thread-safe: one reader, one owner.
+package final class CSVReader {
+    /// One field's place within the current chunk.
+    package struct Field {
+        var start: Int
+        var end: Int
+        /// Quoted in the file: the bytes exclude the quotes but may still hold `""` pairs.
+        var quoted: Bool
+        var hasEscapedQuotes: Bool
+    }
+
+    /// A growable list of fields in memory its owner frees (`deallocate()`): appending costs no uniqueness check.
+    struct FieldList {
+        private(set) var base: UnsafeMutablePointer<Field>
+        private(set) var capacity: Int
+        var count = 0
+
+        init(capacity: Int) {
+            self.capacity = max(capacity, 1)
+            self.base = .allocate(capacity: self.capacity)
+        }
+
+        var fields: UnsafeBufferPointer<Field> { UnsafeBufferPointer(start: self.base, count: self.count) }
+
+        @inline(__always)
+        mutating func append(_ field: Field) {
+            if self.count == self.capacity { self.grow() }
+            (self.base + self.count).initialize(to: field)
+            self.count += 1
+        }
+
+        private mutating func grow() {
+            let larger = UnsafeMutablePointer<Field>.allocate(capacity: self.capacity * 2)
+            larger.moveInitialize(from: self.base, count: self.count)
+            self.base.deallocate()
+            self.base = larger
+            self.capacity *= 2
+        }
+
+        func deallocate() {
+            self.base.deallocate()
+        }
+    }
+
+    let path: String
+    private let descriptor: Int32
+    // The state read and written for every row is exempt from dynamic exclusivity checks: one owner uses a reader
+    // from one thread, and no method hands a property out `inout` while another touches it. The checks were about a
+    // tenth of a 10 M-row send's CPU (`swift_beginAccess` on these, the row reader's and the shard's properties).
+    /// The chunk read from the file, `capacity` bytes (it grows only for a record longer than it).
+    @exclusivity(unchecked) private var buffer: UnsafeMutablePointer<UInt8>
+    @exclusivity(unchecked) private var capacity: Int
+    @exclusivity(unchecked) private var position = 0
+    @exclusivity(unchecked) private var filled = 0
+    @exclusivity(unchecked) private var atEndOfFile = false
+    @exclusivity(unchecked) private var line = 1
+    @exclusivity(unchecked) private var startedFile = false
+    private let maximumRecordBytes: Int
+
+    @exclusivity(unchecked) private var fieldList: FieldList
+    /// The fields of the record `next()` last returned; valid until the next call.
+    package var fields: UnsafeBufferPointer<Field> { self.fieldList.fields }
+    /// The file offset of the record `next()` last returned.
+    @exclusivity(unchecked) private(set) var recordOffset = 0
+    /// The file offset of `buffer[0]`.
+    @exclusivity(unchecked) private var bufferOffset = 0
+
+    /// Opens `path` for reading.
+    ///
+    /// - Throws: `InputError` naming the file when it cannot be opened.
+    package init(path: String, chunkSize: Int = 1 << 20, maximumRecordBytes: Int = 1 << 20) throws(InputError) {
+        // `-` opens the spool of standard input; the name stays `-` in every message.
+        let descriptor = open(StandardInputName.path(of: path), O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw InputError(
+                file: path,
+                line: nil,
+                message: "cannot open the file: \(String(cString: strerror(errno)))"
+            )
+        }
+        self.path = path
+        self.descriptor = descriptor
+        // Allocated only once the file is open: an init that throws runs no deinit, which would free them.
+        self.capacity = max(chunkSize, 4096)
+        self.buffer = .allocate(capacity: self.capacity)
+        self.fieldList = FieldList(capacity: 16)
+        self.maximumRecordBytes = maximumRecordBytes
+    }
+
+    deinit {
+        close(self.descriptor)
+        self.buffer.deallocate()
+        self.fieldList.deallocate()
+    }
+
+    /// Reads on from byte `offset`, the start of a record on line `line` (a checkpoint): what is buffered is
+    /// dropped, and no byte-order mark is looked for there.
+    ///
+    /// - Throws: `InputError` when the file cannot be positioned.
+    func seek(offset: Int, line: Int) throws(InputError) {
+        guard lseek(self.descriptor, off_t(offset), SEEK_SET) == off_t(offset) else {
+            throw InputError(
+                file: self.path,
+                line: line,
+                message: "cannot read on from byte \(offset): \(String(cString: strerror(errno)))"
+            )
+        }
+        self.position = 0
+        self.filled = 0
+        self.bufferOffset = offset
+        self.atEndOfFile = false
+        self.startedFile = true
+        self.line = line
+        self.fieldList.count = 0
+    }
+
+    /// Reads the next non-blank record.
+    ///
+    /// - Returns: the line the record starts on, or nil at the end of the file. The record's fields are in
+    ///   `fields`, their bytes readable through `withField`.
+    /// - Throws: `InputError` for a read error, a quote that is never closed, or text after a closing quote.
+    package func next() throws(InputError) -> Int? {
+        while true {
+            if let line = try self.parseRecord() {
+                if self.fieldList.count == 1 {
+                    let only = self.fieldList.base.pointee
+                    if only.start == only.end && !only.quoted { continue }  // a blank line
+                }
+                return line
+            }
+            if self.atEndOfFile { return nil }
+            try self.refill()
+        }
+    }
+
+    /// Calls `body` with the bytes of field `index` of the current record, quotes removed and `""` pairs
+    /// undone (into a temporary copy only when the field has such pairs).
+    func withField<Result>(_ index: Int, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        if let bytes = self.plainField(index) { return try body(bytes) }
+        let field = self.fields[index]
+        var unescaped: [UInt8] = []
+        var cursor = field.start
+        while cursor < field.end {
+            unescaped.append(self.buffer[cursor])
+            cursor += self.buffer[cursor] == UInt8(ascii: "\"") ? 2 : 1
+        }
+        return try unescaped.withUnsafeBytes(body)
+    }
+
+    /// The bytes of field `index` of the current record, quotes removed, when it has no `""` pairs (nil when it
+    /// has: `withField` undoes them). Valid until the next call of `next()` or `seek`.
+    @inline(__always)
+    func plainField(_ index: Int) -> UnsafeRawBufferPointer? {
+        precondition(index >= 0 && index < self.fieldList.count)
+        let field = self.fieldList.base[index]
+        if field.hasEscapedQuotes { return nil }
+        return UnsafeRawBufferPointer(start: self.buffer + field.start, count: field.end - field.start)
+    }
+
+    /// Appends the bytes of field `index` of the current record to `out`, quotes removed and `""` pairs undone.
+    func appendField(_ index: Int, to out: inout [UInt8]) {
+        precondition(index >= 0 && index < self.fieldList.count)
+        let field = self.fieldList.base[index]
+        if field.hasEscapedQuotes {
+            var cursor = field.start
+            while cursor < field.end {
+                out.append(self.buffer[cursor])
+                cursor += self.buffer[cursor] == UInt8(ascii: "\"") ? 2 : 1
+            }
+        } else {
+            out.append(
+                contentsOf: UnsafeBufferPointer(start: self.buffer + field.start, count: field.end - field.start)
+            )
+        }
+    }
+
+    /// The text of field `index` of the current record.
+    package func string(_ index: Int) -> String {
+        self.withField(index) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Moves unread bytes to the front of the buffer and reads more after them.
+    private func refill() throws(InputError) {
+        let unread = self.filled - self.position
+        if self.position > 0 {
+            if unread > 0 { memmove(self.buffer, self.buffer + self.position, unread) }
+            self.bufferOffset += self.position
+            self.position = 0
+            self.filled = unread
+        }
+        if self.filled == self.capacity {
+            // One record fills the whole buffer: grow, up to the record limit.
+            guard self.capacity < self.maximumRecordBytes else {
+                throw InputError(
+                    file: self.path,
+                    line: self.line,
+                    message: "a record longer than \(self.maximumRecordBytes) bytes (is a quote never closed?)"
+                )
+            }
+            let larger = UnsafeMutablePointer<UInt8>.allocate(capacity: self.capacity * 2)
+            larger.initialize(from: self.buffer, count: self.filled)
+            self.buffer.deallocate()
+            self.buffer = larger
+            self.capacity *= 2
+        }
+        var count: Int
+        repeat {
+            count = read(self.descriptor, self.buffer + self.filled, self.capacity - self.filled)
+        } while count < 0 && errno == EINTR
+        guard count >= 0 else {
+            throw InputError(
+                file: self.path,
+                line: self.line,
+                message: "read failed: \(String(cString: strerror(errno)))"
+            )
+        }
+        if count == 0 { self.atEndOfFile = true }
+        self.filled += count
+        if !self.startedFile && (self.filled >= 3 || self.atEndOfFile) {
+            self.startedFile = true
+            if self.filled >= 3 && self.buffer[0] == 0xEF && self.buffer[1] == 0xBB && self.buffer[2] == 0xBF {
+                self.position = 3
+            }
+        }
+    }
+
+    /// Parses one record from `position`; nil when the buffer ends first (and the file has more).
+    private func parseRecord() throws(InputError) -> Int? {
+        guard self.startedFile else { return nil }
+        if self.position >= self.filled && self.atEndOfFile { return nil }
+        // The field list (a pointer and two counts) is copied out and back so that the loop works on locals.
+        var fields = self.fieldList
+        fields.count = 0
+        let outcome = Self.scan(
+            UnsafeBufferPointer(start: self.buffer, count: self.filled),
+            from: self.position,
+            to: self.filled,
+            atEndOfFile: self.atEndOfFile,
+            into: &fields
+        )
+        self.fieldList = fields
+        switch outcome {
+        case .needMore:
+            return nil
+        case .record(let end, let lines):
+            self.recordOffset = self.bufferOffset + self.position
+            let recordLine = self.line
+            self.line += lines
+            self.position = end
+            return recordLine
+        case .unclosedQuote:
+            throw InputError(file: self.path, line: self.line, message: "a quoted field is not closed")
+        case .textAfterQuote(let lines):
+            throw InputError(
+                file: self.path,
+                line: self.line + lines,
+                message: "text after a closing quote (a quote inside a quoted field is written \"\")"
+            )
+        }
+    }
+
+    /// Parses the record at the start of `bytes` (a piece of a file read at a record's offset): its fields,
+    /// or nil when the record does not end within `bytes` and `complete` is false.
+    static func fields(ofRecordIn bytes: UnsafeBufferPointer<UInt8>, complete: Bool) -> [Field]? {
+        var fields = FieldList(capacity: 16)
+        defer { fields.deallocate() }
+        switch Self.scan(bytes, from: 0, to: bytes.count, atEndOfFile: complete, into: &fields) {
+        case .record: return Array(fields.fields)
+        default: return nil
+        }
+    }
+
+    private enum ScanOutcome {
+        case needMore
+        case record(end: Int, lines: Int)
+        case unclosedQuote
+        case textAfterQuote(lines: Int)
+    }
+
+    /// Whether any of the 8 bytes of `word` is a comma, LF or CR. Each byte is XOR-ed with the separator, so that a
+    /// match is a zero byte; `(x - 0x01…01) & ~x & 0x80…80` is nonzero exactly when `x` has a zero byte.
+    @inline(__always)
+    private static func hasFieldEnd(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        @inline(__always)
+        func hasZero(_ value: UInt64) -> UInt64 { (value &- ones) & ~value & highs }
+        let comma = word ^ (ones &* UInt64(UInt8(ascii: ",")))
+        let newline = word ^ (ones &* UInt64(UInt8(ascii: "\n")))
+        let carriageReturn = word ^ (ones &* UInt64(UInt8(ascii: "\r")))
+        return hasZero(comma) | hasZero(newline) | hasZero(carriageReturn) != 0
+    }
+
+    /// Splits the record at `cursor` into `fields`.
+    private static func scan(
+        _ bytes: UnsafeBufferPointer<UInt8>,
+        from start: Int,
+        to end: Int,
+        atEndOfFile: Bool,
+        into fields: inout FieldList
+    ) -> ScanOutcome {
+        let quote = UInt8(ascii: "\"")
+        let comma = UInt8(ascii: ",")
+        let newline = UInt8(ascii: "\n")
+        let carriageReturn = UInt8(ascii: "\r")
+        var cursor = start
+        var lines = 0
+
+        while true {
+            if cursor < end && bytes[cursor] == quote {
+                let fieldStart = cursor + 1
+                var scan = fieldStart
+                var escaped = false
+                var closed = false
+                while scan < end {
+                    let byte = bytes[scan]
+                    if byte == quote {
+                        if scan + 1 < end && bytes[scan + 1] == quote {
+                            escaped = true
+                            scan += 2
+                            continue
+                        }
+                        if scan + 1 == end && !atEndOfFile { break }  // cannot tell yet
+                        closed = true
+                        break
+                    }
+                    // A line break inside the field: LF, CRLF (once) or a bare CR, as between records.
+                    if byte == newline || (byte == carriageReturn && (scan + 1 == end || bytes[scan + 1] != newline)) {
+                        lines += 1
+                    }
+                    scan += 1
+                }
+                guard closed else { return atEndOfFile ? .unclosedQuote : .needMore }
+                fields.append(Field(start: fieldStart, end: scan, quoted: true, hasEscapedQuotes: escaped))
+                cursor = scan + 1
+                if cursor < end, bytes[cursor] != comma, bytes[cursor] != newline, bytes[cursor] != carriageReturn {
+                    return .textAfterQuote(lines: lines)
+                }
+            } else {
+                let fieldStart = cursor
+                // Eight bytes at a time while none of them ends the field (a token's 64 digits are 8 steps, not 64).
+                if let base = bytes.baseAddress {
+                    while cursor &+ 8 <= end {
+                        let word = UnsafeRawPointer(base + cursor).loadUnaligned(as: UInt64.self)
+                        if Self.hasFieldEnd(word) { break }
+                        cursor &+= 8
+                    }
+                }
+                while cursor < end {
+                    let byte = bytes[cursor]
+                    if byte == comma || byte == newline || byte == carriageReturn { break }
+                    cursor += 1
+                }
+                if cursor == end && !atEndOfFile { return .needMore }
+                fields.append(Field(start: fieldStart, end: cursor, quoted: false, hasEscapedQuotes: false))
+            }
+
+            // After a field: a comma, a line end, or the end of the file.
+            if cursor >= end {
+                if !atEndOfFile { return .needMore }
+                break
+            }
+            let separator = bytes[cursor]
+            if separator == comma {
+                cursor += 1
+                continue
+            }
+            // A line end: LF, CRLF or a bare CR (old Mac files), each one line, so that every record has a line
+            // of its own (the journal finds a row by its line).
+            if separator == carriageReturn {
+                guard cursor + 1 < end || atEndOfFile else { return .needMore }
+                cursor += 1
+                if cursor < end && bytes[cursor] == newline { cursor += 1 }
+                lines += 1
+            } else if separator == newline {
+                cursor += 1
+                lines += 1
+            }
+            break
+        }
+        return .record(end: cursor, lines: lines)
+    }
+}

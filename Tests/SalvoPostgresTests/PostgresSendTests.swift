@@ -1,0 +1,271 @@
+import APNSWire
+import Foundation
+import SalvoPostgres
+import SalvoRows
+import SalvoSend
+import SalvoSimulator
+import SalvoTestSupport
+import SalvoTestTraits
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `salvo send --from-postgres URL --query SQL`: the real executable, a real server, the simulator's ledger.
+@Suite(.tags(.network), .runs(.network), .offThePool, .serialized) struct PostgresSendTests {
+    enum Wire: String, CaseIterable, Sendable {
+        case binary
+        case h2
+    }
+
+    /// The arguments that send to `simulator` over `wire` with the shared test certificates.
+    static func gatewayArguments(_ wire: Wire, _ simulator: Simulator) -> [String] {
+        let paths = CertificateFactory.sharedFolder
+        let credentials = ["--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca]
+        switch wire {
+        case .binary:
+            return credentials + ["--gateway", "127.0.0.1:\(simulator.gatewayPort)", "--settle-milliseconds", "300"]
+        case .h2:
+            return credentials + [
+                "--gateway", "127.0.0.1:\(simulator.http2Port ?? 0)", "--protocol", "h2", "--server-name", "localhost",
+                "--topic", CertificateFactory.sharedTopic, "--push-type", "alert",
+            ]
+        }
+    }
+
+    static func simulator(_ wire: Wire, maximumTokens: Int = 200_000) async throws -> Simulator {
+        var configuration = SimulatorConfiguration.testing(CertificateFactory.shared, maximumTokens: maximumTokens)
+        if wire == .h2 { configuration.http2 = HTTP2EndpointConfiguration() }
+        return try await Simulator.start(configuration)
+    }
+
+    static func report(_ folder: URL) throws -> JobReport {
+        try JSONDecoder().decode(JobReport.self, from: Data(contentsOf: folder.appendingPathComponent("report.json")))
+    }
+
+    /// How many times the simulator took each of `tokens`, by index, where it is not once.
+    static func notOnce(_ tokens: [String], _ simulator: Simulator) throws -> [Int: UInt64] {
+        var wrong: [Int: UInt64] = [:]
+        for (index, token) in tokens.enumerated() {
+            let count = simulator.ledger.record(for: try DeviceToken(hex: token).bytes)?.count ?? 0
+            if count != 1 { wrong[index] = UInt64(count) }
+        }
+        return wrong
+    }
+
+    @Test(
+        "100,000 rows from a table, each valid token delivered exactly once, NULL tokens refused with their row",
+        arguments: [(Wire.binary, false), (Wire.h2, true)]
+    )
+    func aTableIsDeliveredOnce(wire: Wire, journaled: Bool) async throws {
+        guard let salvo = SalvoRun.executable else { return }
+        let table = try DeviceTable.make("pg_send_\(wire)", count: 100_000, seed: 81, nullRows: [7, 60_000])
+        let simulator = try await Self.simulator(wire)
+        let query = "SELECT token, lang, first_name FROM devices ORDER BY id"
+        var arguments = [
+            "send", "--from-postgres", table.server.urlWithoutPassword(database: table.database), "--query", query,
+            "--payload-template", "hello.json", "--report", "report.json", "--rejects", "rejects.csv", "--quiet",
+            "--connections", "2",
+        ]
+        if journaled { arguments += ["--journal", "journal"] }
+        // The password from PGPASSWORD: never on the command line, never printed.
+        let run = try SalvoRun.start(
+            salvo,
+            arguments + Self.gatewayArguments(wire, simulator),
+            in: table.folder,
+            environment: ["PGPASSWORD": table.server.password]
+        )
+        let status = try await run.wait(seconds: 600)
+        let output = run.output()
+        #expect(status == 1, "two NULL tokens refused: exit 1\n\(output)")
+        #expect(!output.contains(table.server.password), "the password is never shown")
+        #expect(output.contains("2 of the query's 100002 rows have a NULL token (rows 7, 60000)"), "\(output)")
+
+        let report = try Self.report(table.folder)
+        #expect(report.delivered == 100_000, "\(report)")
+        #expect(report.invalidInput == 2)
+        #expect(report.inputFiles?.map(\.path) == [PostgresSpool.inputName])
+        #expect(report.job?.settings["--query"] == query)
+        #expect(
+            report.job?.settings["--from-postgres"] == "\(table.server.host):\(table.server.port)/\(table.database)"
+        )
+        let rejects = try String(contentsOf: table.folder.appendingPathComponent("rejects.csv"), encoding: .utf8)
+        let rows = rejects.split(separator: "\n").dropFirst().map {
+            $0.split(separator: ",").prefix(2).joined(separator: ",")
+        }
+        #expect(rows == ["postgres,8", "postgres,60001"], "row N is line N + 1: \(rejects)")
+        #expect(try Self.notOnce(table.tokens, simulator).isEmpty)
+        #expect(simulator.ledger.snapshot().accepted == 100_000)
+        if journaled {
+            let snapshot = PostgresSpool.journalPath(table.folder.appendingPathComponent("journal").path)
+            let manifest = try #require(
+                try JobJournal.loadManifest(table.folder.appendingPathComponent("journal").path)
+            )
+            #expect(manifest.inputs.map(\.path) == [PostgresSpool.inputName])
+            #expect(
+                manifest.inputs.first?.sha256
+                    == JobJournal.sha256(Array(try Data(contentsOf: URL(fileURLWithPath: snapshot))))
+            )
+        } else {
+            #expect(!FileManager.default.fileExists(atPath: table.folder.appendingPathComponent("journal").path))
+        }
+        try await simulator.shutdown()
+    }
+
+    @Test("a journaled job killed mid-run resumes against its snapshot, though the table changed meanwhile")
+    func aKilledJobResumesAgainstItsSnapshot() async throws {
+        guard let salvo = SalvoRun.executable else { return }
+        let count = 6000
+        let table = try DeviceTable.make("pg_resume", count: count, seed: 82)
+        var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
+        // Slow enough that the kill lands mid-flight.
+        configuration.plan.slowReader = FaultPlan.SlowReader(chunkSize: 4096, delayMilliseconds: 20)
+        let simulator = try await Simulator.start(configuration)
+        let passwordFile = table.folder.appendingPathComponent("pgpass").path
+        try Data((table.server.password + "\n").utf8).write(to: URL(fileURLWithPath: passwordFile))
+        let arguments =
+            [
+                "send", "--from-postgres", table.server.urlWithoutPassword(database: table.database),
+                "--postgres-password-file", passwordFile, "--query", "SELECT token FROM devices ORDER BY id",
+                "--payload", "payload.json", "--connections", "2", "--report", "report.json", "--journal", "journal",
+                "--quiet",
+            ] + Self.gatewayArguments(.binary, simulator)
+
+        let first = try SalvoRun.start(salvo, arguments, in: table.folder)
+        let clock = ContinuousClock()
+        let started = clock.now
+        while simulator.ledger.snapshot().accepted < count / 4 && clock.now - started < .seconds(60) {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        kill(first.process.processIdentifier, SIGKILL)
+        first.process.waitUntilExit()
+        let acceptedAtKill = simulator.ledger.snapshot().accepted
+        #expect(acceptedAtKill > 0 && acceptedAtKill < count, "killed mid-flight: \(acceptedAtKill)\n\(first.output())")
+
+        // The table changes: rows deleted, others added. The job's rows are the snapshot's.
+        var generator = TokenGenerator(seed: 83)
+        let decoys = (0..<50).map { _ in generator.next().hexString }
+        let values = decoys.enumerated().map { "(\(count + 1 + $0.offset), '\($0.element)', 'en', 'Decoy')" }
+        try table.server.run(
+            "DELETE FROM devices WHERE id > \(count - 100); INSERT INTO devices VALUES \(values.joined(separator: ", "))",
+            database: table.database
+        )
+
+        let second = try SalvoRun.start(salvo, arguments, in: table.folder)
+        let status = try await second.wait(seconds: 300)
+        let output = second.output()
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("resuming against the snapshot taken at"), "\(output)")
+        #expect(output.contains("the table is not read again"), "\(output)")
+        let report = try Self.report(table.folder)
+        #expect(report.delivered == count, "\(report)")
+        #expect(report.resumed?.run == 2)
+        for (index, token) in table.tokens.enumerated() {
+            let delivered = simulator.ledger.record(for: try DeviceToken(hex: token).bytes)?.count ?? 0
+            #expect(delivered >= 1, "token \(index) never delivered")
+        }
+        for decoy in decoys {
+            #expect(
+                simulator.ledger.record(for: try DeviceToken(hex: decoy).bytes) == nil,
+                "a row added later was sent"
+            )
+        }
+        // Another query in the same folder: refused by the journal, naming the option; the snapshot untouched.
+        let snapshot = PostgresSpool.journalPath(table.folder.appendingPathComponent("journal").path)
+        let before = try Data(contentsOf: URL(fileURLWithPath: snapshot))
+        var other = arguments
+        other[other.firstIndex(of: "--query")! + 1] = "SELECT token FROM devices"
+        let third = try SalvoRun.start(salvo, other, in: table.folder)
+        #expect(try await third.wait(seconds: 60) == 3, "\(third.output())")
+        #expect(third.output().contains("--query"), "\(third.output())")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: snapshot)) == before)
+        try await simulator.shutdown()
+    }
+
+    @Test("psql's \\copy piped into `salvo send -` delivers every row once")
+    func aPsqlPipeIsDeliveredOnce() async throws {
+        guard let salvo = SalvoRun.executable else { return }
+        let table = try DeviceTable.make("pg_pipe", count: 20_000, seed: 84)
+        let simulator = try await Self.simulator(.binary)
+        let arguments =
+            (["--payload", "payload.json", "--report", "report.json", "--quiet"]
+            + Self.gatewayArguments(.binary, simulator))
+            .map { "'\($0)'" }.joined(separator: " ")
+        let copy = #"\copy (SELECT token, first_name FROM devices ORDER BY id) TO STDOUT CSV HEADER"#
+        let command = "'\(table.server.psql)' -X -d '\(table.url)' -c '\(copy)' | '\(salvo)' send - \(arguments)"
+        let run = try SalvoRun.start("/bin/sh", ["-c", command], in: table.folder)
+        let status = try await run.wait(seconds: 300)
+        #expect(status == 0, "\(run.output())")
+        #expect(try Self.report(table.folder).delivered == table.tokens.count)
+        #expect(try Self.notOnce(table.tokens, simulator).isEmpty)
+        try await simulator.shutdown()
+    }
+
+    @Test("bad inputs: the documented exit status and a message that says what is wrong, without the password")
+    func badInputs() async throws {
+        guard let salvo = SalvoRun.executable else { return }
+        let table = try DeviceTable.make("pg_bad", count: 10, seed: 85)
+        try table.server.run("ALTER TABLE devices ADD COLUMN raw bytea", database: table.database)
+        let paths = CertificateFactory.sharedFolder
+        let send = [
+            "--payload", "payload.json", "--gateway", "127.0.0.1:1", "--cert", paths.client, "--key", paths.clientKey,
+            "--report", "report.json", "--quiet",
+        ]
+        func run(_ arguments: [String]) async throws -> (Int32, String) {
+            let run = try SalvoRun.start(salvo, ["send"] + arguments + send, in: table.folder)
+            return (try await run.wait(seconds: 60), run.output())
+        }
+        let url = table.url
+        let cases: [(arguments: [String], status: Int32, says: String)] = [
+            (["--from-postgres", url], 64, "--from-postgres needs --query"),
+            (["--query", "SELECT 1"], 64, "need --from-postgres"),
+            (["tokens.csv", "--from-postgres", url, "--query", "SELECT token FROM devices"], 64, "name no token file"),
+            (["--from-postgres", "mysql://u:pw@h/db", "--query", "SELECT 1"], 64, "postgres://"),
+            (
+                ["--from-postgres", "postgres://salvo:pw@127.0.0.1:1/db?connect_timeout=5", "--query", "SELECT 1"], 3,
+                "cannot connect"
+            ),
+            (
+                [
+                    "--from-postgres", table.server.url(database: table.database, password: "wrong"), "--query",
+                    "SELECT 1",
+                ],
+                3, "the server refused the login"
+            ),
+            (
+                ["--from-postgres", url, "--query", "SELECT token FROM nowhere"], 3,
+                "relation \"nowhere\" does not exist"
+            ),
+            (["--from-postgres", url, "--query", "SELECT id, lang FROM devices"], 3, "no column named 'token'"),
+            (["--from-postgres", url, "--query", "SELECT raw AS token FROM devices"], 3, "of type bytea, not text"),
+            (["--from-postgres", url, "--query", "SELECT token FROM devices WHERE false"], 3, "no rows"),
+        ]
+        for (arguments, status, says) in cases {
+            let (exit, output) = try await run(arguments)
+            #expect(exit == status, "\(arguments): \(output)")
+            #expect(output.contains(says), "\(arguments): \(output)")
+            #expect(!output.contains(table.server.password), "\(arguments): the password is shown")
+        }
+    }
+
+    @Test("check reads the query's rows as send would")
+    func checkReadsAQuery() async throws {
+        guard let salvo = SalvoRun.executable else { return }
+        let table = try DeviceTable.make("pg_check", count: 500, seed: 86, nullRows: [3])
+        let paths = CertificateFactory.sharedFolder
+        let run = try SalvoRun.start(
+            salvo,
+            [
+                "check", "--from-postgres", table.url, "--query", "SELECT * FROM devices ORDER BY id", "--payload",
+                "payload.json", "--gateway", "127.0.0.1:1", "--cert", paths.client, "--key", paths.clientKey,
+                "--no-handshake",
+            ],
+            in: table.folder
+        )
+        let status = try await run.wait(seconds: 60)
+        #expect(status == 0, "\(run.output())")
+        #expect(run.output().contains("500 valid row(s) of 501"), "\(run.output())")
+        #expect(run.output().contains("postgres:4"), "the NULL row named by its line: \(run.output())")
+    }
+}

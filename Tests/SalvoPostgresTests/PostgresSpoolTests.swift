@@ -1,0 +1,175 @@
+import Foundation
+import SalvoPostgres
+import SalvoRows
+import SalvoSend
+import SalvoTestSupport
+import SalvoTestTraits
+import Testing
+
+/// A query's rows copied into the CSV spool by a real server: the text of each type, NULL tokens, and a clear error
+/// for each way the copy cannot be made.
+@Suite("PostgreSQL spool", .tags(.network), .runs(.network), .offThePool) struct PostgresSpoolTests {
+    static func folder() throws -> String {
+        let folder = TestScratch.root.appendingPathComponent("postgres-spool-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        return folder
+    }
+
+    static func location(
+        _ server: PostgresTestServer,
+        _ database: String,
+        sslmode: String = "disable"
+    ) throws
+        -> PostgresLocation
+    {
+        try PostgresLocation(url: server.url(database: database, sslmode: sslmode), environment: [:])
+    }
+
+    @Test("every column as PostgreSQL's text; a NULL token an empty field; the journal's snapshot whole")
+    func typesAndNulls() async throws {
+        let server = try PostgresTestServer.shared()
+        let database = try server.makeDatabase("spool_types")
+        try server.run(
+            """
+            CREATE TABLE devices (id int PRIMARY KEY, token varchar(64), lang text, name text, active bool,
+              score float8, price numeric(10,2), big int8, seen timestamptz, born date, uid uuid, meta jsonb);
+            INSERT INTO devices VALUES
+              (1, 'aa', 'en', 'Ann, "the first"', true, 1.5, 12.30, 9000000000, '2026-11-23 17:29:49.5+00',
+               '1999-12-31', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{"k": 1}'),
+              (2, NULL, 'fr', E'two\\nlines', false, -0.25, -1, -1, '1970-01-01 00:00:00+00', '2000-03-01', NULL,
+               NULL),
+              (3, 'cc', '', NULL, NULL, 3, 0, 0, NULL, NULL, NULL, '[]');
+            """,
+            database: database
+        )
+        let folder = try Self.folder()
+        let journal = folder + "/journal"
+        let snapshot = try await PostgresSpool.spool(
+            query: "SELECT * FROM devices ORDER BY id",
+            from: try Self.location(server, database),
+            tokenColumn: .name("TOKEN"),
+            intoJournal: journal
+        )
+        #expect(snapshot.path == PostgresSpool.journalPath(journal))
+        #expect(snapshot.rows == 3)
+        #expect(snapshot.nullTokens == 1)
+        #expect(snapshot.firstNullRows == [2])
+        #expect(snapshot.columns.first == "id")
+        let text = try String(contentsOfFile: snapshot.path, encoding: .utf8)
+        let expected =
+            [
+                "id,token,lang,name,active,score,price,big,seen,born,uid,meta",
+                #"1,aa,en,"Ann, ""the first""",t,1.5,12.3,9000000000,2026-11-23 17:29:49.5+00,1999-12-31,"#
+                    + #"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11,"{""k"": 1}""#,
+                "2,,fr,\"two\nlines\",f,-0.25,-1,-1,1970-01-01 00:00:00+00,2000-03-01,,",
+                #"3,cc,"",,,3,0,0,,,,[]"#,
+            ].joined(separator: "\n") + "\n"
+        #expect(text == expected)
+        #expect(snapshot.bytes == text.utf8.count)
+        #expect(snapshot.sha256 == JobJournal.sha256(Array(text.utf8)))
+        #expect(!FileManager.default.fileExists(atPath: snapshot.path + ".partial"))
+    }
+
+    @Test("over TLS when the URL asks for it (sslmode=require)")
+    func tls() async throws {
+        let server = try PostgresTestServer.shared()
+        let database = try server.makeDatabase("spool_tls")
+        try server.run("CREATE TABLE t (token text); INSERT INTO t VALUES ('x')", database: database)
+        // Rows only where the session is encrypted: the result proves the connection's TLS.
+        let query = "SELECT token FROM t WHERE (SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid())"
+        let encrypted = try await PostgresSpool.spoolToTemporaryFile(
+            query: query,
+            from: try Self.location(server, database, sslmode: "require"),
+            tokenColumn: .name("token"),
+            in: try Self.folder()
+        )
+        #expect(encrypted.rows == 1)
+        let plain = await #expect(throws: JobError.self) {
+            try await PostgresSpool.spoolToTemporaryFile(
+                query: query,
+                from: try Self.location(server, database, sslmode: "disable"),
+                tokenColumn: .name("token"),
+                in: try Self.folder()
+            )
+        }
+        #expect(plain?.message.contains("no rows") == true, "\(plain?.message ?? "")")
+    }
+
+    @Test("an unreachable server, a wrong password, a failing query: each said plainly, the password never shown")
+    func connectionAndQueryFailures() async throws {
+        let server = try PostgresTestServer.shared()
+        let database = try server.makeDatabase("spool_fail")
+        try server.run("CREATE TABLE t (token text, n int); INSERT INTO t VALUES ('a', 1)", database: database)
+        func copy(_ url: String, _ query: String = "SELECT * FROM t") async -> JobError? {
+            await #expect(throws: JobError.self) {
+                try await PostgresSpool.spoolToTemporaryFile(
+                    query: query,
+                    from: try PostgresLocation(url: url, environment: [:]),
+                    tokenColumn: .name("token"),
+                    in: try Self.folder()
+                )
+            }
+        }
+        // Nothing listens on port 1.
+        let unreachable = await copy("postgres://salvo:pw@127.0.0.1:1/db?sslmode=disable&connect_timeout=5")
+        #expect(unreachable?.code == .unreachable)
+        #expect(unreachable?.message.contains("cannot connect") == true, "\(unreachable?.message ?? "")")
+
+        let wrong = await copy(server.url(database: database, password: "not-the-password"))
+        #expect(wrong?.code == .credentials)
+        #expect(wrong?.message.contains("28P01") == true, "\(wrong?.message ?? "")")
+        #expect(wrong?.message.contains("not-the-password") == false)
+
+        let missingTable = await copy(server.url(database: database), "SELECT token FROM nowhere")
+        #expect(missingTable?.code == .input)
+        #expect(missingTable?.message.contains("relation \"nowhere\" does not exist") == true)
+        #expect(missingTable?.message.contains("42P01") == true, "\(missingTable?.message ?? "")")
+
+        let failsMidway = await copy(server.url(database: database), "SELECT token, 1 / (n - 1) AS q FROM t")
+        #expect(failsMidway?.message.contains("division by zero") == true, "\(failsMidway?.message ?? "")")
+
+        let noDatabase = await copy(server.url(database: "no_such_database"))
+        #expect(noDatabase?.message.contains("no_such_database") == true, "\(noDatabase?.message ?? "")")
+        #expect(noDatabase?.message.contains(server.password) == false)
+    }
+
+    @Test("no token column, a token column that is not text, a type it cannot write, no rows: refused by name")
+    func resultFailures() async throws {
+        let server = try PostgresTestServer.shared()
+        let database = try server.makeDatabase("spool_result")
+        try server.run(
+            "CREATE TABLE t (device text, raw bytea, n int, p point); INSERT INTO t VALUES ('a', '\\x01', 1, '(1,2)')",
+            database: database
+        )
+        let location = try Self.location(server, database)
+        func copy(_ query: String, column: TokenColumn = .name("token")) async -> JobError? {
+            await #expect(throws: JobError.self) {
+                try await PostgresSpool.spoolToTemporaryFile(
+                    query: query,
+                    from: location,
+                    tokenColumn: column,
+                    in: try Self.folder()
+                )
+            }
+        }
+        let noColumn = await copy("SELECT device, n FROM t")
+        #expect(noColumn?.message.contains("no column named 'token' (it returns: device, n)") == true)
+        let bytea = await copy("SELECT raw AS token FROM t")
+        #expect(bytea?.message.contains("of type bytea, not text") == true, "\(bytea?.message ?? "")")
+        #expect(bytea?.message.contains("encode(token, 'hex')") == true)
+        let integer = await copy("SELECT n FROM t", column: .number(1))
+        #expect(integer?.message.contains("of type integer, not text") == true, "\(integer?.message ?? "")")
+        let point = await copy("SELECT device AS token, p FROM t")
+        #expect(point?.message.contains("p::text") == true, "\(point?.message ?? "")")
+        let empty = await copy("SELECT device AS token FROM t WHERE false")
+        #expect(empty?.message.contains("no rows") == true)
+        // Cast as the messages say, each is read.
+        let cast = try await PostgresSpool.spoolToTemporaryFile(
+            query: "SELECT encode(raw, 'hex') AS token, p::text FROM t",
+            from: location,
+            tokenColumn: .name("token"),
+            in: try Self.folder()
+        )
+        #expect(cast.rows == 1)
+    }
+}
