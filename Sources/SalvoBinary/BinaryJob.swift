@@ -29,9 +29,9 @@ public enum BinaryJob {
     ///     report takes the source's once every row has been read).
     ///   - progress: called about every `progressInterval` on a private queue while the job runs.
     ///   - stop: lets the caller stop the job (a signal): it drains, then returns what it settled.
-    /// - Throws: `JobError` only when the job cannot start (credentials unreadable). A job that cannot go on
-    ///   (credentials refused, gateway unreachable after every retry, input unreadable) returns its result with
-    ///   `error` set and the rows it did not settle in `report.notSent`.
+    /// - Throws: only when the job cannot start (credentials unreadable, a transport refused here). A job that
+    ///   cannot go on (credentials refused, gateway unreachable after every retry, input unreadable) returns its
+    ///   result with `error` set and the rows it did not settle in `report.notSent`.
     public static func run(
         configuration: BinaryJobConfiguration,
         source: TokenSource,
@@ -40,7 +40,7 @@ public enum BinaryJob {
         progressInterval: Duration = .milliseconds(500),
         progress: (@Sendable (Progress) -> Void)? = nil,
         stop: JobStop? = nil
-    ) async throws -> JobResult {
+    ) async throws(JobError) -> JobResult {
         precondition(configuration.connections >= 1 && configuration.connections <= 64, "1 to 64 connections")
         let capacity = max(1024, configuration.windowRows / configuration.connections)
         let tls = try configuration.credentials.makeContext()
@@ -49,15 +49,21 @@ public enum BinaryJob {
             ceiling: configuration.reconnect.maximumDelay.nanoseconds,
             now: DispatchTime.now().uptimeNanoseconds
         )
-        let shards = try (0..<configuration.connections).map { index in
-            try Shard(
-                index: index,
-                configuration: configuration,
-                tls: tls,
-                source: source,
-                pacer: pacer,
-                windowCapacity: capacity
-            )
+        let shards: [Shard]
+        do {
+            shards = try (0..<configuration.connections).map { index in
+                try Shard(
+                    index: index,
+                    configuration: configuration,
+                    tls: tls,
+                    source: source,
+                    pacer: pacer,
+                    windowCapacity: capacity
+                )
+            }
+        } catch {
+            // The transport cannot be set up here (io_uring refused): no connection could be made.
+            throw JobError(.configuration, "\(error)")
         }
         let started = DispatchTime.now().uptimeNanoseconds
         let seconds = { @Sendable in Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9 }
@@ -118,32 +124,24 @@ public enum BinaryJob {
         var outcomes = RowOutcomes(
             onUncertain: configuration.onUncertain,
             files: source.files,
-            journal: source.journal
+            journal: configuration.journal
         )
         for shard in shards {
             shard.queue.sync { outcomes.merge(shard.machine.outcomes) }
         }
-        // Rows no shard took before the job stopped.
-        while let chunk = try? source.nextChunk(maximumRows: configuration.chunkRows) {
-            for row in chunk { outcomes.leaveUntaken(row, to: configuration.unsettledTail) }
-        }
-        // An opened source has validated every row by now (the rows above were read to the end).
-        let opened = !summary.isFinal
-        let summary = opened ? source.summarySoFar : summary
-        var report = outcomes.report
+        var report = outcomes.finishJob(
+            source: source,
+            summary: summary,
+            inputRows: inputRows,
+            chunkRows: configuration.chunkRows,
+            unsettledTail: configuration.unsettledTail,
+            seconds: seconds(),
+            stopped: error?.message ?? stop?.reason
+        )
         var rejectedRows = outcomes.rejectedRows
         report.mode = configuration.modeName + " over " + (shards.first?.transportKind.description ?? "?")
         report.gateway = "\(configuration.host):\(configuration.port)"
         report.connections = configuration.connections
-        report.inputRows = opened ? summary.inputRows : inputRows
-        // An opened source's rows to send: a journal's settled rows were read but not sent.
-        report.validRows = opened ? source.rowsToSend(summary) : summary.validRows
-        report.invalidInput = summary.rejects.count
-        report.onUncertain = configuration.onUncertain.rawValue
-        report.notSent = max(0, report.validRows - outcomes.settled)
-        if report.notSent > 0 { report.stopped = error?.message ?? stop?.reason }
-        report.seconds = seconds()
-        report.notificationsPerSecond = report.seconds > 0 ? Double(report.delivered) / report.seconds : 0
         rejectedRows.sort { $0.line < $1.line }
         return JobResult(
             report: report,

@@ -48,6 +48,9 @@ public struct BinaryJobConfiguration: Sendable {
     /// Where the rows a stopped job never took go (spilled to a file, or counted); nil: listed in the result's
     /// `unsettledRows`.
     public var unsettledTail: UnsettledTail?
+    /// Where the job marks each row it writes and settles (`send --journal`); nil: no journal. The token source
+    /// reads the same journal to skip what an earlier run settled.
+    public var journal: RowJournal?
 
     public init(
         host: String,

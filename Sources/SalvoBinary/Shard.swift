@@ -66,7 +66,7 @@ final class Shard: @unchecked Sendable {
             configuration: .init(configuration, windowCapacity: windowCapacity),
             files: source.files,
             seed: UInt64(index) &+ 0x5A17_0000,
-            journal: source.journal
+            journal: configuration.journal
         )
         // Room for a full batch plus one frame and a barrier, so a batch never makes the buffer grow.
         let frameByteCount =

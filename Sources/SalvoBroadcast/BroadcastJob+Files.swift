@@ -33,14 +33,14 @@ extension BroadcastJob {
     /// The row journal in `--journal DIR` (`rows.state`, `rejects.log`, and `broadcast-job.txt` naming the job),
     /// nil without one.
     ///
-    /// - Throws: `JobError(.configuration)` when the folder holds another job's journal.
-    func openJournal(lineCount: Int) throws -> RowJournal? {
+    /// The journal's lock (`JournalLock`, which creates the folder) is taken first and held by the caller for the
+    /// whole run: a second run of the job at once is refused, naming the first, so no update goes out twice.
+    ///
+    /// - Throws: `JobError(.configuration)` when the folder holds another job's journal; `JobError(.input)` when
+    ///   another run holds it.
+    func openJournal(lineCount: Int) throws -> (rows: RowJournal, lock: JournalLock)? {
         guard let directory = self.options.journalDirectory else { return nil }
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        } catch {
-            throw JobError(.output, "--journal \(directory): cannot create the folder: \(error)")
-        }
+        let lock = try JournalLock.acquire(directory, waitOption: nil)
         let manifest = directory + "/broadcast-job.txt"
         let fingerprint = try self.fingerprint()
         if let existing = try? String(contentsOfFile: manifest, encoding: .utf8) {
@@ -56,11 +56,12 @@ extension BroadcastJob {
             try writer.write(fingerprint)
             try writer.commit()
         }
-        return try RowJournal(
+        let rows = try RowJournal(
             statePath: directory + "/rows.state",
             logPath: directory + "/rejects.log",
             lineCounts: [lineCount]
         )
+        return (rows, lock)
     }
 
     /// The report (JSON), the rejects (`line,channel_id,status,reason`) and the unsettled rows

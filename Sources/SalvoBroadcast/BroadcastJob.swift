@@ -118,7 +118,10 @@ public struct BroadcastJob: Sendable {
         let start = NIODeadline.now()
         let (table, builder, channelColumn, policyColumn) = try self.prepare()
         let lineCount = (table.rows.last?.line ?? 1) + 1
-        let journal = try self.openJournal(lineCount: lineCount)
+        let opened = try self.openJournal(lineCount: lineCount)
+        // The lock is held until the run returns (its report and the journal's last sync written).
+        defer { withExtendedLifetime(opened?.lock) {} }
+        let journal = opened?.rows
         var result = Result()
         var report = JobReport()
         report.mode = "broadcast"

@@ -211,6 +211,8 @@ public final class ChannelJournal {
     private let descriptor: Int32
     public let path: String?
     private var pending: [UInt8] = []
+    /// One run per journal (`JournalLock`), held as long as the journal is open.
+    private let lock: JournalLock?
 
     /// Opens (or creates) the journal in `directory`, nil for one in memory.
     ///
@@ -220,9 +222,12 @@ public final class ChannelJournal {
         guard let directory else {
             self.descriptor = -1
             self.path = nil
+            self.lock = nil
             return
         }
-        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // Two runs of one job at once would create each missing channel twice: the second is refused, naming the
+        // first (the lock creates the folder).
+        self.lock = try JournalLock.acquire(directory, waitOption: nil)
         let path = directory + "/channels.jsonl"
         self.path = path
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)

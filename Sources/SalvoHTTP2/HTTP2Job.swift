@@ -90,7 +90,7 @@ public enum HTTP2Job {
             outcomes: RowOutcomes(
                 onUncertain: configuration.onUncertain,
                 files: source.files,
-                journal: source.journal
+                journal: configuration.journal
             ),
             answerLatency: answerLatency,
             reconnect: client.reconnect,
@@ -171,41 +171,30 @@ public enum HTTP2Job {
         for item in job.work.abandonedItems {
             recorded.outcomes.leave(item.row, item.unanswered ? .unanswered : .unsent)
         }
-        if job.work.stopped != nil {
-            while let chunk = try? source.nextChunk(maximumRows: 4096) {
-                for row in chunk { recorded.outcomes.leaveUntaken(row, to: configuration.unsettledTail) }
-            }
-        }
-        if !summary.isFinal {
-            // An opened source: every row is read by now (taken, or left above), so its summary is the input's.
-            let final = source.summarySoFar
-            // The rows to send: a journal's settled rows were read but not sent.
-            report.validRows = source.rowsToSend(final)
-            report.invalidInput = final.rejects.count
-            report.inputRows = final.inputRows
-        }
+        let finalReport = recorded.outcomes.finishJob(
+            source: source,
+            summary: summary,
+            inputRows: report.inputRows,
+            chunkRows: 4096,
+            unsettledTail: configuration.unsettledTail,
+            seconds: Self.seconds(elapsed),
+            stopped: job.work.stopped?.message
+        )
         var result = HTTP2JobResult(outcomes: recorded.outcomes, deliveries: recorded.deliveries)
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+        result.report = finalReport
         result.report.mode = report.mode
         result.report.gateway = report.gateway
         result.report.connections = pool.connections
         result.report.maximumConnections = client.maximumConnections
         result.report.roundTripMilliseconds = recorded.roundTrip.map { Double($0.nanoseconds) / 1e6 }
-        result.report.validRows = report.validRows
-        result.report.invalidInput = report.invalidInput
-        result.report.inputRows = report.inputRows
-        result.report.onUncertain = report.onUncertain
-        result.report.seconds = seconds
         result.report.written = job.work.counts.taken
-        let answered = result.report.confirmed + result.report.rejectedTotal + result.report.uncertain
-        result.report.notificationsPerSecond = seconds > 0 ? Double(result.report.confirmed) / seconds : 0
         result.stopped = job.work.stopped
         result.connectionErrors = job.connectionErrors.withLockedValue { $0 }
         result.firstHandshakeSeconds = recorded.firstHandshakeAt.map { Self.seconds($0 - startDeadline) }
         result.firstRequestSeconds = recorded.firstRequests.sorted().map { Self.seconds($0 - startDeadline) }
         result.flightCuts = recorded.flightCuts
         result.smallestFlightWindow = recorded.smallestFlightWindow
-        result.notSent = max(0, report.validRows - answered)
+        result.notSent = finalReport.notSent
         result.closingSeconds = Self.seconds(ContinuousClock.now - endedAt)
         return result
     }

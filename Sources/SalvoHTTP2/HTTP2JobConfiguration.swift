@@ -17,6 +17,9 @@ public struct HTTP2JobConfiguration: Sendable {
     /// Where the rows a stopped job never took go (spilled to a file, or counted); nil: listed in the result's
     /// `unsettledRows`.
     public var unsettledTail: UnsettledTail?
+    /// Where the job marks each row it writes and settles (`send --journal`); nil: no journal. The token source
+    /// reads the same journal to skip what an earlier run settled.
+    public var journal: RowJournal?
 
     public init(client: HTTP2ClientConfiguration, headers: APNSRequestHeaders, payload: Payload) {
         self.client = client

@@ -67,51 +67,19 @@ public struct BulkSend: Sendable {
                 bytes: stat(StandardInputName.path(of: path), &status) == 0 ? Int(status.st_size) : 0
             )
         }
-        var journal: JobJournal?
-        var stored: JournalManifest?
-        var hashing: FileFingerprints?
-        var lock: JournalLock?
+        var session: JournalSession?
         if let options = request.journal {
-            // One run per journal, from before the manifest is read until the run's record is written (the lock
-            // goes with the journal; a refusal below releases it).
-            var stopped: (@Sendable () -> String?)?
-            if let stop { stopped = { stop.reason } }
-            lock = try JournalLock.acquire(options.directory, waitSeconds: options.waitSeconds, stopped: stopped)
-            // A restart begins the job again over whatever the folder holds (a damaged or foreign journal included).
-            stored = options.restart ? nil : try JobJournal.loadManifest(options.directory)
-            // The files are hashed beside the opening (and, for a new job, their line ends counted: they size its
-            // state file). Nothing is sent before the hashes match: a changed file never goes against an old
-            // journal.
-            hashing = FileFingerprints(request.files, countLines: stored == nil)
-            if let stored, stored.finish != nil {
-                let inputs = try hashing!.value()
-                if case .refuse(let message) = JournalManifest.decide(
-                    stored: stored,
-                    inputs: inputs,
-                    payloadFiles: request.payloadFiles,
-                    settings: request.journalSettings(options),
-                    directory: options.directory
-                ) {
-                    throw JobError(.input, message)
-                }
+            let opened = try JournalSession(options, request: request, source: source, stop: stop)
+            if let finished = opened.finished {
                 return BulkSend(
                     request: request,
                     source: source,
                     summary: TokenSource.Summary(validRows: 0, rejects: []),
                     inputFiles: inputFiles,
-                    journal: JobJournal.finished(options.directory, manifest: stored, lock: lock)
+                    journal: finished
                 )
             }
-            if let stored, stored.version == JournalManifest.currentVersion {
-                // Probably a resume: validation tallies what the journal holds (reading it only), as the rows are
-                // taken; the state file is checked whole first (a damaged or foreign one is refused, nothing sent).
-                let rows = try JobJournal.openRows(options.directory, manifest: stored)
-                source.attach(rows, resendWritten: request.onUncertain == .resend)
-                // Reading starts where every row before is done with (from the last sync), not at the top.
-                if let checkpoint = JobJournal.loadCheckpoint(options.directory, manifest: stored) {
-                    source.resume(at: checkpoint)
-                }
-            }
+            session = opened
         }
         var summary: TokenSource.Summary
         do {
@@ -120,74 +88,8 @@ public struct BulkSend: Sendable {
         } catch {
             throw JobError(.input, error.description)
         }
-        if let options = request.journal, let hashing, stored == nil {
-            // A new job: no earlier run's rows are at stake, so it sends as soon as its line ends are counted (they
-            // size its state file); the hashes are recorded when the read ends.
-            let lineCounts = summary.isFinal ? summary.lineCounts : try hashing.lineCounts()
-            let manifest = JournalManifest(
-                inputs: request.files.map { path in
-                    JournalManifest.Input(
-                        path: path,
-                        bytes: Self.fileSize(path),
-                        sha256: "",
-                        modified: Self.modificationTime(path)
-                    )
-                },
-                settings: request.journalSettings(options),
-                lineCounts: lineCounts,
-                payloadFiles: request.payloadFiles
-            )
-            let started = try JobJournal.start(options.directory, manifest: manifest, lock: lock)
-            started.recordHashes(from: hashing)
-            source.attach(started.rows!, resendWritten: request.onUncertain == .resend)
-            journal = started
-        } else if let options = request.journal, let hashing {
-            let inputs = try hashing.value().map { input in
-                var input = input
-                input.modified = Self.modificationTime(input.path)
-                return input
-            }
-            let settings = request.journalSettings(options)
-            switch JournalManifest.decide(
-                stored: stored,
-                inputs: inputs,
-                payloadFiles: request.payloadFiles,
-                settings: settings,
-                directory: options.directory
-            ) {
-            case .refuse(let message):
-                throw JobError(.input, message)
-            case .resume:
-                // The manifest keeps its first run's modification times; a hash the first run did not finish is
-                // recorded now.
-                var manifest = stored!
-                for index in manifest.inputs.indices where manifest.inputs[index].sha256.isEmpty {
-                    manifest.inputs[index].sha256 = inputs[index].sha256
-                }
-                journal = try JobJournal.resume(
-                    options.directory,
-                    manifest: manifest,
-                    rows: source.journal!,
-                    lock: lock
-                )
-            case .start, .finished:
-                // Not reached: with a stored job, `decide` resumes or refuses (a finished one returned above).
-                throw JobError(.input, "--journal \(options.directory): the job there cannot be resumed or started")
-            }
-        }
+        let journal = try session?.journal(opened: summary)
         return BulkSend(request: request, source: source, summary: summary, inputFiles: inputFiles, journal: journal)
-    }
-
-    private static func fileSize(_ path: String) -> Int {
-        var status = stat()
-        return stat(StandardInputName.path(of: path), &status) == 0 ? Int(status.st_size) : 0
-    }
-
-    /// The file's modification time in nanoseconds since 1970, nil when it cannot be read.
-    static func modificationTime(_ path: String) -> Int? {
-        var status = stat()
-        guard stat(StandardInputName.path(of: path), &status) == 0 else { return nil }
-        return Int(status.st_mtim.tv_sec) * 1_000_000_000 + Int(status.st_mtim.tv_nsec)
     }
 
     /// Sends every valid row and writes the results where `request.outputs` says.
@@ -342,9 +244,11 @@ public struct BulkSend: Sendable {
         switch self.request.interface {
         case .binary(var configuration):
             configuration.unsettledTail = tail
+            configuration.journal = self.journal?.rows
             result = try await self.runBinary(configuration, summary: summary, progress: progress, stop: stop)
         case .http2(var configuration):
             configuration.unsettledTail = tail
+            configuration.journal = self.journal?.rows
             result = try await self.runHTTP2(
                 configuration,
                 summary: summary,
@@ -352,8 +256,6 @@ public struct BulkSend: Sendable {
                 answerLatency: answerLatency,
                 stop: stop
             )
-            result.report.notSent = result.notSent
-            if result.notSent > 0 { result.report.stopped = result.stopped }
         }
         result.unsettledTail = tail
         // Only when a row went out: a job that never connected reads its rows only to list them as unsent.
@@ -389,21 +291,14 @@ public struct BulkSend: Sendable {
         progress: (@Sendable (JobProgress) -> Void)?,
         stop: JobStop?
     ) async throws(JobError) -> SendResult {
-        let job: JobResult
-        do {
-            job = try await BinaryJob.run(
-                configuration: configuration,
-                source: self.source,
-                summary: summary,
-                inputRows: summary.inputRows,
-                progress: progress,
-                stop: stop
-            )
-        } catch let error as JobError {
-            throw error
-        } catch {
-            throw JobError(.unreachable, "\(error)")
-        }
+        let job = try await BinaryJob.run(
+            configuration: configuration,
+            source: self.source,
+            summary: summary,
+            inputRows: summary.inputRows,
+            progress: progress,
+            stop: stop
+        )
         return SendResult(
             report: job.report,
             inputRejects: self.summary.rejects,

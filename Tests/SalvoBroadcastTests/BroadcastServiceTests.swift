@@ -105,6 +105,17 @@ struct BroadcastService {
         let record = service.registry.records(channel: inventory.entries[6].channelID)
         #expect(record.count == 1 && record.first?.event == "update")
 
+        // A second run of the job while another holds its journal is refused before it sends anything.
+        do {
+            let held = try JournalLock.acquire(folder + "/broadcast-journal")
+            let refusal = await #expect(throws: JobError.self) {
+                try await job.run { try await HTTP2Exchanger.connect(endpoint) }
+            }
+            #expect(refusal?.message.contains("held by another run") == true)
+            #expect(service.registry.verdict(expected: expected).broadcastsAccepted == 1000)
+            withExtendedLifetime(held) {}
+        }
+
         // The same job again: the journal has every row settled; nothing is sent.
         let rerun = try await job.run { try await HTTP2Exchanger.connect(endpoint) }
         #expect(rerun.report.confirmed == 1000 && rerun.report.resumed?.settledBefore == 1000)

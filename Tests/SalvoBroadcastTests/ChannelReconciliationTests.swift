@@ -1,5 +1,6 @@
 import Foundation
 import SalvoBroadcast
+import SalvoRows
 import SalvoTestTraits
 import Testing
 
@@ -109,12 +110,19 @@ import Testing
         try handle.seekToEnd()
         try handle.write(contentsOf: Data(#"{"kind":"created","na"#.utf8))
         try handle.close()
-        let reopened = try ChannelJournal(directory: folder)
-        #expect(reopened.state.entries.map(\.channelID) == ["YQ=="])
-        #expect(reopened.state.entries.first?.policy == .mostRecent)
-        #expect(reopened.state.openIntents.map(\.name) == ["b"])
-        reopened.append(ChannelJournalEvent(.failed, run: 1, name: "b"))
-        try reopened.sync()
+        do {
+            let reopened = try ChannelJournal(directory: folder)
+            #expect(reopened.state.entries.map(\.channelID) == ["YQ=="])
+            #expect(reopened.state.entries.first?.policy == .mostRecent)
+            #expect(reopened.state.openIntents.map(\.name) == ["b"])
+            reopened.append(ChannelJournalEvent(.failed, run: 1, name: "b"))
+            try reopened.sync()
+            // One run per journal: a second open while this one holds it is refused, naming the holder.
+            let second = #expect(throws: JobError.self) { try ChannelJournal(directory: folder) }
+            #expect(second?.message.contains("held by another run") == true)
+            #expect(second?.message.contains("--wait-for-journal") == false)
+            withExtendedLifetime(reopened) {}
+        }
         let text = try String(contentsOfFile: folder + "/channels.jsonl", encoding: .utf8)
         #expect(!text.contains(#""na{"#))
         #expect(try ChannelJournal(directory: folder).state.openIntents.isEmpty)

@@ -1,13 +1,11 @@
 import Foundation
-import SalvoBinary
-import SalvoRows
 
 extension JournalLock {
     /// Why the volume of the journal in `directory` cannot keep a second run out, nil when it can. An NFS mount
     /// with `nolock` (or `local_lock=` other than `none`) grants locks on the node that asks, without the server:
     /// each node of a cluster would hold the "same" lock at once, and the lock call succeeds, so the mount's
     /// options are read (from `/proc/self/mountinfo`: once a run).
-    static func volumeProblem(directory: String) -> String? {
+    package static func volumeProblem(directory: String) -> String? {
         guard let mounts = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
         let resolved = URL(fileURLWithPath: directory).resolvingSymlinksInPath().path
         return Self.localLockProblem(mountInfo: mounts, path: resolved)
@@ -15,7 +13,7 @@ extension JournalLock {
 
     /// Why the mount that holds `path` (as `/proc/self/mountinfo` lists mounts) locks on this node alone, nil when
     /// it locks through its server or is not NFS. Pure, for tests.
-    static func localLockProblem(mountInfo: String, path: String) -> String? {
+    package static func localLockProblem(mountInfo: String, path: String) -> String? {
         var best: (point: String, options: [String])?
         for line in mountInfo.split(separator: "\n") {
             // id parent major:minor root mount-point options [optional…] - type source super-options

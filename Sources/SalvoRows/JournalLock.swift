@@ -1,7 +1,5 @@
 import APNSWire
 import Foundation
-import SalvoBinary
-import SalvoRows
 
 #if canImport(Glibc)
 import Glibc
@@ -52,13 +50,16 @@ public final class JournalLock: @unchecked Sendable {
     /// `waitSeconds` for a holder to end (polled every 100 ms; 0: not at all). Blocks its thread while it waits: an
     /// async caller runs it on a thread of its own.
     ///
-    /// - Parameter stopped: asked at each poll; a reason (a signal's) ends the wait, thrown as `JobError(.input)`.
+    /// - Parameters:
+    ///   - stopped: asked at each poll; a reason (a signal's) ends the wait, thrown as `JobError(.input)`.
+    ///   - waitOption: the command's option that waits for a holder, named in the refusal (nil: it has none).
     /// - Throws: `JobError(.input)` naming the holder when another run holds the journal (after the wait), or saying
     ///   that the volume cannot lock; `JobError(.output)` when the folder or the lock file cannot be made.
     public static func acquire(
         _ directory: String,
         waitSeconds: Double = 0,
-        stopped: (@Sendable () -> String?)? = nil
+        stopped: (@Sendable () -> String?)? = nil,
+        waitOption: String? = "--wait-for-journal"
     ) throws(JobError) -> JournalLock {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -92,10 +93,11 @@ public final class JournalLock: @unchecked Sendable {
                 let holder = Self.holderText(descriptor)
                 close(descriptor)
                 let waited = waitSeconds > 0 ? " (waited \(Self.seconds(waitSeconds)) s)" : ""
+                let orWait = waitOption.map { ", or give \($0) SECONDS to wait for it" } ?? ""
                 throw JobError(
                     .input,
                     "--journal \(directory) is held by another run of the job (\(holder))\(waited): one run "
-                        + "per journal. Wait for it to end, or give --wait-for-journal SECONDS to wait for it"
+                        + "per journal. Wait for it to end\(orWait)"
                 )
             }
             if let reason = stopped?() {
