@@ -1,7 +1,6 @@
+import SalvoRows
 import SalvoTestTraits
 import Testing
-
-import SalvoRows
 
 /// A journal on an NFS mount whose locks never reach the server (`nolock`, `local_lock=`) is refused: the lock
 /// call succeeds there, so the mount's options are what tells.
