@@ -56,6 +56,9 @@ struct BinaryConnectionMachine {
     var window: SentWindow
     var pending: Deque<TokenRow> = []
     private var exhausted = false
+    /// The input failed after the rows read so far (`sourceFailed`): those are sent and settled as at the end of the
+    /// input, then the machine fails with this instead of finishing.
+    private var inputFailure: JobError?
     /// Rows every error halves and every settled batch doubles, between `minimumFlight` and the window's
     /// capacity: everything written after a failed row is discarded and written again, so when errors come
     /// every few hundred rows a large flight only multiplies the waste.
@@ -120,8 +123,7 @@ struct BinaryConnectionMachine {
     mutating func start(now: UInt64) -> Action {
         guard case .idle = self.state else { return .impossible(.startWhileRunning) }
         if self.isDone {
-            self.state = .finished
-            return .finish
+            return self.finishNow()
         }
         self.state = .connecting
         self.lastConnectAt = now
@@ -259,8 +261,7 @@ struct BinaryConnectionMachine {
         }
         self.state = .idle
         if self.isDone {
-            self.state = .finished
-            return .finish
+            return self.finishNow()
         }
         if self.givesUp(now: now) {
             let reason: String
@@ -336,12 +337,34 @@ struct BinaryConnectionMachine {
         self.exhausted = true
     }
 
-    /// The source could not be read: the job cannot go on.
+    /// A row already written could not be rendered again (its file changed): the job stops at once, as the frames
+    /// in the connection's buffer can no longer be trusted.
     mutating func sourceFailed(_ message: String) -> Action {
         self.fail(.input, message)
     }
 
+    /// The source could not be read on: the job cannot go on past the rows it has. Those already read are written
+    /// and everything in flight settles as at the end of the input (the barrier), so that what the gateway took is
+    /// counted, not left uncertain; then the machine fails with the input's error.
+    mutating func inputFailed(_ message: String) -> Action {
+        if self.inputFailure == nil { self.inputFailure = JobError(.input, message) }
+        self.exhausted = true
+        switch self.state {
+        case .open:
+            return .write
+        case .idle, .connecting:
+            return self.isDone ? self.finishNow() : .none
+        case .answered, .finished, .failed:
+            return .none
+        }
+    }
+
+    /// The end of the shard's rows: finished, or failed with the input's error when the input ended in one.
     private mutating func finishNow() -> Action {
+        if let failure = self.inputFailure {
+            self.state = .failed
+            return .fail(failure)
+        }
         self.state = .finished
         return .finish
     }
@@ -414,8 +437,7 @@ struct BinaryConnectionMachine {
         if (drained || flightFull) && open.unflushedBytes > 0 {
             action = .flush
         } else if drained && self.window.isEmpty {
-            self.state = .finished
-            return .finish
+            return self.finishNow()
         } else if drained && !self.window.isEmpty && configuration.command != .simple {
             // The end: a barrier settles everything written, at the cost of one close, rather than waiting for
             // rows to be presumed (which the last rows, within the gateway's receive buffer, never are).

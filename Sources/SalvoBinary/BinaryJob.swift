@@ -22,6 +22,9 @@ public enum BinaryJob {
     /// A snapshot of a running job, for progress lines and metrics.
     public typealias Progress = JobProgress
 
+    /// How long the other connections have to settle their rows in flight once the input has failed.
+    static let inputFailureGrace: Duration = .seconds(5)
+
     /// Runs a job to the end.
     ///
     /// - Parameters:
@@ -110,7 +113,15 @@ public enum BinaryJob {
                                     return true
                                 }
                                 if first {
-                                    for other in shards where other !== shard { other.stop() }
+                                    for other in shards where other !== shard {
+                                        // An input that fails leaves the connections sound: the others settle what
+                                        // they have in flight (bounded), so what the gateway took is counted.
+                                        if error.code == .input {
+                                            other.drain(grace: Self.inputFailureGrace)
+                                        } else {
+                                            other.stop()
+                                        }
+                                    }
                                 }
                             }
                             continuation.resume()

@@ -237,7 +237,7 @@ final class Shard: @unchecked Sendable {
                         self.machine.sourceExhausted()
                     }
                 } catch {
-                    return self.perform(self.machine.sourceFailed(error.description))
+                    return self.perform(self.machine.inputFailed(error.description))
                 }
             case .flush:
                 guard self.flush(connection) else { return }

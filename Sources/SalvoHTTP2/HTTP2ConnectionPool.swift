@@ -128,6 +128,9 @@ final class HTTP2ConnectionPool: Sendable {
 
     /// The shortest round trip measured (request to answer), as the sizer saw it; nil for a fixed count.
     var measuredRoundTrip: TimeAmount? { self.state.withLockedValue { $0.sizer?.roundTrip } }
+
+    /// Why `--connections auto` chose the connections it did, for the report; nil for a fixed count.
+    var sizingReason: String? { self.state.withLockedValue { $0.sizer?.why } }
 }
 
 /// Carries out `HTTP2JobEnding` for a pool's slots: closes them all at once, cuts those still closing at the

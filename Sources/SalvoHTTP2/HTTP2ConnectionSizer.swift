@@ -89,6 +89,8 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
     private var warmingUp = 0
     /// Whether the first step (sized by `targetRate`) was taken.
     private var jumped = false
+    /// Why the connections are as many as they are, for a person (the report's summary).
+    private(set) var why = "the first connection was enough"
 
     init(configuration: Configuration, now: NIODeadline) {
         precondition(configuration.initial >= 1 && configuration.maximum >= configuration.initial)
@@ -157,6 +159,9 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
         if let before = self.rateBeforeGrowth {
             guard rate >= before * self.configuration.minimumGain else {
                 self.settled = true
+                self.why =
+                    "growing stopped: \(self.connections) connections answered \(Int(rate))/s against "
+                    + "\(Int(before))/s before the last doubling (the cores or the server are the limit)"
                 return Decision(open: 0, rate: rate)
             }
             self.rateBeforeGrowth = nil
@@ -164,10 +169,19 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
         guard flightCuts == 0, let roundTrip = self.roundTrip, rate > 0 else { return Decision(open: 0, rate: rate) }
         let needed = rate * Double(roundTrip.nanoseconds) / 1e9
         guard needed >= self.configuration.fullFraction * Double(max(1, streamsAvailable)) else {
+            if !self.jumped || self.rateBeforeGrowth == nil {
+                self.why =
+                    "\(Int(rate))/s needs \(Int(needed)) requests in flight, under half of the \(streamsAvailable) "
+                    + "streams open"
+            }
             return Decision(open: 0, rate: rate)
         }
         let open = min(self.connections, self.configuration.maximum - self.connections)
         self.grow(by: open)
+        self.why =
+            self.settled
+            ? "the flight filled the streams up to --max-connections"
+            : "doubled to \(self.connections): \(Int(rate))/s filled half the streams or more"
         self.rateBeforeGrowth = rate
         return Decision(open: open, rate: rate)
     }
@@ -185,6 +199,12 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
             roundTrip: roundTrip,
             streamsPerConnection: streamsPerConnection
         )
+        self.why = Self.firstStepReason(
+            configuration: self.configuration,
+            roundTrip: roundTrip,
+            streamsPerConnection: streamsPerConnection,
+            connections: max(wanted, self.connections)
+        )
         guard wanted > self.connections else { return nil }
         let open = wanted - self.connections
         self.grow(by: open)
@@ -200,6 +220,21 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
         roundTrip: TimeAmount,
         streamsPerConnection: Int?
     ) -> Int {
+        let bounds = Self.firstStepBounds(
+            configuration,
+            roundTrip: roundTrip,
+            streamsPerConnection: streamsPerConnection
+        )
+        return max(1, min(configuration.maximum, bounds.forRate, bounds.forRows))
+    }
+
+    /// The first step's two bounds: the connections whose streams carry `targetRate`'s flight, and those that carry
+    /// the job's rows in `roundTripsToCarry` round trips; with the streams a connection counts for.
+    private static func firstStepBounds(
+        _ configuration: Configuration,
+        roundTrip: TimeAmount,
+        streamsPerConnection: Int?
+    ) -> (forRate: Int, forRows: Int, perConnection: Int) {
         let reported = streamsPerConnection.flatMap { $0 > 1 ? $0 : nil } ?? Self.assumedStreams
         let perConnection = max(1, min(reported, configuration.streamCap))
         let flight = (configuration.targetRate ?? 0) * Double(roundTrip.nanoseconds) / 1e9
@@ -207,7 +242,30 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
         let carried = perConnection.multipliedReportingOverflow(by: max(1, configuration.roundTripsToCarry))
         let perRows = carried.overflow ? perConnection : carried.partialValue
         let forRows = configuration.rows / perRows + (configuration.rows % perRows == 0 ? 0 : 1)
-        return max(1, min(configuration.maximum, forRate, forRows))
+        return (forRate, forRows, perConnection)
+    }
+
+    /// Which bound the first step's count came from.
+    static func firstStepReason(
+        configuration: Configuration,
+        roundTrip: TimeAmount,
+        streamsPerConnection: Int?,
+        connections: Int
+    ) -> String {
+        let bounds = Self.firstStepBounds(
+            configuration,
+            roundTrip: roundTrip,
+            streamsPerConnection: streamsPerConnection
+        )
+        let milliseconds = Double(roundTrip.nanoseconds) / 1e6
+        let rate = Int(configuration.targetRate ?? 0)
+        let flight = "\(bounds.perConnection) streams each, round trip \(Int(milliseconds.rounded())) ms"
+        if connections >= configuration.maximum { return "\(connections) at once (--max-connections; \(flight))" }
+        if bounds.forRows <= bounds.forRate && configuration.rows < Int.max {
+            return "\(connections) at once carry the job's \(configuration.rows) rows in "
+                + "\(configuration.roundTripsToCarry) round trips (\(flight))"
+        }
+        return "\(connections) at once carry \(rate)/s in flight (\(flight))"
     }
 
     private mutating func grow(by open: Int) {

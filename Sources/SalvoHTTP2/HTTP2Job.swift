@@ -186,6 +186,7 @@ public enum HTTP2Job {
         result.report.gateway = report.gateway
         result.report.connections = pool.connections
         result.report.maximumConnections = client.maximumConnections
+        result.report.connectionsReason = pool.sizingReason
         result.report.roundTripMilliseconds = recorded.roundTrip.map { Double($0.nanoseconds) / 1e6 }
         result.report.written = job.work.counts.taken
         result.stopped = job.work.stopped

@@ -24,11 +24,18 @@ final class CSVSpoolWriter {
     @exclusivity(unchecked) private(set) var bytes = 0
     /// The first write that failed; nothing is written after it.
     @exclusivity(unchecked) private(set) var failure: JobError?
+    /// Whether the bytes are hashed as they are written (a journal's snapshot is identified by its hash; a streamed
+    /// one is not kept).
+    private let hashing: Bool
+    /// Told how far the file is written after every write, when a job reads it while it is written.
+    let growing: GrowingInput?
 
-    init(descriptor: Int32, name: String, capacity: Int = 1 << 20) {
+    init(descriptor: Int32, name: String, capacity: Int = 1 << 20, hashing: Bool = true, growing: GrowingInput? = nil) {
         self.descriptor = descriptor
         self.name = name
         self.capacity = capacity
+        self.hashing = hashing
+        self.growing = growing
         self.buffer = .allocate(byteCount: capacity, alignment: 16)
     }
 
@@ -36,9 +43,10 @@ final class CSVSpoolWriter {
         self.buffer.deallocate()
     }
 
-    /// SHA-256 of every byte written, hex; call once, after `flush()`.
+    /// SHA-256 of every byte written, hex (empty when not hashing); call once, after `flush()`.
     func finish() -> String {
-        self.hash.finalize().map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
+        guard self.hashing else { return "" }
+        return self.hash.finalize().map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
     }
 
     @inline(__always)
@@ -118,7 +126,7 @@ final class CSVSpoolWriter {
 
     private func write(_ bytes: UnsafeRawBufferPointer) {
         guard self.failure == nil else { return }
-        self.hash.update(bufferPointer: bytes)
+        if self.hashing { self.hash.update(bufferPointer: bytes) }
         var written = 0
         while written < bytes.count {
             let result = Glibc.write(self.descriptor, bytes.baseAddress! + written, bytes.count - written)
@@ -134,5 +142,6 @@ final class CSVSpoolWriter {
             written += result
         }
         self.bytes += bytes.count
+        self.growing?.wrote(through: self.bytes)
     }
 }

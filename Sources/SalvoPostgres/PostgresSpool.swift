@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import PostgresNIO
 import SalvoRows
@@ -18,7 +19,8 @@ import Glibc
 ///
 /// With a journal the file is `DIR/postgres.csv` (written beside as `postgres.csv.partial`, synced and renamed when
 /// whole; `postgres.lock` held meanwhile), the snapshot that a rerun of the job resumes against without reading the
-/// table again. Without one it is a temporary file unlinked as soon as it is made, read through `/proc/self/fd`.
+/// table again. Without one it is a temporary file unlinked as soon as it is made, read through `/proc/self/fd` while
+/// it is written (`streamToTemporaryFile`): the job sends the first rows while the last still arrive.
 public enum PostgresSpool {
     /// How every list of input files, the rejects' `file` column and every message name the query's rows.
     public static let inputName = "postgres"
@@ -96,16 +98,32 @@ public enum PostgresSpool {
         return snapshot
     }
 
-    /// Runs `query` and writes its rows into a temporary file in `folder` (`TMPDIR`, else `/tmp`), unlinked at once
-    /// and read through `/proc/self/fd/N`: its descriptor stays open for the life of the process.
+    /// A query's rows being written into a temporary file while a job reads them (`GrowingInput`).
+    public struct Stream: Sendable {
+        /// The file the job reads (`/proc/self/fd/N` of a file unlinked at once).
+        public var path: String
+        /// The query's columns, in order: the header row.
+        public var columns: [String]
+        /// Waits for the copy's end: what it wrote, or why it failed (the job's reader has been told either way).
+        public var ended: @Sendable () async -> Result<Snapshot, JobError>
+    }
+
+    /// Runs `query` and writes its rows into a temporary file in `folder` (`TMPDIR`, else `/tmp`, unlinked at once)
+    /// while a job reads it: returns once the header and the first row are in the file, and goes on writing the rest
+    /// as the rows arrive. The first rows are sent while the last are still coming, and the snapshot is not hashed (no
+    /// journal keeps it).
     ///
-    /// - Throws: `JobError` as `copy` does; `JobError(.output)` when the file cannot be written.
-    public static func spoolToTemporaryFile(
+    /// A query that fails, returns no rows or has no usable token column before its first row throws here, before
+    /// anything is sent. One that fails later ends the input there: the job's reader fails with the reason (the job
+    /// stops as for an unreadable file, its unsent rows counted). A server that goes quiet for `stallLimit` mid-copy
+    /// fails the same way.
+    public static func streamToTemporaryFile(
         query: String,
         from location: PostgresLocation,
         tokenColumn: TokenColumn,
-        in folder: String? = nil
-    ) async throws(JobError) -> Snapshot {
+        in folder: String? = nil,
+        stallLimit: Duration = .seconds(120)
+    ) async throws(JobError) -> Stream {
         let base = folder ?? Self.temporaryFolder
         var template = Array((base + "/salvo-postgres-XXXXXX").utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
@@ -115,17 +133,34 @@ public enum PostgresSpool {
         let name = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         unlink(name)
         _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        do throws(JobError) {
-            var snapshot = try await Self.copy(
-                query: query,
-                from: location,
-                tokenColumn: tokenColumn,
-                to: descriptor,
-                name: "\(name) (in \(base))"
-            )
-            snapshot.path = "/proc/self/fd/\(descriptor)"
-            return snapshot
-        } catch {
+        let path = "/proc/self/fd/\(descriptor)"
+        let growing = GrowingInput(writerName: "the query's rows from \(location.redacted)", stallLimit: stallLimit)
+        GrowingInput.register(growing, path: path)
+        let started = StreamStart()
+        let copying = Task { () -> Result<Snapshot, JobError> in
+            do throws(JobError) {
+                var snapshot = try await Self.copy(
+                    query: query,
+                    from: location,
+                    tokenColumn: tokenColumn,
+                    to: descriptor,
+                    name: "\(name) (in \(base))",
+                    growing: growing,
+                    firstRow: { columns in started.settle(.success(columns)) }
+                )
+                snapshot.path = path
+                growing.finish()
+                return .success(snapshot)
+            } catch {
+                growing.fail(error.message)
+                started.settle(.failure(error))
+                return .failure(error)
+            }
+        }
+        switch await started.result() {
+        case .success(let columns):
+            return Stream(path: path, columns: columns, ended: { await copying.value })
+        case .failure(let error):
             close(descriptor)
             throw error
         }
@@ -145,12 +180,18 @@ public enum PostgresSpool {
     ///   the login; `JobError(.input)` when the query fails (with the server's message), returns no rows, has no
     ///   token column, a token column that is not text, or a column of a type that cannot be written as text;
     ///   `JobError(.output)` when the file cannot be written.
+    ///
+    /// With `growing`, the file is read while it is written: the writer tells `growing` how far it is after every
+    /// write (the caller ends it), the bytes are not hashed, and `firstRow` is called once the header and the first
+    /// row are in the file.
     static func copy(
         query: String,
         from location: PostgresLocation,
         tokenColumn: TokenColumn,
         to descriptor: Int32,
-        name: String
+        name: String,
+        growing: GrowingInput? = nil,
+        firstRow: (@Sendable (_ columns: [String]) -> Void)? = nil
     ) async throws(JobError) -> Snapshot {
         let configuration = try location.configuration()
         let logger = Logger(label: "salvo.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -160,7 +201,11 @@ public enum PostgresSpool {
         } catch {
             throw PostgresFailure.connecting(error, to: location)
         }
-        let state = SpoolState(writer: CSVSpoolWriter(descriptor: descriptor, name: name), tokenColumn: tokenColumn)
+        let state = SpoolState(
+            writer: CSVSpoolWriter(descriptor: descriptor, name: name, hashing: growing == nil, growing: growing),
+            tokenColumn: tokenColumn,
+            firstRow: firstRow
+        )
         do {
             // Each row is written as it arrives, on the connection's event loop, before the next read from the
             // socket: what is held is at most one read's rows (the server waits on TCP meanwhile), and no row costs
@@ -227,9 +272,14 @@ final class SpoolState: @unchecked Sendable {
     @exclusivity(unchecked) private(set) var nullTokens = 0
     @exclusivity(unchecked) private(set) var firstNullRows: [Int] = []
 
-    init(writer: CSVSpoolWriter, tokenColumn: TokenColumn) {
+    /// Called once, with the columns, when the header and the first row are in the file (a streamed spool's reader
+    /// may start).
+    private var firstRow: (@Sendable (_ columns: [String]) -> Void)?
+
+    init(writer: CSVSpoolWriter, tokenColumn: TokenColumn, firstRow: (@Sendable (_ columns: [String]) -> Void)? = nil) {
         self.writer = writer
         self.tokenColumn = tokenColumn
+        self.firstRow = firstRow
     }
 
     /// Writes one row (the header first, from the first row's columns).
@@ -247,6 +297,12 @@ final class SpoolState: @unchecked Sendable {
             if self.firstNullRows.count < 10 { self.firstNullRows.append(self.rows) }
         }
         if let failure = self.writer.failure { throw failure }
+        if let firstRow = self.firstRow {
+            self.firstRow = nil
+            self.writer.flush()
+            if let failure = self.writer.failure { throw failure }
+            firstRow(self.table?.names ?? [])
+        }
     }
 }
 
@@ -349,5 +405,35 @@ struct ResultTable {
         }
         writer.byte(0x0A)
         return nullToken
+    }
+}
+
+/// The first row of a streamed copy, or its failure before one: settled once, awaited once.
+final class StreamStart: Sendable {
+    private let state = NIOLockedValueBox<
+        (Result<[String], JobError>?, CheckedContinuation<Result<[String], JobError>, Never>?)
+    >(
+        (nil, nil)
+    )
+
+    func settle(_ result: Result<[String], JobError>) {
+        let waiting = self.state.withLockedValue { state -> CheckedContinuation<Result<[String], JobError>, Never>? in
+            guard state.0 == nil else { return nil }
+            state.0 = result
+            defer { state.1 = nil }
+            return state.1
+        }
+        waiting?.resume(returning: result)
+    }
+
+    func result() async -> Result<[String], JobError> {
+        await withCheckedContinuation { continuation in
+            let ready = self.state.withLockedValue { state -> Result<[String], JobError>? in
+                if let result = state.0 { return result }
+                state.1 = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
     }
 }

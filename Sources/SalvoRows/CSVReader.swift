@@ -74,6 +74,8 @@ package final class CSVReader {
     @exclusivity(unchecked) private var line = 1
     @exclusivity(unchecked) private var startedFile = false
     private let maximumRecordBytes: Int
+    /// Set when the file is still being written (`GrowingInput`): its end is waited past, not taken for the input's.
+    private let growing: GrowingInput?
 
     @exclusivity(unchecked) private var fieldList: FieldList
     /// The fields of the record `next()` last returned; valid until the next call.
@@ -88,7 +90,8 @@ package final class CSVReader {
     /// - Throws: `InputError` naming the file when it cannot be opened.
     package init(path: String, chunkSize: Int = 1 << 20, maximumRecordBytes: Int = 1 << 20) throws(InputError) {
         // `-` opens the spool of standard input; the name stays `-` in every message.
-        let descriptor = open(StandardInputName.path(of: path), O_RDONLY | O_CLOEXEC)
+        let opened = StandardInputName.path(of: path)
+        let descriptor = open(opened, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             throw InputError(
                 file: path,
@@ -103,6 +106,7 @@ package final class CSVReader {
         self.buffer = .allocate(capacity: self.capacity)
         self.fieldList = FieldList(capacity: 16)
         self.maximumRecordBytes = maximumRecordBytes
+        self.growing = GrowingInput.registered(path: opened)
     }
 
     deinit {
@@ -222,15 +226,28 @@ package final class CSVReader {
             self.capacity *= 2
         }
         var count: Int
-        repeat {
-            count = read(self.descriptor, self.buffer + self.filled, self.capacity - self.filled)
-        } while count < 0 && errno == EINTR
-        guard count >= 0 else {
-            throw InputError(
-                file: self.path,
-                line: self.line,
-                message: "read failed: \(String(cString: strerror(errno)))"
-            )
+        reading: while true {
+            repeat {
+                count = read(self.descriptor, self.buffer + self.filled, self.capacity - self.filled)
+            } while count < 0 && errno == EINTR
+            guard count >= 0 else {
+                throw InputError(
+                    file: self.path,
+                    line: self.line,
+                    message: "read failed: \(String(cString: strerror(errno)))"
+                )
+            }
+            // The end of a file still being written is only the end of what has arrived: wait for more (once per
+            // time the reader catches up with the writer, never per row).
+            guard count == 0, let growing = self.growing else { break }
+            switch growing.wait(beyond: self.bufferOffset + self.filled) {
+            case .more:
+                continue reading
+            case .ended:
+                break reading
+            case .failed(let message):
+                throw InputError(file: self.path, line: self.line, message: message)
+            }
         }
         if count == 0 { self.atEndOfFile = true }
         self.filled += count

@@ -15,6 +15,8 @@ public struct JobReport: Codable, Hashable, Sendable {
     public var maximumConnections: Int?
     /// HTTP/2: the shortest time from a request to its answer, in milliseconds (the distance to the server).
     public var roundTripMilliseconds: Double?
+    /// Why `--connections auto` chose `connections` (the bound or the measurement that decided); nil otherwise.
+    public var connectionsReason: String?
     /// The share of the input this job sent, when it sent one (`send --partition K/N`).
     public var partition: Partition?
     /// For a report merged from every partition of a job (`salvo report merge`): how many.
@@ -135,6 +137,7 @@ public struct JobReport: Codable, Hashable, Sendable {
             lines.append(
                 "connections auto: chose \(self.connections) (at most \(maximumConnections)); round trip \(roundTrip)"
             )
+            if let reason = self.connectionsReason { lines.append("           \(reason)") }
         }
         if let partition { lines.append("partition  \(partition) (rows whose token hashes there; bad rows in 0)") }
         if let mergedPartitions { lines.append("partitions \(mergedPartitions), merged") }

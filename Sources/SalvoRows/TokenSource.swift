@@ -155,6 +155,8 @@ public final class TokenSource: @unchecked Sendable {
         var fileSizes: [Int] = []
         /// Tokens per byte in the first chunk `open()` read: the estimate before the first row is taken.
         var firstChunkRate = 0.0
+        /// The files still being written when opened (`GrowingInput`): their sizes are read again for each estimate.
+        var growingFiles: [Int] = []
         /// The repeats among the hashes once every row was taken, counted on a thread of their own (the summary's
         /// `duplicates` when read).
         var pendingRepeats: RepeatCount?
@@ -526,6 +528,7 @@ extension TokenSource {
         var payloadColumns: [[Int]] = []
         var totalBytes = 0
         var fileSizes: [Int] = []
+        var growingFiles: [Int] = []
         var firstChunkRate = 0.0
         var opened = false
         defer {
@@ -569,6 +572,7 @@ extension TokenSource {
             var status = stat()
             fileSizes.append(fstat(descriptor, &status) == 0 ? Int(status.st_size) : 0)
             totalBytes += fileSizes.last!
+            if GrowingInput.registered(path: StandardInputName.path(of: file)) != nil { growingFiles.append(fileIndex) }
         }
         if small { return try self.validate() }
         // Resumed at a checkpoint: reading starts there (the header of its file is read as usual).
@@ -587,6 +591,7 @@ extension TokenSource {
             state.totalBytes = totalBytes
             state.fileSizes = fileSizes
             state.firstChunkRate = firstChunkRate
+            state.growingFiles = growingFiles
             var rows = totalBytes
             if let point {
                 self.start(at: point, reader: reader, state: &state)
@@ -640,6 +645,13 @@ extension TokenSource {
     public var estimatedValidRows: Int {
         self.state.withLockedValue { state in
             if let summary = state.summary { return summary.validRows }
+            // A file still being written counts what has arrived so far (one `fstat` per estimate, not per row).
+            for index in state.growingFiles where index < state.descriptors.count {
+                var status = stat()
+                guard fstat(state.descriptors[index], &status) == 0 else { continue }
+                state.totalBytes += Int(status.st_size) - state.fileSizes[index]
+                state.fileSizes[index] = Int(status.st_size)
+            }
             var before = (rows: 0, bytes: 0)
             if let resumed = state.resumed, !resumed.merged {
                 before = (resumed.checkpoint.validRows, resumed.bytesBefore)

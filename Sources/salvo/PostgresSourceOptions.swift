@@ -5,8 +5,9 @@ import SalvoPostgres
 import SalvoRows
 import SalvoSend
 
-/// `--from-postgres URL --query SQL`: the tokens are the rows of a query, copied into a CSV spool before anything else
-/// reads them (`PostgresSpool`), then read as a token file named `postgres`.
+/// `--from-postgres URL --query SQL`: the tokens are the rows of a query, copied into a CSV spool (`PostgresSpool`) and
+/// read as a token file named `postgres`: with a journal once the copy is whole (the job's snapshot), without one
+/// while it is written.
 struct PostgresSourceOptions: ParsableArguments {
     @Option(
         name: .customLong("from-postgres"),
@@ -78,7 +79,8 @@ struct PostgresSourceOptions: ParsableArguments {
     ///
     /// With a journal: a folder that holds the snapshot and the job of an earlier run resumes against that snapshot,
     /// and the table is not read again (a note says so, with the snapshot's time); otherwise the rows are snapshotted
-    /// into the folder (with `restart` too). Without one: into a temporary file, gone when the process ends.
+    /// into the folder (with `restart` too). Without one: streamed into a temporary file, gone when the process ends,
+    /// which the job reads while it is written (this returns once the first row is in).
     ///
     /// A server that cannot be reached, refuses the login or the query, or a result without a usable token column,
     /// is a `UserError` saying so (exit 3).
@@ -112,33 +114,51 @@ struct PostgresSourceOptions: ParsableArguments {
             }
             return [name]
         }
+        guard let journal else {
+            // No journal keeps the rows: they are sent as they arrive, the job reading the file while it is written.
+            let stream: PostgresSpool.Stream
+            do {
+                stream = try await PostgresSpool.streamToTemporaryFile(
+                    query: query,
+                    from: location,
+                    tokenColumn: column
+                )
+            } catch {
+                throw UserError(error.message)
+            }
+            StandardInputName.use(spool: stream.path, for: name)
+            Task {
+                if case .success(let snapshot) = await stream.ended() { Self.warnOfNullTokens(snapshot) }
+            }
+            return [name]
+        }
         let snapshot: PostgresSpool.Snapshot
         do {
-            snapshot =
-                if let journal {
-                    try await PostgresSpool.spool(
-                        query: query,
-                        from: location,
-                        tokenColumn: column,
-                        intoJournal: journal
-                    )
-                } else {
-                    try await PostgresSpool.spoolToTemporaryFile(query: query, from: location, tokenColumn: column)
-                }
+            snapshot = try await PostgresSpool.spool(
+                query: query,
+                from: location,
+                tokenColumn: column,
+                intoJournal: journal
+            )
         } catch {
             throw UserError(error.message)
         }
         StandardInputName.use(spool: snapshot.path, for: name)
-        if snapshot.nullTokens > 0 {
-            let rows = snapshot.firstNullRows.map(String.init).joined(separator: ", ")
-            let more = snapshot.nullTokens > snapshot.firstNullRows.count ? ", …" : ""
-            printError(
-                "\(snapshot.nullTokens) of the query's \(snapshot.rows) rows have a NULL token (rows \(rows)\(more)): "
-                    + "they are refused, each on its line of \(name) (row N is line N + 1, after the header)",
-                prefix: "warning: "
-            )
-        }
+        Self.warnOfNullTokens(snapshot)
         return [name]
+    }
+
+    /// Names the first rows whose token is NULL (refused, each with its line, as an empty token is).
+    private static func warnOfNullTokens(_ snapshot: PostgresSpool.Snapshot) {
+        guard snapshot.nullTokens > 0 else { return }
+        let rows = snapshot.firstNullRows.map(String.init).joined(separator: ", ")
+        let more = snapshot.nullTokens > snapshot.firstNullRows.count ? ", …" : ""
+        printError(
+            "\(snapshot.nullTokens) of the query's \(snapshot.rows) rows have a NULL token (rows \(rows)\(more)): "
+                + "they are refused, each on its line of \(PostgresSpool.inputName) (row N is line N + 1, after the "
+                + "header)",
+            prefix: "warning: "
+        )
     }
 
     /// Whether the journal folder holds a whole snapshot and a job.

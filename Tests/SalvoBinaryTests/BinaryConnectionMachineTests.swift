@@ -12,6 +12,8 @@ private struct Harness {
     var rows: [TokenRow]
     var handedOut = 0
     let chunk: Int
+    /// The input fails when this many rows have been handed out (the next read fails).
+    var inputFailsAt: Int?
     /// (line, identifier) of every frame written on the current connection, in order.
     var written: [(line: Int, identifier: UInt32)] = []
     /// Lines of every frame written over all connections.
@@ -95,6 +97,10 @@ private struct Harness {
             case .write:
                 break
             case .needRows:
+                if let failsAt = self.inputFailsAt, self.handedOut >= failsAt {
+                    action = self.machine.inputFailed("tokens.csv: line \(failsAt + 2): read failed")
+                    continue
+                }
                 if self.handedOut < self.rows.count {
                     let end = min(self.rows.count, self.handedOut + self.chunk)
                     self.machine.rowsArrived(self.rows[self.handedOut..<end])
@@ -181,6 +187,25 @@ extension BinaryConnectionMachine {
         #expect(harness.report.confirmed == 10)
         #expect(harness.report.rejectedTotal == 0)
         #expect(harness.close(.local) == .finish)
+    }
+
+    @Test func anInputThatFailsSettlesTheRowsReadThenFailsWithItsError() {
+        var harness = Harness(rows: 10)
+        harness.inputFailsAt = 6
+        harness.open()
+        #expect(harness.pump() == .writeBarrier(identifier: 7), "the rows read go out, then the barrier")
+        #expect(harness.written.map(\.line) == Array(2...7))
+        #expect(harness.answer(.missingDeviceToken, 7) == .close)
+        #expect(harness.report.confirmed == 6, "what the gateway took is counted")
+        #expect(harness.close(.local) == .fail(JobError(.input, "tokens.csv: line 8: read failed")))
+    }
+
+    @Test func anInputThatFailsBeforeAnyRowFailsOnceTheConnectionIsBack() {
+        var harness = Harness(rows: 10)
+        harness.inputFailsAt = 0
+        harness.open()
+        #expect(harness.pump() == .fail(JobError(.input, "tokens.csv: line 2: read failed")))
+        #expect(harness.written.isEmpty && harness.report.confirmed == 0)
     }
 
     @Test func anErrorConfirmsBeforeRejectsTheRowAndRewindsAfter() {

@@ -28,6 +28,7 @@ import Testing
         var decision = sizer.evaluate(now: Self.at(200), answered: 4000, streamsAvailable: 1000, flightCuts: 0)
         #expect(decision == Sizer.Decision(open: 1, rate: 20_000))
         #expect(sizer.connections == 2)
+        #expect(sizer.why == "doubled to 2: 20000/s filled half the streams or more", "the summary's reason")
         // The interval after a growth holds its connects: it is not judged.
         #expect(sizer.evaluate(now: Self.at(400), answered: 6000, streamsAvailable: 2000, flightCuts: 0).open == 0)
         // 40,000/s: the growth paid, and the flight fills 2,000 streams again.
@@ -39,6 +40,7 @@ import Testing
         decision = sizer.evaluate(now: Self.at(1000), answered: 30400, streamsAvailable: 4000, flightCuts: 0)
         #expect(decision == Sizer.Decision(open: 0, rate: 42_000))
         #expect(sizer.settled)
+        #expect(sizer.why.hasPrefix("growing stopped: 4 connections answered 42000/s against 40000/s"), "\(sizer.why)")
         #expect(sizer.evaluate(now: Self.at(1200), answered: 60000, streamsAvailable: 4000, flightCuts: 0).open == 0)
         #expect(sizer.connections == 4)
     }
@@ -61,6 +63,7 @@ import Testing
             sizer.evaluate(now: Self.at(10), answered: 0, streamsAvailable: 2, flightCuts: 0, streamsPerConnection: 1)
                 == Sizer.Decision(open: 18, rate: nil)
         )
+        #expect(sizer.why == "20 at once carry 200000/s in flight (1000 streams each, round trip 100 ms)")
         sizer.observe(roundTrip: .milliseconds(100))
         #expect(
             sizer.evaluate(

@@ -113,6 +113,38 @@ import Glibc
         try await simulator.shutdown()
     }
 
+    @Test(
+        "without a journal the rows are sent as they arrive; a query that fails midway stops the job with its reason",
+        arguments: Wire.allCases
+    )
+    func aQueryThatFailsMidwayStopsTheJob(wire: Wire) async throws {
+        guard let salvo = SalvoRun.executable else { return }
+        let table = try DeviceTable.make("pg_midway_\(wire)", count: 60_000, seed: 86)
+        let simulator = try await Self.simulator(wire)
+        // Division by zero at id 40,000, after the first rows have come (a plain scan streams them in table order).
+        let query = "SELECT token, 1 / (40000 - id) AS q FROM devices"
+        let arguments = [
+            "send", "--from-postgres", table.url, "--query", query, "--payload", "payload.json", "--report",
+            "report.json", "--quiet", "--connections", "2",
+        ]
+        let run = try SalvoRun.start(salvo, arguments + Self.gatewayArguments(wire, simulator), in: table.folder)
+        let status = try await run.wait(seconds: 300)
+        let output = run.output()
+        #expect(status == 3, "the job stopped on its input: exit 3\n\(output)")
+        #expect(output.contains("division by zero"), "\(output)")
+        let report = try Self.report(table.folder)
+        #expect(report.stopped?.contains("division by zero") == true, "\(report)")
+        // No token twice, none from the row that failed or after it (id 40,000 is index 39,999), and the report
+        // counts what the simulator took.
+        let counts = try table.tokens.map {
+            Int(simulator.ledger.record(for: try DeviceToken(hex: $0).bytes)?.count ?? 0)
+        }
+        #expect(counts.allSatisfy { $0 <= 1 }, "no token twice")
+        #expect(counts[39_999...].allSatisfy { $0 == 0 }, "nothing the query did not return")
+        #expect(counts.reduce(0, +) == report.delivered, "\(report)")
+        try await simulator.shutdown()
+    }
+
     @Test("a journaled job killed mid-run resumes against its snapshot, though the table changed meanwhile")
     func aKilledJobResumesAgainstItsSnapshot() async throws {
         guard let salvo = SalvoRun.executable else { return }

@@ -25,6 +25,22 @@ import Testing
         try PostgresLocation(url: server.url(database: database, sslmode: sslmode), environment: [:])
     }
 
+    /// The rows of `query` streamed into a temporary file, once the copy has ended.
+    static func streamed(
+        query: String,
+        from location: PostgresLocation,
+        tokenColumn: TokenColumn,
+        in folder: String
+    ) async throws(JobError) -> PostgresSpool.Snapshot {
+        let stream = try await PostgresSpool.streamToTemporaryFile(
+            query: query,
+            from: location,
+            tokenColumn: tokenColumn,
+            in: folder
+        )
+        return try await stream.ended().get()
+    }
+
     @Test("every column as PostgreSQL's text; a NULL token an empty field; the journal's snapshot whole")
     func typesAndNulls() async throws {
         let server = try PostgresTestServer.shared()
@@ -77,7 +93,7 @@ import Testing
         try server.run("CREATE TABLE t (token text); INSERT INTO t VALUES ('x')", database: database)
         // Rows only where the session is encrypted: the result proves the connection's TLS.
         let query = "SELECT token FROM t WHERE (SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid())"
-        let encrypted = try await PostgresSpool.spoolToTemporaryFile(
+        let encrypted = try await Self.streamed(
             query: query,
             from: try Self.location(server, database, sslmode: "require"),
             tokenColumn: .name("token"),
@@ -85,7 +101,7 @@ import Testing
         )
         #expect(encrypted.rows == 1)
         let plain = await #expect(throws: JobError.self) {
-            try await PostgresSpool.spoolToTemporaryFile(
+            try await Self.streamed(
                 query: query,
                 from: try Self.location(server, database, sslmode: "disable"),
                 tokenColumn: .name("token"),
@@ -102,7 +118,7 @@ import Testing
         try server.run("CREATE TABLE t (token text, n int); INSERT INTO t VALUES ('a', 1)", database: database)
         func copy(_ url: String, _ query: String = "SELECT * FROM t") async -> JobError? {
             await #expect(throws: JobError.self) {
-                try await PostgresSpool.spoolToTemporaryFile(
+                try await Self.streamed(
                     query: query,
                     from: try PostgresLocation(url: url, environment: [:]),
                     tokenColumn: .name("token"),
@@ -144,7 +160,7 @@ import Testing
         let location = try Self.location(server, database)
         func copy(_ query: String, column: TokenColumn = .name("token")) async -> JobError? {
             await #expect(throws: JobError.self) {
-                try await PostgresSpool.spoolToTemporaryFile(
+                try await Self.streamed(
                     query: query,
                     from: location,
                     tokenColumn: column,
@@ -164,12 +180,50 @@ import Testing
         let empty = await copy("SELECT device AS token FROM t WHERE false")
         #expect(empty?.message.contains("no rows") == true)
         // Cast as the messages say, each is read.
-        let cast = try await PostgresSpool.spoolToTemporaryFile(
+        let cast = try await Self.streamed(
             query: "SELECT encode(raw, 'hex') AS token, p::text FROM t",
             from: location,
             tokenColumn: .name("token"),
             in: try Self.folder()
         )
         #expect(cast.rows == 1)
+    }
+
+    @Test("streamed: read while the rows arrive, and a query that fails midway ends the input with its reason")
+    func aStreamIsReadWhileItArrivesAndFailsWithTheQuery() async throws {
+        let server = try PostgresTestServer.shared()
+        let location = try Self.location(server, try server.makeDatabase("spool_stream"))
+        let rows = 100_000
+        let whole = try await PostgresSpool.streamToTemporaryFile(
+            query: "SELECT md5(i::text) || md5((-i)::text) AS token, i FROM generate_series(1, \(rows)) AS i",
+            from: location,
+            tokenColumn: .name("token"),
+            in: try Self.folder()
+        )
+        #expect(whole.columns == ["token", "i"])
+        // Read at once, while the copy may still be writing: every row, in order, then the end.
+        let reader = try CSVReader(path: whole.path)
+        var read = 0
+        while try reader.next() != nil { read += 1 }
+        #expect(read == rows + 1, "the header and every row")
+        let snapshot = try await whole.ended().get()
+        #expect(snapshot.rows == rows && snapshot.sha256.isEmpty)
+
+        // Division by zero at row 60,000: the first rows arrive, then the input ends with the server's reason.
+        let failing = try await PostgresSpool.streamToTemporaryFile(
+            query: "SELECT md5(i::text) || md5((-i)::text) AS token, 1 / (60000 - i) AS q "
+                + "FROM generate_series(1, \(rows)) AS i",
+            from: location,
+            tokenColumn: .name("token"),
+            in: try Self.folder()
+        )
+        let cut = try CSVReader(path: failing.path)
+        var before = 0
+        let error = #expect(throws: InputError.self) {
+            while try cut.next() != nil { before += 1 }
+        }
+        #expect(error?.message.contains("division by zero") == true, "\(error?.message ?? "")")
+        #expect(before < 60_000, "no row past the failure")
+        if case .success = await failing.ended() { Issue.record("the copy said it ended whole") }
     }
 }

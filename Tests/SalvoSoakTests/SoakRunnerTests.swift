@@ -70,11 +70,12 @@ import Testing
         }
     }
 
-    /// The hostile plan's HTTP/2 faults, GOAWAY and limit drops made frequent enough that every round meets them:
-    /// connections end (GOAWAY with streams in flight, resets), the stream limit drops, answers come in error
-    /// bursts, and still every row is settled and every valid token delivered exactly once.
+    /// The hostile plan's connection faults, GOAWAY and limit drops made frequent enough that every round meets
+    /// them: connections end (GOAWAY with streams in flight, resets) and the stream limit drops, and still every row
+    /// is settled and every valid token delivered exactly once. (Error bursts are left out here: a row whose every
+    /// attempt meets a burst is rightly left unsent, which the next test bounds.)
     @Test func anHTTP2SoakUnderConnectionFaultsRecoversExactly() async throws {
-        let plan = try Self.plan(goAway: 0.004, reset: 0.0005, shrink: 0.004, burst: 0.002)
+        let plan = try Self.plan(goAway: 0.004, reset: 0.0005, shrink: 0.004, burst: 0)
         let report = try await SoakRunner.run(
             SoakConfiguration(interface: .h2, duration: .seconds(60), maximumRounds: 2, plan: plan, tokens: 3000)
         )
