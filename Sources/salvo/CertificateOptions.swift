@@ -1,3 +1,4 @@
+import APNSWire
 import ArgumentParser
 import SalvoBinary
 import SalvoConsole
@@ -51,4 +52,13 @@ struct SigningKeyOptions: ParsableArguments {
 
     @Option(name: .customLong("team-id"), help: "The 10-character team id (with --auth-key).")
     var teamID: String?
+
+    /// Refuses a `--key-id` or `--team-id` that is not one Apple issues (`APNSHeaderValueRules`).
+    func validateIdentifiers() throws(ValidationError) {
+        for (option, value) in [("--key-id", self.keyID), ("--team-id", self.teamID)] {
+            if let value, let problem = APNSHeaderValueRules.identifierProblem(value, option: option) {
+                throw ValidationError(problem)
+            }
+        }
+    }
 }

@@ -103,6 +103,8 @@ struct CheckCommand: AsyncParsableCommand {
         } else if !self.certificate.isGiven {
             throw ValidationError("give --cert and --key, or --pkcs12 (or --auth-key with --protocol h2)")
         }
+        if let topic, let problem = APNSHeaderValueRules.topicProblem(topic) { throw ValidationError(problem) }
+        try self.signingKey.validateIdentifiers()
         _ = try self.addresses()
     }
 

@@ -389,30 +389,11 @@ extension SendCommand {
     /// Refuses header values APNs would refuse for every row, before connecting: an empty `--topic` or one with a line break or control character (also in `--collapse-id`, which would split
     /// the header), a `--key-id` or `--team-id` that is not 10 letters and digits.
     fileprivate func validateHeaderOptions() throws(ValidationError) {
-        if let topic {
-            guard !topic.isEmpty else { throw ValidationError("--topic is empty: give the app's bundle id") }
-            guard !Self.hasControlCharacters(topic) else {
-                throw ValidationError("--topic holds a line break or another control character")
-            }
+        if let topic, let problem = APNSHeaderValueRules.topicProblem(topic) { throw ValidationError(problem) }
+        if let collapseID, let problem = APNSHeaderValueRules.collapseIDProblem(collapseID) {
+            throw ValidationError(problem)
         }
-        if let collapseID {
-            guard !Self.hasControlCharacters(collapseID) else {
-                throw ValidationError("--collapse-id holds a line break or another control character")
-            }
-            guard collapseID.utf8.count <= 64 else {
-                throw ValidationError("--collapse-id is \(collapseID.utf8.count) bytes; APNs takes at most 64")
-            }
-        }
-        for (flag, value) in [("--key-id", self.signingKey.keyID), ("--team-id", self.signingKey.teamID)] {
-            guard let value else { continue }
-            guard value.count == 10, value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
-                throw ValidationError("\(flag) is 10 letters and digits, as Apple issues it (got '\(value)')")
-            }
-        }
-    }
-
-    private static func hasControlCharacters(_ text: String) -> Bool {
-        text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+        try self.signingKey.validateIdentifiers()
     }
 
     /// Refuses a `--push-type` that APNs would refuse for every row with this `--topic` or `--priority`

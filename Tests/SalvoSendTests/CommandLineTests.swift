@@ -47,11 +47,16 @@ import Testing
         guard let (status, error) = try self.salvo(self.http2Send([], topic: topic)) else { return }
         #expect(status == 64, "\(error)")
         #expect(error.contains(message), "\(error)")
+        var check = self.http2Send([], topic: topic)
+        check[0] = "check"
+        guard let (checkStatus, checkError) = try self.salvo(check) else { return }
+        #expect(checkStatus == 64 && checkError.contains(message), "check: \(checkError)")
     }
 
-    @Test func aKeyIDThatIsNotTenCharactersIsRefused() throws {
+    /// `send` and `check` judge the signing key's ids and the topic by the same rules (`APNSHeaderValueRules`).
+    @Test(arguments: ["send", "check"]) func aKeyIDThatIsNotTenCharactersIsRefused(command: String) throws {
         let arguments = [
-            "send", "tokens.csv", "--protocol", "h2", "--payload", "payload.json", "--gateway", "127.0.0.1:9",
+            command, "tokens.csv", "--protocol", "h2", "--payload", "payload.json", "--gateway", "127.0.0.1:9",
             "--auth-key", "AuthKey.p8", "--key-id", "ABC123", "--team-id", "DEF123GHIJ", "--topic", "com.example.app",
         ]
         guard let (status, error) = try self.salvo(arguments) else { return }
