@@ -299,6 +299,7 @@ let package = Package(
                 "SalvoBinary",
                 "SalvoHTTP2",
                 "SalvoSend",
+                "SalvoBroadcast",
                 "SalvoSimulator",
                 "SalvoDevelopment",
                 "SalvoObservability",

@@ -333,9 +333,14 @@ public struct BroadcastJob: Sendable {
 extension BroadcastJob.RowEnd: Equatable {}
 
 /// The job's connection, opened again (a bounded number of times) after it was lost.
+///
+/// Every row in flight asks for it at once, at the start and after a loss: they share one connect (an actor method
+/// that awaits lets the next caller in, which would otherwise open a connection of its own and count the same loss
+/// again), so a job holds one connection and a lost connection is one reconnect.
 actor Link {
     private let connect: @Sendable () async throws -> HTTP2Exchanger
     private var exchanger: HTTP2Exchanger?
+    private var connecting: Task<HTTP2Exchanger?, Never>?
     private var reconnects = 0
     private(set) var failure: String?
     static let maximumReconnects = 5
@@ -347,22 +352,41 @@ actor Link {
     /// The open connection, or nil once it cannot be opened.
     func current() async -> HTTP2Exchanger? {
         if let exchanger, exchanger.isActive { return exchanger }
+        if let connecting { return await connecting.value }
         guard self.failure == nil else { return nil }
-        if self.exchanger != nil {
+        let again = self.exchanger != nil
+        if again {
             self.reconnects += 1
             guard self.reconnects <= Self.maximumReconnects else {
                 self.failure = "the connection was lost \(self.reconnects) times"
                 return nil
             }
-            try? await Task.sleep(for: .milliseconds(200 * self.reconnects))
         }
-        do {
-            self.exchanger = try await self.connect()
-            return self.exchanger
-        } catch {
-            self.failure = "\(error)"
-            return nil
+        let pause = Duration.milliseconds(again ? 200 * self.reconnects : 0)
+        let connect = self.connect
+        let attempt = Task<HTTP2Exchanger?, Never> {
+            if pause > .zero { try? await Task.sleep(for: pause) }
+            do {
+                let exchanger = try await connect()
+                self.opened(exchanger)
+                return exchanger
+            } catch {
+                self.failed("\(error)")
+                return nil
+            }
         }
+        self.connecting = attempt
+        return await attempt.value
+    }
+
+    private func opened(_ exchanger: HTTP2Exchanger) {
+        self.exchanger = exchanger
+        self.connecting = nil
+    }
+
+    private func failed(_ why: String) {
+        self.failure = why
+        self.connecting = nil
     }
 
     func close() async {

@@ -8,7 +8,8 @@ import SalvoSimulator
 ///
 /// - `GET /plan`: the fault plan (JSON);
 /// - `GET /ledger`: the ledger's counters (`LedgerSnapshot`, JSON);
-/// - `POST /reset`: a new, empty ledger (204);
+/// - `GET /live-activities`: what devices show of the Live Activity pushes (`LiveActivityView`, JSON);
+/// - `POST /reset`: a new, empty ledger and no Live Activities (204);
 /// - `POST /verdict` with the expected tokens as the body (one hex token per line, or CSV with a `token` column):
 ///   the `Verdict` (JSON).
 ///
@@ -76,8 +77,11 @@ public final class SimulatorControlEndpoint: Sendable {
             return json(simulator.plan)
         case (.GET, "/ledger"):
             return json(simulator.ledger.snapshot())
+        case (.GET, "/live-activities"):
+            return json(simulator.liveActivities.view)
         case (.POST, "/reset"):
             simulator.ledger.reset()
+            simulator.liveActivities.reset()
             return LocalHTTPServer.Response(status: .noContent, body: [])
         case (.POST, "/verdict"):
             guard let body else {
@@ -91,7 +95,7 @@ public final class SimulatorControlEndpoint: Sendable {
         default:
             return LocalHTTPServer.Response(
                 status: .notFound,
-                text: "GET /plan, GET /ledger, POST /reset, POST /verdict\n"
+                text: "GET /plan, GET /ledger, GET /live-activities, POST /reset, POST /verdict\n"
             )
         }
     }

@@ -35,6 +35,8 @@ public struct BroadcastConfiguration: Sendable {
     /// Simulated devices subscribed to each new channel (`ChannelRegistry.setSubscribers` changes one channel's).
     public var subscribers: Int = 100
     public var budget = Budget()
+    /// Refusals, losses and repeats on purpose; a plan's `broadcast` object takes their place when it has one.
+    public var faults = BroadcastFaults()
 
     public init(enabledApps: Set<String>) {
         self.enabledApps = enabledApps

@@ -27,8 +27,12 @@ extension Simulator {
                     + "\(broadcast.budget.windowSeconds) s)"
             )
         }
+        for (key, value) in (plan.plan.broadcast ?? broadcast.faults).fractions where !(0...1).contains(value) {
+            throw SimulatorError(.startup, "\(key) is a probability between 0 and 1, not \(value)")
+        }
         return ChannelRegistry(
             configuration: broadcast,
+            faults: plan.plan.broadcast ?? broadcast.faults,
             seed: plan.plan.seed,
             offlineFraction: plan.plan.devices.offlineFraction,
             onlineAt: plan.plan.devices.onlineAfterSeconds.map { startTime &+ $0 },

@@ -45,6 +45,9 @@ public struct BroadcastSnapshot: Sendable, Equatable, Codable {
     /// Broadcasts repeating an update their channel had; arrivals older than what the subscribers showed.
     public var duplicates = 0
     public var staleArrivals = 0
+    /// Broadcasts the faults answered and lost, and recorded twice (`BroadcastFaults`).
+    public var lostOnPurpose = 0
+    public var duplicatedOnPurpose = 0
 
     public init() {}
 }

@@ -29,20 +29,28 @@ public final class ChannelRegistry: Sendable {
         var channels: ChannelBook
         var broadcasts: BroadcastBook
         var counters = BroadcastSnapshot()
+        /// Broadcast requests per channel so far, while the faults draw refusals (each draw keyed by its count).
+        var attempts: [String: Int] = [:]
     }
 
     public let configuration: BroadcastConfiguration
+    /// The faults in force (the plan's, or the configuration's).
+    public let faults: BroadcastFaults
+    private let seed: UInt64
     let clock: any SimulatorClock
     private let state: NIOLockedValueBox<State>
 
     init(
         configuration: BroadcastConfiguration,
+        faults: BroadcastFaults,
         seed: UInt64,
         offlineFraction: Double,
         onlineAt: UInt32?,
         clock: any SimulatorClock
     ) {
         self.configuration = configuration
+        self.faults = faults
+        self.seed = seed
         self.clock = clock
         self.state = NIOLockedValueBox(
             State(
@@ -85,25 +93,53 @@ public final class ChannelRegistry: Sendable {
     }
 
     /// Charges a checked broadcast to its channel's budget and records it; TooManyRequests when the budget is spent,
-    /// ChannelNotRegistered when the channel went meanwhile.
-    func accept(_ passed: BroadcastRequestCheck.Passed) -> Result<BroadcastRecord, APNSReason> {
+    /// ChannelNotRegistered when the channel went meanwhile. The faults may refuse it first (429, 503), or answer it
+    /// and lose it (accepted, nil: nothing recorded), or record it twice (`BroadcastFaults`).
+    func accept(_ passed: BroadcastRequestCheck.Passed) -> Result<BroadcastRecord?, APNSReason> {
         let now = self.clock.now()
         return self.state.withLockedValue { state in
             guard let channel = state.channels.channel(passed.channelID, app: passed.app) else {
                 return .failure(BroadcastRules.channelNotRegistered)
             }
+            var lost = false
+            var duplicated = false
+            if self.faults != BroadcastFaults() {
+                let attempt = state.attempts[passed.channelID, default: 0]
+                state.attempts[passed.channelID] = attempt + 1
+                switch self.faults.fate(channel: passed.channelID, attempt: attempt, seed: self.seed) {
+                case .refuse(let reason):
+                    return .failure(reason)
+                case .accept(let lose, let repeats):
+                    lost = lose
+                    duplicated = repeats
+                }
+            }
             guard state.channels.charge(passed.channelID, budget: self.configuration.budget, now: now) else {
                 return .failure(.tooManyRequests)
             }
-            let record = state.broadcasts.accept(passed, subscribers: channel.subscribers, now: now)
-            state.counters.broadcastsAccepted += 1
-            state.counters.deliveredNow += record.deliveredNow
-            state.counters.stored += record.stored
-            state.counters.dropped += record.dropped
-            if record.duplicate { state.counters.duplicates += 1 }
-            if record.stale && !record.duplicate { state.counters.staleArrivals += 1 }
+            if lost {
+                // Answered as accepted, charged, kept nowhere.
+                state.counters.lostOnPurpose += 1
+                return .success(nil)
+            }
+            var record = state.broadcasts.accept(passed, subscribers: channel.subscribers, now: now)
+            Self.count(record, into: &state.counters)
+            if duplicated {
+                record = state.broadcasts.accept(passed, subscribers: channel.subscribers, now: now)
+                Self.count(record, into: &state.counters)
+                state.counters.duplicatedOnPurpose += 1
+            }
             return .success(record)
         }
+    }
+
+    private static func count(_ record: BroadcastRecord, into counters: inout BroadcastSnapshot) {
+        counters.broadcastsAccepted += 1
+        counters.deliveredNow += record.deliveredNow
+        counters.stored += record.stored
+        counters.dropped += record.dropped
+        if record.duplicate { counters.duplicates += 1 }
+        if record.stale && !record.duplicate { counters.staleArrivals += 1 }
     }
 
     /// Counts a refused request by its reason.

@@ -4,22 +4,23 @@ extension FaultPlan {
     /// Refuses values no gateway could follow, naming the key: a probability or fraction outside 0…1, a negative
     /// count or time, a count that must be at least 1.
     public func validate() throws(SimulatorError) {
-        let fractions: [(String, Double)] = [
-            ("invalidTokenFraction", self.invalidTokenFraction),
-            ("foreignTokenFraction", self.foreignTokenFraction),
-            ("shutdown.probability", self.shutdown.probability),
-            ("reset.probability", self.reset.probability),
-            ("slowReader.probability", self.slowReader?.probability ?? 0),
-            ("devices.offlineFraction", self.devices.offlineFraction),
-            ("lostFraction", self.lostFraction),
-            ("http2.tooManyRequestsRate", self.http2?.tooManyRequestsRate ?? 0),
-            ("http2.internalServerErrorRate", self.http2?.internalServerErrorRate ?? 0),
-            ("http2.serviceUnavailableRate", self.http2?.serviceUnavailableRate ?? 0),
-            ("http2.goAwayRate", self.http2?.goAwayRate ?? 0),
-            ("http2.resetRate", self.http2?.resetRate ?? 0),
-            ("http2.shrinkRate", self.http2?.shrinkRate ?? 0),
-            ("http2.errorBurstRate", self.http2?.errorBurstRate ?? 0),
-        ]
+        let fractions: [(String, Double)] =
+            [
+                ("invalidTokenFraction", self.invalidTokenFraction),
+                ("foreignTokenFraction", self.foreignTokenFraction),
+                ("shutdown.probability", self.shutdown.probability),
+                ("reset.probability", self.reset.probability),
+                ("slowReader.probability", self.slowReader?.probability ?? 0),
+                ("devices.offlineFraction", self.devices.offlineFraction),
+                ("lostFraction", self.lostFraction),
+                ("http2.tooManyRequestsRate", self.http2?.tooManyRequestsRate ?? 0),
+                ("http2.internalServerErrorRate", self.http2?.internalServerErrorRate ?? 0),
+                ("http2.serviceUnavailableRate", self.http2?.serviceUnavailableRate ?? 0),
+                ("http2.goAwayRate", self.http2?.goAwayRate ?? 0),
+                ("http2.resetRate", self.http2?.resetRate ?? 0),
+                ("http2.shrinkRate", self.http2?.shrinkRate ?? 0),
+                ("http2.errorBurstRate", self.http2?.errorBurstRate ?? 0),
+            ] + (self.broadcast?.fractions ?? [])
         for (key, value) in fractions where !(0...1).contains(value) {
             throw SimulatorError(.invalidFaultPlan, "\(key) is a probability between 0 and 1, not \(value)")
         }

@@ -163,6 +163,8 @@ public struct FaultPlan: Codable, Sendable, Equatable {
     public var lostFraction: Double = 0
     /// The HTTP/2 endpoint's faults; nil leaves the endpoint's own (`HTTP2EndpointConfiguration.faults`).
     public var http2: HTTP2EndpointConfiguration.Faults?
+    /// The broadcast endpoint's faults; nil leaves the simulator's own (`BroadcastConfiguration.faults`).
+    public var broadcast: BroadcastFaults?
 
     /// The clean plan: everything valid is accepted.
     public init() {}
@@ -187,7 +189,7 @@ public struct FaultPlan: Codable, Sendable, Equatable {
         case expiredTokens
         case shutdown, reset, slowReader
         case connectionLimits, errorDelayMilliseconds, devices, uninstalled
-        case latencyMilliseconds, jitterMilliseconds, http2, lostFraction
+        case latencyMilliseconds, jitterMilliseconds, http2, lostFraction, broadcast
     }
 
     public init(from decoder: any Decoder) throws {
@@ -216,6 +218,7 @@ public struct FaultPlan: Codable, Sendable, Equatable {
         self.jitterMilliseconds = try c.decodeIfPresent(Int.self, forKey: .jitterMilliseconds) ?? 0
         self.http2 = try c.decodeIfPresent(HTTP2EndpointConfiguration.Faults.self, forKey: .http2)
         self.lostFraction = try c.decodeIfPresent(Double.self, forKey: .lostFraction) ?? 0
+        self.broadcast = try c.decodeIfPresent(BroadcastFaults.self, forKey: .broadcast)
     }
 }
 

@@ -37,6 +37,8 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         let clock: any SimulatorClock
         /// Channel management and broadcast requests (`BroadcastRoutes`); nil: none are served.
         var routes: BroadcastRoutes? = nil
+        /// The device-side view of accepted Live Activity pushes; nil: none is kept.
+        var liveActivities: LiveActivities? = nil
     }
 
     /// A stream whose request is still arriving.
@@ -515,6 +517,9 @@ final class HTTP2GatewayHandler: ChannelInboundHandler {
         }
         if faults.serviceUnavailableRate > 0 && self.random.chance(faults.serviceUnavailableRate) {
             return (503, nil, APNSErrorBody(reason: .serviceUnavailable).jsonBytes)
+        }
+        if passed.headers.pushType == .liveActivity {
+            self.shared.liveActivities?.receive(token: passed.token, payload: payload)
         }
         if self.batch.isFull { self.shared.ledger.mergeFullBatch(self.batch) }
         let digest = payload.withUnsafeReadableBytes { TokenHash.digest($0) }

@@ -30,6 +30,8 @@ public final class Simulator: Sendable {
     public let channelRegistry: ChannelRegistry?
     /// Every accepted notification, and the counters.
     public let ledger: DeliveryLedger
+    /// What devices show of the Live Activity pushes the HTTP/2 endpoint accepted (the latest timestamp wins).
+    public let liveActivities: LiveActivities
     /// The clock's time when the simulator started (UNIX seconds).
     public let startTime: UInt32
     /// The plan in force.
@@ -59,8 +61,10 @@ public final class Simulator: Sendable {
         tokenVerifier: ProviderTokenVerifier?,
         clock: any SimulatorClock,
         channelManagementPort: Int? = nil,
-        channelRegistry: ChannelRegistry? = nil
+        channelRegistry: ChannelRegistry? = nil,
+        liveActivities: LiveActivities
     ) {
+        self.liveActivities = liveActivities
         self.channelManagementPort = channelManagementPort
         self.channelRegistry = channelRegistry
         self.gatewayPort = gatewayPort
@@ -100,6 +104,7 @@ public final class Simulator: Sendable {
             seed: plan.plan.seed
         )
         let feedback = FeedbackStore()
+        let liveActivities = LiveActivities()
         for entry in plan.uninstalled {
             feedback.add(
                 topic: entry.topic,
@@ -151,7 +156,8 @@ public final class Simulator: Sendable {
                     ledger: ledger,
                     group: group,
                     startTime: startTime,
-                    routes: channelRegistry.map { BroadcastRoutes(registry: $0, management: false) }
+                    routes: channelRegistry.map { BroadcastRoutes(registry: $0, management: false) },
+                    liveActivities: liveActivities
                 )
             }
             var management: (any Channel)?
@@ -181,7 +187,8 @@ public final class Simulator: Sendable {
                 tokenVerifier: tokenVerifier,
                 clock: clock,
                 channelManagementPort: management.map { $0.localAddress?.port ?? 0 },
-                channelRegistry: channelRegistry
+                channelRegistry: channelRegistry,
+                liveActivities: liveActivities
             )
         } catch {
             try? await group.shutdownGracefully()
@@ -274,7 +281,8 @@ public final class Simulator: Sendable {
         ledger: DeliveryLedger,
         group: MultiThreadedEventLoopGroup,
         startTime: UInt32,
-        routes: BroadcastRoutes? = nil
+        routes: BroadcastRoutes? = nil,
+        liveActivities: LiveActivities? = nil
     ) async throws -> (tls: any Channel, cleartext: (any Channel)?) {
         let sslContext = try self.makeSSLContext(configuration.tls, http2: true)
         var uninstalled: [String: [DeviceToken: UInt32]] = [:]
@@ -291,7 +299,8 @@ public final class Simulator: Sendable {
             seed: plan.plan.seed,
             uninstalled: uninstalled,
             clock: configuration.clock,
-            routes: routes
+            routes: routes,
+            liveActivities: liveActivities
         )
         let serials = NIOLockedValueBox<UInt32>(0)
         func bind(port: Int, tls: NIOSSLContext?) async throws -> any Channel {

@@ -10,6 +10,12 @@ public struct SoakConfiguration: Sendable {
     public enum Interface: String, Sendable, CaseIterable, Codable {
         case binary
         case h2
+        /// Broadcast channels: each round creates channels, broadcasts one update to each and deletes them
+        /// (`BroadcastSoakTarget`); embedded simulator only.
+        case broadcast
+
+        /// The interfaces that send to device tokens.
+        public static let devicePush: [Interface] = [.binary, .h2]
     }
 
     public var interface: Interface
@@ -19,7 +25,8 @@ public struct SoakConfiguration: Sendable {
     /// The simulator's plan, and the name to show for it.
     public var plan: FaultPlan
     public var planName: String
-    /// Tokens per round (fresh ones each round); nil: `defaultTokens` for the gateway's plan.
+    /// Tokens per round (fresh ones each round), or with `.broadcast` channels per round (at most 10,000, an app's
+    /// limit); nil: `defaultTokens` for the gateway's plan.
     public var tokens: Int?
     public var connections: Int
     public var onUncertain: OnUncertain
@@ -94,8 +101,10 @@ public struct SoakConfiguration: Sendable {
 
     /// Tokens per round when not given: 100,000 over the binary interface and 20,000 over HTTP/2, fewer where the
     /// plan makes each invalid token cost a reconnect that the gateway paces (binary), so that a round's
-    /// reconnects take a few seconds: invalid tokens ≈ 4 × connects per second.
+    /// reconnects take a few seconds: invalid tokens ≈ 4 × connects per second. Broadcast rounds take 1,000
+    /// channels (each created, broadcast to and deleted: three requests, a round of a few seconds).
     public static func defaultTokens(interface: Interface, plan: FaultPlan) -> Int {
+        if interface == .broadcast { return 1000 }
         let base = interface == .binary ? 100_000 : 20_000
         let invalid = plan.invalidTokenFraction
         let pace = plan.connectionLimits.maxConnectsPerSecond

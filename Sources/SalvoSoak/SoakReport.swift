@@ -30,8 +30,24 @@ public struct SoakRound: Codable, Sendable, Equatable {
     public var after: ProcessSample
     /// The most resident memory seen while the round ran.
     public var peakResidentBytes: Int
+    /// A broadcast round's channels and updates (nil for the device interfaces). Its `rows` are its channels,
+    /// `delivered` the updates the service answered 200, `resent` the 429/500/503 answers (each sent again).
+    public var broadcast: BroadcastCounts? = nil
 
     public var passed: Bool { self.problems.isEmpty }
+
+    /// What the registry saw of a broadcast round.
+    public struct BroadcastCounts: Codable, Sendable, Equatable {
+        public var channelsCreated: Int
+        public var channelsDeleted: Int
+        /// Broadcasts the registry recorded (twice for a duplicate).
+        public var updatesAccepted: Int
+        /// Broadcast requests answered 429, 500 or 503: not taken, sent again.
+        public var retriedAnswers: Int
+        /// Channels without their update, and updates recorded more than once.
+        public var missing: Int
+        public var duplicates: Int
+    }
 }
 
 /// A whole soak: every round with its samples, and the verdict with its reasons.
@@ -58,13 +74,40 @@ public struct SoakReport: Codable, Sendable {
         let duplicated = self.rounds.reduce(0) { $0 + $1.duplicated }
         let thirds = SoakRules.thirds(self.rounds.count)
         func peak(_ range: Range<Int>) -> Int { self.rounds[range].map(\.peakResidentBytes).max() ?? 0 }
+        let broadcasts = self.rounds.compactMap(\.broadcast)
         var lines = [
             "soak: \(self.passed ? "PASS" : "FAIL") — \(self.interface), plan \(self.plan), \(self.rounds.count) round(s), "
-                + "\(rows) rows, \(reconnects) reconnects, \(Int(self.seconds.rounded())) s"
+                + (broadcasts.isEmpty
+                    ? "\(rows) rows, \(reconnects) reconnects, "
+                    : "\(rows) channels, \(broadcasts.reduce(0) { $0 + $1.updatesAccepted }) updates, "
+                        + "\(broadcasts.reduce(0) { $0 + $1.retriedAnswers }) retried, ")
+                + "\(Int(self.seconds.rounded())) s"
         ]
-        // What the ledger saw over every round: "exactly once" is the claim the faults try to break (duplicates
-        // among rows resent as uncertain pass the rules, and are shown here all the same).
-        if !self.rounds.isEmpty {
+        if !broadcasts.isEmpty {
+            let missing = broadcasts.reduce(0) { $0 + $1.missing }
+            let duplicates = broadcasts.reduce(0) { $0 + $1.duplicates }
+            let created = broadcasts.reduce(0) { $0 + $1.channelsCreated }
+            let deleted = broadcasts.reduce(0) { $0 + $1.channelsDeleted }
+            // A broadcast is sent at most once: a channel whose row was left unsettled (its answer lost to a reset
+            // connection) may miss its update, and the rules allow it; the line says so.
+            let unsettled = self.rounds.reduce(0) { $0 + $1.uncertain }
+            if missing == 0 && duplicates == 0 {
+                lines.append("  registry: every channel got its update exactly once")
+            } else if duplicates == 0 && self.rounds.allSatisfy(\.passed) {
+                lines.append(
+                    "  registry: no update twice; \(missing) channel(s) without their update, all among the "
+                        + "\(unsettled) row(s) reported unsettled (sent at most once)"
+                )
+            } else {
+                lines.append(
+                    "  registry: \(missing) channel(s) without their update (\(unsettled) row(s) reported unsettled), "
+                        + "\(duplicates) update(s) duplicated"
+                )
+            }
+            lines.append("  channels: \(created) created, \(deleted) deleted")
+        } else if !self.rounds.isEmpty {
+            // What the ledger saw over every round: "exactly once" is the claim the faults try to break (duplicates
+            // among rows resent as uncertain pass the rules, and are shown here all the same).
             lines.append(
                 lost == 0 && duplicated == 0
                     ? "  ledger: every valid token delivered exactly once"

@@ -2,7 +2,8 @@
 ///
 /// - Every round: nothing lost beyond the rows the report left uncertain or not sent (listed as unsettled), nothing
 ///   duplicated beyond the rows that were on a connection that ended without an answer, no refused token delivered
-///   (`Reconciliation`).
+///   (`Reconciliation`); for broadcasts, no update held twice (a broadcast is sent at most once) and every channel
+///   of the round deleted at its end (`BroadcastSoakTarget`).
 /// - Memory (with at least `minimumRoundsForTrends` rounds): the peak resident memory of the last third of the
 ///   rounds may exceed the middle third's by at most 10 % (and 8 MiB, below which allocator noise dominates). The
 ///   first third is warm-up: the allocator's arenas, caches and thread pools grow in steps while the first rounds
@@ -21,7 +22,8 @@ public enum SoakRules {
     public static var descriptions: [String] {
         [
             "every round: nothing lost beyond rows reported uncertain or not sent, nothing duplicated beyond rows on "
-                + "connections that ended without an answer, no refused token delivered",
+                + "connections that ended without an answer, no refused token delivered (broadcast: every channel's "
+                + "update recorded once, none rejected, every channel deleted)",
             "memory (\(minimumRoundsForTrends)+ rounds): the last third's peak resident memory at most 10 % (and "
                 + "8 MiB) above the middle third's (the first third is warm-up)",
             "descriptors and threads (\(minimumRoundsForTrends)+ rounds), counted between rounds: the last third's "

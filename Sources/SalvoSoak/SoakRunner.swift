@@ -52,6 +52,9 @@ public enum SoakRunner {
         ).path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
+        if configuration.interface == .broadcast {
+            return try await Self.runBroadcast(configuration, folder: folder, observers: observers)
+        }
         let payload = try Payload(json: #"{"aps":{"alert":"soak"},"round":0}"#)
         let target: any SoakTarget
         if let external = configuration.external {
@@ -63,11 +66,14 @@ public enum SoakRunner {
             configuration.tokens
             ?? SoakConfiguration.defaultTokens(interface: configuration.interface, plan: target.plan)
 
-        let start = ContinuousClock.now
-        let deadline = start + configuration.duration
-        var rounds: [SoakRound] = []
-        while ContinuousClock.now < deadline && rounds.count < (configuration.maximumRounds ?? Int.max) {
-            let index = rounds.count + 1
+        return try await Self.rounds(
+            configuration,
+            plan: configuration.external == nil ? configuration.planName : target.plan.name,
+            tokensPerRound: tokensPerRound,
+            connections: configuration.connections,
+            onUncertain: configuration.onUncertain,
+            observers: observers
+        ) { index, start in
             let tokenFile = folder + "/tokens-\(index).csv"
             let tokens = try Self.writeTokens(
                 tokensPerRound,
@@ -79,10 +85,7 @@ public enum SoakRunner {
             )
             let interface = try await target.beginRound(tokens: tokensPerRound)
             let roundStart = ContinuousClock.now
-            let peak = NIOLockedValueBox(ProcessSample.now().residentBytes)
-            let sampler = Sampler(interval: configuration.sampleInterval) { sample in
-                peak.withLockedValue { $0 = max($0, sample.residentBytes) }
-            }
+            let sampler = Sampler(interval: configuration.sampleInterval)
             let result: SendResult
             do {
                 let send = try BulkSend.prepare(SendRequest(files: [tokenFile], interface: interface))
@@ -112,7 +115,7 @@ public enum SoakRunner {
             var problems = reconciliation.disagreements
             if let error = result.error { problems.append("the job stopped: \(error.message)") }
             let report = result.report
-            let round = SoakRound(
+            return SoakRound(
                 index: index,
                 startedAt: Self.seconds(roundStart - start),
                 seconds: seconds,
@@ -130,17 +133,105 @@ public enum SoakRunner {
                 invalidDelivered: verdict.invalidButDelivered,
                 problems: problems,
                 after: after,
-                peakResidentBytes: max(peak.withLockedValue { $0 }, after.residentBytes)
+                peakResidentBytes: max(sampler.peak, after.residentBytes)
             )
-            rounds.append(round)
-            observers.round?(round)
+        }
+    }
+
+    /// Broadcast rounds (`BroadcastSoakTarget`): channels per round in place of tokens, one connection per service,
+    /// at most once.
+    private static func runBroadcast(
+        _ configuration: SoakConfiguration,
+        folder: String,
+        observers: Observers
+    ) async throws -> SoakReport {
+        guard configuration.external == nil else {
+            throw JobError(.configuration, "broadcast rounds run against the embedded simulator only (no --gateway)")
+        }
+        let channels =
+            configuration.tokens ?? SoakConfiguration.defaultTokens(interface: .broadcast, plan: configuration.plan)
+        guard (1...10_000).contains(channels) else {
+            throw JobError(
+                .configuration,
+                "a broadcast round takes 1 to 10000 channels (an app's limit), not \(channels)"
+            )
+        }
+        let target = try BroadcastSoakTarget(configuration, folder: folder)
+        return try await Self.rounds(
+            configuration,
+            plan: configuration.planName,
+            tokensPerRound: channels,
+            connections: 1,
+            onUncertain: .report,
+            observers: observers
+        ) { index, start in
+            let roundStart = ContinuousClock.now
+            let sampler = Sampler(interval: configuration.sampleInterval)
+            let outcome: BroadcastRoundOutcome
+            do {
+                let progress = observers.progress
+                outcome = try await target.round(
+                    index: index,
+                    channels: channels,
+                    progress: progress.map { callback in { @Sendable snapshot in callback(index, snapshot) } }
+                )
+            } catch {
+                sampler.stop()
+                throw error
+            }
+            sampler.stop()
+            let seconds = Self.seconds(ContinuousClock.now - roundStart)
+            let after = ProcessSample.now()
+            let report = outcome.report
+            return SoakRound(
+                index: index,
+                startedAt: Self.seconds(roundStart - start),
+                seconds: seconds,
+                rows: outcome.channels,
+                delivered: report.confirmed,
+                rejected: report.rejectedTotal,
+                uncertain: outcome.unsettled,
+                uncertainEvents: report.uncertain,
+                resent: outcome.counts.retriedAnswers,
+                reconnects: report.reconnects,
+                connectsPerSecond: seconds > 0 ? Double(report.reconnects + report.connections) / seconds : 0,
+                throughput: seconds > 0 ? Double(report.confirmed + report.rejectedTotal) / seconds : 0,
+                lost: outcome.counts.missing,
+                duplicated: outcome.counts.duplicates,
+                invalidDelivered: 0,
+                problems: outcome.problems,
+                after: after,
+                peakResidentBytes: max(sampler.peak, after.residentBytes),
+                broadcast: outcome.counts
+            )
+        }
+    }
+
+    /// Runs rounds (`round(index, start of the soak)`) until the duration has passed or the rounds are done, tells
+    /// the observers of each, and judges them.
+    private static func rounds(
+        _ configuration: SoakConfiguration,
+        plan: String,
+        tokensPerRound: Int,
+        connections: Int,
+        onUncertain: OnUncertain,
+        observers: Observers,
+        round: (_ index: Int, _ start: ContinuousClock.Instant) async throws -> SoakRound
+    ) async throws -> SoakReport {
+        let start = ContinuousClock.now
+        let deadline = start + configuration.duration
+        var rounds: [SoakRound] = []
+        while ContinuousClock.now < deadline && rounds.count < (configuration.maximumRounds ?? Int.max) {
+            let next = try await round(rounds.count + 1, start)
+            rounds.append(next)
+            observers.round?(next)
         }
         return SoakReport(
             interface: configuration.interface.rawValue,
-            plan: configuration.external == nil ? configuration.planName : target.plan.name,
+            plan: plan,
             tokensPerRound: tokensPerRound,
-            connections: configuration.connections,
-            onUncertain: configuration.onUncertain.rawValue,
+            connections: connections,
+            onUncertain: onUncertain.rawValue,
             seconds: Self.seconds(ContinuousClock.now - start),
             rounds: rounds,
             failures: SoakRules.failures(rounds),
@@ -181,18 +272,27 @@ public enum SoakRunner {
     }
 }
 
-/// Samples the process on a timer of its own until stopped. (`@unchecked`: the timer source is only started and
-/// cancelled, both thread-safe.)
-private final class Sampler: @unchecked Sendable {
+/// Samples the process on a timer of its own until stopped, keeping the most resident memory seen (from the
+/// moment it starts). (`@unchecked`: the timer source is only started and cancelled, both thread-safe.)
+final class Sampler: @unchecked Sendable {
     private let timer: any DispatchSourceTimer
+    private let highest: NIOLockedValueBox<Int>
 
-    init(interval: Duration, _ body: @escaping @Sendable (ProcessSample) -> Void) {
+    /// The most resident memory seen so far.
+    var peak: Int { self.highest.withLockedValue { $0 } }
+
+    init(interval: Duration) {
+        let highest = NIOLockedValueBox(ProcessSample.now().residentBytes)
+        self.highest = highest
         let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "salvo.soak.sampler"))
         let milliseconds = Int(
             interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000
         )
         timer.schedule(deadline: .now() + .milliseconds(milliseconds), repeating: .milliseconds(max(10, milliseconds)))
-        timer.setEventHandler { body(ProcessSample.now()) }
+        timer.setEventHandler {
+            let sample = ProcessSample.now()
+            highest.withLockedValue { $0 = max($0, sample.residentBytes) }
+        }
         timer.resume()
         self.timer = timer
     }

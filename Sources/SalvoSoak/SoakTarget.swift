@@ -58,6 +58,8 @@ struct SoakCredentials: Sendable {
             )
             job.onUncertain = configuration.onUncertain
             return .binary(job)
+        case .broadcast:
+            throw JobError(.configuration, "broadcast rounds send to channels, not device tokens (BroadcastSoakTarget)")
         case .h2:
             guard let token = self.token else {
                 throw JobError(.configuration, "HTTP/2 rounds need the simulator's signing key (simulate --h2-port)")

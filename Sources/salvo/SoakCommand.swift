@@ -21,20 +21,24 @@ struct SoakCommand: AsyncParsableCommand {
             threads. The soak fails (exit 1) on a lost row, a duplicate not among rows on connections that ended \
             without an answer, a refused token delivered, a last third of rounds whose peak memory is more than \
             10 % above the first third's, or descriptors or threads that keep growing. --report writes every \
-            sample as JSON; --chart draws throughput, memory and errors in one HTML file.
+            sample as JSON; --chart draws throughput, memory and errors in one HTML file. With --protocol broadcast \
+            each round creates --tokens channels (default 1000), broadcasts one update to each, proves from the \
+            channel registry that every channel got it exactly once, and deletes them.
             """
     )
 
     @Option(help: "How long to run: 90s, 30m, 1h (a round that has started finishes).")
     var duration: String = "60s"
 
-    @Option(name: .customLong("protocol"), help: "binary or h2.")
-    var wireProtocol: WireProtocol = .binary
+    @Option(name: .customLong("protocol"), help: "binary, h2 or broadcast (channels, one update each).")
+    var wireProtocol: SoakProtocol = .binary
 
     @Option(help: "The fault plan: a shipped name (\(SalvoData.faultPlans.joined(separator: ", "))) or a JSON file.")
     var plan: String = "realistic"
 
-    @Option(help: "Tokens per round (default: 100000 binary, 20000 HTTP/2).")
+    @Option(
+        help: "Tokens per round (default: 100000 binary, 20000 HTTP/2), or channels (broadcast: 1000, at most 10000)."
+    )
     var tokens: Int?
 
     @Option(help: "Connections per round.")
@@ -90,6 +94,14 @@ struct SoakCommand: AsyncParsableCommand {
         }
         if let tokens, !(1...10_000_000).contains(tokens) {
             throw ValidationError("--tokens is 1 to 10000000 (got \(tokens))")
+        }
+        if self.wireProtocol == .broadcast {
+            if let tokens, tokens > 10_000 {
+                throw ValidationError("--tokens is at most 10000 channels with --protocol broadcast (got \(tokens))")
+            }
+            if self.gateway != nil {
+                throw ValidationError("--protocol broadcast runs against the embedded simulator (no --gateway)")
+            }
         }
         guard (1...64).contains(self.connections) else {
             throw ValidationError("--connections is 1 to 64 (got \(self.connections))")
@@ -155,7 +167,7 @@ struct SoakCommand: AsyncParsableCommand {
             }
         }
         let configuration = SoakConfiguration(
-            interface: self.wireProtocol == .h2 ? .h2 : .binary,
+            interface: self.wireProtocol.interface,
             duration: .milliseconds(Int64(Self.seconds(self.duration)! * 1000)),
             maximumRounds: self.rounds,
             plan: plan,
@@ -180,8 +192,10 @@ struct SoakCommand: AsyncParsableCommand {
             )
         } else {
             print(
-                "soak: \(configuration.interface.rawValue), plan \(plan.name) (\(planPath)), over \(self.connections) "
-                    + "connection(s), for \(self.duration)"
+                "soak: \(configuration.interface.rawValue), plan \(plan.name) (\(planPath)), over "
+                    + (self.wireProtocol == .broadcast
+                        ? "one connection to each service" : "\(self.connections) connection(s)")
+                    + ", for \(self.duration)"
             )
         }
         let progressOption = self.progressOptions.progress
@@ -223,6 +237,14 @@ struct SoakCommand: AsyncParsableCommand {
     /// One line per round.
     static func line(_ round: SoakRound) -> String {
         let status = round.passed ? "ok" : "FAIL (" + round.problems.joined(separator: "; ") + ")"
+        if let broadcast = round.broadcast {
+            return "round \(round.index): \(round.rows) channels in \(String(format: "%.2f", round.seconds)) s, "
+                + "\(broadcast.channelsCreated) created, \(broadcast.updatesAccepted) updates recorded "
+                + "(\(broadcast.retriedAnswers) answers retried, \(broadcast.missing) missing, "
+                + "\(broadcast.duplicates) duplicated), rejected \(round.rejected), unsettled \(round.uncertain), "
+                + "\(broadcast.channelsDeleted) deleted, memory \(round.peakResidentBytes >> 20) MiB peak, "
+                + "\(round.after.openDescriptors) descriptors, \(round.after.threads) threads: \(status)"
+        }
         return "round \(round.index): \(round.rows) rows in \(String(format: "%.2f", round.seconds)) s "
             + "(\(Int(round.throughput))/s), delivered \(round.delivered), rejected \(round.rejected), "
             + "uncertain \(round.uncertainEvents), reconnects \(round.reconnects) "
@@ -253,5 +275,20 @@ private final class NIOLockedDisplays: @unchecked Sendable {
         let display = make()
         self.displays[round] = display
         return display
+    }
+}
+
+/// What `soak --protocol` takes: the two device interfaces, or broadcast channels.
+enum SoakProtocol: String, ExpressibleByArgument, CaseIterable {
+    case binary
+    case h2
+    case broadcast
+
+    var interface: SoakConfiguration.Interface {
+        switch self {
+        case .binary: .binary
+        case .h2: .h2
+        case .broadcast: .broadcast
+        }
     }
 }

@@ -17,8 +17,11 @@ struct BroadcastService {
     let simulator: Simulator
     var registry: ChannelRegistry { self.simulator.channelRegistry! }
 
-    static func start(_ adjust: (inout BroadcastConfiguration) -> Void = { _ in }) async throws -> BroadcastService {
-        var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
+    static func start(
+        plan: FaultPlan = FaultPlan(),
+        _ adjust: (inout BroadcastConfiguration) -> Void = { _ in }
+    ) async throws -> BroadcastService {
+        var configuration = SimulatorConfiguration.testing(CertificateFactory.shared, plan: plan)
         configuration.http2 = HTTP2EndpointConfiguration()
         var broadcast = BroadcastConfiguration(enabledApps: [Self.app])
         broadcast.subscribers = 3

