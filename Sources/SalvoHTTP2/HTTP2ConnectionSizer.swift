@@ -262,7 +262,7 @@ struct HTTP2ConnectionSizer: Hashable, Sendable {
         let flight = "\(bounds.perConnection) streams each, round trip \(Int(milliseconds.rounded())) ms"
         if connections >= configuration.maximum { return "\(connections) at once (--max-connections; \(flight))" }
         if bounds.forRows <= bounds.forRate && configuration.rows < Int.max {
-            return "\(connections) at once carry the job's \(configuration.rows) rows in "
+            return "\(connections) at once carry the job's rows (about \(configuration.rows)) in "
                 + "\(configuration.roundTripsToCarry) round trips (\(flight))"
         }
         return "\(connections) at once carry \(rate)/s in flight (\(flight))"

@@ -55,46 +55,29 @@ public enum PostgresSpool {
         tokenColumn: TokenColumn,
         intoJournal directory: String
     ) async throws(JobError) -> Snapshot {
-        let path = Self.journalPath(directory)
-        let partial = path + ".partial"
-        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
-            throw JobError(.output, "--journal \(directory): cannot create the folder: \(Self.reason())")
-        }
-        try Self.holdSnapshot(directory)
-        let descriptor = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            throw JobError(.output, "the snapshot of the query \(partial): cannot create: \(Self.reason())")
-        }
+        // `postgres.lock`: two runs started together over one journal never write one snapshot at once.
+        let file = try SpoolFile.inJournal(
+            directory,
+            fileName: "postgres.csv",
+            lockName: "postgres.lock",
+            what: "the snapshot of the query",
+            busy: "another run is taking or sending its snapshot of the query; the query was not run"
+        )
         var snapshot: Snapshot
         do throws(JobError) {
             snapshot = try await Self.copy(
                 query: query,
                 from: location,
                 tokenColumn: tokenColumn,
-                to: descriptor,
-                name: partial
+                to: file.descriptor,
+                name: file.name
             )
-            guard fsync(descriptor) == 0 else {
-                throw JobError(.output, "the snapshot of the query \(partial): cannot sync: \(Self.reason())")
-            }
         } catch {
-            close(descriptor)
-            unlink(partial)
+            file.discard()
             throw error
         }
-        close(descriptor)
-        guard rename(partial, path) == 0 else {
-            let reason = Self.reason()
-            unlink(partial)
-            throw JobError(.output, "the snapshot of the query \(path): cannot rename \(partial): \(reason)")
-        }
-        // The rename is durable once the folder is synced: a resumed job finds the snapshot its journal counts on.
-        let folder = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if folder >= 0 {
-            _ = fsync(folder)
-            close(folder)
-        }
-        snapshot.path = path
+        try file.commit()
+        snapshot.path = file.path
         return snapshot
     }
 
@@ -124,16 +107,8 @@ public enum PostgresSpool {
         in folder: String? = nil,
         stallLimit: Duration = .seconds(120)
     ) async throws(JobError) -> Stream {
-        let base = folder ?? Self.temporaryFolder
-        var template = Array((base + "/salvo-postgres-XXXXXX").utf8CString)
-        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard descriptor >= 0 else {
-            throw JobError(.output, "the snapshot of the query in \(base): cannot create: \(Self.reason())")
-        }
-        let name = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        unlink(name)
-        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        let path = "/proc/self/fd/\(descriptor)"
+        let file = try SpoolFile.temporary(in: folder, prefix: "salvo-postgres", what: "the snapshot of the query")
+        let path = file.path
         let growing = GrowingInput(writerName: "the query's rows from \(location.redacted)", stallLimit: stallLimit)
         GrowingInput.register(growing, path: path)
         let started = StreamStart()
@@ -143,8 +118,8 @@ public enum PostgresSpool {
                     query: query,
                     from: location,
                     tokenColumn: tokenColumn,
-                    to: descriptor,
-                    name: "\(name) (in \(base))",
+                    to: file.descriptor,
+                    name: file.name,
                     growing: growing,
                     firstRow: { columns in started.settle(.success(columns)) }
                 )
@@ -161,7 +136,7 @@ public enum PostgresSpool {
         case .success(let columns):
             return Stream(path: path, columns: columns, ended: { await copying.value })
         case .failure(let error):
-            close(descriptor)
+            file.discard()
             throw error
         }
     }
@@ -233,34 +208,6 @@ public enum PostgresSpool {
         )
     }
 
-    /// Takes `DIR/postgres.lock` for the life of the process: two runs started together over one journal never write
-    /// one snapshot at once.
-    private static func holdSnapshot(_ directory: String) throws(JobError) {
-        let path = directory + "/postgres.lock"
-        // Never closed: the lock goes with the process.
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            throw JobError(.output, "--journal \(directory): cannot create \(path): \(Self.reason())")
-        }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            let reason = Self.reason()
-            close(descriptor)
-            throw JobError(
-                .input,
-                "--journal \(directory): another run is taking or sending its snapshot of the query (\(path): "
-                    + "\(reason)); the query was not run"
-            )
-        }
-    }
-
-    /// `TMPDIR` when set, else `/tmp`.
-    static var temporaryFolder: String {
-        guard let variable = getenv("TMPDIR"), variable.pointee != 0 else { return "/tmp" }
-        let folder = String(cString: variable)
-        return folder.count > 1 && folder.hasSuffix("/") ? String(folder.dropLast()) : folder
-    }
-
-    private static func reason() -> String { String(cString: strerror(errno)) }
 }
 
 /// A copy in progress: touched only on the connection's event loop, one row after another (hence unchecked).

@@ -49,63 +49,24 @@ public struct StandardInputSpool: Sendable {
     /// - Throws: `JobError(.output)` naming the spool when it cannot be written whole (a full disk);
     ///   `JobError(.input)` when standard input cannot be read or is empty.
     public static func spool(intoJournal directory: String) throws(JobError) -> StandardInputSpool {
-        let path = Self.journalPath(directory)
-        let partial = path + ".partial"
-        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
-            throw JobError(.output, "--journal \(directory): cannot create the folder: \(Self.reason())")
-        }
-        try Self.holdSpool(directory)
-        let descriptor = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            throw JobError(.output, "the spool of standard input \(partial): cannot create: \(Self.reason())")
-        }
+        // `stdin.lock`: the journal's own lock is taken later, when the job opens its input, and refuses a second
+        // run then; this one keeps two runs started together from writing one spool at once.
+        let file = try SpoolFile.inJournal(
+            directory,
+            fileName: "stdin.csv",
+            lockName: "stdin.lock",
+            what: "the spool of standard input",
+            busy: "another run is spooling or sending its standard input; nothing was read"
+        )
         let copied: (bytes: Int, sha256: String)
         do throws(JobError) {
-            copied = try Self.copy(from: STDIN_FILENO, to: descriptor, spool: partial)
-            guard fsync(descriptor) == 0 else {
-                throw JobError(.output, "the spool of standard input \(partial): cannot sync: \(Self.reason())")
-            }
+            copied = try Self.copy(from: STDIN_FILENO, to: file.descriptor, spool: file.name)
         } catch {
-            close(descriptor)
-            unlink(partial)
+            file.discard()
             throw error
         }
-        close(descriptor)
-        guard rename(partial, path) == 0 else {
-            let reason = Self.reason()
-            unlink(partial)
-            throw JobError(.output, "the spool of standard input \(path): cannot rename \(partial): \(reason)")
-        }
-        // The rename is durable once the folder is synced: a resumed job finds the spool its journal counts on.
-        let folder = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if folder >= 0 {
-            _ = fsync(folder)
-            close(folder)
-        }
-        return StandardInputSpool(path: path, bytes: copied.bytes, sha256: copied.sha256)
-    }
-
-    /// Takes `DIR/stdin.lock` for the life of the process: two runs started together over one journal never write
-    /// one spool at once (the journal's own lock is taken later, when the job opens its input, and refuses the
-    /// second run then).
-    ///
-    /// - Throws: `JobError(.input)` when another run holds it: nothing was read from standard input.
-    private static func holdSpool(_ directory: String) throws(JobError) {
-        let path = directory + "/stdin.lock"
-        // Never closed: the lock goes with the process.
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            throw JobError(.output, "--journal \(directory): cannot create \(path): \(Self.reason())")
-        }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            let reason = Self.reason()
-            close(descriptor)
-            throw JobError(
-                .input,
-                "--journal \(directory): another run is spooling or sending its standard input (\(path): \(reason)); "
-                    + "nothing was read"
-            )
-        }
+        try file.commit()
+        return StandardInputSpool(path: file.path, bytes: copied.bytes, sha256: copied.sha256)
     }
 
     /// Copies standard input into a temporary file in `folder` (`TMPDIR`, else `/tmp`), unlinked at once and read
@@ -114,31 +75,15 @@ public struct StandardInputSpool: Sendable {
     /// - Throws: `JobError(.output)` naming the spool when it cannot be written whole (a full disk);
     ///   `JobError(.input)` when standard input cannot be read or is empty.
     public static func spoolToTemporaryFile(in folder: String? = nil) throws(JobError) -> StandardInputSpool {
-        let base = folder ?? Self.temporaryFolder
-        var template = Array((base + "/salvo-stdin-XXXXXX").utf8CString)
-        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard descriptor >= 0 else {
-            throw JobError(.output, "the spool of standard input in \(base): cannot create: \(Self.reason())")
-        }
-        let name = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        unlink(name)
-        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        let path = "/proc/self/fd/\(descriptor)"
+        let file = try SpoolFile.temporary(in: folder, prefix: "salvo-stdin", what: "the spool of standard input")
         let copied: (bytes: Int, sha256: String)
         do throws(JobError) {
-            copied = try Self.copy(from: STDIN_FILENO, to: descriptor, spool: "\(name) (in \(base))")
+            copied = try Self.copy(from: STDIN_FILENO, to: file.descriptor, spool: file.name)
         } catch {
-            close(descriptor)
+            file.discard()
             throw error
         }
-        return StandardInputSpool(path: path, bytes: copied.bytes, sha256: copied.sha256)
-    }
-
-    /// `TMPDIR` when set, else `/tmp`.
-    static var temporaryFolder: String {
-        guard let variable = getenv("TMPDIR"), variable.pointee != 0 else { return "/tmp" }
-        let folder = String(cString: variable)
-        return folder.count > 1 && folder.hasSuffix("/") ? String(folder.dropLast()) : folder
+        return StandardInputSpool(path: file.path, bytes: copied.bytes, sha256: copied.sha256)
     }
 
     /// Copies everything `input` holds into `output` through one fixed buffer, hashing it as it goes.
