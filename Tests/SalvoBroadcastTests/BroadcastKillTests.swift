@@ -12,16 +12,8 @@ import Glibc
 /// The real `salvo` executable killed with SIGKILL in the middle of `channels create` and of `broadcast`, and run
 /// again: no name gets a second channel, no channel gets an update twice, and then every channel is deleted.
 @Suite(.tags(.process), .runs(.process), .serialized, .offThePool, .timeLimit(.minutes(4))) struct BroadcastKillTests {
-    /// `salvo`, built next to the test bundle by `swift build`.
-    static var executable: String? {
-        var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for _ in 0..<3 {
-            let candidate = folder.appendingPathComponent("salvo").path
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-            folder = folder.deletingLastPathComponent()
-        }
-        return nil
-    }
+    /// `salvo`, built next to the test bundle (`BackgroundRun.salvoPath`).
+    static var executable: String? { BackgroundRun.salvoPath }
 
     static let count = 1000
 

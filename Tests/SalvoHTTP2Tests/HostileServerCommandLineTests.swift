@@ -16,16 +16,8 @@ import SalvoTestTraits
 /// waits for SETTINGS within a second.
 @Suite(.tags(.process), .runs(.process), .offThePool, .serialized, .timeLimit(.minutes(2)))
 struct HostileServerCommandLineTests {
-    /// `salvo`, built next to the test bundle by `swift build`.
-    static var executable: String? {
-        var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for _ in 0..<3 {
-            let candidate = folder.appendingPathComponent("salvo").path
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-            folder = folder.deletingLastPathComponent()
-        }
-        return nil
-    }
+    /// `salvo`, built next to the test bundle (`BackgroundRun.salvoPath`).
+    static var executable: String? { BackgroundRun.salvoPath }
 
     struct Exit {
         var status: Int32

@@ -13,16 +13,7 @@ import Glibc
 /// executable, its banner, its sockets and its files.
 @Suite(.tags(.process), .runs(.process), .offThePool) struct ControlCommandTests {
     /// `salvo`, built next to the test bundle by `swift build`; nil (with an issue recorded) when it is not.
-    static var salvo: String? {
-        var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for _ in 0..<3 {
-            let candidate = folder.appendingPathComponent("salvo").path
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-            folder = folder.deletingLastPathComponent()
-        }
-        Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-        return nil
-    }
+    static var salvo: String? { BackgroundRun.salvo }
 
     /// A running `salvo simulate`: its banner lines, read until the control line (bounded), and its process.
     final class Simulate {

@@ -2,67 +2,19 @@ import Foundation
 import SalvoRows
 import SalvoSimulator
 import SalvoTestSupport
+import SalvoTestTraits
 import Testing
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// The real `salvo` executable run in a folder, its standard output and error into one file read at the end.
-struct SalvoRun {
-    let process: Process
-    let file: URL
+/// The real `salvo` run in a folder (`BackgroundRun`).
+typealias SalvoRun = BackgroundRun
 
-    func output() -> String { (try? String(contentsOf: self.file, encoding: .utf8)) ?? "" }
-
-    /// `salvo`, built next to the test bundle by `swift build`; nil with an issue recorded when it is not there.
-    static var executable: String? {
-        var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for _ in 0..<3 {
-            let candidate = folder.appendingPathComponent("salvo").path
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-            folder = folder.deletingLastPathComponent()
-        }
-        Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-        return nil
-    }
-
-    /// Starts `executable` (the built `salvo`, or `/bin/sh` for a pipe) with `arguments` in `folder`.
-    static func start(
-        _ executable: String,
-        _ arguments: [String],
-        in folder: URL,
-        environment: [String: String] = [:]
-    ) throws -> SalvoRun {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.currentDirectoryURL = folder
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        let file = folder.appendingPathComponent("output-\(UUID().uuidString).txt")
-        _ = FileManager.default.createFile(atPath: file.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: file)
-        process.standardOutput = handle
-        process.standardError = handle
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        return SalvoRun(process: process, file: file)
-    }
-
-    /// Waits at most `seconds` for the run to end (then kills it, with an issue recorded); its exit status.
-    func wait(seconds: Int) async throws -> Int32 {
-        let clock = ContinuousClock()
-        let start = clock.now
-        while self.process.isRunning && clock.now - start < .seconds(seconds) {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        if self.process.isRunning {
-            kill(self.process.processIdentifier, SIGKILL)
-            self.process.waitUntilExit()
-            Issue.record("salvo did not finish within \(seconds) s:\n\(self.output().suffix(2000))")
-        }
-        return self.process.terminationStatus
-    }
+extension BackgroundRun {
+    /// `salvo`, built next to the test bundle, or nil with an issue recorded.
+    static var executable: String? { Self.salvo }
 }
 
 /// A table of device tokens in a database of its own, the tokens in `id` order, and a folder to send from.

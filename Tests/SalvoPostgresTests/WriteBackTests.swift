@@ -325,16 +325,8 @@ import Testing
         }
     }
 
-    /// `salvo`, built next to the test bundle.
-    static var executable: String? {
-        var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for _ in 0..<3 {
-            let candidate = folder.appendingPathComponent("salvo").path
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-            folder = folder.deletingLastPathComponent()
-        }
-        return nil
-    }
+    /// `salvo`, built next to the test bundle (`BackgroundRun.salvoPath`).
+    static var executable: String? { BackgroundRun.salvoPath }
 }
 
 /// A simulator whose plan makes `gone` of the tokens uninstalled (HTTP/2 410 since `WriteBackTests.goneAt`, listed

@@ -13,25 +13,11 @@ import SalvoTestTraits
 /// The real `salvo` executable, interrupted mid-send: it exits 130 (SIGINT) or 143 (SIGTERM) and writes a report
 /// that accounts for every row.
 @Suite(.tags(.process), .runs(.process), .offThePool) struct InterruptionTests {
-    /// `salvo`, built next to the test bundle by `swift build`.
-    static var executable: String? {
-        var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for _ in 0..<3 {
-            let candidate = folder.appendingPathComponent("salvo").path
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-            folder = folder.deletingLastPathComponent()
-        }
-        return nil
-    }
+    /// `salvo`, built next to the test bundle (`BackgroundRun.salvoPath`).
+    static var executable: String? { BackgroundRun.salvoPath }
 
-    /// `executable`, or nil with an issue recorded: a test that runs the executable cannot pass without it.
-    static var builtExecutable: String? {
-        guard let salvo = Self.executable else {
-            Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
-            return nil
-        }
-        return salvo
-    }
+    /// `salvo`, or nil with an issue recorded (`BackgroundRun.salvo`).
+    static var builtExecutable: String? { BackgroundRun.salvo }
 
     @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])
     func aSignalMidSendWritesTheReportAndExits(signal: Int32, status: Int32) async throws {

@@ -228,11 +228,7 @@ import SalvoTestTraits
         try await simulator.shutdown()
     }
 
-    struct Run {
-        let process: Process
-        let file: URL
-        func output() -> String { (try? String(contentsOf: self.file, encoding: .utf8)) ?? "" }
-    }
+    typealias Run = BackgroundRun
 
     static func start(
         _ salvo: String,
@@ -240,34 +236,11 @@ import SalvoTestTraits
         in folder: URL,
         environment: [String: String] = [:]
     ) throws -> Run {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = arguments
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        }
-        let file = folder.appendingPathComponent("output-\(UUID().uuidString).txt")
-        _ = FileManager.default.createFile(atPath: file.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: file)
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        return Run(process: process, file: file)
+        try BackgroundRun.start(salvo, arguments, in: folder, environment: environment)
     }
 
     /// Waits for the process to exit (killing it after `seconds`) and returns its status.
     static func wait(_ process: Process, seconds: Int) async throws -> Int32 {
-        let clock = ContinuousClock()
-        let start = clock.now
-        while process.isRunning && clock.now - start < .seconds(seconds) {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            Issue.record("salvo did not finish within \(seconds) s")
-        }
-        return process.terminationStatus
+        try await BackgroundRun.wait(process, seconds: seconds)
     }
 }
