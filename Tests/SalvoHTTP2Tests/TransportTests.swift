@@ -120,7 +120,7 @@ import Testing
     }
 }
 
-@Suite(.tags(.network), .runs(.network)) struct WriteCoalescingTests {
+@Suite(.tags(.pure), .runs(.pure)) struct WriteCoalescingTests {
     @Test func writesBetweenFlushesLeaveAsOneBufferInOrderAndTheirPromisesCompleteWithIt() throws {
         let channel = EmbeddedChannel(handler: WriteCoalescingHandler())
         defer { _ = try? channel.finish() }

@@ -40,7 +40,7 @@ func round(
     )
 }
 
-@Suite(.tags(.network), .runs(.network)) struct SoakRulesTests {
+@Suite(.tags(.pure), .runs(.pure)) struct SoakRulesTests {
     @Test func steadyRoundsPass() {
         let rounds = (1...9).map { round($0, memory: (100 + $0 % 3) << 20, descriptors: 10 + $0 % 2) }
         #expect(SoakRules.failures(rounds).isEmpty)
@@ -77,7 +77,7 @@ func round(
     }
 }
 
-@Suite(.tags(.network), .runs(.network)) struct SoakVerdictLineTests {
+@Suite(.tags(.pure), .runs(.pure)) struct SoakVerdictLineTests {
     static func report(_ rounds: [SoakRound]) -> SoakReport {
         SoakReport(
             interface: "h2",
