@@ -69,7 +69,9 @@ public struct PostgresWriteBack: GoneTokenRecorder {
                 tally.committed(batch.count, rowsWritten: result.metadata.rows ?? 0)
             } catch {
                 watchdog.cancel()
-                let timedOut = await watchdog.value
+                // The deadline, whichever side kept it: this side closed the connection, or (on a loaded machine, the
+                // watchdog late) the server's own statement timeout cancelled the statement first (57014).
+                let timedOut = await watchdog.value || Self.isStatementTimeout(error)
                 tally.fail(
                     timedOut
                         ? "the write-back did not finish within \(limit.components.seconds) s"
@@ -103,6 +105,11 @@ public struct PostgresWriteBack: GoneTokenRecorder {
     private static let logger = Logger(label: "salvo.write-back", factory: { _ in SwiftLogNoOpLogHandler() })
 
     /// What went wrong, as the server said it (`ERROR 42P01: relation "gone" does not exist`), or the connection.
+    /// Whether the server cancelled the statement for its `statement_timeout` (SQLSTATE 57014, query_canceled).
+    static func isStatementTimeout(_ error: any Error) -> Bool {
+        (error as? PSQLError)?.serverInfo?[.sqlState] == "57014"
+    }
+
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError, error.serverInfo != nil { return PostgresFailure.serverMessage(error) }
         return PostgresFailure.describe(error)
