@@ -145,6 +145,47 @@ import Glibc
         try await simulator.shutdown()
     }
 
+    @Test("a query's rows take --language-column, --payload-dir and --partition as a file's do")
+    func languagesAndPartitionsOverAQuery() async throws {
+        guard let salvo = SalvoRun.executable else { return }
+        let table = try DeviceTable.make("pg_lang", count: 6_000, seed: 87)
+        let templates = table.folder.appendingPathComponent("templates")
+        try FileManager.default.createDirectory(at: templates, withIntermediateDirectories: true)
+        let texts = [
+            "en": #"{"aps":{"alert":"Hello {{first_name}}"}}"#, "fr": #"{"aps":{"alert":"Bonjour {{first_name}}"}}"#,
+            "default": #"{"aps":{"alert":"Hi"}}"#,
+        ]
+        for (language, text) in texts {
+            try Data(text.utf8).write(to: templates.appendingPathComponent("\(language).json"))
+        }
+        let simulator = try await Self.simulator(.binary)
+        var delivered = 0
+        for part in ["0/2", "1/2"] {
+            let arguments = [
+                "send", "--from-postgres", table.url, "--query",
+                "SELECT token, lang, first_name FROM devices ORDER BY id",
+                "--payload-dir", "templates", "--language-column", "lang", "--partition", part, "--report",
+                "report.json", "--quiet",
+            ]
+            let run = try SalvoRun.start(salvo, arguments + Self.gatewayArguments(.binary, simulator), in: table.folder)
+            let status = try await run.wait(seconds: 300)
+            #expect(status == 0, "partition \(part)\n\(run.output())")
+            delivered += try Self.report(table.folder).delivered
+        }
+        // The two partitions together: every token once.
+        #expect(delivered == table.tokens.count)
+        #expect(try Self.notOnce(table.tokens, simulator).isEmpty)
+        // Each row got its language's payload, filled from its row (row N is id N: `fr` when N is a multiple of 3).
+        for (index, token) in table.tokens.enumerated().prefix(30) {
+            let id = index + 1
+            let text = id % 3 == 0 ? "Bonjour User \(id)" : "Hello User \(id)"
+            let payload = Array(#"{"aps":{"alert":"\#(text)"}}"#.utf8)
+            let record = simulator.ledger.record(for: try DeviceToken(hex: token).bytes)
+            #expect(record?.payloadDigest == payload.withUnsafeBytes { TokenHash.digest($0) }, "row \(id)")
+        }
+        try await simulator.shutdown()
+    }
+
     @Test("a journaled job killed mid-run resumes against its snapshot, though the table changed meanwhile")
     func aKilledJobResumesAgainstItsSnapshot() async throws {
         guard let salvo = SalvoRun.executable else { return }
