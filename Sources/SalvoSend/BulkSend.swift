@@ -92,6 +92,17 @@ public struct BulkSend: Sendable {
         return BulkSend(request: request, source: source, summary: summary, inputFiles: inputFiles, journal: journal)
     }
 
+    /// The input files with their sizes, a file still being written when the job opened it (`GrowingInput`: a
+    /// query's rows) measured again now that the job has read it to its end.
+    private var inputFilesAtTheEnd: [InputFile] {
+        self.inputFiles.map { file in
+            let path = StandardInputName.path(of: file.path)
+            var status = stat()
+            guard GrowingInput.registered(path: path) != nil, stat(path, &status) == 0 else { return file }
+            return InputFile(path: file.path, bytes: Int(status.st_size))
+        }
+    }
+
     /// Sends every valid row and writes the results where `request.outputs` says.
     ///
     /// - Parameter progress: called about twice a second while the job runs (either interface).
@@ -268,7 +279,7 @@ public struct BulkSend: Sendable {
         let final = self.summary.isFinal ? self.summary : self.source.summarySoFar
         result.inputRejects = final.rejects
         result.report.partition = self.request.input.partition
-        result.report.inputFiles = self.inputFiles
+        result.report.inputFiles = self.inputFilesAtTheEnd
         result.report.job = JobFingerprint(self.request)
         result.report.suppressed = final.suppressed
         result.report.reregistered = final.reregistered

@@ -86,6 +86,8 @@ import Glibc
         #expect(report.delivered == 100_000, "\(report)")
         #expect(report.invalidInput == 2)
         #expect(report.inputFiles?.map(\.path) == [PostgresSpool.inputName])
+        // The whole snapshot's size, streamed or not (64 hex digits and more a row).
+        #expect((report.inputFiles?.first?.bytes ?? 0) > 100_000 * 64, "\(report.inputFiles ?? [])")
         #expect(report.job?.settings["--query"] == query)
         #expect(
             report.job?.settings["--from-postgres"] == "\(table.server.host):\(table.server.port)/\(table.database)"
