@@ -1,3 +1,5 @@
+import NIOCore
+
 extension HTTP2ConnectionMachine {
     /// Where a connection is in its life.
     enum State: Hashable {
@@ -10,5 +12,16 @@ extension HTTP2ConnectionMachine {
         case draining(lastStreamID: Int32)
         /// Closing or closed: every stream is settled, and nothing more happens.
         case closed
+    }
+
+    /// A request in flight: its row, the token it was signed with, and what its answer has brought so far.
+    struct Stream {
+        var item: HTTP2WorkItem
+        var bearer: ProviderToken.Bearer?
+        var status: Int?
+        var apnsID: String?
+        var retryAfter: Int64?
+        var body: ByteBuffer?
+        var sentAt: NIODeadline
     }
 }

@@ -41,16 +41,6 @@ import SalvoRows
 ///
 /// A value owned by one driver, confined to its event loop.
 struct HTTP2ConnectionMachine {
-    private struct Stream {
-        var item: HTTP2WorkItem
-        var bearer: ProviderToken.Bearer?
-        var status: Int?
-        var apnsID: String?
-        var retryAfter: Int64?
-        var body: ByteBuffer?
-        var sentAt: NIODeadline
-    }
-
     let configuration: Configuration
     private(set) var state = State.connecting
     /// Whether the server's SETTINGS have arrived.
