@@ -123,12 +123,13 @@ import Testing
     }
 
     /// Sends `conversation` and reads what comes back until the server closes, or for `timeout` when it keeps the
-    /// connection open (a conversation the server ends with GOAWAY gives a long one: it returns at the close).
+    /// connection open (a conversation the server ends with GOAWAY gives a long one: it returns at the close). The
+    /// default leaves a loaded machine time to answer every stream; nearby the answers take milliseconds.
     func exchange(
         _ harness: Harness,
         _ conversation: Conversation,
         cleartext: Bool,
-        timeout: TimeAmount = .milliseconds(400)
+        timeout: TimeAmount = .milliseconds(1500)
     ) async throws -> [Frame] {
         let outcome = try await TestClient.exchange(
             port: cleartext ? harness.simulator.http2CleartextPort! : harness.simulator.http2Port!,
