@@ -44,6 +44,8 @@ import Testing
     struct Conversation {
         var bytes = ByteBuffer(bytes: Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8))
         var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+        /// The streams whose request is complete (END_STREAM sent): each is owed an answer or a reset.
+        var complete: Set<UInt32> = []
 
         init(acknowledgeSettings: Bool = true) {
             self.frame(type: 4, flags: 0, stream: 0, payload: [])
@@ -55,6 +57,8 @@ import Testing
             self.bytes.writeInteger(flags)
             self.bytes.writeInteger(stream)
             self.bytes.writeBytes(payload)
+            // DATA or HEADERS with END_STREAM completes the stream's request.
+            if (type == 0 || type == 1) && flags & 0x1 != 0 && stream != 0 { self.complete.insert(stream) }
         }
 
         mutating func block(_ headers: [(String, String)]) -> [UInt8] {
@@ -79,6 +83,19 @@ import Testing
 
         mutating func body(stream: UInt32, _ text: String = #"{"aps":{"alert":"hi"}}"#) {
             self.frame(type: 0, flags: 0x1, stream: stream, payload: Array(text.utf8))
+        }
+
+        /// Whether `received` holds the server's end of every complete request (an answer that ended its stream, or
+        /// a reset), or a GOAWAY.
+        func isAnswered(_ received: [UInt8]) -> Bool {
+            var ended: Set<UInt32> = []
+            for frame in HTTP2EndpointTests.frames(received) {
+                if frame.type == 7 { return true }
+                if frame.type == 3 || ((frame.type == 0 || frame.type == 1) && frame.flags & 0x1 != 0) {
+                    ended.insert(frame.stream)
+                }
+            }
+            return !self.complete.isEmpty && self.complete.isSubset(of: ended)
         }
     }
 
@@ -122,22 +139,24 @@ import Testing
         return payload.readInteger(as: UInt32.self)
     }
 
-    /// Sends `conversation` and reads what comes back until the server closes, or for `timeout` when it keeps the
-    /// connection open (a conversation the server ends with GOAWAY gives a long one: it returns at the close). The
-    /// default leaves a loaded machine time to answer every stream; nearby the answers take milliseconds.
+    /// Sends `conversation` and reads what comes back until the server closes, or until every complete request has
+    /// its answer or reset (or a GOAWAY came) and a short grace passed, or for `timeout`: a loaded machine has time
+    /// to answer, and a quick one is not waited on.
     func exchange(
         _ harness: Harness,
         _ conversation: Conversation,
         cleartext: Bool,
-        timeout: TimeAmount = .milliseconds(1500)
+        timeout: TimeAmount = .seconds(10)
     ) async throws -> [Frame] {
+        let answered = { @Sendable (received: [UInt8]) in conversation.isAnswered(received) }
         let outcome = try await TestClient.exchange(
             port: cleartext ? harness.simulator.http2CleartextPort! : harness.simulator.http2Port!,
             identity: cleartext ? nil : harness.client,
             trusting: harness.certificates.ca.certificatePEM,
             send: conversation.bytes,
             timeout: timeout,
-            cleartext: cleartext
+            cleartext: cleartext,
+            until: answered
         )
         return Self.frames(outcome.received)
     }
@@ -258,8 +277,7 @@ import Testing
             default:
                 conversation.body(stream: 7)
             }
-            // The server answers a violation with GOAWAY and closes: wait for the close, not a fixed 400 ms.
-            let frames = try await self.exchange(harness, conversation, cleartext: true, timeout: .seconds(10))
+            let frames = try await self.exchange(harness, conversation, cleartext: true)
             #expect(Self.goAwayCode(frames) == code, "\(violation)")
         }
     }

@@ -6,8 +6,9 @@ import SalvoSimulator
 import SalvoTestSupport
 
 /// A small TLS client for the simulator's tests: connects with a client identity (or none), writes
-/// bytes, and collects everything the server sends until it closes the connection (bounded by a
-/// timeout, after which the client closes). It offers no ALPN; with `cleartext` it speaks plain TCP.
+/// bytes, and collects everything the server sends until it closes the connection, or until what came satisfies
+/// `until` (and a short grace has passed), bounded by a timeout after which the client closes. It offers no ALPN;
+/// with `cleartext` it speaks plain TCP.
 enum TestClient {
     struct Outcome {
         /// Every byte received, in order.
@@ -24,7 +25,9 @@ enum TestClient {
         trusting caPEM: String,
         send: ByteBuffer,
         timeout: TimeAmount = .seconds(30),
-        cleartext: Bool = false
+        cleartext: Bool = false,
+        until done: (@Sendable (_ received: [UInt8]) -> Bool)? = nil,
+        grace: TimeAmount = .milliseconds(300)
     ) async throws -> Outcome {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.trustRoots = .certificates([try NIOSSLCertificate(bytes: Array(caPEM.utf8), format: .pem)])
@@ -47,7 +50,9 @@ enum TestClient {
                             NIOSSLClientHandler(context: context, serverHostname: nil)
                         )
                     }
-                    try channel.pipeline.syncOperations.addHandler(Collector(outcome: collector))
+                    try channel.pipeline.syncOperations.addHandler(
+                        Collector(outcome: collector, done: done, grace: grace)
+                    )
                 }
             }
             .connect(host: "127.0.0.1", port: port)
@@ -64,17 +69,31 @@ enum TestClient {
         return collector.withLockedValue { $0 }
     }
 
+    /// Collects what arrives; once `done` holds for it, closes `grace` later (frames sent right after the awaited
+    /// ones still arrive).
     private final class Collector: ChannelInboundHandler, Sendable {
         typealias InboundIn = ByteBuffer
         let outcome: NIOLockedValueBox<Outcome>
+        let done: (@Sendable ([UInt8]) -> Bool)?
+        let grace: TimeAmount
+        private let closing = NIOLockedValueBox(false)
 
-        init(outcome: NIOLockedValueBox<Outcome>) {
+        init(outcome: NIOLockedValueBox<Outcome>, done: (@Sendable ([UInt8]) -> Bool)?, grace: TimeAmount) {
             self.outcome = outcome
+            self.done = done
+            self.grace = grace
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let buffer = self.unwrapInboundIn(data)
-            self.outcome.withLockedValue { $0.received += buffer.readableBytesView }
+            let received = self.outcome.withLockedValue { outcome in
+                outcome.received += buffer.readableBytesView
+                return outcome.received
+            }
+            guard let done, done(received), !self.closing.withLockedValue({ $0 }) else { return }
+            self.closing.withLockedValue { $0 = true }
+            let channel = context.channel
+            context.eventLoop.scheduleTask(in: self.grace) { channel.close(promise: nil) }
         }
 
         func errorCaught(context: ChannelHandlerContext, error: any Error) {
