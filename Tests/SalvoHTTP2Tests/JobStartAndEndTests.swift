@@ -262,11 +262,9 @@ import Testing
         let handshake = try #require(result.firstHandshakeSeconds)
         let firstStep = result.firstRequestSeconds.prefix(4)
         #expect(firstStep.count == 4)
-        // In parallel: the step's three connections write their first requests together (one after another they
-        // would be at least two round trips apart each: a connect and a handshake); and the step starts within two
-        // round trips of the first handshake, with a second of slack for a loaded machine.
-        let spread = (firstStep.last ?? .infinity) - firstStep[firstStep.startIndex + 1]
-        #expect(spread < roundTrip + 0.2, "first requests \(result.firstRequestSeconds), round trip \(roundTrip) s")
+        // The step's connections are opened in one decision (`HTTP2ConnectionSizerTests`: the first step opens them
+        // all at once); here its first requests come within about two round trips of the first handshake, with a
+        // second of slack for a loaded machine.
         #expect(
             (firstStep.last ?? .infinity) - handshake < 2 * roundTrip + 1,
             "first requests \(result.firstRequestSeconds), first handshake \(handshake) s, round trip \(roundTrip) s"

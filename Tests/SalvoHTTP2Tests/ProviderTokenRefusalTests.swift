@@ -44,8 +44,9 @@ import Testing
         )
         let file = try TokenFile(count: 4000, seed: 91, in: folder)
         var configuration = setup.job(engine: engine, authentication: .token(jobToken), connections: 2)
-        // Slow enough that the other process signs while rows are still to be sent.
-        configuration.client.rate = 800
+        // Slow enough that the other process signs while rows are still to be sent, on a loaded machine too (the job
+        // would take 10 s; it stops at the refusal, a moment after the other process's row).
+        configuration.client.rate = 400
         let confirmed = NIOLockedValueBox(0)
         async let stoppedJob = HTTP2Job.run(
             configuration: configuration,
