@@ -10,7 +10,8 @@
 # The server is SALVO_TEST_POSTGRES_URL when set (a superuser's URL, as .ci/run exports), else a throwaway cluster
 # started here on a free loopback port and removed at exit (initdb refuses root: then it runs as `postgres`). The
 # table is `bench_devices(id, token, lang)`, the CSV its `\copy … CSV HEADER` export; the query reads the same columns
-# in the same order.
+# in the same order: a campaign's query, `SELECT token, lang FROM bench_devices` (the table's order), or with
+# ORDER=id `… ORDER BY id` (an index scan, which costs the server about a third more).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/../.build/reference
@@ -42,6 +43,7 @@ if [ -z "$url" ]; then
     cleanup=("${as[*]} $(pg_bin pg_ctl) -D $work/pg/data -m fast -w stop" "${cleanup[@]}")
     url="postgres://salvo:bench@127.0.0.1:$pgport/postgres?sslmode=disable"
 fi
+query="SELECT token, lang FROM bench_devices${ORDER:+ ORDER BY $ORDER}"
 psql -X -q -v ON_ERROR_STOP=1 -d "$url" <<SQL
 DROP TABLE IF EXISTS bench_devices;
 CREATE TABLE bench_devices AS
@@ -49,9 +51,8 @@ CREATE TABLE bench_devices AS
   FROM generate_series(1, $rows) AS i;
 ALTER TABLE bench_devices ADD PRIMARY KEY (id);
 VACUUM ANALYZE bench_devices;
-\copy (SELECT token, lang FROM bench_devices ORDER BY id) TO '$work/tokens.csv' CSV HEADER
+\copy ($query) TO '$work/tokens.csv' CSV HEADER
 SQL
-query="SELECT token, lang FROM bench_devices ORDER BY id"
 
 # The sink: the simulator (`salvo simulate`, the default: its TLS, validation and ledger, on the same two cores) or,
 # with SINK=reference, the reference receiver (the fastest sink, that only decrypts and counts frames).

@@ -67,15 +67,6 @@ final class CSVSpoolWriter {
         self.count += bytes.count
     }
 
-    func ascii(_ text: StaticString) {
-        self.raw(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
-    }
-
-    func string(_ text: String) {
-        var text = text
-        text.withUTF8 { self.raw(UnsafeRawBufferPointer($0)) }
-    }
-
     /// A field as CSV: quoted (with `""` for each quote) when it holds a comma, a quote or a line break, or when it
     /// is empty (an empty field unquoted is a NULL).
     func field(_ bytes: UnsafeRawBufferPointer) {
@@ -99,22 +90,6 @@ final class CSVSpoolWriter {
         }
         self.raw(UnsafeRawBufferPointer(rebasing: bytes[start...]))
         self.byte(UInt8(ascii: "\""))
-    }
-
-    /// A signed integer in decimal, written without an allocation.
-    func integer(_ value: Int64) {
-        if value < 0 { self.byte(UInt8(ascii: "-")) }
-        var magnitude = value.magnitude
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
-        withUnsafeMutableBytes(of: &digits) { scratch in
-            var start = scratch.count
-            repeat {
-                start -= 1
-                scratch[start] = UInt8(ascii: "0") &+ UInt8(magnitude % 10)
-                magnitude /= 10
-            } while magnitude > 0
-            self.raw(UnsafeRawBufferPointer(rebasing: scratch[start...]))
-        }
     }
 
     /// Hands what the buffer holds to the file.

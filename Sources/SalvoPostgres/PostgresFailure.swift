@@ -99,6 +99,30 @@ public enum PostgresFailure {
         }
     }
 
+    /// The query refused or failed by the server, from its ErrorResponse's fields (by their code letters, as
+    /// `CopyOutHandler` reads them); `positionOffset` is added to the position it names.
+    static func queryFailed(
+        fields: [UInt8: String],
+        query: String,
+        positionOffset: Int,
+        at location: PostgresLocation
+    ) -> JobError {
+        var text = Self.serverMessage { field in
+            switch field {
+            case .severity: fields[UInt8(ascii: "S")]
+            case .sqlState: fields[UInt8(ascii: "C")]
+            case .message: fields[UInt8(ascii: "M")]
+            case .detail: fields[UInt8(ascii: "D")]
+            case .hint: fields[UInt8(ascii: "H")]
+            default: nil
+            }
+        }
+        if let position = fields[UInt8(ascii: "P")].flatMap(Int.init).map({ $0 + positionOffset }), position >= 1 {
+            text += " (at character \(position) of the query: \(Self.excerpt(query, at: position)))"
+        }
+        return JobError(.input, "--query failed on \(location.redacted): \(text)")
+    }
+
     /// `ERROR 42P01: relation "devices" does not exist`, with the server's detail and hint when it sent them.
     static func serverMessage(_ error: PSQLError) -> String {
         Self.serverMessage { field in error.serverInfo?[field] }

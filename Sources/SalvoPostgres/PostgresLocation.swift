@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import NIOSSL
 import PostgresNIO
 import SalvoRows
@@ -160,10 +161,10 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, CustomDebugSt
         return "\(host):\(self.port)/\(self.database)"
     }
 
-    /// A single connection's configuration.
+    /// A single connection's configuration: to `host:port`, or over `channel`, a TCP connection to it already made.
     ///
     /// - Throws: `JobError(.configuration)` when the TLS settings cannot be made (an unreadable `sslrootcert`).
-    public func configuration() throws(JobError) -> PostgresConnection.Configuration {
+    public func configuration(over channel: (any Channel)? = nil) throws(JobError) -> PostgresConnection.Configuration {
         let tls: PostgresConnection.Configuration.TLS
         do {
             switch self.tlsMode {
@@ -176,14 +177,25 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, CustomDebugSt
         } catch {
             throw JobError(.configuration, "--from-postgres \(self.redacted): cannot set up TLS: \(error)")
         }
-        var configuration = PostgresConnection.Configuration(
-            host: self.host,
-            port: self.port,
-            username: self.user,
-            password: self.password,
-            database: self.database,
-            tls: tls
-        )
+        var configuration =
+            if let channel {
+                PostgresConnection.Configuration(
+                    establishedChannel: channel,
+                    tls: tls,
+                    username: self.user,
+                    password: self.password,
+                    database: self.database
+                )
+            } else {
+                PostgresConnection.Configuration(
+                    host: self.host,
+                    port: self.port,
+                    username: self.user,
+                    password: self.password,
+                    database: self.database,
+                    tls: tls
+                )
+            }
         configuration.options.connectTimeout = .nanoseconds(
             Int64(self.connectTimeout.components.seconds) * 1_000_000_000
         )

@@ -2,6 +2,8 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
+import NIOSSL
 import PostgresNIO
 import SalvoRows
 
@@ -11,10 +13,10 @@ import Glibc
 
 /// A query's rows copied into a CSV file, which a job then reads as any token file under the name `postgres`.
 ///
-/// The rows are streamed: each is written as the driver decodes it, on the connection's event loop, before the
-/// socket is read again (the server waits on TCP meanwhile), and the CSV goes through one fixed buffer, so memory stays
-/// bounded whatever the query returns. The file has a header row of the query's column names,
-/// then one record per row, each column as PostgreSQL's text form shows it (`PostgresColumnFormat`); a NULL is an
+/// The rows are streamed: the server writes them as CSV (`COPY (query) TO STDOUT`, read by `CopyOutHandler`), and each
+/// is written into the file as it arrives, on the connection's event loop, before the socket is read again (the
+/// server waits on TCP meanwhile), through one fixed buffer, so memory stays bounded whatever the query returns. The file has a header row of the query's column names,
+/// then one record per row, each column as PostgreSQL's text form shows it (the server writes the CSV); a NULL is an
 /// empty field, so that a row with a NULL token is refused as the CSV path refuses an empty one, with its line.
 ///
 /// With a journal the file is `DIR/postgres.csv` (written beside as `postgres.csv.partial`, synced and renamed when
@@ -150,11 +152,14 @@ public enum PostgresSpool {
 
     /// Connects to `location`, runs `query` and writes its rows as CSV into `descriptor`.
     ///
+    /// The server writes the CSV (`COPY (query) TO STDOUT`, `CopyOutHandler`): each column in PostgreSQL's own text
+    /// form, in a session whose time zone is UTC and date style ISO, so that times read `2026-11-23 17:29:49.5+00`
+    /// wherever the server is. The header row is the columns' names as the query's description gives them.
+    ///
     /// - Parameter name: the file's name, for messages.
     /// - Throws: `JobError(.unreachable)` when the server cannot be reached; `JobError(.credentials)` when it refuses
     ///   the login; `JobError(.input)` when the query fails (with the server's message), returns no rows, has no
-    ///   token column, a token column that is not text, or a column of a type that cannot be written as text;
-    ///   `JobError(.output)` when the file cannot be written.
+    ///   token column or a token column that is not text; `JobError(.output)` when the file cannot be written.
     ///
     /// With `growing`, the file is read while it is written: the writer tells `growing` how far it is after every
     /// write (the caller ends it), the bytes are not hashed, and `firstRow` is called once the header and the first
@@ -168,117 +173,117 @@ public enum PostgresSpool {
         growing: GrowingInput? = nil,
         firstRow: (@Sendable (_ columns: [String]) -> Void)? = nil
     ) async throws(JobError) -> Snapshot {
-        let configuration = try location.configuration()
-        let logger = Logger(label: "salvo.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
-        let connection: PostgresConnection
+        let statement = try Self.statement(query)
+        let channel: any Channel
         do {
-            connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+            channel = try await ClientBootstrap(group: PostgresConnection.defaultEventLoopGroup)
+                .connectTimeout(.nanoseconds(Int64(location.connectTimeout.components.seconds) * 1_000_000_000))
+                .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+                .connect(host: location.host, port: location.port).get()
         } catch {
             throw PostgresFailure.connecting(error, to: location)
         }
-        let state = SpoolState(
-            writer: CSVSpoolWriter(descriptor: descriptor, name: name, hashing: growing == nil, growing: growing),
-            tokenColumn: tokenColumn,
-            firstRow: firstRow
-        )
+        var configuration = try location.configuration(over: channel)
+        configuration.options.additionalStartupParameters += [
+            ("client_encoding", "UTF8"), ("TimeZone", "UTC"), ("DateStyle", "ISO, MDY"), ("extra_float_digits", "1"),
+        ]
+        let logger = Logger(label: "salvo.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+        let connection: PostgresConnection
         do {
-            // Each row is written as it arrives, on the connection's event loop, before the next read from the
-            // socket: what is held is at most one read's rows (the server waits on TCP meanwhile), and no row costs
-            // a task switch.
-            try await connection.query(query, onRow: { row in try state.take(row) }).get()
-            state.writer.flush()
-            if let failure = state.writer.failure { throw failure }
+            connection = try await PostgresConnection.connect(
+                on: channel.eventLoop,
+                configuration: configuration,
+                id: 1,
+                logger: logger
+            )
+        } catch {
+            channel.close(promise: nil)
+            throw PostgresFailure.connecting(error, to: location)
+        }
+        let writer = CSVSpoolWriter(descriptor: descriptor, name: name, hashing: growing == nil, growing: growing)
+        let promise = channel.eventLoop.makePromise(of: CopyOutHandler.Outcome.self)
+        let handler = CopyOutHandler(
+            query: statement,
+            copyStatement: "COPY (\n\(statement)\n) TO STDOUT (FORMAT csv)",
+            described: { columns throws(JobError) in
+                let table = try ResultTable(columns, tokenColumn: tokenColumn)
+                table.writeHeader(to: writer)
+                return table.tokenIndex
+            },
+            writer: writer,
+            firstRow: firstRow,
+            promise: promise
+        )
+        let outcome: CopyOutHandler.Outcome
+        do {
+            // In front of PostgresNIO's handler, behind TLS when the connection has it.
+            try await channel.eventLoop.submit {
+                let pipeline = channel.pipeline.syncOperations
+                if let tls = try? pipeline.handler(type: NIOSSLClientHandler.self) {
+                    try pipeline.addHandler(handler, position: .after(tls))
+                } else {
+                    try pipeline.addHandler(handler, position: .first)
+                }
+            }.get()
+            outcome = try await promise.futureResult.get()
         } catch {
             try? await connection.close()
-            if let error = error as? JobError { throw error }
             throw PostgresFailure.querying(error, query: query, at: location)
         }
         try? await connection.close()
-        guard let table = state.table else {
-            throw JobError(.input, "--query returned no rows from \(location.redacted): nothing to send")
+        switch outcome {
+        case .copied(let copied):
+            guard copied.rows > 0 else {
+                throw JobError(.input, "--query returned no rows from \(location.redacted): nothing to send")
+            }
+            return Snapshot(
+                path: "",
+                rows: copied.rows,
+                nullTokens: copied.nullTokens,
+                firstNullRows: copied.firstNullRows,
+                columns: copied.columns,
+                bytes: writer.bytes,
+                sha256: writer.finish()
+            )
+        case .serverError(let fields, let phase):
+            // The copy runs the query inside `COPY (\n…`: a position there is 7 characters past the user's.
+            throw PostgresFailure.queryFailed(
+                fields: fields,
+                query: query,
+                positionOffset: phase == .copy ? -7 : 0,
+                at: location
+            )
+        case .failed(let error):
+            throw error
+        case .connectionLost(let reason):
+            throw JobError(
+                .unreachable,
+                "--from-postgres \(location.redacted): the connection was lost while the query's rows were read: "
+                    + reason
+            )
         }
-        return Snapshot(
-            path: "",
-            rows: state.rows,
-            nullTokens: state.nullTokens,
-            firstNullRows: state.firstNullRows,
-            columns: table.names,
-            bytes: state.writer.bytes,
-            sha256: state.writer.finish()
-        )
     }
 
-}
-
-/// A copy in progress: touched only on the connection's event loop, one row after another (hence unchecked).
-final class SpoolState: @unchecked Sendable {
-    let writer: CSVSpoolWriter
-    let tokenColumn: TokenColumn
-    @exclusivity(unchecked) private(set) var table: ResultTable?
-    @exclusivity(unchecked) private(set) var rows = 0
-    @exclusivity(unchecked) private(set) var nullTokens = 0
-    @exclusivity(unchecked) private(set) var firstNullRows: [Int] = []
-
-    /// Called once, with the columns, when the header and the first row are in the file (a streamed spool's reader
-    /// may start).
-    private var firstRow: (@Sendable (_ columns: [String]) -> Void)?
-
-    init(writer: CSVSpoolWriter, tokenColumn: TokenColumn, firstRow: (@Sendable (_ columns: [String]) -> Void)? = nil) {
-        self.writer = writer
-        self.tokenColumn = tokenColumn
-        self.firstRow = firstRow
-    }
-
-    /// Writes one row (the header first, from the first row's columns).
+    /// The query as it is sent: without the `;` and spaces that may end it (it runs inside `COPY (…)`).
     ///
-    /// - Throws: `JobError` as `ResultTable` does, or the writer's failure: the query is then cancelled.
-    func take(_ row: PostgresRow) throws(JobError) {
-        if self.table == nil {
-            let table = try ResultTable(row, tokenColumn: self.tokenColumn)
-            table.writeHeader(to: self.writer)
-            self.table = table
-        }
-        self.rows += 1
-        if try self.table!.write(row, number: self.rows, to: self.writer) {
-            self.nullTokens += 1
-            if self.firstNullRows.count < 10 { self.firstNullRows.append(self.rows) }
-        }
-        if let failure = self.writer.failure { throw failure }
-        if let firstRow = self.firstRow {
-            self.firstRow = nil
-            self.writer.flush()
-            if let failure = self.writer.failure { throw failure }
-            firstRow(self.table?.names ?? [])
-        }
+    /// - Throws: `JobError(.input)` for an empty query or one holding a NUL character.
+    static func statement(_ query: String) throws(JobError) -> String {
+        var text = Substring(query)
+        while let last = text.last, last == ";" || last.isWhitespace { text = text.dropLast() }
+        guard !text.allSatisfy(\.isWhitespace) else { throw JobError(.input, "--query is empty") }
+        guard !text.utf8.contains(0) else { throw JobError(.input, "--query holds a NUL character") }
+        return String(text)
     }
 }
 
-/// The columns of a query's result as the first row shows them: names, how each is written, which holds the tokens.
+/// The columns of a query's result as its description shows them: names, and which holds the tokens.
 struct ResultTable {
     let names: [String]
-    let formats: [PostgresColumnFormat]
-    /// Per column, whether its bytes are its text (`PostgresColumnFormat.text`).
-    let isText: [Bool]
     let tokenIndex: Int
 
-    /// - Throws: `JobError(.input)` when no column is the token column, the token column is not text, or a column's
-    ///   type cannot be written as text.
-    init(_ row: PostgresRow, tokenColumn: TokenColumn) throws(JobError) {
-        var names: [String] = []
-        var formats: [PostgresColumnFormat] = []
-        var types: [PostgresDataType] = []
-        for cell in row {
-            names.append(cell.columnName)
-            types.append(cell.dataType)
-            guard let format = PostgresColumnFormat(cell.dataType) else {
-                throw JobError(
-                    .input,
-                    "--query returns the column \(cell.columnName) of type \(PostgresColumnFormat.name(cell.dataType)), "
-                        + "which Salvo does not read: cast it to text in the query (\(cell.columnName)::text)"
-                )
-            }
-            formats.append(format)
-        }
+    /// - Throws: `JobError(.input)` when no column is the token column, or the token column is not text.
+    init(_ columns: [CopyOutHandler.Column], tokenColumn: TokenColumn) throws(JobError) {
+        let names = columns.map(\.name)
         let index: Int
         switch tokenColumn {
         case .name(let name):
@@ -301,18 +306,16 @@ struct ResultTable {
             }
             index = number - 1
         }
-        guard formats[index].holdsText else {
-            let type = PostgresColumnFormat.name(types[index])
-            let cast = types[index] == .bytea ? "encode(\(names[index]), 'hex')" : "\(names[index])::text"
+        let type = columns[index].type
+        guard PostgresColumnType.holdsText(type) else {
+            let cast = type == .bytea ? "encode(\(names[index]), 'hex')" : "\(names[index])::text"
             throw JobError(
                 .input,
-                "the token column \(names[index]) is of type \(type), not text: tokens are text (64 hex digits, or "
-                    + "base64 with --token-encoding base64); convert it in the query (\(cast))"
+                "the token column \(names[index]) is of type \(PostgresColumnType.name(type)), not text: tokens are "
+                    + "text (64 hex digits, or base64 with --token-encoding base64); convert it in the query (\(cast))"
             )
         }
         self.names = names
-        self.formats = formats
-        self.isText = formats.map { $0 == .text }
         self.tokenIndex = index
     }
 
@@ -323,35 +326,6 @@ struct ResultTable {
             name.withUTF8 { writer.field(UnsafeRawBufferPointer($0)) }
         }
         writer.byte(0x0A)
-    }
-
-    /// Writes one row as a CSV record.
-    ///
-    /// - Returns: whether its token is NULL.
-    /// - Throws: `JobError(.input)` naming the row and column when a value cannot be read as its type.
-    func write(_ row: PostgresRow, number: Int, to writer: CSVSpoolWriter) throws(JobError) -> Bool {
-        var nullToken = false
-        var index = 0
-        for cell in row {
-            if index > 0 { writer.byte(UInt8(ascii: ",")) }
-            if let bytes = cell.bytes {
-                // Text, the common case, straight into the writer.
-                if self.isText[index] {
-                    bytes.withUnsafeReadableBytes { writer.field($0) }
-                } else if let problem = self.formats[index].write(bytes, cell: cell, to: writer) {
-                    throw JobError(
-                        .input,
-                        "--query row \(number), column \(cell.columnName) (\(PostgresColumnFormat.name(cell.dataType))): "
-                            + "\(problem): cast it to text in the query (\(cell.columnName)::text)"
-                    )
-                }
-            } else if index == self.tokenIndex {
-                nullToken = true
-            }
-            index += 1
-        }
-        writer.byte(0x0A)
-        return nullToken
     }
 }
 
