@@ -23,7 +23,7 @@ final class PrefixReplay: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     /// The outcome, its hashes apart (in `hashes`), so that copies of it never share their array.
     private let outcome = NIOLockedValueBox<Result<Found, InputError>?>(nil)
-    private let hashes = NIOLockedValueBox<[UInt64]>([])
+    private let hashes = NIOLockedValueBox(RepeatHashes())
 
     /// Starts reading `source`'s rows before `checkpoint` (the thread holds the source until it is done).
     ///
@@ -47,7 +47,7 @@ final class PrefixReplay: @unchecked Sendable {
                     hashCapacity: hashCapacity
                 )
             }
-            var hashes: [UInt64] = []
+            var hashes = RepeatHashes()
             if case .success(var found) = result {
                 swap(&hashes, &found.pass.hashes)
                 result = .success(found)
@@ -69,9 +69,9 @@ final class PrefixReplay: @unchecked Sendable {
 
     /// Takes the hashes of the valid rows read (once done; the outcome's `pass.hashes` is empty), so that the caller
     /// holds the only reference and can append to them in place.
-    func takeHashes() -> [UInt64] {
+    func takeHashes() -> RepeatHashes {
         self.hashes.withLockedValue { hashes in
-            var taken: [UInt64] = []
+            var taken = RepeatHashes()
             swap(&taken, &hashes)
             return taken
         }

@@ -12,7 +12,7 @@ extension TokenSource {
         /// With `dedupe`, every token taken so far: its file index (high 16 bits) and line.
         var seen: [DeviceToken: Int] = [:]
         /// Without `dedupe`, the hash of every valid row's token, to count repeats at the end.
-        var hashes: [UInt64] = []
+        var hashes = RepeatHashes()
         /// The highest line number of the current file so far.
         var lastLine = 0
         /// The offset of the current row in its file.
@@ -213,7 +213,7 @@ extension TokenSource {
     /// Every row of an opened source has been taken: its summary is complete.
     func finish(_ state: inout State) {
         if !state.pass.hashes.isEmpty { state.pendingRepeats = RepeatCount(taking: &state.pass.hashes) }
-        state.pass.hashes = []
+        state.pass.hashes = RepeatHashes()
         state.pass.seen = [:]
         state.summary = state.pass.running
     }

@@ -235,8 +235,8 @@ public final class TokenSource: @unchecked Sendable {
         var columns: [Int] = []
         // With dedupe, each token's first row: its file index (high 16 bits) and line.
         var seen: [DeviceToken: Int]? = self.options.dedupe ? [:] : nil
-        // Without dedupe, repeated tokens are only counted: 8 bytes a row (the token's 64-bit hash), sorted once.
-        var hashes: [UInt64] = []
+        // Without dedupe, repeated tokens are only counted: 8 bytes a row (the token's 64-bit hash), by bucket.
+        var hashes = RepeatHashes()
         var descriptors: [Int32] = []
         let journal = self.journal
         var payloadColumns: [[Int]] = []
@@ -345,7 +345,7 @@ public final class TokenSource: @unchecked Sendable {
             }
             rejectedLines.append(rejected)
         }
-        summary.duplicates = Self.repeats(&hashes)
+        summary.duplicates = Self.repeats(hashes)
         self.state.withLockedValue {
             $0.summary = summary
             $0.rejectedLines = rejectedLines
@@ -599,7 +599,6 @@ extension TokenSource {
             }
             // The most valid rows the bytes can hold (a token and a line end, the last line without one): the
             // hashes never regrow. A regrowth near the end of 10 M rows held the old 80 MB and the new array at once.
-            // Pages reserved beyond the rows that come are never touched, so they are not resident.
             if !self.options.dedupe {
                 let shortestRow = self.options.encoding == .hex ? 65 : 44
                 state.pass.hashes.reserveCapacity(rows / shortestRow + 1)
@@ -625,9 +624,7 @@ extension TokenSource {
             if state.resumed?.merged == false { _ = self.replayFailure(&state) }
             var running = state.pass.running
             running.isFinal = false
-            // Counted in place (the order of the hashes does not matter to a later count): a copy would be 8 bytes
-            // more a row at the end of a job.
-            running.duplicates = Self.repeats(&state.pass.hashes)
+            running.duplicates = Self.repeats(state.pass.hashes)
             return running
         }
     }

@@ -144,7 +144,7 @@ struct DeliveryOptions: ParsableArguments {
                 + "never closed to settle them sooner, so this bounds the rate: at most window / settle time."
         )
     )
-    var windowRows: Int = 6_000_000
+    var windowRows: Int = BinaryJobConfiguration.defaultWindowRows
 
     @Option(help: "Rows on a connection that ended without an answer: resend (at least once) or report (at most once).")
     var onUncertain: OnUncertain = .resend

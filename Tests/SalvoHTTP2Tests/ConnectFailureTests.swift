@@ -32,11 +32,12 @@ import Testing
     }
 
     @Test func nothingListening() async throws {
-        let server = try await startServer { _ in .ok(apnsID: nil) }
-        let port = server.port
-        await server.stop()
+        // Bound and never listened on, held through the job: a port a stopped server freed can be another test's
+        // server by the time of the connect.
+        let closed = try ClosedPort()
+        defer { closed.close() }
         let result = try await self.run(
-            jobConfigurationForTests(port: port, authentication: clientCertificate),
+            jobConfigurationForTests(port: closed.port, authentication: clientCertificate),
             seed: 41
         )
         self.expectStoppedAtOnce(result, saying: "connection refused")

@@ -122,19 +122,26 @@ import Testing
         hashes += hashes.prefix(1234)
         hashes += [hashes[5], hashes[5]]
         hashes.shuffle(using: &generator)
-        let original = hashes
-        #expect(TokenSource.repeats(&hashes) == 1236)
-        #expect(hashes.sorted() == original.sorted(), "reordered in place, nothing lost")
-        var small: [UInt64] = [1, 2, 1, 1]
-        #expect(TokenSource.repeats(&small) == 2)
-        var none: [UInt64] = []
-        #expect(TokenSource.repeats(&none) == 0)
+        #expect(TokenSource.repeats(hashes) == 1236)
+        var bucketed = RepeatHashes()
+        bucketed.reserveCapacity(hashes.count)
+        for hash in hashes { bucketed.append(hash) }
+        #expect(bucketed.count == hashes.count && bucketed.all.sorted() == hashes.sorted(), "nothing lost")
+        #expect(TokenSource.repeats(bucketed) == 1236)
+        // Room for a tenth of them: the rest overflow, and are counted all the same.
+        var cramped = RepeatHashes()
+        cramped.reserveCapacity(hashes.count / 10)
+        for hash in hashes { cramped.append(hash) }
+        #expect(cramped.count == hashes.count && cramped.all.sorted() == hashes.sorted(), "nothing lost")
+        #expect(cramped.sizes.reduce(0, +) == hashes.count)
+        #expect(TokenSource.repeats(cramped) == 1236 && TokenSource.repeats(cramped, parts: 3) == 1236)
+        #expect(TokenSource.repeats([1, 2, 1, 1]) == 2)
+        #expect(TokenSource.repeats([]) == 0)
         // 0 is a value like any other (the set's free slots are 0).
-        var zeros: [UInt64] = [0, 7, 0, 0, 7 << 56, 7]
-        #expect(TokenSource.repeats(&zeros) == 3)
-        // Values crowded into a few buckets (the top bits alike), to exercise the in-place moves.
+        #expect(TokenSource.repeats([0, 7, 0, 0, 7 << 56, 7]) == 3)
+        // Values crowded into a few buckets (the top bits alike).
         var crowded = (0..<70_000).map { UInt64($0 % 4) << 62 | UInt64($0 % 50_000) }
         crowded.shuffle(using: &generator)
-        #expect(TokenSource.repeats(&crowded) == 20_000)
+        #expect(TokenSource.repeats(crowded) == 20_000)
     }
 }
