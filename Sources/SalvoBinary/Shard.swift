@@ -281,17 +281,15 @@ final class Shard: @unchecked Sendable {
         payloads: PayloadTemplates
     ) -> Int {
         if let index = self.fields.index(of: row.reference) {
-            let (payload, count) = self.fields.measure(index)
-            return self.fields.withFields(index) { fields in
-                template.write(
-                    token: row.token,
-                    identifier: identifier,
-                    payload: payloads.templates[payload],
-                    fields: fields,
-                    payloadCount: count,
-                    to: &self.outbound
-                )
-            }
+            return Self.write(
+                row,
+                identifier: identifier,
+                fieldsAt: index,
+                of: &self.fields,
+                template,
+                payloads,
+                &self.outbound
+            )
         }
         do {
             try self.source.fields(at: row.reference, into: &self.refetched)
@@ -300,16 +298,41 @@ final class Shard: @unchecked Sendable {
             self.renderFailure = error
             return 0
         }
-        let (payload, count) = self.refetched.measure(0)
-        return self.refetched.withFields(0) { fields in
-            template.write(
-                token: row.token,
-                identifier: identifier,
-                payload: payloads.templates[payload],
-                fields: fields,
-                payloadCount: count,
-                to: &self.outbound
-            )
+        return Self.write(
+            row,
+            identifier: identifier,
+            fieldsAt: 0,
+            of: &self.refetched,
+            template,
+            payloads,
+            &self.outbound
+        )
+    }
+
+    /// Row `index` of `rows`'s frame, written into `outbound`. Static, with both passed `inout`: called from a
+    /// closure that can reach the shard, a method of `self.fields` would make Swift copy the struct first (five
+    /// retains and five releases a row, a fifth of a templated send's CPU).
+    private static func write(
+        _ row: TokenRow,
+        identifier: UInt32,
+        fieldsAt index: Int,
+        of rows: inout RowFields,
+        _ template: FrameTemplate,
+        _ payloads: PayloadTemplates,
+        _ outbound: inout ByteBuffer
+    ) -> Int {
+        let (payload, count) = rows.measure(index)
+        return payloads.templates.withUnsafeBufferPointer { templates in
+            rows.withFields(index) { fields in
+                template.write(
+                    token: row.token,
+                    identifier: identifier,
+                    payload: templates[payload],
+                    fields: fields,
+                    payloadCount: count,
+                    to: &outbound
+                )
+            }
         }
     }
 
