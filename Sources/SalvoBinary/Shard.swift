@@ -322,16 +322,19 @@ final class Shard: @unchecked Sendable {
         _ outbound: inout ByteBuffer
     ) -> Int {
         let (payload, count) = rows.measure(index)
+        // The template without a retain (see `PayloadTemplates.measure`: both shards use it at once).
         return payloads.templates.withUnsafeBufferPointer { templates in
-            rows.withFields(index) { fields in
-                template.write(
-                    token: row.token,
-                    identifier: identifier,
-                    payload: templates[payload],
-                    fields: fields,
-                    payloadCount: count,
-                    to: &outbound
-                )
+            Unmanaged.passUnretained(templates[payload])._withUnsafeGuaranteedRef { payload in
+                rows.withFields(index) { fields in
+                    template.write(
+                        token: row.token,
+                        identifier: identifier,
+                        payload: payload,
+                        fields: fields,
+                        payloadCount: count,
+                        to: &outbound
+                    )
+                }
             }
         }
     }

@@ -126,7 +126,11 @@ public struct RowFields {
         return buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { out in
             let written = self.withFields(index) { fields in
                 templates.templates.withUnsafeBufferPointer {
-                    $0[template].render(fields, into: UnsafeMutableRawBufferPointer(rebasing: out[0..<count]))
+                    // Without a retain of the template, which every connection renders with at once (see
+                    // `PayloadTemplates.measure`).
+                    Unmanaged.passUnretained($0[template])._withUnsafeGuaranteedRef {
+                        $0.render(fields, into: UnsafeMutableRawBufferPointer(rebasing: out[0..<count]))
+                    }
                 }
             }
             precondition(written == count, "the fields changed since they were measured")
