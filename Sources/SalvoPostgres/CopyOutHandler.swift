@@ -81,19 +81,32 @@ final class CopyOutHandler: ChannelInboundHandler, RemovableChannelHandler, @unc
     private var nullTokens = 0
     private var firstNullRows: [Int] = []
     private var ended = false
+    /// The longest the server may stay silent once rows flow, and before the first row (a query may sort or scan for
+    /// minutes before it has one): then the copy ends as a lost connection.
+    private let silenceLimit: TimeAmount
+    private let firstRowLimit: TimeAmount
+    /// When the server last sent anything, and the check that ends a copy it has not fed for `silenceLimit`.
+    private var lastHeard = NIODeadline.uptimeNanoseconds(0)
+    private var silenceCheck: Scheduled<Void>?
 
     /// - Parameters:
     ///   - query: the user's query (one statement, no trailing `;`).
     ///   - copyStatement: `COPY (query) TO STDOUT …`.
     ///   - described: judges the columns; returns the token column's index, or throws to end without copying.
+    ///   - silenceLimit: the longest the server may send nothing once rows flow (a server gone quiet mid-copy).
+    ///   - firstRowLimit: the longest it may send nothing before the first row.
     init(
         query: String,
         copyStatement: String,
         described: @escaping Described,
         writer: CSVSpoolWriter,
         firstRow: (([String]) -> Void)?,
-        promise: EventLoopPromise<Outcome>
+        promise: EventLoopPromise<Outcome>,
+        silenceLimit: TimeAmount = .seconds(120),
+        firstRowLimit: TimeAmount = .minutes(15)
     ) {
+        self.silenceLimit = silenceLimit
+        self.firstRowLimit = firstRowLimit
         self.query = query
         self.copyStatement = copyStatement
         self.described = described
@@ -103,6 +116,12 @@ final class CopyOutHandler: ChannelInboundHandler, RemovableChannelHandler, @unc
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        guard context.channel.isActive else {
+            // Closed before the handler came: no inactive event will reach it.
+            return self.finish(.connectionLost("the server closed the connection"))
+        }
+        self.lastHeard = context.eventLoop.now
+        self.scheduleSilenceCheck(context: context, after: self.allowedSilence)
         var message = context.channel.allocator.buffer(capacity: self.query.utf8.count + 32)
         Self.frontend(UInt8(ascii: "P"), into: &message) { body in
             body.writeInteger(UInt8(0))  // the unnamed statement
@@ -124,6 +143,7 @@ final class CopyOutHandler: ChannelInboundHandler, RemovableChannelHandler, @unc
             context.fireChannelRead(data)
             return
         }
+        self.lastHeard = context.eventLoop.now
         var incoming = self.unwrapInboundIn(data)
         if var pending = self.pending {
             // Only the rest of the cut message is copied, never a whole read.
@@ -203,7 +223,34 @@ final class CopyOutHandler: ChannelInboundHandler, RemovableChannelHandler, @unc
         guard !self.ended else { return }
         self.ended = true
         self.state = .done
+        self.silenceCheck?.cancel()
+        self.silenceCheck = nil
         self.promise.succeed(outcome)
+    }
+
+    /// The silence allowed now: `firstRowLimit` until the first row, `silenceLimit` after it.
+    private var allowedSilence: TimeAmount { self.rows == 0 ? self.firstRowLimit : self.silenceLimit }
+
+    /// Ends the exchange (and closes the connection) once the server has been silent for the allowed time; checked
+    /// when that time since the last bytes would be up, so a copy that flows costs one timer, not one per read.
+    private func scheduleSilenceCheck(context: ChannelHandlerContext, after delay: TimeAmount) {
+        self.silenceCheck?.cancel()
+        self.silenceCheck = context.eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in
+            guard !self.ended else { return }
+            let silent = context.eventLoop.now - self.lastHeard
+            let allowed = self.allowedSilence
+            guard silent >= allowed else {
+                return self.scheduleSilenceCheck(context: context, after: allowed - silent)
+            }
+            let seconds = allowed.nanoseconds / 1_000_000_000
+            self.finish(
+                .connectionLost(
+                    "the server sent nothing for \(seconds) s"
+                        + (self.rows == 0 ? ", before the query's first row" : "")
+                )
+            )
+            context.close(promise: nil)
+        }
     }
 
     /// The rows (CopyData messages) at the front of `buffer`, each written into the spool as it came: a CSV record
@@ -211,6 +258,7 @@ final class CopyOutHandler: ChannelInboundHandler, RemovableChannelHandler, @unc
     /// in place, with no value made per row.
     private func rows(from buffer: inout ByteBuffer, context: ChannelHandlerContext) {
         let copyData = UInt8(ascii: "d")
+        let rowsBefore = self.rows
         let consumed = buffer.withUnsafeReadableBytes { bytes -> Int in
             var at = 0
             while at + 5 <= bytes.count && bytes[at] == copyData {
@@ -229,6 +277,10 @@ final class CopyOutHandler: ChannelInboundHandler, RemovableChannelHandler, @unc
         }
         guard consumed > 0 else { return }
         buffer.moveReaderIndex(forwardBy: consumed)
+        if rowsBefore == 0 && self.rows > 0 {
+            // Rows flow: from now on the shorter silence is allowed.
+            self.scheduleSilenceCheck(context: context, after: self.silenceLimit)
+        }
         if let firstRow = self.firstRow {
             self.firstRow = nil
             self.writer.flush()

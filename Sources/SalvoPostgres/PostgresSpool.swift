@@ -123,7 +123,8 @@ public enum PostgresSpool {
                     to: file.descriptor,
                     name: file.name,
                     growing: growing,
-                    firstRow: { columns in started.settle(.success(columns)) }
+                    firstRow: { columns in started.settle(.success(columns)) },
+                    silenceLimit: stallLimit
                 )
                 snapshot.path = path
                 growing.finish()
@@ -171,7 +172,8 @@ public enum PostgresSpool {
         to descriptor: Int32,
         name: String,
         growing: GrowingInput? = nil,
-        firstRow: (@Sendable (_ columns: [String]) -> Void)? = nil
+        firstRow: (@Sendable (_ columns: [String]) -> Void)? = nil,
+        silenceLimit: Duration = .seconds(120)
     ) async throws(JobError) -> Snapshot {
         let statement = try Self.statement(query)
         let channel: any Channel
@@ -212,7 +214,8 @@ public enum PostgresSpool {
             },
             writer: writer,
             firstRow: firstRow,
-            promise: promise
+            promise: promise,
+            silenceLimit: .nanoseconds(Int64(silenceLimit.nanoseconds))
         )
         let outcome: CopyOutHandler.Outcome
         do {

@@ -128,6 +128,13 @@ import Testing
 
     static func ready() -> ByteBuffer { Self.message("Z") { $0.writeString("I") } }
 
+    /// An embedded channel that reads as connected (the handler takes an inactive one as closed).
+    static func connectedChannel() throws -> EmbeddedChannel {
+        let channel = EmbeddedChannel()
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 5432)).wait()
+        return channel
+    }
+
     static func error(_ code: String, _ text: String) -> ByteBuffer {
         Self.message("E") { body in
             for (field, value) in [("S", "ERROR"), ("C", code), ("M", text)] {
@@ -146,7 +153,7 @@ import Testing
         copy: [ByteBuffer],
         piece: Int
     ) throws -> (CopyOutHandler.Outcome?, String, [UInt8]) {
-        let channel = EmbeddedChannel()
+        let channel = try Self.connectedChannel()
         let file = try SpoolFile.temporary(prefix: "salvo-copy-test", what: "a test spool")
         defer { file.discard() }
         let writer = CSVSpoolWriter(descriptor: file.descriptor, name: file.name, hashing: false)
@@ -284,7 +291,7 @@ import Testing
 
     @Test("after ReadyForQuery ends the copy, the bytes in the same read pass on to the next handler")
     func theRestPassesOn() throws {
-        let channel = EmbeddedChannel()
+        let channel = try Self.connectedChannel()
         let file = try SpoolFile.temporary(prefix: "salvo-copy-test", what: "a test spool")
         defer { file.discard() }
         let writer = CSVSpoolWriter(descriptor: file.descriptor, name: file.name, hashing: false)
@@ -305,6 +312,68 @@ import Testing
         try channel.writeInbound(bytes)
         let passed = try channel.readInbound(as: ByteBuffer.self)
         #expect(passed.map { Array($0.readableBytesView) } == Array(Self.message("N").readableBytesView))
+        _ = try? channel.finish()
+    }
+
+    @Test("a server silent past the limit ends the copy: longer before the first row than between rows")
+    func silence() throws {
+        for rowsFirst in [false, true] {
+            let channel = try Self.connectedChannel()
+            let file = try SpoolFile.temporary(prefix: "salvo-copy-test", what: "a test spool")
+            defer { file.discard() }
+            let writer = CSVSpoolWriter(descriptor: file.descriptor, name: file.name, hashing: false)
+            let promise = channel.eventLoop.makePromise(of: CopyOutHandler.Outcome.self)
+            let outcome = NIOLockedValueBox<CopyOutHandler.Outcome?>(nil)
+            promise.futureResult.whenSuccess { result in outcome.withLockedValue { $0 = result } }
+            let handler = CopyOutHandler(
+                query: "SELECT token FROM t",
+                copyStatement: "COPY (\nSELECT token FROM t\n) TO STDOUT (FORMAT csv)",
+                described: { _ throws(JobError) in 0 },
+                writer: writer,
+                firstRow: nil,
+                promise: promise,
+                silenceLimit: .seconds(2),
+                firstRowLimit: .seconds(5)
+            )
+            try channel.pipeline.syncOperations.addHandler(handler)
+            var answer = [Self.description([("token", .text)]), Self.ready()]
+            if rowsFirst { answer.append(Self.message("d") { $0.writeString("aa\n") }) }
+            for var message in answer { try channel.writeInbound(message.readSlice(length: message.readableBytes)!) }
+            channel.embeddedEventLoop.advanceTime(by: .seconds(rowsFirst ? 1 : 4))
+            #expect(outcome.withLockedValue { $0 } == nil, "within the limit")
+            channel.embeddedEventLoop.advanceTime(by: .seconds(rowsFirst ? 2 : 2))
+            guard case .connectionLost(let reason) = outcome.withLockedValue({ $0 }) else {
+                Issue.record("outcome \(String(describing: outcome.withLockedValue { $0 }))")
+                continue
+            }
+            #expect(reason.contains(rowsFirst ? "nothing for 2 s" : "nothing for 5 s, before the query's first row"))
+            _ = try? channel.finish()
+        }
+    }
+
+    @Test("a connection closed before the handler came ends the copy at once")
+    func closedBefore() throws {
+        let channel = EmbeddedChannel()  // never connected: inactive
+        let file = try SpoolFile.temporary(prefix: "salvo-copy-test", what: "a test spool")
+        defer { file.discard() }
+        let writer = CSVSpoolWriter(descriptor: file.descriptor, name: file.name, hashing: false)
+        let promise = channel.eventLoop.makePromise(of: CopyOutHandler.Outcome.self)
+        let outcome = NIOLockedValueBox<CopyOutHandler.Outcome?>(nil)
+        promise.futureResult.whenSuccess { result in outcome.withLockedValue { $0 = result } }
+        let handler = CopyOutHandler(
+            query: "SELECT 1",
+            copyStatement: "COPY (\nSELECT 1\n) TO STDOUT (FORMAT csv)",
+            described: { _ throws(JobError) in 0 },
+            writer: writer,
+            firstRow: nil,
+            promise: promise
+        )
+        try channel.pipeline.syncOperations.addHandler(handler)
+        guard case .connectionLost = outcome.withLockedValue({ $0 }) else {
+            Issue.record("outcome \(String(describing: outcome.withLockedValue { $0 }))")
+            return
+        }
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil, "nothing sent")
         _ = try? channel.finish()
     }
 }
