@@ -153,6 +153,7 @@ final class CopyOutHandler: ChannelInboundHandler, RemovableChannelHandler, @unc
                 pending.writeBuffer(&part)
             }
             guard Self.missingBytes(pending) == 0 else {
+                if let length = Self.unreadableLength(pending) { return self.refuse(length: length, context: context) }
                 self.pending = pending
                 return
             }
@@ -181,18 +182,28 @@ final class CopyOutHandler: ChannelInboundHandler, RemovableChannelHandler, @unc
                 if self.ended { return }
             }
             guard let (type, body) = Self.nextMessage(&buffer) else {
-                if buffer.readableBytes >= 5, let length: UInt32 = buffer.getInteger(at: buffer.readerIndex + 1),
-                    length < 4
-                {
-                    self.finish(
-                        .failed(JobError(.input, "the server sent a message that cannot be read (length \(length))"))
-                    )
-                    context.close(promise: nil)
-                }
+                if let length = Self.unreadableLength(buffer) { self.refuse(length: length, context: context) }
                 return
             }
             self.receive(type, body, context: context)
         }
+    }
+
+    /// The largest message taken: a row (one CopyData) of a token file is far below it, and a server that announces
+    /// more is not waited for with the bytes held.
+    static let largestMessage: UInt32 = 1 << 28
+
+    /// The length the message at the front of `buffer` announces when no message can have it (below its own 4 bytes,
+    /// or above `largestMessage`); nil when it is readable or its header is not all there yet.
+    static func unreadableLength(_ buffer: ByteBuffer) -> UInt32? {
+        guard let length: UInt32 = buffer.getInteger(at: buffer.readerIndex + 1) else { return nil }
+        return length < 4 || length > Self.largestMessage ? length : nil
+    }
+
+    /// Ends the exchange on a message that cannot be read, and closes the connection.
+    private func refuse(length: UInt32, context: ChannelHandlerContext) {
+        self.finish(.failed(JobError(.input, "the server sent a message that cannot be read (length \(length))")))
+        context.close(promise: nil)
     }
 
     /// How many more bytes the message at the front of `buffer` needs to be whole (while its length cannot be read

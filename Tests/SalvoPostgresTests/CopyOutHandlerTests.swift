@@ -46,6 +46,19 @@ import Testing
         buffer.writeInteger(UInt8(0))
         #expect(CopyOutHandler.nextMessage(&buffer)?.0 == UInt8(ascii: "C"))
         #expect(buffer.readableBytes == 0)
+
+        // Lengths no message can have: refused, not waited for.
+        for length in [UInt32(3), CopyOutHandler.largestMessage + 1, .max] {
+            var bad = ByteBuffer()
+            bad.writeInteger(UInt8(ascii: "d"))
+            bad.writeInteger(length)
+            #expect(CopyOutHandler.unreadableLength(bad) == length)
+        }
+        var fine = ByteBuffer()
+        fine.writeInteger(UInt8(ascii: "d"))
+        #expect(CopyOutHandler.unreadableLength(fine) == nil, "a header not all there yet")
+        fine.writeInteger(UInt32(4 + 3))
+        #expect(CopyOutHandler.unreadableLength(fine) == nil)
     }
 
     @Test("RowDescription gives each column's name and type; ErrorResponse its fields")
