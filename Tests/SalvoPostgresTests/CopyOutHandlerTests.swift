@@ -109,6 +109,75 @@ import Testing
     }
 }
 
+/// A `CopyOutHandler` on an `EmbeddedChannel` (connected, unless asked otherwise), writing into a temporary spool,
+/// its outcome kept once it comes. `described` judges the columns as `PostgresSpool.copy` does: the token column by
+/// name, the header written.
+final class CopyHarness {
+    let channel = EmbeddedChannel()
+    let file: SpoolFile
+    let writer: CSVSpoolWriter
+    private let result = NIOLockedValueBox<CopyOutHandler.Outcome?>(nil)
+
+    init(
+        connected: Bool = true,
+        silenceLimit: TimeAmount = .seconds(120),
+        firstRowLimit: TimeAmount = .minutes(15)
+    ) throws {
+        if connected { try self.channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 5432)).wait() }
+        self.file = try SpoolFile.temporary(prefix: "salvo-copy-test", what: "a test spool")
+        let writer = CSVSpoolWriter(descriptor: self.file.descriptor, name: self.file.name, hashing: false)
+        self.writer = writer
+        let promise = self.channel.eventLoop.makePromise(of: CopyOutHandler.Outcome.self)
+        promise.futureResult.whenSuccess { [result] outcome in result.withLockedValue { $0 = outcome } }
+        let handler = CopyOutHandler(
+            query: "SELECT token, n FROM t",
+            copyStatement: "COPY (\nSELECT token, n FROM t\n) TO STDOUT (FORMAT csv)",
+            described: { columns throws(JobError) in
+                let table = try ResultTable(columns, tokenColumn: .name("token"))
+                table.writeHeader(to: writer)
+                return table.tokenIndex
+            },
+            writer: writer,
+            firstRow: nil,
+            promise: promise,
+            silenceLimit: silenceLimit,
+            firstRowLimit: firstRowLimit
+        )
+        try self.channel.pipeline.syncOperations.addHandler(handler)
+    }
+
+    var outcome: CopyOutHandler.Outcome? { self.result.withLockedValue { $0 } }
+
+    /// The types of the messages the handler sent since the last call.
+    func sent() throws -> [UInt8] {
+        var types: [UInt8] = []
+        while var out = try self.channel.readOutbound(as: ByteBuffer.self) {
+            while let (type, _) = CopyOutHandler.nextMessage(&out) { types.append(type) }
+        }
+        return types
+    }
+
+    /// `messages` handed over in pieces of `piece` bytes.
+    func deliver(_ messages: [ByteBuffer], piece: Int = 1 << 16) throws {
+        var all = ByteBuffer()
+        for var message in messages { all.writeBuffer(&message) }
+        while all.readableBytes > 0 {
+            try self.channel.writeInbound(all.readSlice(length: min(piece, all.readableBytes))!)
+        }
+    }
+
+    /// What the spool holds.
+    func text() throws -> String {
+        self.writer.flush()
+        return try String(contentsOfFile: self.file.path, encoding: .utf8)
+    }
+
+    func close() {
+        _ = try? self.channel.finish()
+        self.file.discard()
+    }
+}
+
 /// The handler's two exchanges on an `EmbeddedChannel`, the server's bytes cut at every size: what it asks, what it
 /// writes, and how it ends.
 @Suite("COPY … TO STDOUT exchange", .tags(.pure), .runs(.pure)) struct CopyOutExchangeTests {
@@ -141,13 +210,6 @@ import Testing
 
     static func ready() -> ByteBuffer { Self.message("Z") { $0.writeString("I") } }
 
-    /// An embedded channel that reads as connected (the handler takes an inactive one as closed).
-    static func connectedChannel() throws -> EmbeddedChannel {
-        let channel = EmbeddedChannel()
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 5432)).wait()
-        return channel
-    }
-
     static func error(_ code: String, _ text: String) -> ByteBuffer {
         Self.message("E") { body in
             for (field, value) in [("S", "ERROR"), ("C", code), ("M", text)] {
@@ -166,48 +228,14 @@ import Testing
         copy: [ByteBuffer],
         piece: Int
     ) throws -> (CopyOutHandler.Outcome?, String, [UInt8]) {
-        let channel = try Self.connectedChannel()
-        let file = try SpoolFile.temporary(prefix: "salvo-copy-test", what: "a test spool")
-        defer { file.discard() }
-        let writer = CSVSpoolWriter(descriptor: file.descriptor, name: file.name, hashing: false)
-        let promise = channel.eventLoop.makePromise(of: CopyOutHandler.Outcome.self)
-        let outcome = NIOLockedValueBox<CopyOutHandler.Outcome?>(nil)
-        promise.futureResult.whenSuccess { result in outcome.withLockedValue { $0 = result } }
-        let handler = CopyOutHandler(
-            query: "SELECT token, n FROM t",
-            copyStatement: "COPY (\nSELECT token, n FROM t\n) TO STDOUT (FORMAT csv)",
-            described: { columns throws(JobError) in
-                let table = try ResultTable(columns, tokenColumn: .name("token"))
-                table.writeHeader(to: writer)
-                return table.tokenIndex
-            },
-            writer: writer,
-            firstRow: nil,
-            promise: promise
-        )
-        try channel.pipeline.syncOperations.addHandler(handler)
-        var sent: [UInt8] = []
-        func drainSent() throws {
-            while var out = try channel.readOutbound(as: ByteBuffer.self) {
-                while let (type, _) = CopyOutHandler.nextMessage(&out) { sent.append(type) }
-            }
-        }
-        func deliver(_ messages: [ByteBuffer]) throws {
-            var all = ByteBuffer()
-            for var message in messages { all.writeBuffer(&message) }
-            while all.readableBytes > 0 {
-                try channel.writeInbound(all.readSlice(length: min(piece, all.readableBytes))!)
-            }
-        }
-        try drainSent()
-        try deliver(describe)
-        try drainSent()
-        if sent.last == UInt8(ascii: "Q") { try deliver(copy) }
-        try drainSent()
-        writer.flush()
-        let text = try String(contentsOfFile: file.path, encoding: .utf8)
-        _ = try? channel.finish()
-        return (outcome.withLockedValue { $0 }, text, sent)
+        let harness = try CopyHarness()
+        defer { harness.close() }
+        var sent = try harness.sent()
+        try harness.deliver(describe, piece: piece)
+        sent += try harness.sent()
+        if sent.last == UInt8(ascii: "Q") { try harness.deliver(copy, piece: piece) }
+        sent += try harness.sent()
+        return (harness.outcome, try harness.text(), sent)
     }
 
     static let rows = ["aa,1\n", ",2\n", "\"c,\"\"d\",3\n", "\"\",4\n"]
@@ -304,20 +332,9 @@ import Testing
 
     @Test("after ReadyForQuery ends the copy, the bytes in the same read pass on to the next handler")
     func theRestPassesOn() throws {
-        let channel = try Self.connectedChannel()
-        let file = try SpoolFile.temporary(prefix: "salvo-copy-test", what: "a test spool")
-        defer { file.discard() }
-        let writer = CSVSpoolWriter(descriptor: file.descriptor, name: file.name, hashing: false)
-        let promise = channel.eventLoop.makePromise(of: CopyOutHandler.Outcome.self)
-        let handler = CopyOutHandler(
-            query: "SELECT 1",
-            copyStatement: "COPY (\nSELECT 1\n) TO STDOUT (FORMAT csv)",
-            described: { _ throws(JobError) in 0 },
-            writer: writer,
-            firstRow: nil,
-            promise: promise
-        )
-        try channel.pipeline.syncOperations.addHandler(handler)
+        let harness = try CopyHarness()
+        defer { harness.close() }
+        let channel = harness.channel
         var bytes = ByteBuffer()
         for var message in [Self.error("42601", "syntax error"), Self.ready(), Self.message("N")] {
             bytes.writeBuffer(&message)
@@ -325,68 +342,35 @@ import Testing
         try channel.writeInbound(bytes)
         let passed = try channel.readInbound(as: ByteBuffer.self)
         #expect(passed.map { Array($0.readableBytesView) } == Array(Self.message("N").readableBytesView))
-        _ = try? channel.finish()
     }
 
     @Test("a server silent past the limit ends the copy: longer before the first row than between rows")
     func silence() throws {
         for rowsFirst in [false, true] {
-            let channel = try Self.connectedChannel()
-            let file = try SpoolFile.temporary(prefix: "salvo-copy-test", what: "a test spool")
-            defer { file.discard() }
-            let writer = CSVSpoolWriter(descriptor: file.descriptor, name: file.name, hashing: false)
-            let promise = channel.eventLoop.makePromise(of: CopyOutHandler.Outcome.self)
-            let outcome = NIOLockedValueBox<CopyOutHandler.Outcome?>(nil)
-            promise.futureResult.whenSuccess { result in outcome.withLockedValue { $0 = result } }
-            let handler = CopyOutHandler(
-                query: "SELECT token FROM t",
-                copyStatement: "COPY (\nSELECT token FROM t\n) TO STDOUT (FORMAT csv)",
-                described: { _ throws(JobError) in 0 },
-                writer: writer,
-                firstRow: nil,
-                promise: promise,
-                silenceLimit: .seconds(2),
-                firstRowLimit: .seconds(5)
-            )
-            try channel.pipeline.syncOperations.addHandler(handler)
+            let harness = try CopyHarness(silenceLimit: .seconds(2), firstRowLimit: .seconds(5))
+            defer { harness.close() }
             var answer = [Self.description([("token", .text)]), Self.ready()]
             if rowsFirst { answer.append(Self.message("d") { $0.writeString("aa\n") }) }
-            for var message in answer { try channel.writeInbound(message.readSlice(length: message.readableBytes)!) }
-            channel.embeddedEventLoop.advanceTime(by: .seconds(rowsFirst ? 1 : 4))
-            #expect(outcome.withLockedValue { $0 } == nil, "within the limit")
-            channel.embeddedEventLoop.advanceTime(by: .seconds(rowsFirst ? 2 : 2))
-            guard case .connectionLost(let reason) = outcome.withLockedValue({ $0 }) else {
-                Issue.record("outcome \(String(describing: outcome.withLockedValue { $0 }))")
+            try harness.deliver(answer)
+            harness.channel.embeddedEventLoop.advanceTime(by: .seconds(rowsFirst ? 1 : 4))
+            #expect(harness.outcome == nil, "within the limit")
+            harness.channel.embeddedEventLoop.advanceTime(by: .seconds(2))
+            guard case .connectionLost(let reason) = harness.outcome else {
+                Issue.record("outcome \(String(describing: harness.outcome))")
                 continue
             }
             #expect(reason.contains(rowsFirst ? "nothing for 2 s" : "nothing for 5 s, before the query's first row"))
-            _ = try? channel.finish()
         }
     }
 
     @Test("a connection closed before the handler came ends the copy at once")
     func closedBefore() throws {
-        let channel = EmbeddedChannel()  // never connected: inactive
-        let file = try SpoolFile.temporary(prefix: "salvo-copy-test", what: "a test spool")
-        defer { file.discard() }
-        let writer = CSVSpoolWriter(descriptor: file.descriptor, name: file.name, hashing: false)
-        let promise = channel.eventLoop.makePromise(of: CopyOutHandler.Outcome.self)
-        let outcome = NIOLockedValueBox<CopyOutHandler.Outcome?>(nil)
-        promise.futureResult.whenSuccess { result in outcome.withLockedValue { $0 = result } }
-        let handler = CopyOutHandler(
-            query: "SELECT 1",
-            copyStatement: "COPY (\nSELECT 1\n) TO STDOUT (FORMAT csv)",
-            described: { _ throws(JobError) in 0 },
-            writer: writer,
-            firstRow: nil,
-            promise: promise
-        )
-        try channel.pipeline.syncOperations.addHandler(handler)
-        guard case .connectionLost = outcome.withLockedValue({ $0 }) else {
-            Issue.record("outcome \(String(describing: outcome.withLockedValue { $0 }))")
+        let harness = try CopyHarness(connected: false)
+        defer { harness.close() }
+        guard case .connectionLost = harness.outcome else {
+            Issue.record("outcome \(String(describing: harness.outcome))")
             return
         }
-        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil, "nothing sent")
-        _ = try? channel.finish()
+        #expect(try harness.sent().isEmpty, "nothing sent")
     }
 }
