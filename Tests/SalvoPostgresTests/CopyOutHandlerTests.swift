@@ -63,18 +63,9 @@ import Testing
 
     @Test("RowDescription gives each column's name and type; ErrorResponse its fields")
     func descriptions() {
-        var body = ByteBuffer()
-        body.writeInteger(Int16(2))
-        for (name, type) in [("token", PostgresDataType.text), ("n", .int4)] {
-            body.writeString(name)
-            body.writeInteger(UInt8(0))
-            body.writeInteger(UInt32(0))
-            body.writeInteger(Int16(0))
-            body.writeInteger(type.rawValue)
-            body.writeInteger(Int16(-1))
-            body.writeInteger(Int32(-1))
-            body.writeInteger(Int16(0))
-        }
+        // The message's body: past its type and length.
+        let message = CopyOutExchangeTests.description([("token", .text), ("n", .int4)])
+        let body = message.getSlice(at: message.readerIndex + 5, length: message.readableBytes - 5)!
         #expect(
             CopyOutHandler.rowDescription(body)
                 == [.init(name: "token", type: .text), .init(name: "n", type: .int4)]

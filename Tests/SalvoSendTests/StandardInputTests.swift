@@ -388,26 +388,17 @@ struct PipedRun {
     ) throws -> PipedRun {
         // A run that exits without reading its pipe must not end the test process with SIGPIPE.
         signal(SIGPIPE, SIG_IGN)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = arguments
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        }
-        let file = folder.appendingPathComponent("output-\(UUID().uuidString).txt")
-        _ = FileManager.default.createFile(atPath: file.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: file)
-        process.standardOutput = handle
-        process.standardError = handle
         let pipe = input.map { _ in Pipe() }
-        if let pipe {
-            process.standardInput = pipe
-        } else {
-            process.standardInput = standardInput ?? FileHandle.nullDevice
-        }
-        try process.run()
+        let run = try BackgroundRun.start(
+            salvo,
+            arguments,
+            in: folder,
+            environment: environment,
+            standardInput: pipe?.fileHandleForReading ?? standardInput ?? FileHandle.nullDevice
+        )
         if let pipe, let input {
+            // The run holds the read end now: with this one closed, a run that exits unread fails the write (EPIPE).
+            try? pipe.fileHandleForReading.close()
             // Fed from a thread of its own: the pipe holds less than the input, which the run reads as it goes.
             let writer = pipe.fileHandleForWriting
             let thread = Thread {
@@ -416,7 +407,7 @@ struct PipedRun {
             }
             thread.start()
         }
-        return PipedRun(process: process, file: file)
+        return PipedRun(process: run.process, file: run.file)
     }
 }
 
