@@ -235,8 +235,16 @@ public final class TokenSource: @unchecked Sendable {
         var columns: [Int] = []
         // With dedupe, each token's first row: its file index (high 16 bits) and line.
         var seen: [DeviceToken: Int]? = self.options.dedupe ? [:] : nil
-        // Without dedupe, repeated tokens are only counted: 8 bytes a row (the token's 64-bit hash), by bucket.
+        // Without dedupe, repeated tokens are only counted: 8 bytes a row (the token's 64-bit hash), by bucket, with
+        // room for as many rows as the files can hold (else they would be bucketed again, a copy, when counted).
         var hashes = RepeatHashes()
+        if seen == nil {
+            let bytes = self.files.reduce(0) { total, file in
+                var status = stat()
+                return total + (stat(StandardInputName.path(of: file), &status) == 0 ? Int(status.st_size) : 0)
+            }
+            hashes.reserveCapacity(self.mostValidRows(inBytes: bytes))
+        }
         var descriptors: [Int32] = []
         let journal = self.journal
         var payloadColumns: [[Int]] = []
@@ -597,14 +605,15 @@ extension TokenSource {
                 self.start(at: point, reader: reader, state: &state)
                 rows -= state.resumed!.bytesBefore
             }
-            // The most valid rows the bytes can hold (a token and a line end, the last line without one): the
-            // hashes never regrow. A regrowth near the end of 10 M rows held the old 80 MB and the new array at once.
-            if !self.options.dedupe {
-                let shortestRow = self.options.encoding == .hex ? 65 : 44
-                state.pass.hashes.reserveCapacity(rows / shortestRow + 1)
-            }
+            // The hashes never regrow: a regrowth near the end of 10 M rows held the old 80 MB and the new at once.
+            if !self.options.dedupe { state.pass.hashes.reserveCapacity(self.mostValidRows(inBytes: rows)) }
         }
         return nil
+    }
+
+    /// The most valid rows `bytes` of input can hold: a token and a line end each (the last line without one).
+    func mostValidRows(inBytes bytes: Int) -> Int {
+        bytes / (self.options.encoding == .hex ? 65 : 44) + 1
     }
 
     /// The whole input's summary: from `validate()`, or once `nextChunk` has taken the last row of an opened
