@@ -89,6 +89,11 @@ public final class PostgresTestServer: Sendable {
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = FileHandle.nullDevice
+        // Bounded: a connect that gets no answer gives up after 10 s, a statement after 120 s (the psql run then ends
+        // with its error, read below), so no test waits on a server gone quiet.
+        process.environment = ProcessInfo.processInfo.environment.merging(
+            ["PGCONNECT_TIMEOUT": "10", "PGOPTIONS": "-c statement_timeout=120s"]
+        ) { _, bounded in bounded }
         try process.run()
         let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         let failure = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
