@@ -65,9 +65,7 @@ public enum PostgresFailure {
                     default: nil
                     }
                 }
-                if let position = fields[.position].flatMap(Int.init) {
-                    text += " (at character \(position) of the query: \(Self.excerpt(query, at: position)))"
-                }
+                text += Self.place(fields[.position], in: query)
                 return JobError(.input, "--query failed on \(location.redacted): \(text)")
             case .connectionClosed:
                 return JobError(
@@ -83,10 +81,7 @@ public enum PostgresFailure {
         }
         switch error.code {
         case .server:
-            var message = Self.serverMessage(error)
-            if let position = error.serverInfo?[.position].flatMap(Int.init) {
-                message += " (at character \(position) of the query: \(Self.excerpt(query, at: position)))"
-            }
+            let message = Self.serverMessage(error) + Self.place(error.serverInfo?[.position], in: query)
             return JobError(.input, "--query failed on \(location.redacted): \(message)")
         case .serverClosedConnection, .uncleanShutdown, .connectionError:
             return JobError(
@@ -117,10 +112,15 @@ public enum PostgresFailure {
             default: nil
             }
         }
-        if let position = fields[UInt8(ascii: "P")].flatMap(Int.init).map({ $0 + positionOffset }), position >= 1 {
-            text += " (at character \(position) of the query: \(Self.excerpt(query, at: position)))"
-        }
+        text += Self.place(fields[UInt8(ascii: "P")], in: query, offset: positionOffset)
         return JobError(.input, "--query failed on \(location.redacted): \(text)")
+    }
+
+    /// ` (at character 19 of the query: …FROM nowhere…)` for the 1-based character `position` names (less `offset`
+    /// when the query ran inside another statement), or nothing.
+    private static func place(_ position: String?, in query: String, offset: Int = 0) -> String {
+        guard let position = position.flatMap(Int.init).map({ $0 + offset }), position >= 1 else { return "" }
+        return " (at character \(position) of the query: \(Self.excerpt(query, at: position)))"
     }
 
     /// `ERROR 42P01: relation "devices" does not exist`, with the server's detail and hint when it sent them.

@@ -161,6 +161,9 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, CustomDebugSt
         return "\(host):\(self.port)/\(self.database)"
     }
 
+    /// `connectTimeout` as NIO counts time.
+    var connectTimeAmount: TimeAmount { .nanoseconds(Int64(self.connectTimeout.components.seconds) * 1_000_000_000) }
+
     /// A single connection's configuration: to `host:port`, or over `channel`, a TCP connection to it already made.
     ///
     /// - Throws: `JobError(.configuration)` when the TLS settings cannot be made (an unreadable `sslrootcert`).
@@ -196,9 +199,7 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, CustomDebugSt
                     tls: tls
                 )
             }
-        configuration.options.connectTimeout = .nanoseconds(
-            Int64(self.connectTimeout.components.seconds) * 1_000_000_000
-        )
+        configuration.options.connectTimeout = self.connectTimeAmount
         configuration.options.additionalStartupParameters = [("application_name", self.applicationName)]
         if self.tlsMode == .verifyFull { configuration.options.tlsServerName = self.host }
         return configuration

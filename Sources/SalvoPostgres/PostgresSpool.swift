@@ -15,8 +15,8 @@ import Glibc
 ///
 /// The rows are streamed: the server writes them as CSV (`COPY (query) TO STDOUT`, read by `CopyOutHandler`), and each
 /// is written into the file as it arrives, on the connection's event loop, before the socket is read again (the
-/// server waits on TCP meanwhile), through one fixed buffer, so memory stays bounded whatever the query returns. The file has a header row of the query's column names,
-/// then one record per row, each column as PostgreSQL's text form shows it (the server writes the CSV); a NULL is an
+/// server waits on TCP meanwhile), through one fixed buffer, so memory stays bounded whatever the query returns. The
+/// file has a header row of the query's column names, then one record per row, each column as PostgreSQL's text form shows it (the server writes the CSV); a NULL is an
 /// empty field, so that a row with a NULL token is refused as the CSV path refuses an empty one, with its line.
 ///
 /// With a journal the file is `DIR/postgres.csv` (written beside as `postgres.csv.partial`, synced and renamed when
@@ -179,7 +179,7 @@ public enum PostgresSpool {
         let channel: any Channel
         do {
             channel = try await ClientBootstrap(group: PostgresConnection.defaultEventLoopGroup)
-                .connectTimeout(.nanoseconds(Int64(location.connectTimeout.components.seconds) * 1_000_000_000))
+                .connectTimeout(location.connectTimeAmount)
                 .channelOption(.tcpOption(.tcp_nodelay), value: 1)
                 .connect(host: location.host, port: location.port).get()
         } catch {
@@ -206,7 +206,7 @@ public enum PostgresSpool {
         let promise = channel.eventLoop.makePromise(of: CopyOutHandler.Outcome.self)
         let handler = CopyOutHandler(
             query: statement,
-            copyStatement: "COPY (\n\(statement)\n) TO STDOUT (FORMAT csv)",
+            copyStatement: Self.copyPrefix + statement + "\n) TO STDOUT (FORMAT csv)",
             described: { columns throws(JobError) in
                 let table = try ResultTable(columns, tokenColumn: tokenColumn)
                 table.writeHeader(to: writer)
@@ -249,11 +249,11 @@ public enum PostgresSpool {
                 sha256: writer.finish()
             )
         case .serverError(let fields, let phase):
-            // The copy runs the query inside `COPY (\n…`: a position there is 7 characters past the user's.
+            // The copy runs the query after `copyPrefix`: a position there is that many characters past the user's.
             throw PostgresFailure.queryFailed(
                 fields: fields,
                 query: query,
-                positionOffset: phase == .copy ? -7 : 0,
+                positionOffset: phase == .copy ? -Self.copyPrefix.count : 0,
                 at: location
             )
         case .failed(let error):
@@ -266,6 +266,10 @@ public enum PostgresSpool {
             )
         }
     }
+
+    /// What stands before the query in the copy's statement (a line end, so that a comment ending the query ends
+    /// before the parenthesis that closes it).
+    static let copyPrefix = "COPY (\n"
 
     /// The query as it is sent: without the `;` and spaces that may end it (it runs inside `COPY (…)`).
     ///

@@ -69,8 +69,13 @@ struct RepeatHashes: Sendable {
         self.count += rows.count
     }
 
+    /// Appends `other`'s hashes, bucket by bucket, without gathering them into a third array first.
     mutating func append(contentsOf other: RepeatHashes) {
-        for hash in other.all { self.append(hash) }
+        for bucket in 0..<256 where other.filled[bucket] > 0 {
+            let start = bucket * other.room
+            for hash in other.storage[start..<start + other.filled[bucket]] { self.append(hash) }
+        }
+        for hash in other.overflow { self.append(hash) }
     }
 
     /// Calls `body` with each bucket's hashes: its region, and those of the overflow that belong to it.
