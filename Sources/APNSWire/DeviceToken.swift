@@ -65,6 +65,14 @@ public struct DeviceToken: Hashable, Sendable {
         try self.init(generalHexUTF8: text)
     }
 
+    /// The compact hex form only: exactly 64 hex digits of either case, nothing else; nil for any other text (which
+    /// `init(hexUTF8:)` may still read, or name the fault of). The per-row path of a token file.
+    @inlinable @inline(__always)
+    public init?(compactHex text: UnsafeRawBufferPointer) {
+        guard text.count == 2 * Self.byteCount, let token = Self.decodeCompactHex(text) else { return nil }
+        self = token
+    }
+
     /// Decodes exactly 64 hex digits; nil if any is not one (the general path then says which).
     ///
     /// Eight digits at a time in a 64-bit word (`decodeEightDigits`): 8 steps without a branch, not 32 of two

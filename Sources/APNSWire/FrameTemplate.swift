@@ -63,16 +63,25 @@ public struct FrameTemplate: Sendable {
     /// preallocated buffer per connection so that neither happens in steady state.
     @inlinable
     public func write(token: DeviceToken, identifier: UInt32, to buffer: inout ByteBuffer) {
+        _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: self.bytes.count) { out in
+            self.write(token: token, identifier: identifier, into: out)
+        }
+    }
+
+    /// Writes the frame for `token` with `identifier` at the start of `out` (at least `frameByteCount` bytes: checked)
+    /// and returns its size. For a sender that writes a batch of frames into memory it took once for the batch
+    /// (`ByteBuffer.withUnsafeMutableWritableBytes`): a `ByteBuffer` written per frame checks its storage per frame.
+    @inlinable @inline(__always)
+    public func write(token: DeviceToken, identifier: UInt32, into out: UnsafeMutableRawBufferPointer) -> Int {
         let layout = self.layout
-        self.bytes.withUnsafeBytes { template in
-            _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: template.count) { out in
-                out.copyMemory(from: template)
-                layout.patch(out, token: token)
-                if layout.identifierOffset >= 0 {
-                    out.storeBytes(of: identifier.bigEndian, toByteOffset: layout.identifierOffset, as: UInt32.self)
-                }
-                return template.count
+        return self.bytes.withUnsafeBytes { template in
+            precondition(out.count >= template.count, "no room for the frame")
+            out.baseAddress!.copyMemory(from: template.baseAddress!, byteCount: template.count)
+            layout.patch(out, token: token)
+            if layout.identifierOffset >= 0 {
+                out.storeBytes(of: identifier.bigEndian, toByteOffset: layout.identifierOffset, as: UInt32.self)
             }
+            return template.count
         }
     }
 
@@ -95,17 +104,44 @@ public struct FrameTemplate: Sendable {
         payloadCount: Int,
         to buffer: inout ByteBuffer
     ) -> Int {
-        let layout = FrameLayout(command: self.layout.command, payloadCount: payloadCount)
-        let expiry = self.expiry
-        let priority = self.priority.rawValue
-        return buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: layout.byteCount) { out in
-            layout.encodeFields(into: out, token: token, identifier: identifier, expiry: expiry, priority: priority)
-            let area = UnsafeMutableRawBufferPointer(
-                rebasing: out[layout.payloadOffset..<(layout.payloadOffset + payloadCount)]
+        let byteCount = self.frameByteCount(payloadCount: payloadCount)
+        return buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: byteCount) { out in
+            self.write(
+                token: token,
+                identifier: identifier,
+                payload: payload,
+                fields: fields,
+                payloadCount: payloadCount,
+                into: out
             )
-            let written = payload.render(fields, into: area)
-            precondition(written == payloadCount, "the fields changed since they were measured")
-            return layout.byteCount
         }
+    }
+
+    /// `write(token:identifier:payload:fields:payloadCount:to:)` at the start of `out` (room for the frame: checked),
+    /// for a batch written into memory taken once (see `write(token:identifier:into:)`).
+    @inlinable @inline(__always)
+    public func write(
+        token: DeviceToken,
+        identifier: UInt32,
+        payload: PayloadTemplate,
+        fields: PayloadFields,
+        payloadCount: Int,
+        into out: UnsafeMutableRawBufferPointer
+    ) -> Int {
+        let layout = FrameLayout(command: self.layout.command, payloadCount: payloadCount)
+        precondition(out.count >= layout.byteCount, "no room for the frame")
+        layout.encodeFields(
+            into: out,
+            token: token,
+            identifier: identifier,
+            expiry: self.expiry,
+            priority: self.priority.rawValue
+        )
+        let area = UnsafeMutableRawBufferPointer(
+            rebasing: out[layout.payloadOffset..<(layout.payloadOffset + payloadCount)]
+        )
+        let written = payload.render(fields, into: area)
+        precondition(written == payloadCount, "the fields changed since they were measured")
+        return layout.byteCount
     }
 }

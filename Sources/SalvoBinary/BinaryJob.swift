@@ -50,7 +50,8 @@ public enum BinaryJob {
         let pacer = ConnectPacer(
             floor: configuration.reconnect.minimumInterval.nanoseconds,
             ceiling: configuration.reconnect.maximumDelay.nanoseconds,
-            now: DispatchTime.now().uptimeNanoseconds
+            now: DispatchTime.now().uptimeNanoseconds,
+            opening: configuration.connections
         )
         let shards: [Shard]
         do {

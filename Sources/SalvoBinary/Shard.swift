@@ -33,6 +33,8 @@ final class Shard: @unchecked Sendable {
     @exclusivity(unchecked) private(set) var machine: BinaryConnectionMachine
     private var connection: TLSConnection?
     @exclusivity(unchecked) private var outbound: ByteBuffer
+    /// The largest frame a row can have (the fixed payload's, or the largest a row's payload may render to).
+    private let largestFrame: Int
     private var inbound = ByteBuffer()
     /// With a payload per row: the fields of the chunk taken last, and of one row read again (sent again after
     /// its chunk was replaced); a row read again that no longer renders stops the job.
@@ -72,6 +74,7 @@ final class Shard: @unchecked Sendable {
         let frameByteCount =
             source.payloads.map { template.frameByteCount(payloadCount: $0.maximumByteCount) }
             ?? template.frameByteCount
+        self.largestFrame = frameByteCount
         self.outbound = ByteBufferAllocator().buffer(capacity: configuration.flush.bytes + 2 * frameByteCount + 16)
     }
 
@@ -248,25 +251,49 @@ final class Shard: @unchecked Sendable {
             default:
                 return self.perform(action)
             }
+            // The frames of a batch go into the buffer's writable memory, taken once for the batch and not per frame
+            // (a `ByteBuffer` written per frame checks its storage's room and uniqueness, and the exclusivity of its
+            // storage, per frame). The machine ends a batch once its frames reach the flush threshold, so a batch
+            // writes at most the threshold and one frame more: the room reserved (each frame checks it).
+            self.outbound.reserveCapacity(minimumWritableBytes: self.configuration.flush.bytes + self.largestFrame)
+            var written = 0
             if let payloads = self.source.payloads {
-                action = self.machine.writeSized(
-                    queuedBytes: connection.queuedBytes,
-                    now: Self.now(),
-                    wallSeconds: wallClockSeconds()
-                ) { row, identifier in
-                    self.encode(row, identifier: identifier, template: template, payloads: payloads.templates)
+                action = self.outbound.withUnsafeMutableWritableBytes { out in
+                    self.machine.writeSized(
+                        queuedBytes: connection.queuedBytes,
+                        now: Self.now(),
+                        wallSeconds: wallClockSeconds()
+                    ) { row, identifier in
+                        let size = self.encode(
+                            row,
+                            identifier: identifier,
+                            template: template,
+                            payloads: payloads.templates,
+                            into: UnsafeMutableRawBufferPointer(rebasing: out[written...])
+                        )
+                        written &+= size
+                        return size
+                    }
                 }
+                self.outbound.moveWriterIndex(forwardBy: written)
                 if let failure = self.renderFailure {
                     return self.perform(self.machine.sourceFailed(failure.description))
                 }
             } else {
-                action = self.machine.write(
-                    queuedBytes: connection.queuedBytes,
-                    now: Self.now(),
-                    wallSeconds: wallClockSeconds()
-                ) { row, identifier in
-                    template.write(token: row.token, identifier: identifier, to: &self.outbound)
+                action = self.outbound.withUnsafeMutableWritableBytes { out in
+                    self.machine.write(
+                        queuedBytes: connection.queuedBytes,
+                        now: Self.now(),
+                        wallSeconds: wallClockSeconds()
+                    ) { row, identifier in
+                        written &+= template.write(
+                            token: row.token,
+                            identifier: identifier,
+                            into: UnsafeMutableRawBufferPointer(rebasing: out[written...])
+                        )
+                    }
                 }
+                self.outbound.moveWriterIndex(forwardBy: written)
             }
         }
     }
@@ -278,18 +305,11 @@ final class Shard: @unchecked Sendable {
         _ row: TokenRow,
         identifier: UInt32,
         template: FrameTemplate,
-        payloads: PayloadTemplates
+        payloads: PayloadTemplates,
+        into out: UnsafeMutableRawBufferPointer
     ) -> Int {
         if let index = self.fields.index(of: row.reference) {
-            return Self.write(
-                row,
-                identifier: identifier,
-                fieldsAt: index,
-                of: &self.fields,
-                template,
-                payloads,
-                &self.outbound
-            )
+            return Self.write(row, identifier: identifier, fieldsAt: index, of: &self.fields, template, payloads, out)
         }
         do {
             try self.source.fields(at: row.reference, into: &self.refetched)
@@ -298,18 +318,10 @@ final class Shard: @unchecked Sendable {
             self.renderFailure = error
             return 0
         }
-        return Self.write(
-            row,
-            identifier: identifier,
-            fieldsAt: 0,
-            of: &self.refetched,
-            template,
-            payloads,
-            &self.outbound
-        )
+        return Self.write(row, identifier: identifier, fieldsAt: 0, of: &self.refetched, template, payloads, out)
     }
 
-    /// Row `index` of `rows`'s frame, written into `outbound`. Static, with both passed `inout`: called from a
+    /// Row `index` of `rows`'s frame, written at the start of `out`. Static, with `rows` passed `inout`: called from a
     /// closure that can reach the shard, a method of `self.fields` would make Swift copy the struct first (five
     /// retains and five releases a row, a fifth of a templated send's CPU).
     private static func write(
@@ -319,7 +331,7 @@ final class Shard: @unchecked Sendable {
         of rows: inout RowFields,
         _ template: FrameTemplate,
         _ payloads: PayloadTemplates,
-        _ outbound: inout ByteBuffer
+        _ out: UnsafeMutableRawBufferPointer
     ) -> Int {
         let (payload, count) = rows.measure(index)
         // The template without a retain (see `PayloadTemplates.measure`: both shards use it at once).
@@ -332,7 +344,7 @@ final class Shard: @unchecked Sendable {
                         payload: payload,
                         fields: fields,
                         payloadCount: count,
-                        to: &outbound
+                        into: out
                     )
                 }
             }

@@ -155,6 +155,64 @@ package final class CSVReader {
         }
     }
 
+    /// `next()` for the common record, without the general scan: one line of unquoted fields that ends in LF within the
+    /// bytes read, with no quote or CR in it, and not blank. Returns its line, its fields in `fields` as `next()`
+    /// leaves them; nil, with nothing consumed, for any other record or when no whole line is buffered: `next()` reads
+    /// it then (once per chunk read from the file, or per unusual record).
+    ///
+    /// Every byte of a line of hex tokens is at least `0` (0x30), and every byte that ends a field or starts a quote
+    /// is below `-` (0x2D): eight bytes at a time are passed over with one test for a byte below 0x2D, and only a
+    /// word that has one is looked at byte by byte (a comma ends a field, LF the record, a quote or CR hands the record
+    /// to `next()`, anything else below 0x2D, a space say, is a byte of the field).
+    @inline(__always)
+    package func nextPlain() -> Int? {
+        let start = self.position
+        let end = self.filled
+        guard self.startedFile, start < end else { return nil }
+        let base = self.buffer
+        var fields = self.fieldList
+        defer { self.fieldList = fields }  // it may have grown: the list's storage moves with it
+        fields.count = 0
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let below: UInt64 = ones &* 0x2D
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var cursor = start
+        var fieldStart = start
+        while true {
+            // A word has a byte below 0x2D exactly when `(word - 0x2D…2D) & ~word & 0x80…80` is nonzero (bytes at or
+            // above 0x80 set no bit: `~word` clears it).
+            while cursor &+ 8 <= end {
+                let word = UInt64(littleEndian: UnsafeRawPointer(base + cursor).loadUnaligned(as: UInt64.self))
+                if (word &- below) & ~word & highs != 0 { break }
+                cursor &+= 8
+            }
+            guard cursor < end else { return nil }
+            let byte = base[cursor]
+            if byte >= 0x2D {
+                cursor &+= 1
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: ","):
+                fields.append(Field(start: fieldStart, end: cursor, quoted: false, hasEscapedQuotes: false))
+                cursor &+= 1
+                fieldStart = cursor
+            case UInt8(ascii: "\n"):
+                guard cursor > start else { return nil }  // a blank line: `next()` passes over it
+                fields.append(Field(start: fieldStart, end: cursor, quoted: false, hasEscapedQuotes: false))
+                self.recordOffset = self.bufferOffset + start
+                let recordLine = self.line
+                self.line &+= 1
+                self.position = cursor &+ 1
+                return recordLine
+            case UInt8(ascii: "\""), UInt8(ascii: "\r"):
+                return nil
+            default:
+                cursor &+= 1
+            }
+        }
+    }
+
     /// Calls `body` with the bytes of field `index` of the current record, quotes removed and `""` pairs
     /// undone (into a temporary copy only when the field has such pairs).
     func withField<Result>(_ index: Int, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {

@@ -27,6 +27,10 @@ extension TokenSource {
     ///
     /// - Parameter hashReturned: false when the caller hashes the rows returned (`appendHashes`, once per chunk);
     ///   the valid rows not returned are hashed here either way.
+    ///
+    /// Inlined (as `takeTracked` is) into the loops that take rows: the optional row returned through memory from a
+    /// call was a store the processor could not forward to the caller's wider loads, a stall per row.
+    @inline(__always)
     func take(
         _ row: RowReader.Row,
         reader: RowReader,
@@ -41,7 +45,8 @@ extension TokenSource {
         // The file's name is looked up only for a row refused here: a `String` held per row is a retain and a release.
         let partition = self.options.partition
         switch row {
-        case .reject(let reject):
+        case .reject:
+            let reject = reader.lastReject!
             pass.lastLine = max(pass.lastLine, reject.line)
             if partition?.ownsBadRows == false {
                 pass.running.otherPartitions += 1
@@ -139,6 +144,7 @@ extension TokenSource {
     ///   - reader: `state.reader`, `journal` `state.journal`, `tracked` whether `state.tracking` is set: held by the
     ///     caller for the chunk (each read of a class reference out of `state` is a retain and a release per row).
     ///   - payloadColumns: the current file's (`State.payloadColumns`), held by the caller for the chunk.
+    @inline(__always)
     func takeTracked(
         _ row: RowReader.Row,
         reader: RowReader,
@@ -165,7 +171,7 @@ extension TokenSource {
         let line: Int
         switch row {
         case .token(let row): line = row.line
-        case .reject(let reject): line = reject.line
+        case .reject: line = reader.lastReject!.line
         }
         state.tracking!.willRead(line: line, offset: reader.recordOffset)
         let valid = state.pass.running.validRows

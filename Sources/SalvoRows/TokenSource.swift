@@ -341,7 +341,8 @@ public final class TokenSource: @unchecked Sendable {
                     summary.validRows += 1
                     if seen == nil { hashes.append(row.token.stableHash) }
                     if let journal { summary.journaled.count(row, journal.state(file: fileIndex, line: row.line)) }
-                case .reject(let reject):
+                case .reject:
+                    let reject = reader.lastReject!
                     lastLine = max(lastLine, reject.line)
                     rejected.insert(reject.line)
                     if partition?.ownsBadRows == false {
@@ -556,7 +557,7 @@ extension TokenSource {
                 case .token(let row):
                     tokens += 1
                     lastOffset = row.reference.offset
-                case .reject(let reject): if firstReject == nil { firstReject = reject }
+                case .reject: if firstReject == nil { firstReject = reader.lastReject }
                 }
             }
             if fileIndex == 0 && lastOffset > 0 { firstChunkRate = Double(tokens) / Double(lastOffset) }

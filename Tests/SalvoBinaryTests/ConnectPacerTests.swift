@@ -13,6 +13,26 @@ import Testing
         #expect(pacer.slot(earliest: 400) == 400)
     }
 
+    @Test func theOpeningConnectsGoTogetherAndLaterOnesAreSpaced() {
+        let pacer = ConnectPacer(floor: 50, ceiling: 1_000, now: 0, opening: 3)
+        // Three shards opening the job connect at once; a reconnect after them waits the floor.
+        #expect(pacer.slot(earliest: 100) == 100)
+        #expect(pacer.slot(earliest: 100) == 100)
+        #expect(pacer.slot(earliest: 101) == 101)
+        #expect(pacer.slot(earliest: 102) == 151)
+        #expect(pacer.slot(earliest: 102) == 201)
+    }
+
+    @Test func aRefusalAmongTheOpeningConnectsSpacesTheRest() {
+        let millisecond: UInt64 = 1_000_000
+        let pacer = ConnectPacer(floor: 20 * millisecond, ceiling: 1_000 * millisecond, now: 0, opening: 4)
+        #expect(pacer.slot(earliest: 100) == 100)
+        pacer.refused()
+        // The spacing doubled (40 ms), and the slot planned 20 ms after the first moved on by half of it.
+        #expect(pacer.slot(earliest: 100) == 100 + 40 * millisecond)
+        #expect(pacer.slot(earliest: 100) == 100 + 80 * millisecond)
+    }
+
     @Test func refusalsWidenTheSpacingForTheWholeJobAndSuccessesNarrowIt() {
         let pacer = ConnectPacer(floor: 20_000_000, ceiling: 1_000_000_000, now: 0)
         pacer.refused()
