@@ -44,6 +44,10 @@ public final class RowJournal: @unchecked Sendable {
     public let bases: [Int]
     /// Lines of each file (the highest line number a row of it has, plus one).
     public let lineCounts: [Int]
+    /// `bases` and `lineCounts` side by side, in memory the journal frees: what finding a row's byte reads, twice per
+    /// row sent (an array property read per row is a retain and a release of its storage).
+    private let places: UnsafeMutablePointer<(base: Int, lines: Int)>
+    private let fileCount: Int
     private let log: NIOLockedValueBox<Int32>
     /// The state file and the reject log.
     public let statePath: String
@@ -186,6 +190,7 @@ public final class RowJournal: @unchecked Sendable {
         }
         self.bases = bases
         self.lineCounts = lineCounts
+        self.fileCount = lineCounts.count
         self.count = total
         self.statePath = statePath
         self.logPath = logPath
@@ -220,10 +225,14 @@ public final class RowJournal: @unchecked Sendable {
             throw Self.error(logPath, "cannot open")
         }
         self.log = NIOLockedValueBox(log)
+        // Allocated last: an init that throws runs no deinit, which frees it.
+        self.places = .allocate(capacity: max(1, lineCounts.count))
+        for (file, lines) in lineCounts.enumerated() { self.places[file] = (bases[file], lines) }
     }
 
     deinit {
         self.sync()
+        self.places.deallocate()
         munmap(self.mapping, self.mappedBytes)
         close(self.descriptor)
         close(self.log.withLockedValue { $0 })
@@ -235,8 +244,10 @@ public final class RowJournal: @unchecked Sendable {
 
     @inline(__always)
     private func index(file: Int, line: Int) -> Int? {
-        guard file < self.bases.count, line >= 0, line < self.lineCounts[file] else { return nil }
-        return self.bases[file] + line
+        guard file >= 0, file < self.fileCount else { return nil }
+        let place = self.places[file]
+        guard line >= 0, line < place.lines else { return nil }
+        return place.base + line
     }
 
     /// The state of the row at `line` of input file `file`.

@@ -121,8 +121,8 @@ extension TokenSource {
             pass.running.validRows += 1
             let hashed = !self.options.dedupe
             if hashed && hashReturned { pass.hashes.append(row.token.stableHash) }
-            if let journal {
-                let recorded = journal.state(file: fileIndex, line: row.line)
+            // The journal is not bound to a name here: a binding was a retain and a release of it per row.
+            if let recorded = journal?.state(file: fileIndex, line: row.line) {
                 pass.running.journaled.count(row, recorded)
                 if recorded.isSettled || (recorded == .written && !resendWritten) {
                     if hashed && !hashReturned { pass.hashes.append(row.token.stableHash) }
@@ -194,7 +194,7 @@ extension TokenSource {
         let settles: Int
         if taken != nil {
             settles = 1
-        } else if let journal, journal.state(file: fileIndex, line: line).isSettled {
+        } else if journal?.state(file: fileIndex, line: line).isSettled == true {
             settles = 1
         } else {
             settles = 0
