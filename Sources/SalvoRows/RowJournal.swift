@@ -34,7 +34,7 @@ public enum RowState: UInt8, Sendable, CaseIterable {
 /// time (a row is on one connection at a time), and one byte per row keeps their stores apart.
 public final class RowJournal: @unchecked Sendable {
     /// The first row's byte (the header's end).
-    private let bytes: UnsafeMutablePointer<UInt8>
+    @usableFromInline let bytes: UnsafeMutablePointer<UInt8>
     /// The whole mapping, header first (page-aligned: what `msync` and `munmap` take).
     private let mapping: UnsafeMutableRawPointer
     private let count: Int
@@ -46,8 +46,8 @@ public final class RowJournal: @unchecked Sendable {
     public let lineCounts: [Int]
     /// `bases` and `lineCounts` side by side, in memory the journal frees: what finding a row's byte reads, twice per
     /// row sent (an array property read per row is a retain and a release of its storage).
-    private let places: UnsafeMutablePointer<(base: Int, lines: Int)>
-    private let fileCount: Int
+    @usableFromInline let places: UnsafeMutablePointer<(base: Int, lines: Int)>
+    @usableFromInline let fileCount: Int
     private let log: NIOLockedValueBox<Int32>
     /// The state file and the reject log.
     public let statePath: String
@@ -242,8 +242,8 @@ public final class RowJournal: @unchecked Sendable {
         JobError(.output, "--journal: \(what) \(path): \(String(cString: strerror(errno)))")
     }
 
-    @inline(__always)
-    private func index(file: Int, line: Int) -> Int? {
+    @inlinable @inline(__always)
+    func index(file: Int, line: Int) -> Int? {
         guard file >= 0, file < self.fileCount else { return nil }
         let place = self.places[file]
         guard line >= 0, line < place.lines else { return nil }
@@ -251,13 +251,15 @@ public final class RowJournal: @unchecked Sendable {
     }
 
     /// The state of the row at `line` of input file `file`.
+    @inlinable
     public func state(file: Int, line: Int) -> RowState {
         guard let index = self.index(file: file, line: line) else { return .none }
         return RowState(rawValue: self.bytes[index]) ?? .none
     }
 
-    /// Records the state of a row: a store into the mapped file.
-    @inline(__always)
+    /// Records the state of a row: a store into the mapped file. Inlined where rows are sent (the shards' windows,
+    /// another module): twice per row sent.
+    @inlinable @inline(__always)
     public func mark(file: Int, line: Int, _ state: RowState) {
         guard let index = self.index(file: file, line: line) else { return }
         self.bytes[index] = state.rawValue

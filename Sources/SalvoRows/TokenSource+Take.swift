@@ -123,7 +123,7 @@ extension TokenSource {
             if hashed && hashReturned { pass.hashes.append(row.token.stableHash) }
             // The journal is not bound to a name here: a binding was a retain and a release of it per row.
             if let recorded = journal?.state(file: fileIndex, line: row.line) {
-                pass.running.journaled.count(row, recorded)
+                if recorded != .none { pass.running.journaled.count(row, recorded) }
                 if recorded.isSettled || (recorded == .written && !resendWritten) {
                     if hashed && !hashReturned { pass.hashes.append(row.token.stableHash) }
                     if measured != nil { fields.dropRow(from: start) }

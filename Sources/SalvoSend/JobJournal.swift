@@ -97,31 +97,43 @@ public final class JobJournal: @unchecked Sendable {
         }
     }
 
-    /// The input files with their sizes and SHA-256 hashes.
-    public static func fingerprint(_ files: [String]) throws(JobError) -> [JournalManifest.Input] {
-        try Self.fingerprintAndCountLines(files).inputs
+    /// The input files with their sizes and fingerprints: XXH64, and with `sha256` SHA-256 too (what a journal made
+    /// before XXH64 recorded).
+    public static func fingerprint(_ files: [String], sha256: Bool = false) throws(JobError) -> [JournalManifest.Input]
+    {
+        try Self.fingerprintAndCountLines(files, sha256: sha256).inputs
     }
 
-    /// The input files with their sizes and SHA-256 hashes, and (with `countLines`) per file a bound on the line
-    /// numbers its rows can have (its line ends plus two: one more than the last line's number), counted in the same
-    /// read; without it, `lineCounts` is empty (a resumed job's state file is sized already).
+    /// The input files with their sizes and fingerprints (`fingerprint`), and (with `countLines`) per file a bound on
+    /// the line numbers its rows can have (its line ends plus two: one more than the last line's number), counted in
+    /// the same read; without it, `lineCounts` is empty (a resumed job's state file is sized already).
     ///
-    /// SHA-256 runs straight over the read buffer (swift-crypto: BoringSSL, with the CPU's SHA extensions where it
-    /// has them).
+    /// SHA-256, when asked for, runs straight over the read buffer (swift-crypto: BoringSSL, with the CPU's SHA
+    /// extensions where it has them); XXH64 (`XXH64`) in the same pass.
     static func fingerprintAndCountLines(
         _ files: [String],
-        countLines: Bool = true
+        countLines: Bool = true,
+        sha256: Bool = false
     ) throws(JobError) -> (inputs: [JournalManifest.Input], lineCounts: [Int]) {
         var inputs: [JournalManifest.Input] = []
         var lineCounts: [Int] = []
         for path in files {
-            var hash = SHA256()
+            var hash = sha256 ? SHA256() : nil
+            var fast = XXH64()
             var lines = LineEnds()
             let bytes = try Self.read(path) { piece in
-                hash.update(bufferPointer: piece)
+                hash?.update(bufferPointer: piece)
+                fast.update(piece)
                 if countLines { lines.count(piece) }
             }
-            inputs.append(JournalManifest.Input(path: path, bytes: bytes, sha256: Hex.string(hash.finalize())))
+            inputs.append(
+                JournalManifest.Input(
+                    path: path,
+                    bytes: bytes,
+                    sha256: hash.map { Hex.string($0.finalize()) } ?? "",
+                    xxh64: fast.hexDigest
+                )
+            )
             if countLines { lineCounts.append(lines.bound) }
         }
         return (inputs, lineCounts)
@@ -145,6 +157,7 @@ public final class JobJournal: @unchecked Sendable {
                     let start = index * Self.piece
                     let end = min(file.count, start + Self.piece)
                     let afterCarriageReturn = start > 0 && file[start - 1] == 0x0d
+                    Self.populate(UnsafeRawBufferPointer(rebasing: file[start..<end]))
                     counts[index] = Self.lineEnds(
                         UnsafeRawBufferPointer(rebasing: file[start..<end]),
                         afterCarriageReturn: afterCarriageReturn
@@ -186,6 +199,7 @@ public final class JobJournal: @unchecked Sendable {
             var offset = 0
             while offset < file.count {
                 let piece = UnsafeRawBufferPointer(rebasing: file[offset..<min(file.count, offset + Self.piece)])
+                Self.populate(piece)
                 body(piece)
                 Self.release(piece)
                 offset += piece.count
@@ -218,6 +232,19 @@ public final class JobJournal: @unchecked Sendable {
         return body(UnsafeRawBufferPointer(start: mapped, count: size))
     }
 
+    /// Maps these pages of a mapping in one call before they are read (`MADV_POPULATE_READ`, Linux 5.14), rather
+    /// than a page fault every 16 pages as they are first touched: for a 650 MB file in the page cache, 0.065 s
+    /// against 0.11 s for a pass over it on one thread, faults included. A kernel that does not know the advice
+    /// refuses it, and the pages are faulted in as before.
+    private static func populate(_ pages: UnsafeRawBufferPointer) {
+        let populateRead: Int32 = 22  // MADV_POPULATE_READ, not in every libc's headers
+        let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+        guard let base = pages.baseAddress, !pages.isEmpty else { return }
+        let start = Int(bitPattern: base) / pageSize * pageSize
+        guard let pointer = UnsafeMutableRawPointer(bitPattern: start) else { return }
+        _ = madvise(pointer, Int(bitPattern: base) + pages.count - start, populateRead)
+    }
+
     /// Done with these pages of a mapping: out of this process's resident set (they stay in the page cache).
     private static func release(_ pages: UnsafeRawBufferPointer) {
         // madvise wants a page-aligned start: the pages wholly inside.
@@ -242,23 +269,39 @@ public final class JobJournal: @unchecked Sendable {
         return Self.lineEndsWithCarriageReturns(bytes, afterCarriageReturn: afterCarriageReturn)
     }
 
-    /// The LFs in `bytes`, or nil when it holds a CR (found by `memchr`, which scans many bytes an instruction);
-    /// eight bytes at a time (a new job waits for this count).
+    /// The LFs in `bytes`, or nil when it holds a CR; sixteen bytes at a time, LFs counted and CRs looked for in the
+    /// same pass (a new job waits for this count).
+    ///
+    /// `SIMD16<UInt8>` lanes: each step compares sixteen bytes with LF and with CR and adds the LF matches to sixteen
+    /// byte counters, summed every 255 steps before one can overflow. About five times the speed of the eight-bytes-a-
+    /// word count it replaced, which with a `memchr` for CRs first read the memory twice (0.13 s against 0.025 s for a
+    /// 650 MB file in the page cache, one thread, pages already mapped).
     private static func lineFeedsUnlessCarriageReturns(_ bytes: UnsafeRawBufferPointer) -> Int? {
-        guard let base = bytes.baseAddress, memchr(base, 0x0d, bytes.count) == nil else {
-            return bytes.isEmpty ? 0 : nil
-        }
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let lows: UInt64 = 0x7f7f_7f7f_7f7f_7f7f
-        let words = bytes.count / 8
+        let vectors = bytes.count / 16
+        let lineFeed = SIMD16<UInt8>(repeating: 0x0a)
+        let carriageReturn = SIMD16<UInt8>(repeating: 0x0d)
+        let one = SIMD16<UInt8>(repeating: 1)
+        var carriageReturns = SIMD16<UInt8>(repeating: 0)
         var count = 0
-        for index in 0..<words {
-            // The high bit of each byte that is an LF (exact: no false positives).
-            let word = bytes.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self) ^ (ones &* 0x0a)
-            count += (~(((word & lows) &+ lows) | word | lows)).nonzeroBitCount
+        var index = 0
+        while index < vectors {
+            var counters = SIMD16<UInt8>(repeating: 0)
+            let end = min(vectors, index &+ 255)
+            while index < end {
+                let vector = bytes.loadUnaligned(fromByteOffset: index &* 16, as: SIMD16<UInt8>.self)
+                counters &+= one.replacing(with: 0, where: vector .!= lineFeed)
+                carriageReturns |= one.replacing(with: 0, where: vector .!= carriageReturn)
+                index &+= 1
+            }
+            for lane in 0..<16 { count &+= Int(counters[lane]) }
         }
-        for offset in (words * 8)..<bytes.count where bytes[offset] == 0x0a { count += 1 }
-        return count
+        var sawCarriageReturn = false
+        for lane in 0..<16 where carriageReturns[lane] != 0 { sawCarriageReturn = true }
+        for offset in (vectors * 16)..<bytes.count {
+            if bytes[offset] == 0x0a { count += 1 }
+            if bytes[offset] == 0x0d { sawCarriageReturn = true }
+        }
+        return sawCarriageReturn ? nil : count
     }
 
     /// `lineEnds` for a piece that holds CRs: eight bytes at a time, CRLF pairs counted once.
@@ -300,6 +343,11 @@ public final class JobJournal: @unchecked Sendable {
     /// SHA-256 of `bytes`, hex (the payload's entry among the settings).
     public static func sha256(_ bytes: [UInt8]) -> String {
         Hex.string(SHA256.hash(data: bytes))
+    }
+
+    /// XXH64 of `bytes`, 16 hex digits (an input's fingerprint in a new job's manifest).
+    public static func xxh64(_ bytes: [UInt8]) -> String {
+        bytes.withUnsafeBytes { XXH64.hex($0) }
     }
 
     /// Starts a new job in `directory` (created when missing): earlier state files are removed, the rows' file
@@ -416,9 +464,11 @@ public final class JobJournal: @unchecked Sendable {
 
     /// A job's identity for its checkpoint: its inputs' hashes and its state file's shape.
     private static func job(of manifest: JournalManifest) -> String {
-        Self.sha256(
-            Array((manifest.inputs.map(\.sha256) + manifest.lineCounts.map(String.init)).joined(separator: ",").utf8)
-        )
+        // An input's SHA-256 where it has one (so a journal made before XXH64 keeps its checkpoints' identity).
+        let fingerprints = manifest.inputs.map { input in
+            input.sha256.isEmpty ? input.xxh64.map { "xxh64:\($0)" } ?? "" : input.sha256
+        }
+        return Self.sha256(Array((fingerprints + manifest.lineCounts.map(String.init)).joined(separator: ",").utf8))
     }
 
     private static func write(_ point: InputCheckpoint, job manifest: JournalManifest, to directory: String) throws {
@@ -473,6 +523,7 @@ public final class JobJournal: @unchecked Sendable {
                 guard hashed.map(\.path) == self.current.inputs.map(\.path) else { return }
                 for index in hashed.indices where hashed[index].bytes == self.current.inputs[index].bytes {
                     self.current.inputs[index].sha256 = hashed[index].sha256
+                    self.current.inputs[index].xxh64 = hashed[index].xxh64
                 }
                 try? self.save()
             }
@@ -495,9 +546,9 @@ public final class JobJournal: @unchecked Sendable {
     }
 }
 
-/// The input files' line ends (a new job's state file is sized by them) and then their sizes and SHA-256 hashes,
-/// read on a thread of their own from the moment it is made: the line ends first (a quick pass, so that a new job
-/// starts sending at once), the hashes after (a pass at SHA-256's speed).
+/// The input files' line ends (a new job's state file is sized by them) and then their sizes and fingerprints, read
+/// on a thread of their own from the moment it is made: the line ends first (a quick pass, so that a new job starts
+/// sending at once), the fingerprints after (XXH64's pass; SHA-256's too for a journal that recorded SHA-256).
 final class FileFingerprints: @unchecked Sendable {
     private let counted = DispatchSemaphore(value: 0)
     private let done = DispatchSemaphore(value: 0)
@@ -506,8 +557,8 @@ final class FileFingerprints: @unchecked Sendable {
     private var result: Result<[JournalManifest.Input], JobError> = .success([])
 
     /// Starts reading `files`; their line ends are counted first with `countLines` (a new job's state file is sized
-    /// by them; a resumed job's is sized already).
-    init(_ files: [String], countLines: Bool = true) {
+    /// by them; a resumed job's is sized already); with `sha256`, SHA-256 is computed beside XXH64.
+    init(_ files: [String], countLines: Bool = true, sha256: Bool = false) {
         let thread = Thread { [self] in
             if countLines {
                 do throws(JobError) {
@@ -518,7 +569,9 @@ final class FileFingerprints: @unchecked Sendable {
             }
             self.counted.signal()
             do throws(JobError) {
-                self.result = .success(try JobJournal.fingerprintAndCountLines(files, countLines: false).inputs)
+                self.result = .success(
+                    try JobJournal.fingerprintAndCountLines(files, countLines: false, sha256: sha256).inputs
+                )
             } catch {
                 self.result = .failure(error)
             }

@@ -11,26 +11,43 @@ public struct JournalManifest: Codable, Hashable, Sendable {
     public struct Input: Codable, Hashable, Sendable {
         public var path: String
         public var bytes: Int
-        /// SHA-256 of the whole file, hex; empty while a new job's first run is still reading the file (it sends
-        /// meanwhile: no earlier run's rows are at stake), filled in as soon as the read ends.
+        /// SHA-256 of the whole file, hex: a payload template's, and an input's in journals made before inputs were
+        /// fingerprinted with `xxh64`; empty otherwise.
         public var sha256: String
+        /// XXH64 of the whole file, 16 hex digits: a new job's inputs' fingerprint. Nil while a new job's first run is
+        /// still reading the file (it sends meanwhile: no earlier run's rows are at stake), filled in as soon as the
+        /// read ends; nil in journals made before it.
+        public var xxh64: String?
         /// The file's modification time (nanoseconds since 1970) when the job started: with the size, what a run
-        /// compares when the job's first run ended before its hash was known.
+        /// compares when the job's first run ended before its fingerprint was known.
         public var modified: Int?
 
-        public init(path: String, bytes: Int, sha256: String, modified: Int? = nil) {
+        public init(path: String, bytes: Int, sha256: String, xxh64: String? = nil, modified: Int? = nil) {
             self.path = path
             self.bytes = bytes
             self.sha256 = sha256
+            self.xxh64 = xxh64
             self.modified = modified
         }
 
-        /// Whether `other` (the file as it is now, hashed) is this file unchanged: the same size and hash, or, with
-        /// no hash recorded, the same size and modification time.
+        /// Whether a fingerprint of the file's contents is recorded (either kind).
+        public var isFingerprinted: Bool { !self.sha256.isEmpty || self.xxh64 != nil }
+
+        /// Whether `other` (the file as it is now, fingerprinted) is this file unchanged: the same size and the same
+        /// fingerprint of the kind recorded here (SHA-256 where this holds one, else XXH64), or, with none recorded,
+        /// the same size and modification time.
         public func isUnchanged(_ other: Input) -> Bool {
             guard self.path == other.path, self.bytes == other.bytes else { return false }
-            guard !self.sha256.isEmpty else { return self.modified != nil && self.modified == other.modified }
-            return self.sha256 == other.sha256
+            if !self.sha256.isEmpty { return self.sha256 == other.sha256 }
+            if let recorded = self.xxh64 { return recorded == other.xxh64 }
+            return self.modified != nil && self.modified == other.modified
+        }
+
+        /// The recorded fingerprint for messages: its kind and its first digits, or the modification time.
+        var fingerprintDescription: String {
+            if !self.sha256.isEmpty { return "SHA-256 \(self.sha256.prefix(16))…" }
+            if let xxh64 = self.xxh64 { return "XXH64 \(xxh64)" }
+            return "modified at \(self.modified ?? 0) ns"
         }
     }
 
@@ -157,10 +174,24 @@ public struct JournalManifest: Codable, Hashable, Sendable {
     private static func changed(_ old: Input, _ new: Input, directory: String) -> String {
         "\(new.path) changed since the job in --journal \(directory) started "
             + "(\(old.bytes) bytes, "
-            + (old.sha256.isEmpty ? "modified at \(old.modified ?? 0) ns" : "SHA-256 \(old.sha256.prefix(16))…")
+            + old.fingerprintDescription
             + "; now \(new.bytes) bytes, "
-            + (old.sha256.isEmpty ? "modified at \(new.modified ?? 0) ns" : "\(new.sha256.prefix(16))…")
+            + Self.comparable(new, to: old).fingerprintDescription
             + "): restore it, or start a new job in another folder"
+    }
+
+    /// `new` with only the fingerprint of the kind `old` recorded (what `isUnchanged` compared), for a message.
+    private static func comparable(_ new: Input, to old: Input) -> Input {
+        var shown = new
+        if !old.sha256.isEmpty {
+            shown.xxh64 = nil
+        } else if old.xxh64 != nil {
+            shown.sha256 = ""
+        } else {
+            shown.sha256 = ""
+            shown.xxh64 = nil
+        }
+        return shown
     }
 
     /// The refusal for the first of `names` whose value differs, or nil.

@@ -37,7 +37,12 @@ struct JournalSession {
         self.stored = stored
         // The files are hashed beside the opening (and, for a new job, their line ends counted: they size its state
         // file). Nothing is sent before the hashes match: a changed file never goes against an old journal.
-        self.hashing = FileFingerprints(request.files, countLines: stored == nil)
+        // A journal that recorded its inputs' SHA-256 (made before XXH64) is compared by SHA-256.
+        self.hashing = FileFingerprints(
+            request.files,
+            countLines: stored == nil,
+            sha256: stored?.inputs.contains { !$0.sha256.isEmpty } == true
+        )
         var finished: JobJournal?
         var rows: RowJournal?
         if let stored, stored.finish != nil {
@@ -113,8 +118,8 @@ struct JournalSession {
             // The manifest keeps its first run's modification times; a hash the first run did not finish is
             // recorded now.
             var manifest = stored
-            for index in manifest.inputs.indices where manifest.inputs[index].sha256.isEmpty {
-                manifest.inputs[index].sha256 = inputs[index].sha256
+            for index in manifest.inputs.indices where !manifest.inputs[index].isFingerprinted {
+                manifest.inputs[index].xxh64 = inputs[index].xxh64
             }
             return try JobJournal.resume(self.options.directory, manifest: manifest, rows: rows, lock: self.lock)
         case .start, .finished:

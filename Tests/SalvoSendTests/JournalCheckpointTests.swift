@@ -52,10 +52,11 @@ import Testing
         bytes[8 << 20] = 0x0a
         let path = try self.folder() + "/big.csv"
         try Data(bytes).write(to: URL(fileURLWithPath: path))
-        let (inputs, lineCounts) = try JobJournal.fingerprintAndCountLines([path])
-        // The whole file's hash in one call: the pieces must come to it.
+        let (inputs, lineCounts) = try JobJournal.fingerprintAndCountLines([path], sha256: true)
+        // The whole file's fingerprints in one call: the pieces must come to them.
         let digest = JobJournal.sha256(bytes)
-        #expect(inputs == [JournalManifest.Input(path: path, bytes: bytes.count, sha256: digest)])
+        let fast = JobJournal.xxh64(bytes)
+        #expect(inputs == [JournalManifest.Input(path: path, bytes: bytes.count, sha256: digest, xxh64: fast)])
         var lineEnds = 0
         for (index, byte) in bytes.enumerated()
         where byte == 0x0d || (byte == 0x0a && (index == 0 || bytes[index - 1] != 0x0d)) {

@@ -31,7 +31,7 @@ import SalvoTestTraits
         // and the manifest are the test's again.
         let clock = ContinuousClock()
         let start = clock.now
-        while try JobJournal.loadManifest(directory)?.inputs.contains(where: \.sha256.isEmpty) != false
+        while try JobJournal.loadManifest(directory)?.inputs.contains(where: { !$0.isFingerprinted }) != false
             || JournalLock.holder(directory) != nil,
             clock.now - start < .seconds(10)
         {
@@ -67,6 +67,41 @@ import SalvoTestTraits
         let send = try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
         #expect(send.journal?.manifest.runs == 2)
         #expect(send.journal?.rows?.state(file: 0, line: 1) == .confirmed)
+    }
+
+    /// A journal whose manifest recorded its inputs' SHA-256 (as journals did before XXH64) resumes: the run computes
+    /// SHA-256 for it. The same file changed in place, same size, is refused by that SHA-256.
+    @Test func aJournalThatRecordedSHA256IsComparedBySHA256() throws {
+        let (input, directory) = try Self.unfinishedJob("salvo-jish")
+        var manifest = try #require(try JobJournal.loadManifest(directory))
+        manifest.inputs = try JobJournal.fingerprint([input], sha256: true).map { input in
+            var older = input
+            older.xxh64 = nil
+            older.modified = manifest.inputs[0].modified
+            return older
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try encoder.encode(manifest).write(to: URL(fileURLWithPath: JobJournal.manifestPath(directory)))
+        do {
+            let send = try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
+            #expect(send.journal?.rows != nil, "resumed")
+        }
+        let clock = ContinuousClock()
+        let start = clock.now
+        while JournalLock.holder(directory) != nil, clock.now - start < .seconds(10) { usleep(20_000) }
+        let resumed = try #require(try JobJournal.loadManifest(directory))
+        #expect(resumed.inputs.map(\.sha256) == manifest.inputs.map(\.sha256))
+        #expect(resumed.inputs.map(\.xxh64) == [nil])
+        // One digit of a token changed: same size, another SHA-256.
+        var text = try String(contentsOfFile: input, encoding: .utf8)
+        text = text.replacingOccurrences(of: "0303", with: "0304")
+        try text.write(toFile: input, atomically: false, encoding: .utf8)
+        let error = #expect(throws: JobError.self) {
+            try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
+        }
+        #expect(error?.message.contains("tokens.csv changed since the job") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("SHA-256") == true, "\(String(describing: error))")
     }
 
     @Test(arguments: [0, 10, 64, 65, 68, 70, 4096])

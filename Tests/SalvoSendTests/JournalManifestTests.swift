@@ -187,6 +187,41 @@ import Testing
         }
     }
 
+    /// A job's inputs are fingerprinted with XXH64; a journal made when they were fingerprinted with SHA-256 is still
+    /// compared by SHA-256 (the run computes it for that journal), never passed on a fingerprint it did not record.
+    @Test func inputsAreComparedByTheFingerprintTheJournalRecorded() {
+        let recorded = [
+            JournalManifest.Input(path: "a.csv", bytes: 100, sha256: "", xxh64: "00112233445566aa"),
+            JournalManifest.Input(path: "b.csv", bytes: 200, sha256: String(repeating: "b", count: 64)),
+        ]
+        let stored = JournalManifest(inputs: recorded, settings: Self.settings, lineCounts: [3, 4])
+        let now = [
+            JournalManifest.Input(path: "a.csv", bytes: 100, sha256: "", xxh64: "00112233445566aa"),
+            JournalManifest.Input(
+                path: "b.csv",
+                bytes: 200,
+                sha256: String(repeating: "b", count: 64),
+                xxh64: "ffffffffffffffff"
+            ),
+        ]
+        #expect(self.decide(stored, inputs: now) == .resume)
+        var edited = now
+        edited[0].xxh64 = "00112233445566ab"
+        guard case .refuse(let message) = self.decide(stored, inputs: edited) else {
+            Issue.record("a file with another XXH64 must be refused")
+            return
+        }
+        #expect(message.contains("a.csv changed"), "\(message)")
+        #expect(message.contains("XXH64 00112233445566aa; now 100 bytes, XXH64 00112233445566ab"), "\(message)")
+        // b.csv's journal recorded SHA-256: its XXH64 now is not what decides, its SHA-256 is.
+        var rehashed = now
+        rehashed[1].sha256 = String(repeating: "c", count: 64)
+        #expect(self.decide(stored, inputs: rehashed) != .resume)
+        var withoutSHA = now
+        withoutSHA[1].sha256 = ""
+        #expect(self.decide(stored, inputs: withoutSHA) != .resume, "no SHA-256 computed: nothing proves it")
+    }
+
     /// A new job sends before its files' hashes are read: its manifest holds their sizes and modification times
     /// until then. A run after a first run that ended that early compares those; once a hash is in, the hash.
     @Test func aFirstRunThatEndedBeforeItsHashesWereReadIsJudgedBySizeAndTime() {
@@ -214,7 +249,8 @@ import Testing
         #expect(self.decide(unknown, inputs: now) != .resume, "no hash and no time: nothing proves it unchanged")
     }
 
-    /// A new job's manifest is written before its hashes are read, and gets them when the read ends.
+    /// A new job's manifest is written before its inputs' fingerprints are read, and gets them (XXH64, no SHA-256)
+    /// when the read ends.
     @Test func aNewJobsManifestGetsItsHashes() async throws {
         let (folder, input) = try Self.threeTokens("salvo-jmh")
         let directory = folder.appendingPathComponent("journal").path
@@ -224,12 +260,14 @@ import Testing
         let clock = ContinuousClock()
         let start = clock.now
         var manifest = try #require(try JobJournal.loadManifest(directory))
-        while manifest.inputs.contains(where: \.sha256.isEmpty) && clock.now - start < .seconds(10) {
+        while manifest.inputs.contains(where: { !$0.isFingerprinted }) && clock.now - start < .seconds(10) {
             try await Task.sleep(for: .milliseconds(20))
             manifest = try #require(try JobJournal.loadManifest(directory))
         }
         #expect(send.journal != nil)
-        #expect(manifest.inputs.map(\.sha256) == (try JobJournal.fingerprint([input])).map(\.sha256))
+        #expect(manifest.inputs.map(\.xxh64) == (try JobJournal.fingerprint([input])).map(\.xxh64))
+        #expect(manifest.inputs.map(\.xxh64).allSatisfy { $0?.count == 16 })
+        #expect(manifest.inputs.map(\.sha256) == [""])
         #expect(manifest.inputs.first?.modified != nil)
     }
 

@@ -297,7 +297,7 @@ import Glibc
     static func waitForRelease(_ directory: String) throws {
         let clock = ContinuousClock()
         let start = clock.now
-        while try JobJournal.loadManifest(directory)?.inputs.contains(where: \.sha256.isEmpty) != false
+        while try JobJournal.loadManifest(directory)?.inputs.contains(where: { !$0.isFingerprinted }) != false
             || JournalLock.holder(directory) != nil,
             clock.now - start < .seconds(30)
         {
