@@ -9,11 +9,13 @@ import NIOCore
 /// arrays reach their size once and are reused: no allocation per row or per chunk in steady state. Rows are found
 /// by their `RowReference` (in order, so a cursor finds them without a search). Not thread-safe: one owner.
 public struct RowFields {
-    var bytes: [UInt8] = []
-    var bounds: [UInt32] = []
+    // Read per row by the shards (another module): usable from inlined code, so that `withFields` and `measure` and
+    // the closures given to them are inlined where a frame is rendered, not called through a thunk per row.
+    @usableFromInline var bytes: [UInt8] = []
+    @usableFromInline var bounds: [UInt32] = []
     var references: [UInt64] = []
-    var templates: [Int] = []
-    var payloadCounts: [Int] = []
+    @usableFromInline var templates: [Int] = []
+    @usableFromInline var payloadCounts: [Int] = []
     var cursor = 0
     /// Columns per row: `PayloadTemplates.columns.count`.
     public private(set) var columnCount = 0
@@ -62,6 +64,7 @@ public struct RowFields {
     }
 
     /// The fields of the row appended last (not yet measured or kept).
+    @inline(__always)
     func withPendingFields<Result>(_ body: (PayloadFields) -> Result) -> Result {
         self.withFields(bounds: self.references.count * 2 * self.columnCount, body)
     }
@@ -93,15 +96,18 @@ public struct RowFields {
     }
 
     /// The template and rendered size of row `index`.
+    @inlinable
     package func measure(_ index: Int) -> (template: Int, payloadCount: Int) {
         (self.templates[index], self.payloadCounts[index])
     }
 
     /// Calls `body` with the fields of row `index`.
+    @inlinable @inline(__always)
     package func withFields<Result>(_ index: Int, _ body: (PayloadFields) -> Result) -> Result {
         self.withFields(bounds: index * 2 * self.columnCount, body)
     }
 
+    @inlinable @inline(__always)
     func withFields<Result>(bounds start: Int, _ body: (PayloadFields) -> Result) -> Result {
         self.bytes.withUnsafeBytes { bytes in
             self.bounds.withUnsafeBufferPointer { bounds in
