@@ -35,11 +35,33 @@ public struct PayloadFields {
 /// JSON string escaping of raw UTF-8 field text, measured and written without allocating.
 @usableFromInline
 enum JSONEscaping {
+    /// Whether any of the 8 bytes of `word` is one JSON escapes (a quote, a backslash, below 0x20) or one of UTF-8's
+    /// (0x80 and above): a word without any is written as it is. `(x - n…n) & ~x & 0x80…80` is nonzero exactly when
+    /// some byte of `x` is below `n` (for bytes below 0x80, which the first test has made sure of).
+    @inlinable @inline(__always)
+    static func needsLook(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        @inline(__always) func below(_ value: UInt64, _ bound: UInt8) -> UInt64 {
+            (value &- ones &* UInt64(bound)) & ~value & highs
+        }
+        let quotes = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
+        let backslashes = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+        return (word & highs) | below(word, 0x20) | below(quotes, 1) | below(backslashes, 1) != 0
+    }
+
     /// The escaped size of `text`, or nil when it is not UTF-8.
+    ///
+    /// Eight bytes at a time while none needs a look (`needsLook`): each such byte counts as itself.
     @inlinable
     static func escapedCount(_ text: UnsafeRawBufferPointer) -> Int? {
-        var count = 0
         var index = 0
+        while index &+ 8 <= text.count,
+            !Self.needsLook(text.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+        {
+            index &+= 8
+        }
+        var count = index
         while index < text.count {
             let byte = text[index]
             if byte < 0x80 {
@@ -98,11 +120,21 @@ enum JSONEscaping {
         }
     }
 
-    /// Writes `text` escaped into `out` at `offset`; returns the offset after it. The caller measured it.
+    /// Writes `text` escaped into `out` at `offset`; returns the offset after it. The caller measured it. Eight bytes
+    /// at a time while none needs a look (`needsLook`), copied as they are.
     @inlinable
     static func escape(_ text: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer, at offset: Int) -> Int {
         var offset = offset
-        for byte in text {
+        var index = 0
+        while index &+ 8 <= text.count {
+            let word = text.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            if Self.needsLook(word) { break }
+            precondition(offset &+ 8 <= out.count)
+            out.storeBytes(of: word, toByteOffset: offset, as: UInt64.self)
+            offset &+= 8
+            index &+= 8
+        }
+        for byte in UnsafeRawBufferPointer(rebasing: text[index...]) {
             if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
                 precondition(offset < out.count)
                 out[offset] = byte
