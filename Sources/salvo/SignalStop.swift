@@ -75,9 +75,13 @@ final class SignalStop: @unchecked Sendable {
     /// The first signal received, if any.
     var signal: Int32? { self.queue.sync { self.received } }
 
-    /// Puts the default actions back.
+    /// Ends the watch: the default actions come back, unless a signal was received. Then the process is on its way
+    /// out with 128 + that signal, its record written, and a second signal in that last moment (after the job returned,
+    /// before the process exited) must not kill it by the default action, which would end it with the signal itself
+    /// instead of the documented status: the signals stay ignored.
     func cancel() {
         for source in self.sources { source.cancel() }
+        guard self.signal == nil else { return }
         Glibc.signal(SIGINT, SIG_DFL)
         Glibc.signal(SIGTERM, SIG_DFL)
     }
