@@ -16,7 +16,7 @@ struct FrameLayout: Sendable {
     // Item headers of command 2: item id (1) + item data length (2).
     @usableFromInline static let itemHeader = 3
 
-    @inlinable
+    @inlinable @inline(__always)
     init(command: FrameCommand, payloadCount: Int) {
         self.command = command
         self.payloadCount = payloadCount
@@ -63,7 +63,7 @@ struct FrameLayout: Sendable {
     }
 
     /// Writes every field of the frame but the payload's bytes into `out` (at least `byteCount` bytes).
-    @inlinable
+    @inlinable @inline(__always)
     func encodeFields(
         into out: UnsafeMutableRawBufferPointer,
         token: DeviceToken,

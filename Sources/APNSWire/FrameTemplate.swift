@@ -91,6 +91,31 @@ public struct FrameTemplate: Sendable {
         FrameLayout(command: self.layout.command, payloadCount: payloadCount).byteCount
     }
 
+    /// Writes the frame for `token` with `identifier` and the payload `payload` (a row's own, already rendered) at
+    /// the start of `out` (room for the frame: checked); returns the frame's size. The template's expiry and
+    /// priority.
+    @inlinable @inline(__always)
+    public func write(
+        token: DeviceToken,
+        identifier: UInt32,
+        payload: UnsafeRawBufferPointer,
+        into out: UnsafeMutableRawBufferPointer
+    ) -> Int {
+        let layout = FrameLayout(command: self.layout.command, payloadCount: payload.count)
+        precondition(out.count >= layout.byteCount, "no room for the frame")
+        layout.encodeFields(
+            into: out,
+            token: token,
+            identifier: identifier,
+            expiry: self.expiry,
+            priority: self.priority.rawValue
+        )
+        if payload.count > 0 {
+            (out.baseAddress! + layout.payloadOffset).copyMemory(from: payload.baseAddress!, byteCount: payload.count)
+        }
+        return layout.byteCount
+    }
+
     /// Appends the frame for `token` with `identifier` whose payload is `payload` rendered with `fields`, which
     /// `PayloadTemplates.measure` found to be `payloadCount` bytes; returns the frame's size. The template's
     /// expiry and priority; the payload is rendered straight into `buffer`: no allocation when `buffer` has room.

@@ -162,6 +162,76 @@ enum JSONEscaping {
         return offset
     }
 
+    /// `escape`, checking as it goes what `escapedCount` checks and that `out` has room: the offset after the text,
+    /// or -1 when it is not UTF-8 or does not fit.
+    ///
+    /// Eight bytes at a time while none needs a look; a field whose bytes all pass is ended with one overlapping
+    /// word (its last eight bytes) rather than a byte at a time.
+    @inlinable
+    static func escapeChecked(
+        _ text: UnsafeRawBufferPointer,
+        into out: UnsafeMutableRawBufferPointer,
+        at offset: Int
+    ) -> Int {
+        let first = offset
+        var offset = offset
+        var index = 0
+        while index &+ 8 <= text.count {
+            let word = text.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            if Self.needsLook(word) { break }
+            guard offset &+ 8 <= out.count else { return -1 }
+            out.storeBytes(of: word, toByteOffset: offset, as: UInt64.self)
+            offset &+= 8
+            index &+= 8
+        }
+        if index < text.count && index &+ 8 > text.count && text.count >= 8 {
+            // Every byte so far was copied as it is (offset - first == index): the last word lands at the same
+            // distance from `first` as it lies from the text's start.
+            let word = text.loadUnaligned(fromByteOffset: text.count &- 8, as: UInt64.self)
+            if !Self.needsLook(word) {
+                guard first &+ text.count <= out.count else { return -1 }
+                out.storeBytes(of: word, toByteOffset: first &+ text.count &- 8, as: UInt64.self)
+                return first &+ text.count
+            }
+        }
+        while index < text.count {
+            let byte = text[index]
+            if byte >= 0x80 {
+                let length = Self.sequenceLength(text, at: index)
+                guard length > 0, offset &+ length <= out.count else { return -1 }
+                (out.baseAddress! + offset).copyMemory(from: text.baseAddress! + index, byteCount: length)
+                offset &+= length
+                index &+= length
+                continue
+            }
+            index &+= 1
+            if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
+                guard offset < out.count else { return -1 }
+                out[offset] = byte
+                offset &+= 1
+                continue
+            }
+            let short = byte < 0x20 ? Self.shortEscape(byte) : byte
+            if short != 0 {
+                guard offset &+ 2 <= out.count else { return -1 }
+                out[offset] = UInt8(ascii: "\\")
+                out[offset &+ 1] = short
+                offset &+= 2
+            } else {
+                guard offset &+ 6 <= out.count else { return -1 }
+                let hex: StaticString = "0123456789abcdef"
+                out[offset] = UInt8(ascii: "\\")
+                out[offset &+ 1] = UInt8(ascii: "u")
+                out[offset &+ 2] = UInt8(ascii: "0")
+                out[offset &+ 3] = UInt8(ascii: "0")
+                out[offset &+ 4] = hex.utf8Start[Int(byte >> 4)]
+                out[offset &+ 5] = hex.utf8Start[Int(byte & 0xF)]
+                offset &+= 6
+            }
+        }
+        return offset
+    }
+
     /// Whether `text` is a JSON integer: an optional minus, then 0 or digits not starting with 0 (at most 19).
     @inlinable
     static func isInteger(_ text: UnsafeRawBufferPointer) -> Bool {

@@ -83,13 +83,10 @@ public struct PayloadTemplates: Sendable {
         return nil
     }
 
-    /// The template a row takes and the size it renders to, or why the row cannot go: no template for its
-    /// language, a field the template cannot take, a rendering over `limit`.
+    /// The template a row takes, or why it has none (no template for its language) or is refused by the template's
+    /// row check.
     @inlinable
-    public func measure(
-        _ fields: PayloadFields,
-        limit: PayloadLimit
-    ) -> Result<(template: Int, count: Int), PayloadRowError> {
+    func chooseTemplate(_ fields: PayloadFields) -> Result<Int, PayloadRowError> {
         let index: Int
         if let languageColumn = self.languageColumn {
             // A row without the language field (a short row) takes the default, as a tag with no template does.
@@ -110,6 +107,21 @@ public struct PayloadTemplates: Sendable {
         if let checks = self.rowChecks, let check = checks[index], let refusal = check.check(fields) {
             return .failure(refusal)
         }
+        return .success(index)
+    }
+
+    /// The template a row takes and the size it renders to, or why the row cannot go: no template for its
+    /// language, a field the template cannot take, a rendering over `limit`.
+    @inlinable
+    public func measure(
+        _ fields: PayloadFields,
+        limit: PayloadLimit
+    ) -> Result<(template: Int, count: Int), PayloadRowError> {
+        let index: Int
+        switch self.chooseTemplate(fields) {
+        case .failure(let error): return .failure(error)
+        case .success(let chosen): index = chosen
+        }
         // Without a retain of the template: both shards measure and render with the same one, and a retain per row
         // of one object from two cores bounces its count between them (a fifth of a templated send's CPU).
         let rendered = self.templates.withUnsafeBufferPointer { templates in
@@ -119,15 +131,49 @@ public struct PayloadTemplates: Sendable {
         case .failure(let error):
             return .failure(error)
         case .success(let count):
-            guard count <= limit.bytes else {
-                return .failure(
-                    PayloadRowError(
-                        code: .tooLarge,
-                        message: "the rendered payload is \(count) bytes; \(limit.name) allows at most \(limit.bytes)"
-                    )
-                )
-            }
+            guard count <= limit.bytes else { return .failure(Self.tooLarge(count, limit)) }
             return .success((index, count))
         }
+    }
+
+    /// Renders the row with the template it takes into `out` (at least `limit.bytes` of room) in one pass: the
+    /// template and the bytes written, or why the row cannot go (as `measure` would say it). What `measure` and
+    /// `PayloadTemplate.render` do in two reads of each field, for rows whose payload is kept once rendered.
+    @inlinable
+    public func render(
+        _ fields: PayloadFields,
+        limit: PayloadLimit,
+        into out: UnsafeMutableRawBufferPointer
+    ) -> Result<(template: Int, count: Int), PayloadRowError> {
+        precondition(out.count >= limit.bytes, "no room for a payload at the limit")
+        let index: Int
+        switch self.chooseTemplate(fields) {
+        case .failure(let error): return .failure(error)
+        case .success(let chosen): index = chosen
+        }
+        let area = UnsafeMutableRawBufferPointer(rebasing: out[0..<limit.bytes])
+        return self.templates.withUnsafeBufferPointer { templates in
+            // Without a retain of the template, as in `measure`.
+            Unmanaged.passUnretained(templates[index])._withUnsafeGuaranteedRef { template in
+                if let count = template.renderChecked(fields, into: area) { return .success((index, count)) }
+                // Refused or over the limit: the measure says which, exactly as it would have said it alone.
+                switch template.renderedCount(fields) {
+                case .failure(let error):
+                    return .failure(error)
+                case .success(let count) where count > limit.bytes:
+                    return .failure(Self.tooLarge(count, limit))
+                case .success:
+                    return .success((index, template.render(fields, into: area)))
+                }
+            }
+        }
+    }
+
+    @usableFromInline
+    static func tooLarge(_ count: Int, _ limit: PayloadLimit) -> PayloadRowError {
+        PayloadRowError(
+            code: .tooLarge,
+            message: "the rendered payload is \(count) bytes; \(limit.name) allows at most \(limit.bytes)"
+        )
     }
 }

@@ -257,7 +257,7 @@ final class Shard: @unchecked Sendable {
             // writes at most the threshold and one frame more: the room reserved (each frame checks it).
             self.outbound.reserveCapacity(minimumWritableBytes: self.configuration.flush.bytes + self.largestFrame)
             var written = 0
-            if let payloads = self.source.payloads {
+            if self.source.payloads != nil {
                 action = self.outbound.withUnsafeMutableWritableBytes { out in
                     self.machine.writeSized(
                         queuedBytes: connection.queuedBytes,
@@ -268,7 +268,6 @@ final class Shard: @unchecked Sendable {
                             row,
                             identifier: identifier,
                             template: template,
-                            payloads: payloads.templates,
                             into: UnsafeMutableRawBufferPointer(rebasing: out[written...])
                         )
                         written &+= size
@@ -298,18 +297,17 @@ final class Shard: @unchecked Sendable {
         }
     }
 
-    /// Encodes a row's frame with its own payload, rendered from its fields straight into the batch; returns the
-    /// frame's size. A row of the chunk taken last finds its fields at hand; one sent again after its chunk was
-    /// replaced is read again from its file (as its token was).
+    /// Encodes a row's frame with its own payload into the batch; returns the frame's size. A row of the chunk taken
+    /// last finds its payload at hand; one sent again after its chunk was replaced is read again from its file (as
+    /// its token was) and rendered again.
     private func encode(
         _ row: TokenRow,
         identifier: UInt32,
         template: FrameTemplate,
-        payloads: PayloadTemplates,
         into out: UnsafeMutableRawBufferPointer
     ) -> Int {
         if let index = self.fields.index(of: row.reference) {
-            return Self.write(row, identifier: identifier, fieldsAt: index, of: &self.fields, template, payloads, out)
+            return Self.write(row, identifier: identifier, fieldsAt: index, of: &self.fields, template, out)
         }
         do {
             try self.source.fields(at: row.reference, into: &self.refetched)
@@ -318,36 +316,23 @@ final class Shard: @unchecked Sendable {
             self.renderFailure = error
             return 0
         }
-        return Self.write(row, identifier: identifier, fieldsAt: 0, of: &self.refetched, template, payloads, out)
+        return Self.write(row, identifier: identifier, fieldsAt: 0, of: &self.refetched, template, out)
     }
 
-    /// Row `index` of `rows`'s frame, written at the start of `out`. Static, with `rows` passed `inout`: called from a
-    /// closure that can reach the shard, a method of `self.fields` would make Swift copy the struct first (five
-    /// retains and five releases a row, a fifth of a templated send's CPU).
+    /// Row `index` of `rows`'s frame, written at the start of `out`: its payload, rendered when its chunk was
+    /// taken, copied after the frame's fields. Static, with `rows` passed `inout`: called from a closure that can
+    /// reach the shard, a method of `self.fields` would make Swift copy the struct first (a retain and a release of
+    /// each of its arrays a row).
     private static func write(
         _ row: TokenRow,
         identifier: UInt32,
         fieldsAt index: Int,
         of rows: inout RowFields,
         _ template: FrameTemplate,
-        _ payloads: PayloadTemplates,
         _ out: UnsafeMutableRawBufferPointer
     ) -> Int {
-        let (payload, count) = rows.measure(index)
-        // The template without a retain (see `PayloadTemplates.measure`: both shards use it at once).
-        return payloads.templates.withUnsafeBufferPointer { templates in
-            Unmanaged.passUnretained(templates[payload])._withUnsafeGuaranteedRef { payload in
-                rows.withFields(index) { fields in
-                    template.write(
-                        token: row.token,
-                        identifier: identifier,
-                        payload: payload,
-                        fields: fields,
-                        payloadCount: count,
-                        into: out
-                    )
-                }
-            }
+        rows.withPayload(index) { payload in
+            template.write(token: row.token, identifier: identifier, payload: payload, into: out)
         }
     }
 

@@ -27,23 +27,18 @@ extension HTTP2RowSource {
 extension TokenSource: HTTP2RowSource {
     var maximumBodyLength: Int? { self.payloads?.maximumByteCount }
 
-    /// With `payloads`, each row's payload is rendered into one buffer per chunk, and each item's body is its slice
-    /// of it (one allocation per chunk, none per row).
+    /// With `payloads`, the chunk's payloads (rendered as it is taken) are copied into one buffer, and each item's
+    /// body is its slice of it (one allocation per chunk, none per row).
     ///
-    /// Every row is rendered before the first slice is cut: a slice shares the buffer's storage, so a write after
-    /// it would copy the whole buffer (copy on write) — one copy per row, each kept alive by its slice.
+    /// The buffer is whole before the first slice is cut: a slice shares the buffer's storage, so a write after it
+    /// would copy the whole buffer (copy on write) — one copy per row, each kept alive by its slice.
     func nextItems(maximumRows: Int) throws -> [HTTP2WorkItem]? {
-        guard let payloads = self.payloads else {
+        guard self.payloads != nil else {
             return try self.nextChunk(maximumRows: maximumRows)?.map { HTTP2WorkItem(row: $0) }
         }
         var fields = RowFields()
         guard let rows = try self.nextChunk(maximumRows: maximumRows, fields: &fields) else { return nil }
-        var total = 0
-        for index in rows.indices { total += fields.payloadByteCount(index) }
-        var buffer = ByteBufferAllocator().buffer(capacity: total)
-        for index in rows.indices {
-            _ = fields.render(index, with: payloads.templates, to: &buffer)
-        }
+        let buffer = fields.withPayloads { ByteBuffer(bytes: $0) }
         var items: [HTTP2WorkItem] = []
         items.reserveCapacity(rows.count)
         var start = 0

@@ -1,3 +1,5 @@
+import APNSWire
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -235,6 +237,29 @@ package final class CSVReader {
         let field = self.fieldList.base[index]
         if field.hasEscapedQuotes { return nil }
         return UnsafeRawBufferPointer(start: self.buffer + field.start, count: field.end - field.start)
+    }
+
+    /// Where the fields of `columns` (0-based; -1 or past the record: missing) of the current record lie: two
+    /// bounds a column into `bounds` (as `PayloadFields` reads them), and the bytes they index; nil when one of them
+    /// has `""` pairs to undo (`appendField` copies it). Valid until the next call of `next()` or `seek`.
+    @inline(__always)
+    func fieldBounds(columns: [Int], into bounds: UnsafeMutableBufferPointer<UInt32>) -> UnsafeRawBufferPointer? {
+        let fields = self.fieldList
+        guard self.filled < Int(PayloadFields.missing) else { return nil }
+        var slot = 0
+        for column in columns {
+            if column >= 0 && column < fields.count {
+                let field = fields.base[column]
+                if field.hasEscapedQuotes { return nil }
+                bounds[slot] = UInt32(truncatingIfNeeded: field.start)
+                bounds[slot &+ 1] = UInt32(truncatingIfNeeded: field.end)
+            } else {
+                bounds[slot] = PayloadFields.missing
+                bounds[slot &+ 1] = 0
+            }
+            slot &+= 2
+        }
+        return UnsafeRawBufferPointer(start: self.buffer, count: self.filled)
     }
 
     /// Appends the bytes of field `index` of the current record to `out`, quotes removed and `""` pairs undone.

@@ -2,20 +2,30 @@ import APNSWire
 import Foundation
 import NIOCore
 
-/// The fields payload templates read, for the rows of one chunk: their bytes, per row and column where each field
-/// lies, and the template and rendered size `PayloadTemplates.measure` gave the row.
+/// The payloads of the rows of one chunk, rendered once when the chunk is taken: the rows' payload bytes back to
+/// back, and each row's place in them.
+///
+/// A row is rendered straight from the fields of its record in the reader's buffer (`RowReader.renderPayload`)
+/// into `storage`, checked as it is written (one read of each field: no copy of the fields and no measure before
+/// the render), and kept with `keep` once the row is handed out; a row refused after its render is overwritten by
+/// the next. The frame or request body then copies the bytes.
 ///
 /// A shard keeps one and refills it with each chunk it takes (`TokenSource.nextChunk(maximumRows:fields:)`), so its
 /// arrays reach their size once and are reused: no allocation per row or per chunk in steady state. Rows are found
 /// by their `RowReference` (in order, so a cursor finds them without a search). Not thread-safe: one owner.
 public struct RowFields {
-    // Read per row by the shards (another module): usable from inlined code, so that `withFields` and `measure` and
-    // the closures given to them are inlined where a frame is rendered, not called through a thunk per row.
-    @usableFromInline var bytes: [UInt8] = []
-    @usableFromInline var bounds: [UInt32] = []
+    /// The kept rows' payloads back to back, then room for one more at the limit: `count` only grows (its bytes past
+    /// the last kept payload are scratch).
+    @usableFromInline var storage: [UInt8] = []
+    /// Where each kept row's payload ends in `storage` (it starts where the previous one ends).
+    @usableFromInline var ends: [Int] = []
     var references: [UInt64] = []
-    @usableFromInline var templates: [Int] = []
-    @usableFromInline var payloadCounts: [Int] = []
+    /// The end of the payload rendered last and not kept yet.
+    var pendingEnd = 0
+    /// For the row being rendered: two bounds per column (see `PayloadFields`).
+    var bounds: [UInt32] = []
+    /// For the row being rendered when its fields cannot be read in place (`""` pairs to undo, a row read again).
+    var scratch: [UInt8] = []
     var cursor = 0
     /// Columns per row: `PayloadTemplates.columns.count`.
     public private(set) var columnCount = 0
@@ -35,45 +45,76 @@ public struct RowFields {
 
     /// Forgets every row, keeping the memory.
     mutating func removeAll(columnCount: Int) {
-        self.bytes.removeAll(keepingCapacity: true)
-        self.bounds.removeAll(keepingCapacity: true)
+        self.ends.removeAll(keepingCapacity: true)
         self.references.removeAll(keepingCapacity: true)
-        self.templates.removeAll(keepingCapacity: true)
-        self.payloadCounts.removeAll(keepingCapacity: true)
+        self.pendingEnd = 0
         self.cursor = 0
         self.columnCount = columnCount
+        if self.bounds.count != 2 * columnCount {
+            self.bounds = [UInt32](repeating: PayloadFields.missing, count: 2 * columnCount)
+        }
     }
 
-    /// Appends a row's field for the next column: `nil` when the row has none.
-    mutating func appendMissing() {
-        self.bounds.append(PayloadFields.missing)
-        self.bounds.append(0)
-    }
-
-    /// Marks the start of a field appended byte by byte to `bytes`; `endField` closes it.
-    mutating func beginField() { self.bounds.append(UInt32(self.bytes.count)) }
-    mutating func endField() { self.bounds.append(UInt32(self.bytes.count)) }
-
-    /// Where the next row's fields start: `dropRow(from:)` takes them back.
-    var rowStart: Int { self.bytes.count }
-
-    /// Drops the fields appended since `rowStart` was `start` (a row that is not kept).
-    mutating func dropRow(from start: Int) {
-        self.bytes.removeSubrange(start...)
-        self.bounds.removeSubrange((self.references.count * 2 * self.columnCount)...)
-    }
-
-    /// The fields of the row appended last (not yet measured or kept).
+    /// Where the next payload starts.
     @inline(__always)
-    func withPendingFields<Result>(_ body: (PayloadFields) -> Result) -> Result {
-        self.withFields(bounds: self.references.count * 2 * self.columnCount, body)
+    private var nextStart: Int { self.ends.last ?? 0 }
+
+    /// Renders the next row's payload with the template it takes, from fields that lie in `bytes` where `bounds`
+    /// says (`fillBounds` fills them and returns the bytes, or nil when the fields cannot be read in place: then
+    /// `copy` appends a column's field to a scratch copy and says whether the row has it). The row is held once
+    /// `keep` is called.
+    @inline(__always)
+    mutating func render(
+        _ payloads: RowPayloads,
+        fillBounds: (UnsafeMutableBufferPointer<UInt32>) -> UnsafeRawBufferPointer?,
+        copy: (Int, inout [UInt8]) -> Bool
+    ) -> Result<(template: Int, count: Int), PayloadRowError> {
+        if let bytes = self.bounds.withUnsafeMutableBufferPointer({ fillBounds($0) }) {
+            return self.render(payloads, bytes: bytes)
+        }
+        self.scratch.removeAll(keepingCapacity: true)
+        for column in 0..<self.columnCount {
+            let start = UInt32(self.scratch.count)
+            if copy(column, &self.scratch) {
+                self.bounds[2 * column] = start
+                self.bounds[2 * column + 1] = UInt32(self.scratch.count)
+            } else {
+                self.bounds[2 * column] = PayloadFields.missing
+                self.bounds[2 * column + 1] = 0
+            }
+        }
+        return self.scratch.withUnsafeBytes { scratch in self.render(payloads, bytes: scratch) }
     }
 
-    /// Keeps the row whose fields were appended last, with its measure.
-    mutating func keep(_ reference: RowReference, template: Int, payloadCount: Int) {
+    /// Renders from `bytes` and `bounds` into the room after the last kept payload.
+    @inline(__always)
+    private mutating func render(
+        _ payloads: RowPayloads,
+        bytes: UnsafeRawBufferPointer
+    ) -> Result<(template: Int, count: Int), PayloadRowError> {
+        let start = self.nextStart
+        let limit = payloads.limit.bytes
+        if self.storage.count < start + limit {
+            self.storage.append(contentsOf: repeatElement(0, count: start + limit - self.storage.count))
+        }
+        let sendTime = self.sendTime
+        let result = self.bounds.withUnsafeBufferPointer { bounds in
+            self.storage.withUnsafeMutableBytes { storage in
+                payloads.templates.render(
+                    PayloadFields(bytes: bytes, bounds: bounds, sendTime: sendTime),
+                    limit: payloads.limit,
+                    into: UnsafeMutableRawBufferPointer(rebasing: storage[start..<(start + limit)])
+                )
+            }
+        }
+        if case .success(let rendered) = result { self.pendingEnd = start + rendered.count }
+        return result
+    }
+
+    /// Keeps the row whose payload was rendered last.
+    mutating func keep(_ reference: RowReference) {
         self.references.append(reference.rawValue)
-        self.templates.append(template)
-        self.payloadCounts.append(payloadCount)
+        self.ends.append(self.pendingEnd)
     }
 
     /// The index of the row at `reference`, or nil when this chunk does not hold it.
@@ -95,52 +136,21 @@ public struct RowFields {
         return low
     }
 
-    /// The template and rendered size of row `index`.
-    @inlinable
-    package func measure(_ index: Int) -> (template: Int, payloadCount: Int) {
-        (self.templates[index], self.payloadCounts[index])
-    }
-
-    /// Calls `body` with the fields of row `index`.
+    /// Calls `body` with the rendered payload of row `index`.
     @inlinable @inline(__always)
-    package func withFields<Result>(_ index: Int, _ body: (PayloadFields) -> Result) -> Result {
-        self.withFields(bounds: index * 2 * self.columnCount, body)
+    package func withPayload<Result>(_ index: Int, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        let start = index == 0 ? 0 : self.ends[index - 1]
+        let end = self.ends[index]
+        return self.storage.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[start..<end])) }
     }
 
-    @inlinable @inline(__always)
-    func withFields<Result>(bounds start: Int, _ body: (PayloadFields) -> Result) -> Result {
-        self.bytes.withUnsafeBytes { bytes in
-            self.bounds.withUnsafeBufferPointer { bounds in
-                body(
-                    PayloadFields(
-                        bytes: bytes,
-                        bounds: UnsafeBufferPointer(rebasing: bounds[start..<(start + 2 * self.columnCount)]),
-                        sendTime: self.sendTime
-                    )
-                )
-            }
-        }
+    /// The rendered size of row `index`.
+    public func payloadByteCount(_ index: Int) -> Int {
+        self.ends[index] - (index == 0 ? 0 : self.ends[index - 1])
     }
 
-    /// The rendered size of row `index` (measured when its chunk was taken).
-    public func payloadByteCount(_ index: Int) -> Int { self.payloadCounts[index] }
-
-    /// Renders row `index` with the template `templates` gave it at the end of `buffer` (a request's body);
-    /// returns the bytes written.
-    public func render(_ index: Int, with templates: PayloadTemplates, to buffer: inout ByteBuffer) -> Int {
-        let (template, count) = self.measure(index)
-        return buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { out in
-            let written = self.withFields(index) { fields in
-                templates.templates.withUnsafeBufferPointer {
-                    // Without a retain of the template, which every connection renders with at once (see
-                    // `PayloadTemplates.measure`).
-                    Unmanaged.passUnretained($0[template])._withUnsafeGuaranteedRef {
-                        $0.render(fields, into: UnsafeMutableRawBufferPointer(rebasing: out[0..<count]))
-                    }
-                }
-            }
-            precondition(written == count, "the fields changed since they were measured")
-            return written
-        }
+    /// The payloads of every row held, back to back in the rows' order.
+    public func withPayloads<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        self.storage.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[0..<(self.ends.last ?? 0)])) }
     }
 }

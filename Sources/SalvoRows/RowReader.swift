@@ -158,16 +158,23 @@ final class RowReader {
         )
     }
 
-    /// Appends the current record's fields of `columns` (0-based; -1 or past the record: missing) to `fields`.
-    func appendFields(columns: [Int], to fields: inout RowFields) {
-        for column in columns {
-            if column >= 0 && column < self.csv.fields.count {
-                fields.beginField()
-                self.csv.appendField(column, to: &fields.bytes)
-                fields.endField()
-            } else {
-                fields.appendMissing()
-            }
+    /// Renders the current record's payload into `fields` with the templates of `payloads`, reading the fields of
+    /// `columns` (0-based; -1 or past the record: missing) where they lie in the reader's buffer, or from a copy
+    /// when one has `""` pairs to undo. The row is held once `fields.keep` is called.
+    @inline(__always)
+    func renderPayload(
+        columns: [Int],
+        payloads: RowPayloads,
+        into fields: inout RowFields
+    ) -> Result<(template: Int, count: Int), PayloadRowError> {
+        let csv = self.csv
+        return fields.render(payloads) { bounds in
+            csv.fieldBounds(columns: columns, into: bounds)
+        } copy: { column, scratch in
+            let index = columns[column]
+            guard index >= 0 && index < csv.fields.count else { return false }
+            csv.appendField(index, to: &scratch)
+            return true
         }
     }
 

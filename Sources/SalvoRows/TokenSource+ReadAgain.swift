@@ -53,7 +53,7 @@ extension TokenSource {
 
 extension TokenSource {
     /// Reads a row's payload fields again from its file (a row sent again after its chunk's fields were replaced),
-    /// into `fields` (refilled with that one row, measured).
+    /// into `fields` (refilled with that one row, rendered).
     ///
     /// - Precondition: `validate()` has returned, and the source has `payloads`.
     public func fields(at reference: RowReference, into fields: inout RowFields) throws(InputError) {
@@ -77,24 +77,22 @@ extension TokenSource {
                 size *= 4
                 continue
             }
-            for column in columns {
-                guard column < found.count else {
-                    fields.appendMissing()
-                    continue
+            let rendered = bytes.withUnsafeBytes { all in
+                fields.render(payloads) { _ in
+                    nil
+                } copy: { column, scratch in
+                    guard columns[column] >= 0 && columns[column] < found.count else { return false }
+                    let field = found[columns[column]]
+                    var cursor = field.start
+                    while cursor < field.end {
+                        scratch.append(all[cursor])
+                        cursor += field.hasEscapedQuotes && all[cursor] == UInt8(ascii: "\"") ? 2 : 1
+                    }
+                    return true
                 }
-                let field = found[column]
-                fields.beginField()
-                var cursor = field.start
-                while cursor < field.end {
-                    fields.bytes.append(bytes[cursor])
-                    cursor += field.hasEscapedQuotes && bytes[cursor] == UInt8(ascii: "\"") ? 2 : 1
-                }
-                fields.endField()
             }
-            if case .success(let measured) = fields.withPendingFields({
-                payloads.templates.measure($0, limit: payloads.limit)
-            }) {
-                fields.keep(reference, template: measured.template, payloadCount: measured.count)
+            if case .success = rendered {
+                fields.keep(reference)
                 return
             }
             break

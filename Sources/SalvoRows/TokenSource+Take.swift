@@ -61,16 +61,12 @@ extension TokenSource {
                 pass.running.otherPartitions += 1
                 return nil
             }
-            var measured: (template: Int, count: Int)?
-            let start = fields.rowStart
+            // The payload is rendered here, once: a row refused below leaves it to be overwritten by the next.
             if let payloads = self.payloads {
-                reader.appendFields(columns: payloadColumns, to: &fields)
-                switch fields.withPendingFields({ payloads.templates.measure($0, limit: payloads.limit) }) {
+                switch reader.renderPayload(columns: payloadColumns, payloads: payloads, into: &fields) {
                 case .success(let result):
-                    measured = (result.template, result.count)
                     pass.running.largestPayload = max(pass.running.largestPayload, result.count)
                 case .failure(let error):
-                    fields.dropRow(from: start)
                     pass.running.rejects.append(
                         InputReject(
                             file: self.files[fileIndex],
@@ -84,7 +80,6 @@ extension TokenSource {
             }
             if self.options.dedupe {
                 if let first = pass.seen[row.token] {
-                    if measured != nil { fields.dropRow(from: start) }
                     let firstFile = first >> 48
                     let of = self.files.count > 1 ? " of \(self.files[firstFile])" : ""
                     pass.running.rejects.append(
@@ -102,7 +97,6 @@ extension TokenSource {
             if let suppression = self.suppression, suppression.entries[row.token] != nil {
                 switch reader.registrationTime(line: row.line) {
                 case .unreadable(let reject):
-                    if measured != nil { fields.dropRow(from: start) }
                     if partition?.ownsBadRows == false {
                         pass.running.otherPartitions += 1
                     } else {
@@ -111,7 +105,6 @@ extension TokenSource {
                     return nil
                 case .known(let registeredAt):
                     if suppression.suppresses(row.token, registeredAt: registeredAt) != nil {
-                        if measured != nil { fields.dropRow(from: start) }
                         pass.running.suppressed += 1
                         return nil
                     }
@@ -126,13 +119,10 @@ extension TokenSource {
                 if recorded != .none { pass.running.journaled.count(row, recorded) }
                 if recorded.isSettled || (recorded == .written && !resendWritten) {
                     if hashed && !hashReturned { pass.hashes.append(row.token.stableHash) }
-                    if measured != nil { fields.dropRow(from: start) }
                     return nil
                 }
             }
-            if let measured {
-                fields.keep(row.reference, template: measured.template, payloadCount: measured.count)
-            }
+            if self.payloads != nil { fields.keep(row.reference) }
             return row
         }
     }

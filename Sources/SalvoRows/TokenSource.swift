@@ -281,10 +281,7 @@ public final class TokenSource: @unchecked Sendable {
                     }
                     if let payloads = self.payloads {
                         scratch.removeAll(columnCount: payloads.templates.columns.count)
-                        reader.appendFields(columns: fieldColumns, to: &scratch)
-                        let measured = scratch.withPendingFields {
-                            payloads.templates.measure($0, limit: payloads.limit)
-                        }
+                        let measured = reader.renderPayload(columns: fieldColumns, payloads: payloads, into: &scratch)
                         if case .success(let size) = measured {
                             summary.largestPayload = max(summary.largestPayload, size.count)
                         }
@@ -479,13 +476,11 @@ public final class TokenSource: @unchecked Sendable {
                         if recorded.isSettled || (recorded == .written && !state.resendWritten) { continue }
                     }
                     if let payloads {
-                        let start = fields.rowStart
-                        reader.appendFields(columns: state.payloadColumns[state.fileIndex], to: &fields)
-                        switch fields.withPendingFields({ payloads.templates.measure($0, limit: payloads.limit) }) {
-                        case .success(let measured):
-                            fields.keep(good.reference, template: measured.template, payloadCount: measured.count)
+                        let columns = state.payloadColumns[state.fileIndex]
+                        switch reader.renderPayload(columns: columns, payloads: payloads, into: &fields) {
+                        case .success:
+                            fields.keep(good.reference)
                         case .failure(let error):
-                            fields.dropRow(from: start)
                             throw InputError(
                                 file: self.files[state.fileIndex],
                                 line: good.line,

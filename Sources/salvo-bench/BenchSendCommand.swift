@@ -52,7 +52,7 @@ extension BenchCommand {
 
         @Flag(
             help:
-                "A payload per row: a template with two placeholders (a name, an :int badge) rendered from each row's columns."
+                "A payload per row: a template with two placeholders (a name, an :int badge) rendered from each row's columns; each run is followed by one of the same file with a fixed payload, and the templates' time is printed as a multiple of its."
         )
         var template = false
 
@@ -136,6 +136,10 @@ extension BenchCommand {
                     )
                 ) : nil
             let template = try FrameTemplate(command: .framed, payload: payloads?.templates[0].probe ?? payload)
+            // With templates, each run is followed by one of the same rows with the fixed payload: what the
+            // templates cost is their time over that one's, on the same file, same host, same minute.
+            let fixedTemplate = try FrameTemplate(command: .framed, payload: payload)
+            var fixedBest: [String: (template: Double, fixed: Double)] = [:]
             let certificates = try CertificateFactory()
             let paths = try certificates.write(to: folder + "/certificates", topic: "com.example.bench")
             let credentials = GatewayCredentials(
@@ -239,6 +243,34 @@ extension BenchCommand {
                         try? FileManager.default.removeItem(atPath: journalFolder)
                         ledgerOK = ledgerOK && sinkOK && measured.delivered == self.tokens
                         if best == nil || measured.seconds < best!.seconds { best = measured }
+                        if payloads != nil && self.resumeAfter == nil {
+                            let fixedSink = try await Sink.start(
+                                reference: link,
+                                certificates: certificates,
+                                paths: paths,
+                                threads: self.simulatorThreads,
+                                tokens: self.tokens
+                            )
+                            var fixedJob = job
+                            fixedJob.port = fixedSink.port
+                            fixedJob.template = fixedTemplate
+                            let fixedRequest = SendRequest(
+                                files: [tokenFile],
+                                interface: .binary(fixedJob),
+                                journal: self.journal ? SendJournal(directory: journalFolder + "-fixed") : nil,
+                                payloads: nil
+                            )
+                            let fixed = try await Self.measure(fixedRequest, display: display, stopAt: nil)
+                            display.finish()
+                            let fixedOK = try await fixedSink.finish(expected: expected)
+                            try? FileManager.default.removeItem(atPath: journalFolder + "-fixed")
+                            ledgerOK = ledgerOK && fixedOK && fixed.delivered == self.tokens
+                            let key = "\(transportName) \(shards)"
+                            let previous = fixedBest[key] ?? (.infinity, .infinity)
+                            fixedBest[key] = (
+                                min(previous.template, measured.seconds), min(previous.fixed, fixed.seconds)
+                            )
+                        }
                     }
                     let result = best!
                     failed = failed || !ledgerOK
@@ -277,6 +309,13 @@ extension BenchCommand {
                     }
                     print(line)
                 }
+            }
+            for (key, best) in fixedBest.sorted(by: { $0.key < $1.key }) {
+                print(
+                    "templates  \(key) shard(s): best \(format3(best.template)) s; the fixed payload on the same rows "
+                        + "(a run after each): best \(format3(best.fixed)) s; the templates take "
+                        + "\(format3(best.template / best.fixed))× its time"
+                )
             }
             for (shards, limit) in limits.sorted(by: { $0.key < $1.key }) {
                 print(

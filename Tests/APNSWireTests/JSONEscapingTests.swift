@@ -67,4 +67,52 @@ import Testing
         }
         #expect(checked > 3000)
     }
+
+    /// The escaping that checks as it writes: the reference's bytes when the text is UTF-8 and the room holds them,
+    /// -1 when it is not or does not (one byte short of the room it needs, and none at all).
+    @Test func theCheckedEscapingAgreesAndRefusesWhatDoesNotFitOrIsNotUTF8() {
+        let pieces: [[UInt8]] = [
+            Array("a".utf8), Array(" ".utf8), Array("\"".utf8), Array("\\".utf8), [0x1F], [0x00], [0x0A], [0x7F],
+            Array("é".utf8), Array("€".utf8), Array("😀".utf8), [0xFF], [0xC3], [0xE2, 0x82], [0xED, 0xA0, 0x80],
+        ]
+        var random = SystemRandomNumberGenerator()
+        var checked = (fits: 0, short: 0, refused: 0)
+        for length in 0..<40 {
+            for _ in 0..<40 {
+                var field: [UInt8] = []
+                while field.count < length {
+                    if Int.random(in: 0..<5, using: &random) == 0 {
+                        field += pieces.randomElement(using: &random)!
+                    } else {
+                        field += Array(Array("Customer 42".utf8).shuffled(using: &random).prefix(3))
+                    }
+                }
+                let expected = Self.reference(field)
+                let shift = Int.random(in: 0..<3, using: &random)
+                let padded = [UInt8](repeating: 0x41, count: shift) + field
+                padded.withUnsafeBytes { all in
+                    let text = UnsafeRawBufferPointer(rebasing: all[shift...])
+                    guard let expected else {
+                        var out = [UInt8](repeating: 0, count: 6 * field.count + 8)
+                        #expect(out.withUnsafeMutableBytes { JSONEscaping.escapeChecked(text, into: $0, at: 3) } == -1)
+                        checked.refused += 1
+                        return
+                    }
+                    var out = [UInt8](repeating: 0xEE, count: expected.count + 3)
+                    let end = out.withUnsafeMutableBytes { JSONEscaping.escapeChecked(text, into: $0, at: 3) }
+                    #expect(end == expected.count + 3, "\(field)")
+                    #expect(Array(out[3...]) == expected, "\(field)")
+                    checked.fits += 1
+                    if !expected.isEmpty {
+                        var short = [UInt8](repeating: 0, count: expected.count + 2)
+                        #expect(
+                            short.withUnsafeMutableBytes { JSONEscaping.escapeChecked(text, into: $0, at: 3) } == -1
+                        )
+                        checked.short += 1
+                    }
+                }
+            }
+        }
+        #expect(checked.fits > 300 && checked.short > 300 && checked.refused > 100)
+    }
 }

@@ -38,6 +38,73 @@ import Testing
         }
     }
 
+    /// One render that checks as it writes gives what a measure and then a render give: the same template and
+    /// bytes, or the same refusal (a missing field, a field that is not UTF-8 or not an integer, no template for the
+    /// language, a rendering over the limit: said with its exact size).
+    @Test func oneCheckedRenderAgreesWithAMeasureThenARender() throws {
+        let english = try self.template(
+            #"{"aps":{"alert":"Hi {{name}}, {{city}}","badge":"{{n:int}}"},"t":"{{$now}}"}"#
+        )
+        let french = try self.template(#"{"aps":{"alert":"Salut {{name}}"},"x":"{{n:int}}"}"#, file: "fr.json")
+        let sets = [
+            PayloadTemplates(english),
+            PayloadTemplates(byLanguage: [("default", english), ("fr", french)], languageColumn: "lang"),
+            PayloadTemplates(byLanguage: [("fr", french)], languageColumn: "lang"),
+        ]
+        let names: [[UInt8]] = [
+            Array("Ana".utf8), Array("Customer 1234567".utf8), Array("Zoë \"Z\"".utf8), [0x41, 0xFF], [0x0A, 0x01],
+            Array(String(repeating: "long name ", count: 30).utf8), [],
+        ]
+        let numbers: [[UInt8]] = [Array("7".utf8), Array("-12".utf8), Array("012".utf8), Array("x".utf8), []]
+        let languages: [[UInt8]] = [Array("fr".utf8), Array("fr-CA".utf8), Array("en".utf8), Array("de".utf8)]
+        var random = SystemRandomNumberGenerator()
+        var outcomes = (rendered: 0, refused: 0)
+        for _ in 0..<3000 {
+            let templates = sets.randomElement(using: &random)!
+            var bytes: [UInt8] = []
+            var bounds: [UInt32] = []
+            for column in templates.columns {
+                let value: [UInt8]? =
+                    switch column {
+                    case "name", "city": Int.random(in: 0..<12, using: &random) == 0 ? nil : names.randomElement()!
+                    case "n": Int.random(in: 0..<12, using: &random) == 0 ? nil : numbers.randomElement()!
+                    default: Int.random(in: 0..<8, using: &random) == 0 ? nil : languages.randomElement()!
+                    }
+                if let value {
+                    bounds.append(UInt32(bytes.count))
+                    bytes += value
+                    bounds.append(UInt32(bytes.count))
+                } else {
+                    bounds += [PayloadFields.missing, 0]
+                }
+            }
+            let limit = PayloadLimit(bytes: Int.random(in: 40...400, using: &random), name: "a test limit")
+            bytes.withUnsafeBytes { raw in
+                bounds.withUnsafeBufferPointer { bounds in
+                    let fields = PayloadFields(bytes: raw, bounds: bounds, sendTime: 1_764_170_000)
+                    var once = [UInt8](repeating: 0xEE, count: limit.bytes + 16)
+                    let checked = once.withUnsafeMutableBytes { templates.render(fields, limit: limit, into: $0) }
+                    switch (templates.measure(fields, limit: limit), checked) {
+                    case (.success(let measured), .success(let one)):
+                        #expect(one.template == measured.template && one.count == measured.count)
+                        var twice = [UInt8](repeating: 0, count: measured.count)
+                        _ = twice.withUnsafeMutableBytes {
+                            templates.templates[measured.template].render(fields, into: $0)
+                        }
+                        #expect(Array(once[0..<one.count]) == twice)
+                        outcomes.rendered += 1
+                    case (.failure(let measured), .failure(let one)):
+                        #expect(one.message == measured.message)
+                        outcomes.refused += 1
+                    case (let measured, let one):
+                        Issue.record("measure then render: \(measured); one render: \(one)")
+                    }
+                }
+            }
+        }
+        #expect(outcomes.rendered > 300 && outcomes.refused > 300)
+    }
+
     private func template(_ text: String, file: String = "t.json") throws -> PayloadTemplate {
         try PayloadTemplate(json: Array(text.utf8), file: file)
     }
