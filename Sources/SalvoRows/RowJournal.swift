@@ -299,6 +299,22 @@ public final class RowJournal: @unchecked Sendable {
         return count
     }
 
+    /// Whether no row holds a mark (every state byte is `.none`): a journal this run made, or one whose earlier run
+    /// marked nothing. Eight bytes at a time; ends at the first mark.
+    public func holdsNoMark() -> Bool {
+        let raw = UnsafeRawPointer(self.bytes)
+        var index = 0
+        while index &+ 8 <= self.count {
+            if raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) != 0 { return false }
+            index &+= 8
+        }
+        while index < self.count {
+            if self.bytes[index] != 0 { return false }
+            index &+= 1
+        }
+        return true
+    }
+
     /// Every row's state, in order (for a tally or a test).
     public func states(file: Int) -> [RowState] {
         guard file < self.bases.count else { return [] }

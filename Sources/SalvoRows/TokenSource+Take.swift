@@ -145,27 +145,20 @@ extension TokenSource {
         fields: inout RowFields
     ) -> TokenRow? {
         let fileIndex = state.fileIndex
-        guard tracked else {
-            return self.take(
-                row,
-                reader: reader,
-                fileIndex: fileIndex,
-                payloadColumns: payloadColumns,
-                journal: journal,
-                resendWritten: state.resendWritten,
-                hashReturned: false,
-                pass: &state.pass,
-                fields: &fields
-            )
+        // One call of `take` for both ways, so that it is inlined once (two calls left one of them out of line: a
+        // journaled send called it per row).
+        var line = 0
+        var valid = 0
+        var uncertain = 0
+        if tracked {
+            switch row {
+            case .token(let row): line = row.line
+            case .reject: line = reader.lastReject!.line
+            }
+            state.tracking!.willRead(line: line, offset: reader.recordOffset)
+            valid = state.pass.running.validRows
+            uncertain = state.pass.running.journaled.uncertainRows.count
         }
-        let line: Int
-        switch row {
-        case .token(let row): line = row.line
-        case .reject: line = reader.lastReject!.line
-        }
-        state.tracking!.willRead(line: line, offset: reader.recordOffset)
-        let valid = state.pass.running.validRows
-        let uncertain = state.pass.running.journaled.uncertainRows.count
         let taken = self.take(
             row,
             reader: reader,
@@ -177,6 +170,7 @@ extension TokenSource {
             pass: &state.pass,
             fields: &fields
         )
+        guard tracked else { return taken }
         let keptWritten = state.resendWritten ? 0 : state.pass.running.journaled.uncertainRows.count - uncertain
         // Every settled byte of the segment's lines is counted against it: a row settled by an earlier run is
         // expected whatever this run makes of it (suppressed now by a list that grew, say), so that it never stands

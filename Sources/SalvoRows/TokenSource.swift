@@ -142,6 +142,8 @@ public final class TokenSource: @unchecked Sendable {
         var reader: RowReader?
         var finished = false
         var journal: RowJournal?
+        /// `journal` held no mark when it was attached (`RowJournal.holdsNoMark`).
+        var journalHeldNoMark = false
         /// Rows the journal holds as written but unsettled (uncertain after a crash) are sent again.
         var resendWritten = true
         /// Opened with `open()`: rows are validated as `nextChunk` takes them, into `pass`.
@@ -211,6 +213,7 @@ public final class TokenSource: @unchecked Sendable {
     public func attach(_ journal: RowJournal, resendWritten: Bool) {
         self.state.withLockedValue {
             $0.journal = journal
+            $0.journalHeldNoMark = journal.holdsNoMark()
             $0.resendWritten = resendWritten
             if !self.options.dedupe {
                 $0.tracking = Tracking(
@@ -415,7 +418,9 @@ public final class TokenSource: @unchecked Sendable {
         var columns: (file: Int, columns: [Int]) = (-1, [])
         // Class references out of `state` are read once per chunk, not per row (each read is a retain and a release);
         // the lock is held for the chunk, so none of them changes meanwhile.
-        let journal = state.journal
+        // A journal that held no mark when it was attached holds none for a row not read yet (every mark since is of
+        // a row handed out): its rows are not looked up.
+        let journal = state.journalHeldNoMark ? nil : state.journal
         let tracked = state.tracking != nil
         let partition = self.options.partition
         var failure: InputError?

@@ -49,6 +49,30 @@ import Testing
         #expect(records.record(file: 0, line: 2) == nil)
     }
 
+    /// A journal without a mark is one whose rows a source need not look up; any mark, in a whole word or in the
+    /// bytes after the last one, at any state, is found.
+    @Test func aMarkAnywhereIsFoundAndABlankJournalHoldsNone() throws {
+        let folder = try Self.folder()
+        for (index, line) in [0, 7, 8, 40, 99, 102].enumerated() {
+            for state in [RowState.written, .rejected, .confirmed] {
+                let journal = try RowJournal(
+                    statePath: folder.appendingPathComponent("rows-\(index)-\(state.rawValue).state").path,
+                    logPath: folder.appendingPathComponent("rejects.log").path,
+                    lineCounts: [100, 3]
+                )
+                #expect(journal.holdsNoMark())
+                if line < 100 {
+                    journal.mark(file: 0, line: line, state)
+                } else {
+                    journal.mark(file: 1, line: line - 100, state)
+                }
+                #expect(!journal.holdsNoMark(), "line \(line), \(state)")
+                journal.mark(file: line < 100 ? 0 : 1, line: line < 100 ? line : line - 100, .none)
+                #expect(journal.holdsNoMark())
+            }
+        }
+    }
+
     @Test func aLogLineCutByACrashIsSkipped() {
         let token = String(repeating: "b", count: 64)
         let log = JournalRejectLog(text: "0\t5\t8\tInvalidToken\t\(token)\n0\t6\t8\tInval")
