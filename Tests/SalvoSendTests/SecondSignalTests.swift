@@ -20,7 +20,7 @@ import Glibc
         let (listener, port) = try Socket.listen(host: "127.0.0.1", port: 0)
         defer { close(listener) }
         let (folder, _) = try sendFolder("salvo-twice", tokens: 2000, seed: 43)
-        try await Self.interruptTwice(folder: folder, gateway: port, rows: 2000)
+        try await Self.interruptTwice(folder: folder, gateway: (listener, port), rows: 2000)
     }
 
     /// A large input and a gateway that never answers: after the signals the job reads the rest of the input to list
@@ -37,11 +37,12 @@ import Glibc
         for _ in 0..<rows { text += generator.next().hexString + "\n" }
         try Data(text.utf8).write(to: folder.appendingPathComponent("tokens.csv"))
         defer { try? FileManager.default.removeItem(at: folder) }
-        try await Self.interruptTwice(folder: folder, gateway: port, rows: rows)
+        try await Self.interruptTwice(folder: folder, gateway: (listener, port), rows: rows)
     }
 
     /// Sends `folder`'s tokens to `gateway` (which never answers), SIGINT twice, and checks the bound and the record.
-    static func interruptTwice(folder: URL, gateway port: Int, rows count: Int) async throws {
+    static func interruptTwice(folder: URL, gateway: (listener: Int32, port: Int), rows count: Int) async throws {
+        let port = gateway.port
         guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         let report = folder.appendingPathComponent("report.json")
@@ -57,8 +58,15 @@ import Glibc
         let errors = Pipe()
         process.standardError = errors
         try process.run()
+        // Until the job has connected (its signal handling is in place before it connects): a fixed wait raced the
+        // start of a process on a loaded machine, whose signals then met the default action (status 2, no report).
+        let started = ContinuousClock.now
+        var pending = pollfd(fd: gateway.listener, events: Int16(POLLIN), revents: 0)
+        while poll(&pending, 1, 0) == 0 && process.isRunning && ContinuousClock.now - started < .seconds(30) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         // Connected and waiting on the handshake.
-        try await Task.sleep(for: .milliseconds(1500))
+        try await Task.sleep(for: .milliseconds(500))
         #expect(process.isRunning, "the job waits on a gateway that never answers")
         kill(process.processIdentifier, SIGINT)
         try await Task.sleep(for: .milliseconds(300))

@@ -86,6 +86,42 @@ let benchmarks: @Sendable () -> Void = {
         blackHole(buffer.readableBytes)
     }
 
+    // What a templated send does per row: the payload rendered once, checked as it is written, into the chunk's
+    // store when the row is taken; the frame then copies it.
+    Benchmark("PayloadTemplates render once into a store, then a command 2 frame copies it, two placeholders") {
+        benchmark in
+        var store = [UInt8](repeating: 0, count: PayloadLimit.binary.bytes)
+        var frames = [UInt8](repeating: 0, count: batchFrames * rowFrame.frameByteCount(payloadCount: 200))
+        var written = 0
+        benchmark.startMeasurement()
+        fieldBytes.withUnsafeBytes { bytes in
+            fieldBounds.withUnsafeBufferPointer { bounds in
+                store.withUnsafeMutableBytes { store in
+                    frames.withUnsafeMutableBytes { frames in
+                        for index in benchmark.scaledIterations {
+                            if index % batchFrames == 0 { written = 0 }
+                            let row = index & 1023
+                            let fields = PayloadFields(
+                                bytes: bytes,
+                                bounds: UnsafeBufferPointer(rebasing: bounds[(row * 4)..<(row * 4 + 4)])
+                            )
+                            guard
+                                case .success(let (_, count)) = rowTemplates.render(fields, limit: .binary, into: store)
+                            else { fatalError("every row renders") }
+                            written += rowFrame.write(
+                                token: tokens[row],
+                                identifier: UInt32(truncatingIfNeeded: index),
+                                payload: UnsafeRawBufferPointer(rebasing: store[0..<count]),
+                                into: UnsafeMutableRawBufferPointer(rebasing: frames[written...])
+                            )
+                        }
+                    }
+                }
+            }
+        }
+        blackHole(written)
+    }
+
     let hexTokens: [[UInt8]] = tokens.map { Array($0.hexString.utf8) }
     Benchmark("DeviceToken hex decode") { benchmark in
         var sum: UInt64 = 0
