@@ -131,6 +131,8 @@ public enum BinaryJob {
                 }
             }
         }
+        // The shards are done: a signal from here on has nothing to stop.
+        stop?.detach()
         let error = failure.withLockedValue { $0 }
 
         var outcomes = RowOutcomes(

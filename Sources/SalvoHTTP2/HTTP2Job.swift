@@ -154,6 +154,8 @@ public enum HTTP2Job {
         }
         // The promise is only ever succeeded.
         try? await ended.futureResult.get()
+        // No signal acts on the loops from here on: they are shut down below.
+        stop?.detach()
         ticker?.cancel()
         watchdog?.cancel()
         // The job's time ends with its last answer (or the stop): closing the connections (TLS close_notify, a

@@ -15,6 +15,8 @@ public final class JobStop: Sendable {
     /// How long rows in flight may take to settle after the first request.
     public let grace: Duration
     private let state = NIOLockedValueBox(State())
+    /// Held while the handler is called, so that `detach` waits for a call under way. Handlers do not request.
+    private let calling = NIOLock()
 
     public init(grace: Duration = .seconds(2)) {
         self.grace = grace
@@ -23,12 +25,14 @@ public final class JobStop: Sendable {
     /// Asks the job to stop; `reason` goes into the report ("interrupted (SIGINT)"). The first call drains,
     /// the second stops at once.
     public func request(reason: String) {
-        let (handler, immediate) = self.state.withLockedValue { state in
-            state.requests += 1
-            if state.reason == nil { state.reason = reason }
-            return (state.handler, state.requests > 1)
+        self.calling.withLock {
+            let (handler, immediate) = self.state.withLockedValue { state in
+                state.requests += 1
+                if state.reason == nil { state.reason = reason }
+                return (state.handler, state.requests > 1)
+            }
+            handler?(immediate)
         }
-        handler?(immediate)
     }
 
     /// Why the job was asked to stop, or nil.
@@ -36,10 +40,22 @@ public final class JobStop: Sendable {
 
     /// The job's way to hear a request (called at once if one came before the job started).
     public func install(_ handler: @escaping @Sendable (_ immediate: Bool) -> Void) {
-        let requests = self.state.withLockedValue { state in
-            state.handler = handler
-            return state.requests
+        self.calling.withLock {
+            let requests = self.state.withLockedValue { state in
+                state.handler = handler
+                return state.requests
+            }
+            if requests > 0 { handler(requests > 1) }
         }
-        if requests > 0 { handler(requests > 1) }
+    }
+
+    /// The job has ended: its handler is dropped, and once this returns no call of it is under way or can begin. A
+    /// job calls it before it tears down what its handler reaches (an HTTP/2 job's event loops: a signal that came
+    /// after the job gave up had its handler schedule on loops already shut down, which NIO refuses with a crash).
+    /// Requests after it are still counted (`reason`).
+    public func detach() {
+        self.calling.withLock {
+            self.state.withLockedValue { $0.handler = nil }
+        }
     }
 }

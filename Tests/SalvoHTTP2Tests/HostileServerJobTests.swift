@@ -43,7 +43,8 @@ import Testing
         engine: HTTP2Engine,
         seed: UInt64,
         giveUp: Int = Self.giveUp,
-        stopAfter: Duration? = nil
+        stopAfter: Duration? = nil,
+        requestStopAfterReturn: Bool = false
     ) async throws -> Run {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
@@ -91,6 +92,11 @@ import Testing
         }
         stopper.cancel()
         var elapsed = ContinuousClock.now - start
+        if requestStopAfterReturn {
+            // A signal after the job ended by itself: its loops are shut down, and the stop must not reach them.
+            stop.request(reason: "late (test)")
+            stop.request(reason: "late again (test)")
+        }
         if let stopAfter { elapsed -= stopAfter }
         let run = Run(
             result: result,
@@ -155,6 +161,13 @@ import Testing
         let run = try await Self.run(.silentAfterTLS, engine: engine, seed: 304)
         Self.expectEndedByItself(run, .silentAfterTLS, engine: engine)
         #expect(run.requests == 0)
+    }
+
+    /// A stop requested after the job gave up (a signal that came late) does nothing: the job's handler used to
+    /// schedule the grace on an event loop already shut down, which NIO refuses with a crash ("leaking promise").
+    @Test(arguments: HTTP2Engine.allCases) func aStopAfterTheJobGaveUpReachesNothing(engine: HTTP2Engine) async throws {
+        let run = try await Self.run(.silentAfterTLS, engine: engine, seed: 305, requestStopAfterReturn: true)
+        Self.expectEndedByItself(run, .silentAfterTLS, engine: engine)
     }
 
     @Test(arguments: HTTP2Engine.allCases) func windowsNeverOpened(engine: HTTP2Engine) async throws {
