@@ -10,6 +10,8 @@ public final class JobStop: Sendable {
         var requests = 0
         var reason: String?
         var handler: (@Sendable (_ immediate: Bool) -> Void)?
+        /// The job has begun to hear requests (`begin`, `install`; it stays true once the job detaches).
+        var begun = false
     }
 
     /// How long rows in flight may take to settle after the first request.
@@ -25,14 +27,27 @@ public final class JobStop: Sendable {
     /// Asks the job to stop; `reason` goes into the report ("interrupted (SIGINT)"). The first call drains,
     /// the second stops at once.
     public func request(reason: String) {
+        self.calling.withLock { self.requestLocked(reason: reason) }
+    }
+
+    /// `request`, unless the job has not begun (`begin`, or its handler installed): then `end`, which ends the
+    /// process, is called under the lock `begin` and `install` take, so that no job begins meanwhile. For a command
+    /// whose work before the job (reading a query's rows, standard input) does not watch for a stop: nothing has been
+    /// sent, and a signal there ends the process at once rather than after that work.
+    public func request(reason: String, orBeforeStart end: () -> Never) {
         self.calling.withLock {
-            let (handler, immediate) = self.state.withLockedValue { state in
-                state.requests += 1
-                if state.reason == nil { state.reason = reason }
-                return (state.handler, state.requests > 1)
-            }
-            handler?(immediate)
+            if !self.state.withLockedValue({ $0.begun }) { end() }
+            self.requestLocked(reason: reason)
         }
+    }
+
+    private func requestLocked(reason: String) {
+        let (handler, immediate) = self.state.withLockedValue { state in
+            state.requests += 1
+            if state.reason == nil { state.reason = reason }
+            return (state.handler, state.requests > 1)
+        }
+        handler?(immediate)
     }
 
     /// Why the job was asked to stop, or nil.
@@ -43,10 +58,17 @@ public final class JobStop: Sendable {
         self.calling.withLock {
             let requests = self.state.withLockedValue { state in
                 state.handler = handler
+                state.begun = true
                 return state.requests
             }
             if requests > 0 { handler(requests > 1) }
         }
+    }
+
+    /// From here on the job hears requests (what it does before its handler is installed polls `reason`): a
+    /// `request(reason:orBeforeStart:)` is a request, no longer the end of the process.
+    public func begin() {
+        self.calling.withLock { self.state.withLockedValue { $0.begun = true } }
     }
 
     /// The job has ended: its handler is dropped, and once this returns no call of it is under way or can begin. A

@@ -179,6 +179,14 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     private func send() async throws {
+        // Either job stops in order on a signal: no new rows, 2 s for those in flight, then the record. A second
+        // signal stops it at once, and a second later ends the process with the record of its last progress. Watched
+        // from the start: a signal while a query's rows or standard input are read (before the job) ends the process
+        // at once, nothing sent, rather than by the default action.
+        let stop = JobStop(grace: .seconds(2))
+        let record = CutShortRecord()
+        let signals = SignalStop(stop: stop, record: record, endsBeforeStart: true)
+        defer { signals.cancel() }
         let interface: SendRequest.Interface
         var what: String
         let templateFiles = try self.payloads.templates()
@@ -237,12 +245,8 @@ struct SendCommand: AsyncParsableCommand {
             sourceURL: self.postgres.url,
             passwordFile: self.postgres.passwordFile
         )
-        // Either job stops in order on a signal: no new rows, 2 s for those in flight, then the record. A second
-        // signal stops it at once, and a second later ends the process with the record of its last progress.
-        let stop = JobStop(grace: .seconds(2))
-        let record = CutShortRecord()
-        let signals = SignalStop(stop: stop, record: record)
-        defer { signals.cancel() }
+        // The job hears a stop from here on (a wait for the journal's lock ends with it, and says so).
+        stop.begin()
         let result: SendResult
         do {
             result = try await SendConsole.run(

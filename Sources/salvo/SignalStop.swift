@@ -30,18 +30,22 @@ final class SignalStop: @unchecked Sendable {
     private var received: Int32?
     private var armed = false
 
-    init(stop: JobStop?, record: CutShortRecord? = nil) {
+    /// With `endsBeforeStart`, a signal before the job has started (work before it that does not watch for a stop:
+    /// a query's rows or standard input being read) ends the process at once, 128 + the signal, nothing sent.
+    init(stop: JobStop?, record: CutShortRecord? = nil, endsBeforeStart: Bool = false) {
         for number in [SIGINT, SIGTERM] {
             // The default action would end the process before the record is written.
             Glibc.signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: self.queue)
-            source.setEventHandler { [weak self] in self?.handle(number, stop: stop, record: record) }
+            source.setEventHandler { [weak self] in
+                self?.handle(number, stop: stop, record: record, endsBeforeStart: endsBeforeStart)
+            }
             source.resume()
             self.sources.append(source)
         }
     }
 
-    private func handle(_ number: Int32, stop: JobStop?, record: CutShortRecord?) {
+    private func handle(_ number: Int32, stop: JobStop?, record: CutShortRecord?, endsBeforeStart: Bool) {
         let name = Self.name(number)
         guard let stop else { exit(128 + number) }
         let first = self.received == nil
@@ -57,7 +61,14 @@ final class SignalStop: @unchecked Sendable {
                 "\n\(name): stopping; rows in flight have \(Self.seconds(stop.grace)) s to settle (again to stop now)\n"
         }
         FileHandle.standardError.write(Data(message.utf8))
-        stop.request(reason: "interrupted by \(name)")
+        if endsBeforeStart {
+            stop.request(reason: "interrupted by \(name)") {
+                FileHandle.standardError.write(Data("\(name): stopped before the job began: nothing was sent\n".utf8))
+                exit(128 + number)
+            }
+        } else {
+            stop.request(reason: "interrupted by \(name)")
+        }
         guard !first, !self.armed else { return }
         self.armed = true
         let deadline = Self.secondSignalDeadline

@@ -318,6 +318,47 @@ import SalvoTestTraits
         #expect(typed.output().contains("which is a terminal"), "\(typed.output())")
     }
 
+    /// A signal while standard input is spooled (its pipe held open: the spool never ends by itself) ends the run
+    /// at once with 128 + the signal, saying nothing was sent, rather than by the default action (no status of its
+    /// own, no word); the spool cut short is not left as the input.
+    @Test(arguments: [SIGINT, SIGTERM]) func aSignalWhileSpoolingEndsTheRunAtOnce(signal: Int32) async throws {
+        guard let salvo = InterruptionTests.builtExecutable else { return }
+        let paths = CertificateFactory.sharedFolder
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let held = Pipe()
+        defer { try? held.fileHandleForWriting.close() }
+        try held.fileHandleForWriting.write(contentsOf: Data("token\n".utf8))
+        let spooling = try PipedRun.start(
+            salvo,
+            [
+                "send", "-", "--journal", "journal", "--payload", "payload.json", "--gateway", "127.0.0.1:1", "--cert",
+                paths.client, "--key", paths.clientKey, "--report", "report.json",
+            ],
+            in: folder,
+            input: nil,
+            standardInput: held.fileHandleForReading
+        )
+        let journal = folder.appendingPathComponent("journal").path
+        let partial = StandardInputSpool.journalPath(journal) + ".partial"
+        let clock = ContinuousClock()
+        let started = clock.now
+        while !FileManager.default.fileExists(atPath: partial) && spooling.process.isRunning
+            && clock.now - started < .seconds(20)
+        {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(spooling.process.isRunning, "spools a pipe held open: \(spooling.output())")
+        kill(spooling.process.processIdentifier, signal)
+        let signalled = clock.now
+        let status = try await JournalResumeTests.wait(spooling.process, seconds: 30)
+        #expect(clock.now - signalled < .seconds(5), "ended at once: \(spooling.output())")
+        #expect(spooling.process.terminationReason == .exit, "not by the default action: \(spooling.output())")
+        #expect(status == 128 + signal, "\(spooling.output())")
+        #expect(spooling.output().contains("nothing was sent"), "\(spooling.output())")
+        #expect(!FileManager.default.fileExists(atPath: StandardInputSpool.journalPath(journal)), "no spool cut short")
+    }
+
     /// A write that fails for want of space names the spool: `/dev/full` answers every write with ENOSPC.
     @Test func aFullDiskNamesTheSpool() throws {
         var fds: [Int32] = [0, 0]
