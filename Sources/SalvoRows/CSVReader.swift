@@ -244,6 +244,7 @@ package final class CSVReader {
     /// has `""` pairs to undo (`appendField` copies it). Valid until the next call of `next()` or `seek`.
     @inline(__always)
     func fieldBounds(columns: [Int], into bounds: UnsafeMutableBufferPointer<UInt32>) -> UnsafeRawBufferPointer? {
+        precondition(bounds.count >= 2 * columns.count, "two bounds a column")
         let fields = self.fieldList
         guard self.filled < Int(PayloadFields.missing) else { return nil }
         var slot = 0

@@ -33,6 +33,7 @@ final class SignalStop: @unchecked Sendable {
     /// With `endsBeforeStart`, a signal before the job has started (work before it that does not watch for a stop:
     /// a query's rows or standard input being read) ends the process at once, 128 + the signal, nothing sent.
     init(stop: JobStop?, record: CutShortRecord? = nil, endsBeforeStart: Bool = false) {
+        let registered = DispatchSemaphore(value: 0)
         for number in [SIGINT, SIGTERM] {
             // The default action would end the process before the record is written.
             Glibc.signal(number, SIG_IGN)
@@ -40,9 +41,14 @@ final class SignalStop: @unchecked Sendable {
             source.setEventHandler { [weak self] in
                 self?.handle(number, stop: stop, record: record, endsBeforeStart: endsBeforeStart)
             }
+            source.setRegistrationHandler { registered.signal() }
             source.resume()
             self.sources.append(source)
         }
+        // A source is registered with the kernel on Dispatch's own thread, after `resume` returns: until then the
+        // signal is ignored, and one sent then was lost (a CI run's SIGINT, sent as standard input began to be read,
+        // went unheard). Waiting here for both, bounded, leaves no such gap once the watch is made.
+        for _ in self.sources { _ = registered.wait(timeout: .now() + .seconds(2)) }
     }
 
     private func handle(_ number: Int32, stop: JobStop?, record: CutShortRecord?, endsBeforeStart: Bool) {
