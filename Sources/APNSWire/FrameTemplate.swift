@@ -91,6 +91,28 @@ public struct FrameTemplate: Sendable {
         FrameLayout(command: self.layout.command, payloadCount: payloadCount).byteCount
     }
 
+    /// Writes every field of the frame for `token` with `identifier` and a payload of `payloadCount` bytes but the
+    /// payload's bytes at the start of `out` (room for the frame: checked), with the template's expiry and priority;
+    /// returns the frame's layout.
+    @inlinable @inline(__always)
+    func writeFields(
+        token: DeviceToken,
+        identifier: UInt32,
+        payloadCount: Int,
+        into out: UnsafeMutableRawBufferPointer
+    ) -> FrameLayout {
+        let layout = FrameLayout(command: self.layout.command, payloadCount: payloadCount)
+        precondition(out.count >= layout.byteCount, "no room for the frame")
+        layout.encodeFields(
+            into: out,
+            token: token,
+            identifier: identifier,
+            expiry: self.expiry,
+            priority: self.priority.rawValue
+        )
+        return layout
+    }
+
     /// Writes the frame for `token` with `identifier` and the payload `payload` (a row's own, already rendered) at
     /// the start of `out` (room for the frame: checked); returns the frame's size. The template's expiry and
     /// priority.
@@ -101,15 +123,7 @@ public struct FrameTemplate: Sendable {
         payload: UnsafeRawBufferPointer,
         into out: UnsafeMutableRawBufferPointer
     ) -> Int {
-        let layout = FrameLayout(command: self.layout.command, payloadCount: payload.count)
-        precondition(out.count >= layout.byteCount, "no room for the frame")
-        layout.encodeFields(
-            into: out,
-            token: token,
-            identifier: identifier,
-            expiry: self.expiry,
-            priority: self.priority.rawValue
-        )
+        let layout = self.writeFields(token: token, identifier: identifier, payloadCount: payload.count, into: out)
         if payload.count > 0 {
             (out.baseAddress! + layout.payloadOffset).copyMemory(from: payload.baseAddress!, byteCount: payload.count)
         }
@@ -153,15 +167,7 @@ public struct FrameTemplate: Sendable {
         payloadCount: Int,
         into out: UnsafeMutableRawBufferPointer
     ) -> Int {
-        let layout = FrameLayout(command: self.layout.command, payloadCount: payloadCount)
-        precondition(out.count >= layout.byteCount, "no room for the frame")
-        layout.encodeFields(
-            into: out,
-            token: token,
-            identifier: identifier,
-            expiry: self.expiry,
-            priority: self.priority.rawValue
-        )
+        let layout = self.writeFields(token: token, identifier: identifier, payloadCount: payloadCount, into: out)
         let area = UnsafeMutableRawBufferPointer(
             rebasing: out[layout.payloadOffset..<(layout.payloadOffset + payloadCount)]
         )
