@@ -27,6 +27,25 @@ import Testing
         return out
     }
 
+    /// A field of at least `length` bytes: mostly plain text, so that whole plain words occur; one step in `oneIn`
+    /// any of `pieces`.
+    static func field(
+        length: Int,
+        pieces: [[UInt8]],
+        oneIn: Int,
+        using random: inout SystemRandomNumberGenerator
+    ) -> [UInt8] {
+        var field: [UInt8] = []
+        while field.count < length {
+            if Int.random(in: 0..<oneIn, using: &random) == 0 {
+                field += pieces.randomElement(using: &random)!
+            } else {
+                field += Array(Array("Customer 42".utf8).shuffled(using: &random).prefix(3))
+            }
+        }
+        return field
+    }
+
     @Test func everyLengthAndAlignmentMatchesTheByteAtATimeEscaping() {
         // Plain bytes, the bytes JSON escapes, bytes next to them (0x1F, 0x20, 0x21, 0x5B, 0x5D) and UTF-8.
         let pieces: [[UInt8]] = [
@@ -38,15 +57,7 @@ import Testing
         var checked = 0
         for length in 0..<40 {
             for _ in 0..<60 {
-                var field: [UInt8] = []
-                // Mostly plain text, so that whole plain words occur; now and then any piece.
-                while field.count < length {
-                    if Int.random(in: 0..<4, using: &random) == 0 {
-                        field += pieces.randomElement(using: &random)!
-                    } else {
-                        field += Array(Array("Customer 42".utf8).shuffled(using: &random).prefix(3))
-                    }
-                }
+                let field = Self.field(length: length, pieces: pieces, oneIn: 4, using: &random)
                 let expected = Self.reference(field)
                 for shift in 0..<3 {
                     // At an offset into its memory, so that the words are loaded at every alignment.
@@ -79,14 +90,7 @@ import Testing
         var checked = (fits: 0, short: 0, refused: 0)
         for length in 0..<40 {
             for _ in 0..<40 {
-                var field: [UInt8] = []
-                while field.count < length {
-                    if Int.random(in: 0..<5, using: &random) == 0 {
-                        field += pieces.randomElement(using: &random)!
-                    } else {
-                        field += Array(Array("Customer 42".utf8).shuffled(using: &random).prefix(3))
-                    }
-                }
+                let field = Self.field(length: length, pieces: pieces, oneIn: 5, using: &random)
                 let expected = Self.reference(field)
                 let shift = Int.random(in: 0..<3, using: &random)
                 let padded = [UInt8](repeating: 0x41, count: shift) + field
