@@ -120,50 +120,8 @@ enum JSONEscaping {
         }
     }
 
-    /// Writes `text` escaped into `out` at `offset`; returns the offset after it. The caller measured it. Eight bytes
-    /// at a time while none needs a look (`needsLook`), copied as they are.
-    @inlinable
-    static func escape(_ text: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer, at offset: Int) -> Int {
-        var offset = offset
-        var index = 0
-        while index &+ 8 <= text.count {
-            let word = text.loadUnaligned(fromByteOffset: index, as: UInt64.self)
-            if Self.needsLook(word) { break }
-            precondition(offset &+ 8 <= out.count)
-            out.storeBytes(of: word, toByteOffset: offset, as: UInt64.self)
-            offset &+= 8
-            index &+= 8
-        }
-        for byte in UnsafeRawBufferPointer(rebasing: text[index...]) {
-            if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
-                precondition(offset < out.count)
-                out[offset] = byte
-                offset += 1
-                continue
-            }
-            let short = byte < 0x20 ? Self.shortEscape(byte) : byte
-            if short != 0 {
-                precondition(offset + 2 <= out.count)
-                out[offset] = UInt8(ascii: "\\")
-                out[offset + 1] = short
-                offset += 2
-            } else {
-                precondition(offset + 6 <= out.count)
-                let hex: StaticString = "0123456789abcdef"
-                out[offset] = UInt8(ascii: "\\")
-                out[offset + 1] = UInt8(ascii: "u")
-                out[offset + 2] = UInt8(ascii: "0")
-                out[offset + 3] = UInt8(ascii: "0")
-                out[offset + 4] = hex.utf8Start[Int(byte >> 4)]
-                out[offset + 5] = hex.utf8Start[Int(byte & 0xF)]
-                offset += 6
-            }
-        }
-        return offset
-    }
-
-    /// `escape`, checking as it goes what `escapedCount` checks and that `out` has room: the offset after the text,
-    /// or -1 when it is not UTF-8 or does not fit.
+    /// Writes `text` escaped into `out` at `offset`, checking as it goes what `escapedCount` checks and that `out`
+    /// has room: the offset after the text, or -1 when it is not UTF-8 or does not fit.
     ///
     /// Eight bytes at a time while none needs a look; a field whose bytes all pass is ended with one overlapping
     /// word (its last eight bytes) rather than a byte at a time.

@@ -219,42 +219,14 @@ public final class PayloadTemplate: Sendable {
     }
 
     /// Renders the template with `fields` into `out`, which holds at least `renderedCount(fields)` bytes (the
-    /// fields as `renderedCount` accepted them); returns the bytes written. Copies and escapes, nothing else.
+    /// fields as `renderedCount` accepted them); returns the bytes written. Copies and escapes, nothing else:
+    /// `renderChecked`, whose checks such fields pass.
     @inlinable
     public func render(_ fields: PayloadFields, into out: UnsafeMutableRawBufferPointer) -> Int {
-        self.literals.withUnsafeBytes { literals in
-            var offset = 0
-            for segment in self.segments {
-                let count = segment.literalEnd - segment.literalStart
-                if count > 0 {
-                    precondition(offset + count <= out.count)
-                    (out.baseAddress! + offset).copyMemory(
-                        from: literals.baseAddress! + segment.literalStart,
-                        byteCount: count
-                    )
-                    offset += count
-                }
-                if segment.kind == .sendTime {
-                    let time = fields.sendTime == 0 ? 0 : fields.sendTime + segment.sendTimeOffset
-                    offset = Self.writeSendTime(time, into: out, at: offset)
-                    continue
-                }
-                guard segment.column >= 0, let field = fields.field(segment.column) else { continue }
-                switch segment.kind {
-                case .string:
-                    offset = JSONEscaping.escape(field, into: out, at: offset)
-                case .integer:
-                    precondition(offset + field.count <= out.count)
-                    if field.count > 0 {
-                        (out.baseAddress! + offset).copyMemory(from: field.baseAddress!, byteCount: field.count)
-                    }
-                    offset += field.count
-                case .sendTime:
-                    break
-                }
-            }
-            return offset
+        guard let written = self.renderChecked(fields, into: out) else {
+            preconditionFailure("the fields changed since they were measured, or the room is short of the measure")
         }
+        return written
     }
 
     /// Renders the template with `fields` into `out` in one pass, checking as it goes what `renderedCount` checks;

@@ -160,10 +160,9 @@ public struct PayloadTemplates: Sendable {
                 switch template.renderedCount(fields) {
                 case .failure(let error):
                     return .failure(error)
-                case .success(let count) where count > limit.bytes:
+                case .success(let count):
+                    precondition(count > limit.bytes, "a row that renders within the limit was refused")
                     return .failure(Self.tooLarge(count, limit))
-                case .success:
-                    return .success((index, template.render(fields, into: area)))
                 }
             }
         }

@@ -219,13 +219,8 @@ package final class CSVReader {
     /// undone (into a temporary copy only when the field has such pairs).
     func withField<Result>(_ index: Int, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
         if let bytes = self.plainField(index) { return try body(bytes) }
-        let field = self.fields[index]
         var unescaped: [UInt8] = []
-        var cursor = field.start
-        while cursor < field.end {
-            unescaped.append(self.buffer[cursor])
-            cursor += self.buffer[cursor] == UInt8(ascii: "\"") ? 2 : 1
-        }
+        Self.append(self.fields[index], of: UnsafePointer(self.buffer), to: &unescaped)
         return try unescaped.withUnsafeBytes(body)
     }
 
@@ -266,17 +261,19 @@ package final class CSVReader {
     /// Appends the bytes of field `index` of the current record to `out`, quotes removed and `""` pairs undone.
     func appendField(_ index: Int, to out: inout [UInt8]) {
         precondition(index >= 0 && index < self.fieldList.count)
-        let field = self.fieldList.base[index]
+        Self.append(self.fieldList.base[index], of: UnsafePointer(self.buffer), to: &out)
+    }
+
+    /// Appends the bytes of `field`, found in the record at `base`, to `out`, quotes removed and `""` pairs undone.
+    static func append(_ field: Field, of base: UnsafePointer<UInt8>, to out: inout [UInt8]) {
         if field.hasEscapedQuotes {
             var cursor = field.start
             while cursor < field.end {
-                out.append(self.buffer[cursor])
-                cursor += self.buffer[cursor] == UInt8(ascii: "\"") ? 2 : 1
+                out.append(base[cursor])
+                cursor += base[cursor] == UInt8(ascii: "\"") ? 2 : 1
             }
         } else {
-            out.append(
-                contentsOf: UnsafeBufferPointer(start: self.buffer + field.start, count: field.end - field.start)
-            )
+            out.append(contentsOf: UnsafeBufferPointer(start: base + field.start, count: field.end - field.start))
         }
     }
 

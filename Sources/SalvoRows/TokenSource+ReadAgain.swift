@@ -77,17 +77,12 @@ extension TokenSource {
                 size *= 4
                 continue
             }
-            let rendered = bytes.withUnsafeBytes { all in
+            let rendered = bytes.withUnsafeBufferPointer { all in
                 fields.render(payloads) { _ in
                     nil
                 } copy: { column, scratch in
                     guard columns[column] >= 0 && columns[column] < found.count else { return false }
-                    let field = found[columns[column]]
-                    var cursor = field.start
-                    while cursor < field.end {
-                        scratch.append(all[cursor])
-                        cursor += field.hasEscapedQuotes && all[cursor] == UInt8(ascii: "\"") ? 2 : 1
-                    }
+                    CSVReader.append(found[columns[column]], of: all.baseAddress!, to: &scratch)
                     return true
                 }
             }

@@ -68,7 +68,7 @@ import Testing
                         #expect(count == expected?.count, "\(field)")
                         guard let count, let expected else { return }
                         var out = [UInt8](repeating: 0, count: count + 5)
-                        let end = out.withUnsafeMutableBytes { JSONEscaping.escape(text, into: $0, at: 5) }
+                        let end = out.withUnsafeMutableBytes { JSONEscaping.escapeChecked(text, into: $0, at: 5) }
                         #expect(end == count + 5)
                         #expect(Array(out[5...]) == expected, "\(field)")
                         checked += 1
