@@ -442,25 +442,16 @@ public final class TokenSource: @unchecked Sendable {
                     if payloads != nil && columns.file != state.fileIndex {
                         columns = (state.fileIndex, state.payloadColumns[state.fileIndex])
                     }
-                    // The rows of the current file, until the chunk is full or the file ends.
-                    var ended = false
-                    while rows.count < maximumRows {
-                        guard let row = try reader.next() else {
-                            ended = true
-                            break
-                        }
-                        if let good = self.takeTracked(
-                            row,
-                            reader: reader,
-                            journal: journal,
-                            tracked: tracked,
-                            payloadColumns: columns.columns,
-                            state: &state,
-                            fields: &fields
-                        ) {
-                            rows.append(good)
-                        }
-                    }
+                    let ended = try self.takeRows(
+                        maximumRows,
+                        reader: reader,
+                        journal: journal,
+                        tracked: tracked,
+                        payloadColumns: columns.columns,
+                        state: &state,
+                        fields: &fields,
+                        into: &rows
+                    )
                     if ended {
                         self.endFile(&state)
                         state.reader = nil
