@@ -43,6 +43,25 @@ import Testing
         #expect(mismatches == 0)
     }
 
+    /// Both compact decoders alone (no general reading behind them to make up for a digit refused): the vector one
+    /// this processor uses (`init(compactHex:)`) and the word one of a processor without it.
+    @Test func bothCompactDecodersReadEveryByteAtEveryPlaceAsTheReferenceDoes() {
+        let base = Array("fedcba9876543210FEDCBA98765432100123456789abcdefABCDEF0123456789".utf8)
+        var mismatches: [String: Int] = [:]
+        for place in 0..<64 {
+            for byte in 0...UInt8.max {
+                var digits = base
+                digits[place] = byte
+                let expected = Self.reference(digits)
+                let vector = digits.withUnsafeBytes { DeviceToken(compactHex: $0) }.map { Array($0.bytes) }
+                let words = digits.withUnsafeBytes { DeviceToken.decodeCompactHexByWords($0) }.map { Array($0.bytes) }
+                if vector != expected { mismatches["compactHex", default: 0] += 1 }
+                if words != expected { mismatches["words", default: 0] += 1 }
+            }
+        }
+        #expect(mismatches == [:])
+    }
+
     @Test func tokensOfEveryCaseRoundTrip() throws {
         var state: UInt64 = 0x9E37_79B9_7F4A_7C15
         for round in 0..<2000 {
