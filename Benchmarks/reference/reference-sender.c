@@ -18,8 +18,8 @@
  * Prints one line:
  *   sender frames=F bytes=B connections=C frame_bytes=S seconds=T frames_per_second=R bytes_per_second=W
  *          user=U sys=Y
- * (seconds: from the moment every connection has finished its handshake to the last barrier's answer; user/sys:
- * this process's CPU seconds over the same time).
+ * (seconds: from the first connection's start after every handshake is done to the last barrier's answer, each
+ * taken by the connection's own thread; user/sys: the connections' threads' CPU seconds over their part of it).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -115,7 +115,13 @@ struct connection {
     int index;
     unsigned long long frames;
     const char *error;
+    /* Taken by the connection's own thread from the barrier after the handshakes to the barrier frame's answer: the
+       main thread, woken by the same barrier, may run only after the connections are done on a busy machine. */
+    double started, ended, user, sys;
 };
+
+static double now_seconds(void);
+static double cpu(struct timeval value);
 
 /* Waits for the send of `count` bytes at `bytes` to complete, sending what a short send left. */
 static int send_all(struct io_uring *ring, int fd, const unsigned char *bytes, size_t count, int submitted) {
@@ -170,6 +176,9 @@ static void *run_connection(void *argument) {
     if (io_uring_queue_init(8, &ring, 0) != 0) fail("io_uring_queue_init failed (is io_uring allowed here?)");
 
     pthread_barrier_wait(&handshakes_done);
+    struct rusage before;
+    getrusage(RUSAGE_THREAD, &before);
+    connection->started = now_seconds();
 
     unsigned long long remaining = connection->frames;
     int current = 0, in_flight = 0;
@@ -221,6 +230,11 @@ static void *run_connection(void *argument) {
         connection->error = "the barrier was not answered";
         return NULL;
     }
+    connection->ended = now_seconds();
+    struct rusage after;
+    getrusage(RUSAGE_THREAD, &after);
+    connection->user = cpu(after.ru_utime) - cpu(before.ru_utime);
+    connection->sys = cpu(after.ru_stime) - cpu(before.ru_stime);
     io_uring_queue_exit(&ring);
     SSL_free(ssl);
     close(fd);
@@ -283,24 +297,23 @@ int main(int argc, char **argv) {
         pthread_create(&threads[i], NULL, run_connection, &connections[i]);
     }
     pthread_barrier_wait(&handshakes_done);
-    struct rusage before, after;
-    getrusage(RUSAGE_SELF, &before);
-    double start = now_seconds();
     for (int i = 0; i < connection_count; i++) pthread_join(threads[i], NULL);
-    double elapsed = now_seconds() - start;
-    getrusage(RUSAGE_SELF, &after);
+    double start = 0, end = 0, user = 0, sys = 0;
     for (int i = 0; i < connection_count; i++) {
         if (connections[i].error) {
             fprintf(stderr, "reference-sender: connection %d to %s:%d: %s\n", i, host, port, connections[i].error);
             ERR_print_errors_fp(stderr);
             return 3;
         }
+        if (i == 0 || connections[i].started < start) start = connections[i].started;
+        if (i == 0 || connections[i].ended > end) end = connections[i].ended;
+        user += connections[i].user, sys += connections[i].sys;
     }
+    double elapsed = end - start;
     unsigned long long bytes = frame_total * (unsigned long long)frame_bytes;
-    printf("sender frames=%llu bytes=%llu connections=%d frame_bytes=%ld seconds=%.4f frames_per_second=%.0f "
+    printf("sender frames=%llu bytes=%llu connections=%d frame_bytes=%ld seconds=%.6f frames_per_second=%.0f "
            "bytes_per_second=%.0f user=%.3f sys=%.3f\n",
            frame_total, bytes, connection_count, frame_bytes, elapsed, (double)frame_total / elapsed,
-           (double)bytes / elapsed, cpu(after.ru_utime) - cpu(before.ru_utime),
-           cpu(after.ru_stime) - cpu(before.ru_stime));
+           (double)bytes / elapsed, user, sys);
     return 0;
 }

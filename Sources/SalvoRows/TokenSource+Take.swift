@@ -28,8 +28,9 @@ extension TokenSource {
     /// - Parameter hashReturned: false when the caller hashes the rows returned (`appendHashes`, once per chunk);
     ///   the valid rows not returned are hashed here either way.
     ///
-    /// Inlined into `takeTracked` (and `PrefixReplay`'s loop): the optional row returned through memory from a call
-    /// was a store the processor could not forward to the caller's wider loads, a stall per row.
+    /// Inlined into `takeTracked`, its one call there (`PrefixReplay`'s loop, which reads a resumed job's first rows
+    /// again beside the sending, calls it): the optional row returned through memory from a call was a store the
+    /// processor could not forward to the caller's wider loads, a stall per row.
     @inline(__always)
     func take(
         _ row: RowReader.Row,
