@@ -16,12 +16,9 @@ import Glibc
 /// `JournalManifest.decide`'s and `JournalTally`'s.
 public final class JobJournal: @unchecked Sendable {
     public let directory: String
-    /// The manifest as last saved (read on `queue`: a new job's hashes are filled in from another thread).
+    /// The manifest as last saved (read on `queue`, where `finish` records the job's end).
     public var manifest: JournalManifest { self.queue.sync { self.current } }
     private var current: JournalManifest
-    /// Entered while a new job's hashes are being read; `finish` waits for them, so a finished job's manifest
-    /// always holds its hashes.
-    private let hashing = DispatchGroup()
     /// The rows' states; nil for a finished job, which sends nothing.
     public let rows: RowJournal?
     /// This run's hold on the folder, released when the journal is.
@@ -97,34 +94,47 @@ public final class JobJournal: @unchecked Sendable {
         }
     }
 
-    /// The input files with their sizes and fingerprints: XXH64, and with `sha256` SHA-256 too (what a journal made
-    /// before XXH64 recorded).
-    public static func fingerprint(_ files: [String], sha256: Bool = false) throws(JobError) -> [JournalManifest.Input]
-    {
-        try Self.fingerprintAndCountLines(files, sha256: sha256).inputs
+    /// The input files with their sizes and fingerprints: XXH64 of their pieces (`JournalManifest.Input.xxh64Pieces`,
+    /// what a new job records); with `sha256` their SHA-256 and with `whole` the XXH64 of each whole file too (what
+    /// journals of earlier builds recorded).
+    public static func fingerprint(
+        _ files: [String],
+        sha256: Bool = false,
+        whole: Bool = false
+    ) throws(JobError) -> [JournalManifest.Input] {
+        try Self.addingWholeFingerprints(to: Self.scan(files, countLines: false).inputs, sha256: sha256, whole: whole)
     }
 
-    /// The input files with their sizes and fingerprints (`fingerprint`), and (with `countLines`) per file a bound on
-    /// the line numbers its rows can have (its line ends plus two: one more than the last line's number), counted in
-    /// the same read; without it, `lineCounts` is empty (a resumed job's state file is sized already).
+    /// `inputs` (as `scan` fingerprinted them) with their files' SHA-256 (`sha256`) and whole-file XXH64 (`whole`) as
+    /// well: a second read of each file, one thread, for the manifest of a journal an earlier build made.
+    static func addingWholeFingerprints(
+        to inputs: [JournalManifest.Input],
+        sha256: Bool,
+        whole: Bool
+    ) throws(JobError) -> [JournalManifest.Input] {
+        guard sha256 || whole else { return inputs }
+        let wholeFiles = try Self.wholeFingerprints(inputs.map(\.path), sha256: sha256)
+        var inputs = inputs
+        for index in inputs.indices {
+            inputs[index].sha256 = wholeFiles[index].sha256
+            if whole { inputs[index].xxh64 = wholeFiles[index].xxh64 }
+        }
+        return inputs
+    }
+
+    /// The input files with their sizes, their XXH64 and (with `sha256`) their SHA-256, each file read whole in order
+    /// by one thread: the fingerprints journals of earlier builds recorded.
     ///
     /// SHA-256, when asked for, runs straight over the read buffer (swift-crypto: BoringSSL, with the CPU's SHA
     /// extensions where it has them); XXH64 (`XXH64`) in the same pass.
-    static func fingerprintAndCountLines(
-        _ files: [String],
-        countLines: Bool = true,
-        sha256: Bool = false
-    ) throws(JobError) -> (inputs: [JournalManifest.Input], lineCounts: [Int]) {
+    static func wholeFingerprints(_ files: [String], sha256: Bool = false) throws(JobError) -> [JournalManifest.Input] {
         var inputs: [JournalManifest.Input] = []
-        var lineCounts: [Int] = []
         for path in files {
             var hash = sha256 ? SHA256() : nil
             var fast = XXH64()
-            var lines = LineEnds()
             let bytes = try Self.read(path) { piece in
                 hash?.update(bufferPointer: piece)
                 fast.update(piece)
-                if countLines { lines.count(piece) }
             }
             inputs.append(
                 JournalManifest.Input(
@@ -134,63 +144,101 @@ public final class JobJournal: @unchecked Sendable {
                     xxh64: fast.hexDigest
                 )
             )
-            if countLines { lineCounts.append(lines.bound) }
         }
-        return (inputs, lineCounts)
+        return inputs
     }
 
-    /// Per file a bound on the line numbers its rows can have, as `fingerprintAndCountLines` counts it, without
-    /// hashing: the quick pass a new job waits for.
-    static func countLines(_ files: [String]) throws(JobError) -> [Int] {
+    /// The size of the pieces whose digests `xxh64Pieces` hashes: part of what a recorded fingerprint means, so never
+    /// to change; also what a scan reads on each core at a time.
+    public static let fingerprintPiece = 8 << 20
+
+    /// The input files with their sizes and fingerprints (`JournalManifest.Input.xxh64Pieces`) and, with `countLines`,
+    /// per file a bound on the line numbers its rows can have (its line ends plus two: one more than the last line's
+    /// number); without it, `lineCounts` is empty. One read of each file, its pieces on every core at once: nothing
+    /// else runs yet (a new job waits for its line ends, which size its state file, a resumed one for the
+    /// fingerprints), and a fingerprint read beside the sending took CPU the send and the gateway needed on the same
+    /// cores (4 % of a 10 M-row job's time against 2 % in this read).
+    static func scan(
+        _ files: [String],
+        countLines: Bool = true
+    ) throws(JobError) -> (inputs: [JournalManifest.Input], lineCounts: [Int]) {
+        var inputs: [JournalManifest.Input] = []
         var lineCounts: [Int] = []
         for path in files {
-            let count = try Self.withDescriptor(path) { descriptor, size throws(JobError) -> Int in
-                // Pieces counted on every core at once (nothing else runs yet: the job waits for this count). Exact:
-                // a piece reads the byte before it, so a CRLF across two pieces counts once.
-                let pieces = (size + Self.piece - 1) / Self.piece
-                let slots = UnsafeMutableBufferPointer<Int>.allocate(capacity: max(pieces, 1))
+            let scanned = try Self.withDescriptor(path) { descriptor, size throws(JobError) -> Scanned in
+                let piece = Self.fingerprintPiece
+                let pieces = (size + piece - 1) / piece
+                let slots = UnsafeMutableBufferPointer<Scanned>.allocate(capacity: max(pieces, 1))
                 let errors = UnsafeMutableBufferPointer<JobError?>.allocate(capacity: max(pieces, 1))
+                _ = slots.initialize(from: repeatElement(Scanned(), count: slots.count))
                 _ = errors.initialize(from: repeatElement(nil, count: errors.count))
                 defer {
-                    slots.deallocate()
+                    slots.deinitialize().deallocate()
                     errors.deinitialize().deallocate()
                 }
                 // Each iteration reads its own piece into its own buffer and writes its own slots.
-                nonisolated(unsafe) let counts = slots
+                nonisolated(unsafe) let results = slots
                 nonisolated(unsafe) let failures = errors
                 DispatchQueue.concurrentPerform(iterations: pieces) { index in
-                    let start = index * Self.piece
+                    let start = index * piece
                     do throws(JobError) {
-                        counts[index] = try Self.countLineEnds(
+                        results[index] = try Self.scanPiece(
                             descriptor,
                             path,
                             from: start,
-                            to: min(size, start + Self.piece)
+                            to: min(size, start + piece),
+                            countLines: countLines
                         )
                     } catch {
-                        counts[index] = 0
                         failures[index] = error
                     }
                 }
                 if let failure = errors.prefix(pieces).lazy.compactMap({ $0 }).first { throw failure }
-                return slots.prefix(pieces).reduce(0, +)
+                var tree = XXH64()
+                var whole = Scanned()
+                for result in slots.prefix(pieces) {
+                    withUnsafeBytes(of: result.digest.littleEndian) { tree.update($0) }
+                    whole.bytes += result.bytes
+                    whole.lineEnds += result.lineEnds
+                }
+                whole.digest = tree.finalize()
+                return whole
             }
-            lineCounts.append(count + 2)
+            inputs.append(
+                JournalManifest.Input(
+                    path: path,
+                    bytes: scanned.bytes,
+                    sha256: "",
+                    xxh64Pieces: XXH64.hex(scanned.digest)
+                )
+            )
+            if countLines { lineCounts.append(scanned.lineEnds + 2) }
         }
-        return lineCounts
+        return (inputs, lineCounts)
     }
 
-    /// The line ends of bytes `start..<end` of an open file, read in blocks into a buffer of this call's.
-    private static func countLineEnds(
+    /// What a scan found in a piece of a file, or in the whole of it.
+    private struct Scanned {
+        var bytes = 0
+        var lineEnds = 0
+        /// The piece's XXH64; the whole file's `xxh64Pieces`.
+        var digest: UInt64 = 0
+    }
+
+    /// Bytes `start..<end` of an open file, read in blocks into a buffer of this call's: their XXH64 and (with
+    /// `countLines`) their line ends.
+    private static func scanPiece(
         _ descriptor: Int32,
         _ path: String,
         from start: Int,
-        to end: Int
-    ) throws(JobError) -> Int {
+        to end: Int,
+        countLines: Bool
+    ) throws(JobError) -> Scanned {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.block, alignment: 64)
         defer { buffer.deallocate() }
         var lines = LineEnds()
-        if start > 0 {
+        var hash = XXH64()
+        if countLines && start > 0 {
             // Whether the byte before the piece is a CR (counted there; an LF first here completes it).
             let before = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<1])
             lines.afterCarriageReturn =
@@ -206,10 +254,12 @@ public final class JobJournal: @unchecked Sendable {
                 at: offset
             )
             guard read > 0 else { break }  // the file is shorter than it was: the bound holds for what is there
-            lines.count(UnsafeRawBufferPointer(rebasing: buffer[0..<read]))
+            let block = UnsafeRawBufferPointer(rebasing: buffer[0..<read])
+            if countLines { lines.count(block) }
+            hash.update(block)
             offset += read
         }
-        return lines.count
+        return Scanned(bytes: offset - start, lineEnds: lines.count, digest: hash.finalize())
     }
 
     /// Line ends counted over a file read in pieces.
@@ -226,8 +276,6 @@ public final class JobJournal: @unchecked Sendable {
         }
     }
 
-    /// The size of the pieces a file's line ends are counted in, one per core at a time.
-    private static let piece = 8 << 20
     /// The size of the blocks a file is read in, into a buffer that stays in the processor's cache.
     private static let block = 256 << 10
 
@@ -385,6 +433,21 @@ public final class JobJournal: @unchecked Sendable {
         bytes.withUnsafeBytes { XXH64.hex($0) }
     }
 
+    /// `JournalManifest.Input.xxh64Pieces` of a file holding `bytes`, hashed in order on one thread.
+    public static func xxh64Pieces(_ bytes: [UInt8]) -> String {
+        var tree = XXH64()
+        bytes.withUnsafeBytes { all in
+            for start in stride(from: 0, to: all.count, by: Self.fingerprintPiece) {
+                var piece = XXH64()
+                piece.update(
+                    UnsafeRawBufferPointer(rebasing: all[start..<min(all.count, start + Self.fingerprintPiece)])
+                )
+                withUnsafeBytes(of: piece.finalize().littleEndian) { tree.update($0) }
+            }
+        }
+        return XXH64.hex(tree.finalize())
+    }
+
     /// Starts a new job in `directory` (created when missing): earlier state files are removed, the rows' file
     /// is made for `manifest.lineCounts` with a header naming the job (a new id when the manifest has none), and the
     /// manifest is written.
@@ -499,9 +562,12 @@ public final class JobJournal: @unchecked Sendable {
 
     /// A job's identity for its checkpoint: its inputs' hashes and its state file's shape.
     private static func job(of manifest: JournalManifest) -> String {
-        // An input's SHA-256 where it has one (so a journal made before XXH64 keeps its checkpoints' identity).
+        // The oldest kind of fingerprint an input has (so a journal of an earlier build keeps its checkpoints'
+        // identity).
         let fingerprints = manifest.inputs.map { input in
-            input.sha256.isEmpty ? input.xxh64.map { "xxh64:\($0)" } ?? "" : input.sha256
+            if !input.sha256.isEmpty { return input.sha256 }
+            if let whole = input.xxh64 { return "xxh64:\(whole)" }
+            return input.xxh64Pieces.map { "xxh64-pieces:\($0)" } ?? ""
         }
         return Self.sha256(Array((fingerprints + manifest.lineCounts.map(String.init)).joined(separator: ",").utf8))
     }
@@ -523,7 +589,7 @@ public final class JobJournal: @unchecked Sendable {
         return file.checkpoint
     }
 
-    /// Records that the job finished, with its report and exit status (once a new job's hashes are in).
+    /// Records that the job finished, with its report and exit status.
     ///
     /// - Parameter gate: the manifest is written through it, completing the job's record (`OutputGate`); once it is
     ///   closed the job is not recorded finished.
@@ -531,7 +597,6 @@ public final class JobJournal: @unchecked Sendable {
     @discardableResult
     public func finish(_ finish: JournalManifest.Finish, through gate: OutputGate? = nil) throws(JobError) -> Bool {
         self.stopSyncing()
-        self.hashing.wait()
         let record = { () throws(JobError) -> Void in
             let saved: Result<Void, JobError> = self.queue.sync {
                 self.current.finish = finish
@@ -544,25 +609,6 @@ public final class JobJournal: @unchecked Sendable {
             return true
         }
         return try gate.pass(completing: true, record)
-    }
-
-    /// A new job's hashes, recorded in its manifest when `fingerprints` has read them (the job sends meanwhile).
-    /// Until then the manifest holds the files' sizes and modification times, which is what a run compares if this
-    /// one ends first (`JournalManifest.Input.isUnchanged`). A read that fails leaves them so.
-    func recordHashes(from fingerprints: FileFingerprints) {
-        self.hashing.enter()
-        DispatchQueue.global().async {
-            defer { self.hashing.leave() }
-            guard let hashed = try? fingerprints.value() else { return }
-            self.queue.sync {
-                guard hashed.map(\.path) == self.current.inputs.map(\.path) else { return }
-                for index in hashed.indices where hashed[index].bytes == self.current.inputs[index].bytes {
-                    self.current.inputs[index].sha256 = hashed[index].sha256
-                    self.current.inputs[index].xxh64 = hashed[index].xxh64
-                }
-                try? self.save()
-            }
-        }
     }
 
     /// Writes the manifest; on `queue`, or before the journal is shared.
@@ -581,31 +627,37 @@ public final class JobJournal: @unchecked Sendable {
     }
 }
 
-/// The input files' line ends (a new job's state file is sized by them) and then their sizes and fingerprints, read
-/// on a thread of their own from the moment it is made: the line ends first (a quick pass, so that a new job starts
-/// sending at once), the fingerprints after (XXH64's pass; SHA-256's too for a journal that recorded SHA-256).
+/// The input files' sizes and fingerprints and (for a new job) line ends, read on a thread of their own from the moment
+/// it is made: one read of each file, its pieces on every core (`JobJournal.scan`: the line ends size a new job's
+/// state file), then, for the journal of an earlier build, the whole-file fingerprints its manifest recorded
+/// (`JobJournal.addingWholeFingerprints`: SHA-256, or XXH64 of the whole file).
 final class FileFingerprints: @unchecked Sendable {
     private let counted = DispatchSemaphore(value: 0)
     private let done = DispatchSemaphore(value: 0)
-    // Each written once by the reading thread before its semaphore is signalled, read after waiting on it.
+    // Each written by the reading thread before its semaphore is signalled, read after waiting on it.
     private var lineCountsResult: Result<[Int], JobError> = .success([])
     private var result: Result<[JournalManifest.Input], JobError> = .success([])
 
-    /// Starts reading `files`; their line ends are counted first with `countLines` (a new job's state file is sized
-    /// by them; a resumed job's is sized already); with `sha256`, SHA-256 is computed beside XXH64.
-    init(_ files: [String], countLines: Bool = true, sha256: Bool = false) {
+    /// Starts reading `files`: their line ends are counted with `countLines` (a new job's; a resumed job's state
+    /// file is sized already); with `sha256` and `whole`, the whole files' SHA-256 and XXH64 are read after.
+    init(_ files: [String], countLines: Bool = true, sha256: Bool = false, whole: Bool = false) {
         let thread = Thread { [self] in
-            if countLines {
-                do throws(JobError) {
-                    self.lineCountsResult = .success(try JobJournal.countLines(files))
-                } catch {
-                    self.lineCountsResult = .failure(error)
-                }
+            let scanned: [JournalManifest.Input]
+            do throws(JobError) {
+                let (inputs, lineCounts) = try JobJournal.scan(files, countLines: countLines)
+                self.lineCountsResult = .success(lineCounts)
+                scanned = inputs
+            } catch {
+                self.lineCountsResult = .failure(error)
+                self.result = .failure(error)
+                self.counted.signal()
+                self.done.signal()
+                return
             }
             self.counted.signal()
             do throws(JobError) {
                 self.result = .success(
-                    try JobJournal.fingerprintAndCountLines(files, countLines: false, sha256: sha256).inputs
+                    try JobJournal.addingWholeFingerprints(to: scanned, sha256: sha256, whole: whole)
                 )
             } catch {
                 self.result = .failure(error)
@@ -615,7 +667,7 @@ final class FileFingerprints: @unchecked Sendable {
         thread.start()
     }
 
-    /// Waits for the hashes.
+    /// Waits for the fingerprints.
     func value() throws(JobError) -> [JournalManifest.Input] {
         self.done.wait()
         self.done.signal()

@@ -12,34 +12,48 @@ public struct JournalManifest: Codable, Hashable, Sendable {
         public var path: String
         public var bytes: Int
         /// SHA-256 of the whole file, hex: a payload template's, and an input's in journals made before inputs were
-        /// fingerprinted with `xxh64`; empty otherwise.
+        /// fingerprinted with XXH64; empty otherwise.
         public var sha256: String
-        /// XXH64 of the whole file, 16 hex digits: a new job's inputs' fingerprint. Nil while a new job's first run is
-        /// still reading the file (it sends meanwhile: no earlier run's rows are at stake), filled in as soon as the
-        /// read ends; nil in journals made before it.
+        /// XXH64 of the whole file, 16 hex digits: an input's fingerprint in journals made after SHA-256 and before
+        /// `xxh64Pieces` (a first run that ended before it was read left it nil).
         public var xxh64: String?
+        /// A new job's fingerprint of an input, 16 hex digits: XXH64 of the XXH64 digests of the file's pieces of
+        /// `JobJournal.fingerprintPiece` bytes in order, each digest as 8 bytes, little-endian. The pieces are hashed
+        /// on every core at once, in the read that counts the file's lines (`JobJournal.scan`), so a new job's
+        /// manifest holds it from the first write; nil in journals made before it.
+        public var xxh64Pieces: String?
         /// The file's modification time (nanoseconds since 1970) when the job started: with the size, what a run
-        /// compares when the job's first run ended before its fingerprint was known.
+        /// compares for a manifest that holds no fingerprint (a first run of an earlier build, which hashed beside the
+        /// sending, that ended before the hash was read).
         public var modified: Int?
 
-        public init(path: String, bytes: Int, sha256: String, xxh64: String? = nil, modified: Int? = nil) {
+        public init(
+            path: String,
+            bytes: Int,
+            sha256: String,
+            xxh64: String? = nil,
+            xxh64Pieces: String? = nil,
+            modified: Int? = nil
+        ) {
             self.path = path
             self.bytes = bytes
             self.sha256 = sha256
             self.xxh64 = xxh64
+            self.xxh64Pieces = xxh64Pieces
             self.modified = modified
         }
 
-        /// Whether a fingerprint of the file's contents is recorded (either kind).
-        public var isFingerprinted: Bool { !self.sha256.isEmpty || self.xxh64 != nil }
+        /// Whether a fingerprint of the file's contents is recorded (any kind).
+        public var isFingerprinted: Bool { !self.sha256.isEmpty || self.xxh64 != nil || self.xxh64Pieces != nil }
 
         /// Whether `other` (the file as it is now, fingerprinted) is this file unchanged: the same size and the same
-        /// fingerprint of the kind recorded here (SHA-256 where this holds one, else XXH64), or, with none recorded,
-        /// the same size and modification time.
+        /// fingerprint of the oldest kind recorded here (SHA-256 where this holds one, else XXH64 of the whole file,
+        /// else XXH64 of its pieces), or, with none recorded, the same size and modification time.
         public func isUnchanged(_ other: Input) -> Bool {
             guard self.path == other.path, self.bytes == other.bytes else { return false }
             if !self.sha256.isEmpty { return self.sha256 == other.sha256 }
             if let recorded = self.xxh64 { return recorded == other.xxh64 }
+            if let recorded = self.xxh64Pieces { return recorded == other.xxh64Pieces }
             return self.modified != nil && self.modified == other.modified
         }
 
@@ -47,6 +61,7 @@ public struct JournalManifest: Codable, Hashable, Sendable {
         var fingerprintDescription: String {
             if !self.sha256.isEmpty { return "SHA-256 \(self.sha256.prefix(16))…" }
             if let xxh64 = self.xxh64 { return "XXH64 \(xxh64)" }
+            if let pieces = self.xxh64Pieces { return "XXH64 of its pieces \(pieces)" }
             return "modified at \(self.modified ?? 0) ns"
         }
     }
@@ -185,11 +200,17 @@ public struct JournalManifest: Codable, Hashable, Sendable {
         var shown = new
         if !old.sha256.isEmpty {
             shown.xxh64 = nil
+            shown.xxh64Pieces = nil
         } else if old.xxh64 != nil {
             shown.sha256 = ""
+            shown.xxh64Pieces = nil
+        } else if old.xxh64Pieces != nil {
+            shown.sha256 = ""
+            shown.xxh64 = nil
         } else {
             shown.sha256 = ""
             shown.xxh64 = nil
+            shown.xxh64Pieces = nil
         }
         return shown
     }

@@ -35,13 +35,15 @@ struct JournalSession {
         // A restart begins the job again over whatever the folder holds (a damaged or foreign journal included).
         let stored = options.restart ? nil : try JobJournal.loadManifest(options.directory)
         self.stored = stored
-        // The files are hashed beside the opening (and, for a new job, their line ends counted: they size its state
-        // file). Nothing is sent before the hashes match: a changed file never goes against an old journal.
-        // A journal that recorded its inputs' SHA-256 (made before XXH64) is compared by SHA-256.
+        // The files are fingerprinted beside the opening (and, for a new job, their line ends counted in the same
+        // read: they size its state file). Nothing is sent before the fingerprints match: a changed file never goes
+        // against an old journal. A journal that recorded its inputs' SHA-256 or whole-file XXH64 (made by an earlier
+        // build) is compared by those.
         self.hashing = FileFingerprints(
             request.files,
             countLines: stored == nil,
-            sha256: stored?.inputs.contains { !$0.sha256.isEmpty } == true
+            sha256: stored?.inputs.contains { !$0.sha256.isEmpty } == true,
+            whole: stored?.inputs.contains { $0.xxh64 != nil } == true
         )
         var finished: JobJournal?
         var rows: RowJournal?
@@ -78,24 +80,20 @@ struct JournalSession {
     func journal(opened summary: TokenSource.Summary) throws(JobError) -> JobJournal {
         let settings = self.request.journalSettings(self.options)
         guard let stored = self.stored else {
-            // A new job: no earlier run's rows are at stake, so it sends as soon as its line ends are counted (they
-            // size its state file); the hashes are recorded when the read ends.
+            // A new job: its manifest holds the files' fingerprints from its first write (read with the line ends
+            // that size its state file).
             let lineCounts = summary.isFinal ? summary.lineCounts : try self.hashing.lineCounts()
             let manifest = JournalManifest(
-                inputs: self.request.files.map { path in
-                    JournalManifest.Input(
-                        path: path,
-                        bytes: Self.fileSize(path),
-                        sha256: "",
-                        modified: Self.modificationTime(path)
-                    )
+                inputs: try self.hashing.value().map { input in
+                    var input = input
+                    input.modified = Self.modificationTime(input.path)
+                    return input
                 },
                 settings: settings,
                 lineCounts: lineCounts,
                 payloadFiles: self.request.payloadFiles
             )
             let started = try JobJournal.start(self.options.directory, manifest: manifest, lock: self.lock)
-            started.recordHashes(from: self.hashing)
             self.source.attach(started.rows!, resendWritten: self.request.onUncertain == .resend)
             return started
         }
@@ -115,11 +113,11 @@ struct JournalSession {
             throw JobError(.input, message)
         case .resume:
             guard let rows = self.rows else { break }
-            // The manifest keeps its first run's modification times; a hash the first run did not finish is
-            // recorded now.
+            // The manifest keeps its first run's modification times; a fingerprint the first run (of an earlier
+            // build, which read it beside the sending) did not finish is recorded now.
             var manifest = stored
             for index in manifest.inputs.indices where !manifest.inputs[index].isFingerprinted {
-                manifest.inputs[index].xxh64 = inputs[index].xxh64
+                manifest.inputs[index].xxh64Pieces = inputs[index].xxh64Pieces
             }
             return try JobJournal.resume(self.options.directory, manifest: manifest, rows: rows, lock: self.lock)
         case .start, .finished:
@@ -128,11 +126,6 @@ struct JournalSession {
         // Not reached: with a stored job, `decide` resumes or refuses (a finished one ended in `init`), and a job of
         // this version has its rows open.
         throw JobError(.input, "--journal \(self.options.directory): the job there cannot be resumed or started")
-    }
-
-    private static func fileSize(_ path: String) -> Int {
-        var status = stat()
-        return stat(StandardInputName.path(of: path), &status) == 0 ? Int(status.st_size) : 0
     }
 
     /// The file's modification time in nanoseconds since 1970, nil when it cannot be read.

@@ -133,8 +133,10 @@ struct XXH64: Sendable {
     }
 
     /// The digest as 16 hex digits, as a manifest records it.
-    var hexDigest: String {
-        let digest = self.finalize()
+    var hexDigest: String { Self.hex(self.finalize()) }
+
+    /// `digest` as 16 hex digits.
+    static func hex(_ digest: UInt64) -> String {
         let hex = String(digest, radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
     }

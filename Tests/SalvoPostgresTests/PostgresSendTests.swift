@@ -106,8 +106,8 @@ import Glibc
             )
             #expect(manifest.inputs.map(\.path) == [PostgresSpool.inputName])
             #expect(
-                manifest.inputs.first?.xxh64
-                    == JobJournal.xxh64(Array(try Data(contentsOf: URL(fileURLWithPath: snapshot))))
+                manifest.inputs.first?.xxh64Pieces
+                    == JobJournal.xxh64Pieces(Array(try Data(contentsOf: URL(fileURLWithPath: snapshot))))
             )
         } else {
             #expect(!FileManager.default.fileExists(atPath: table.folder.appendingPathComponent("journal").path))

@@ -7,9 +7,9 @@ import Testing
 
 @testable import SalvoSend
 
-/// The journal's checkpoint file and the input's hashes: a checkpoint written by the sync is the one a later run
-/// loads, only for its own job; a new job drops it; the hashes and line ends of a file read in pieces are the
-/// whole file's.
+/// The journal's checkpoint file and the input's fingerprints: a checkpoint written by the sync is the one a later
+/// run loads, only for its own job; a new job drops it; the fingerprints and line ends of a file read in pieces, on
+/// every core, are the whole file's.
 @Suite(.tags(.network), .runs(.network)) struct JournalCheckpointTests {
     private func folder() throws -> String {
         let path = TestScratch.root.appendingPathComponent("salvo-jcp-\(UUID().uuidString)").path
@@ -44,7 +44,7 @@ import Testing
     }
 
     @Test func aFileReadInPiecesHashesAndCountsAsAWhole() throws {
-        // Over one 8 MiB read, with a CR ending the first piece and an LF starting the second.
+        // Over one 8 MiB piece, with a CR ending the first piece and an LF starting the second.
         var bytes = [UInt8](repeating: UInt8(ascii: "x"), count: (8 << 20) + 4099)
         for index in stride(from: 70, to: bytes.count, by: 71) { bytes[index] = 0x0a }
         for index in stride(from: 333, to: bytes.count, by: 1001) { bytes[index] = 0x0d }
@@ -52,17 +52,46 @@ import Testing
         bytes[8 << 20] = 0x0a
         let path = try self.folder() + "/big.csv"
         try Data(bytes).write(to: URL(fileURLWithPath: path))
-        let (inputs, lineCounts) = try JobJournal.fingerprintAndCountLines([path], sha256: true)
-        // The whole file's fingerprints in one call: the pieces must come to them.
-        let digest = JobJournal.sha256(bytes)
-        let fast = JobJournal.xxh64(bytes)
-        #expect(inputs == [JournalManifest.Input(path: path, bytes: bytes.count, sha256: digest, xxh64: fast)])
+        let (inputs, lineCounts) = try JobJournal.scan([path])
+        // The pieces' fingerprint as its definition composes it: XXH64 of each 8 MiB piece, little-endian, hashed
+        // again; whatever the blocks and cores the file was read with.
+        var digests: [UInt8] = []
+        for start in stride(from: 0, to: bytes.count, by: 8 << 20) {
+            let piece = try #require(
+                UInt64(JobJournal.xxh64(Array(bytes[start..<min(bytes.count, start + (8 << 20))])), radix: 16)
+            )
+            withUnsafeBytes(of: piece.littleEndian) { digests.append(contentsOf: $0) }
+        }
+        #expect(digests.count == 16)
+        let pieces = JobJournal.xxh64(digests)
+        #expect(inputs == [JournalManifest.Input(path: path, bytes: bytes.count, sha256: "", xxh64Pieces: pieces)])
+        #expect(JobJournal.xxh64Pieces(bytes) == pieces)
         var lineEnds = 0
         for (index, byte) in bytes.enumerated()
         where byte == 0x0d || (byte == 0x0a && (index == 0 || bytes[index - 1] != 0x0d)) {
             lineEnds += 1
         }
         #expect(lineCounts == [lineEnds + 2])
+        // The whole file's fingerprints (what journals of earlier builds recorded), read in blocks, are the whole's.
+        let digest = JobJournal.sha256(bytes)
+        let whole = try JobJournal.fingerprint([path], sha256: true, whole: true)
+        #expect(
+            whole == [
+                JournalManifest.Input(
+                    path: path,
+                    bytes: bytes.count,
+                    sha256: digest,
+                    xxh64: JobJournal.xxh64(bytes),
+                    xxh64Pieces: pieces
+                )
+            ]
+        )
         #expect(digest.count == 64 && digest.allSatisfy { $0.isHexDigit && !$0.isUppercase })
+        // An empty file: no pieces, the hash of nothing; no line ends.
+        let empty = try self.folder() + "/empty.csv"
+        try Data().write(to: URL(fileURLWithPath: empty))
+        let scannedEmpty = try JobJournal.scan([empty])
+        #expect(scannedEmpty.inputs.map(\.xxh64Pieces) == [JobJournal.xxh64([])])
+        #expect(scannedEmpty.lineCounts == [2])
     }
 }

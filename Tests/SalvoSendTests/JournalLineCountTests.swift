@@ -7,8 +7,8 @@ import Testing
 
 @testable import SalvoSend
 
-/// A new journaled job's state file is sized from the line ends counted while the files are hashed (the rows are
-/// validated as they are sent): the count is exact, and bounds every line number a reader gives a row.
+/// A new journaled job's state file is sized from the line ends counted in the read that fingerprints its files (the
+/// rows are validated as they are sent): the count is exact, and bounds every line number a reader gives a row.
 @Suite(.tags(.pure), .runs(.pure)) struct JournalLineCountTests {
     /// Line ends counted one byte at a time: LF, CRLF once, a bare CR.
     private static func expectedLineEnds(_ bytes: some Collection<UInt8>, afterCarriageReturn: Bool = false) -> Int {
@@ -68,7 +68,7 @@ import Testing
     }
 
     /// A large file is counted in 8 MiB pieces on every core: a CRLF across two pieces counts once, a bare CR at a
-    /// piece's end once, and the total is the count one byte at a time (and the hashing pass's).
+    /// piece's end once, and the total is the count one byte at a time.
     @Test func piecesCountedTogetherMatchTheWholeAcrossTheirEdges() throws {
         let piece = 8 << 20
         var bytes = [UInt8](repeating: 0x61, count: 2 * piece + 12345)
@@ -81,8 +81,7 @@ import Testing
         try Data(bytes).write(to: path)
         defer { try? FileManager.default.removeItem(at: path) }
         let expected = Self.expectedLineEnds(bytes) + 2
-        #expect(try JobJournal.countLines([path.path]) == [expected])
-        #expect(try JobJournal.fingerprintAndCountLines([path.path]).lineCounts == [expected])
+        #expect(try JobJournal.scan([path.path]).lineCounts == [expected])
     }
 
     @Test func carriageReturnLineEndsBoundTheRowsLinesToo() throws {
@@ -93,14 +92,14 @@ import Testing
         let text = "token,note\r\(token),a\r\(token),\"b\rc\"\r\n\r\(token),d\r"
         let path = folder.appendingPathComponent("tokens.csv").path
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-        let counted = try JobJournal.fingerprintAndCountLines([path])
+        let counted = try JobJournal.scan([path])
         let source = TokenSource(files: [path])
         let summary = try source.validate()
         #expect(summary.validRows == 3)
         #expect(counted.lineCounts == [Self.expectedLineEnds(Array(text.utf8)) + 2])
         #expect(counted.lineCounts[0] >= summary.lineCounts[0])
         #expect(summary.lineCounts == [7], "the last row is on line 6")
-        #expect(try JobJournal.fingerprintAndCountLines([path], countLines: false).lineCounts.isEmpty)
+        #expect(try JobJournal.scan([path], countLines: false).lineCounts.isEmpty)
     }
 
     @Test func theCountBoundsTheLineNumbersOfEveryRow() throws {
@@ -111,7 +110,7 @@ import Testing
         let text = "token,note\r\n\(token),\"a\nb\nc\"\r\n\r\n\(token),x\n\n\(token),last"
         let path = folder.appendingPathComponent("tokens.csv").path
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-        let counted = try JobJournal.fingerprintAndCountLines([path])
+        let counted = try JobJournal.scan([path])
         let source = TokenSource(files: [path])
         let summary = try source.validate()
         #expect(summary.validRows == 3)

@@ -222,8 +222,50 @@ import Testing
         #expect(self.decide(stored, inputs: withoutSHA) != .resume, "no SHA-256 computed: nothing proves it")
     }
 
-    /// A new job sends before its files' hashes are read: its manifest holds their sizes and modification times
-    /// until then. A run after a first run that ended that early compares those; once a hash is in, the hash.
+    /// A new job's fingerprint is XXH64 of the files' pieces: compared by it, and a journal of an earlier build that
+    /// recorded the whole file's XXH64 by that (the run computes it for that journal).
+    @Test func piecesFingerprintsDecideForTheJournalsThatRecordedThem() {
+        let recorded = [
+            JournalManifest.Input(path: "a.csv", bytes: 100, sha256: "", xxh64Pieces: "0123456789abcdef"),
+            JournalManifest.Input(path: "b.csv", bytes: 200, sha256: "", xxh64: "00112233445566aa"),
+        ]
+        let stored = JournalManifest(inputs: recorded, settings: Self.settings, lineCounts: [3, 4])
+        let now = [
+            JournalManifest.Input(path: "a.csv", bytes: 100, sha256: "", xxh64Pieces: "0123456789abcdef"),
+            JournalManifest.Input(
+                path: "b.csv",
+                bytes: 200,
+                sha256: "",
+                xxh64: "00112233445566aa",
+                xxh64Pieces: "ffffffffffffffff"
+            ),
+        ]
+        #expect(self.decide(stored, inputs: now) == .resume)
+        var edited = now
+        edited[0].xxh64Pieces = "0123456789abcdee"
+        guard case .refuse(let message) = self.decide(stored, inputs: edited) else {
+            Issue.record("a file whose pieces hash otherwise must be refused")
+            return
+        }
+        #expect(message.contains("a.csv changed"), "\(message)")
+        #expect(
+            message.contains(
+                "XXH64 of its pieces 0123456789abcdef; now 100 bytes, XXH64 of its pieces 0123456789abcdee"
+            ),
+            "\(message)"
+        )
+        // b.csv's journal recorded the whole file's XXH64: that decides, not its pieces'.
+        var wholeChanged = now
+        wholeChanged[1].xxh64 = "00112233445566ab"
+        #expect(self.decide(stored, inputs: wholeChanged) != .resume)
+        var wholeMissing = now
+        wholeMissing[1].xxh64 = nil
+        #expect(self.decide(stored, inputs: wholeMissing) != .resume, "no whole-file XXH64 computed: nothing proves it")
+    }
+
+    /// A first run of an earlier build, which sent before its files' hashes were read, left a manifest with their
+    /// sizes and modification times if it ended that early. A run after it compares those; where a hash is in, the
+    /// hash.
     @Test func aFirstRunThatEndedBeforeItsHashesWereReadIsJudgedBySizeAndTime() {
         let pending = [
             JournalManifest.Input(path: "a.csv", bytes: 100, sha256: "", modified: 1_000),
@@ -249,24 +291,20 @@ import Testing
         #expect(self.decide(unknown, inputs: now) != .resume, "no hash and no time: nothing proves it unchanged")
     }
 
-    /// A new job's manifest is written before its inputs' fingerprints are read, and gets them (XXH64, no SHA-256)
-    /// when the read ends.
-    @Test func aNewJobsManifestGetsItsHashes() async throws {
+    /// A new job's manifest holds its inputs' fingerprints from its first write (XXH64 of their pieces, read with the
+    /// line ends that size the state file; no SHA-256, no whole-file XXH64).
+    @Test func aNewJobsManifestHoldsItsFingerprintsFromTheStart() throws {
         let (folder, input) = try Self.threeTokens("salvo-jmh")
         let directory = folder.appendingPathComponent("journal").path
         let request = try Self.journaledRequest(input, directory: directory)
         let send = try BulkSend.prepare(request)
-        // Recorded on a thread of its own while the job would send: wait for it, bounded.
-        let clock = ContinuousClock()
-        let start = clock.now
-        var manifest = try #require(try JobJournal.loadManifest(directory))
-        while manifest.inputs.contains(where: { !$0.isFingerprinted }) && clock.now - start < .seconds(10) {
-            try await Task.sleep(for: .milliseconds(20))
-            manifest = try #require(try JobJournal.loadManifest(directory))
-        }
+        let manifest = try #require(try JobJournal.loadManifest(directory))
         #expect(send.journal != nil)
-        #expect(manifest.inputs.map(\.xxh64) == (try JobJournal.fingerprint([input])).map(\.xxh64))
-        #expect(manifest.inputs.map(\.xxh64).allSatisfy { $0?.count == 16 })
+        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: input)))
+        #expect(manifest.inputs.map(\.xxh64Pieces) == [JobJournal.xxh64Pieces(bytes)])
+        #expect(manifest.inputs.map(\.xxh64Pieces) == (try JobJournal.fingerprint([input])).map(\.xxh64Pieces))
+        #expect(manifest.inputs.map(\.bytes) == [bytes.count])
+        #expect(manifest.inputs.map(\.xxh64) == [nil])
         #expect(manifest.inputs.map(\.sha256) == [""])
         #expect(manifest.inputs.first?.modified != nil)
     }
