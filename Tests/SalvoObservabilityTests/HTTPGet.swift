@@ -1,4 +1,5 @@
 import Foundation
+import SalvoTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -15,24 +16,13 @@ func httpGet(port: Int, path: String) -> String? {
 /// timeout): the whole answer, or nil when it cannot connect or send. With `recordingFailures`, a failed connect,
 /// send or receive is also recorded as an issue of the running test.
 func plainExchange(port: Int, request: String, recordingFailures: Bool) -> String? {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { return nil }
-    defer { close(descriptor) }
-    var timeout = timeval(tv_sec: 5, tv_usec: 0)
-    setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-        }
-    }
-    guard connected == 0 else {
+    guard let descriptor = LoopbackSocket.connect(port: port) else {
         if recordingFailures { Issue.record("connect to 127.0.0.1:\(port): errno \(errno)") }
         return nil
     }
+    defer { close(descriptor) }
+    var timeout = timeval(tv_sec: 5, tv_usec: 0)
+    setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     let bytes = Array(request.utf8)
     guard bytes.withUnsafeBytes({ send(descriptor, $0.baseAddress, $0.count, 0) }) == bytes.count else {
         if recordingFailures { Issue.record("send to 127.0.0.1:\(port): errno \(errno)") }

@@ -107,7 +107,10 @@ import Testing
             // The first connection sends nothing and stays open until it is closed here: a plain TCP socket,
             // connected on this thread (a client task of the test's own could wait behind other suites' work on a
             // busy machine, and the gate counts a connection when it is accepted, before any TLS).
-            let idle = try Self.connect(port: h.simulator.gatewayPort)
+            let idle = try #require(
+                LoopbackSocket.connect(port: h.simulator.gatewayPort),
+                "connect to the gateway: errno \(errno)"
+            )
             var idleOpen = true
             defer { if idleOpen { close(idle) } }
             #expect(await eventually { h.simulator.ledger.snapshot().connectionsAccepted == 1 })
@@ -127,23 +130,5 @@ import Testing
             }
             #expect(third.received == Frames.errorResponse(2, 3))
         }
-    }
-
-    /// A blocking TCP connection to 127.0.0.1:`port`.
-    private static func connect(port: Int) throws -> Int32 {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(descriptor >= 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-        if !connected { close(descriptor) }
-        try #require(connected, "connect to 127.0.0.1:\(port): errno \(errno)")
-        return descriptor
     }
 }
