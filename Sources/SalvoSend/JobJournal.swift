@@ -194,14 +194,12 @@ public final class JobJournal: @unchecked Sendable {
                     }
                 }
                 if let failure = errors.prefix(pieces).lazy.compactMap({ $0 }).first { throw failure }
-                var tree = XXH64()
                 var whole = Scanned()
                 for result in slots.prefix(pieces) {
-                    withUnsafeBytes(of: result.digest.littleEndian) { tree.update($0) }
                     whole.bytes += result.bytes
                     whole.lineEnds += result.lineEnds
                 }
-                whole.digest = tree.finalize()
+                whole.digest = XXH64.ofPieces(slots.prefix(pieces).lazy.map(\.digest))
                 return whole
             }
             inputs.append(
@@ -435,17 +433,16 @@ public final class JobJournal: @unchecked Sendable {
 
     /// `JournalManifest.Input.xxh64Pieces` of a file holding `bytes`, hashed in order on one thread.
     public static func xxh64Pieces(_ bytes: [UInt8]) -> String {
-        var tree = XXH64()
-        bytes.withUnsafeBytes { all in
-            for start in stride(from: 0, to: all.count, by: Self.fingerprintPiece) {
+        let digests = bytes.withUnsafeBytes { all in
+            stride(from: 0, to: all.count, by: Self.fingerprintPiece).map { start in
                 var piece = XXH64()
                 piece.update(
                     UnsafeRawBufferPointer(rebasing: all[start..<min(all.count, start + Self.fingerprintPiece)])
                 )
-                withUnsafeBytes(of: piece.finalize().littleEndian) { tree.update($0) }
+                return piece.finalize()
             }
         }
-        return XXH64.hex(tree.finalize())
+        return XXH64.hex(XXH64.ofPieces(digests))
     }
 
     /// Starts a new job in `directory` (created when missing): earlier state files are removed, the rows' file

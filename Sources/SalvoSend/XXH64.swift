@@ -135,6 +135,16 @@ struct XXH64: Sendable {
     /// The digest as 16 hex digits, as a manifest records it.
     var hexDigest: String { Self.hex(self.finalize()) }
 
+    /// XXH64 of `digests` in order, each as 8 bytes, little-endian: a file's fingerprint from its pieces' digests
+    /// (`JournalManifest.Input.xxh64Pieces`), however the pieces were read.
+    static func ofPieces(_ digests: some Sequence<UInt64>) -> UInt64 {
+        var tree = XXH64()
+        for digest in digests {
+            withUnsafeBytes(of: digest.littleEndian) { tree.update($0) }
+        }
+        return tree.finalize()
+    }
+
     /// `digest` as 16 hex digits.
     static func hex(_ digest: UInt64) -> String {
         let hex = String(digest, radix: 16)
