@@ -36,13 +36,16 @@ import Testing
         var stoppedByTest: Bool
     }
 
-    /// Runs `rows` rows against a hostile server with `--give-up-seconds 2`; `stopAfter`, when set, asks the job to
-    /// stop twice (at once) that long after it started, and the time is then measured from that request.
+    /// Runs `rows` rows against a hostile server with `--give-up-seconds 2` and a 10 s request timeout (unless given);
+    /// `stopAfter`, when set, asks the job to stop twice (at once) that long after it started, and the time is then
+    /// measured from that request; otherwise the test stops it at `deadline`.
     static func run(
         _ behaviour: HostileHTTP2Server.Behaviour,
         engine: HTTP2Engine,
         seed: UInt64,
         giveUp: Int = Self.giveUp,
+        requestTimeout: Duration = .seconds(10),
+        deadline: Duration = Self.testDeadline,
         stopAfter: Duration? = nil,
         requestStopAfterReturn: Bool = false
     ) async throws -> Run {
@@ -62,7 +65,7 @@ import Testing
         )
         configuration.payload = Self.payload
         configuration.retry = .default
-        configuration.client.requestTimeout = .seconds(10)
+        configuration.client.requestTimeout = requestTimeout
         configuration.client.randomSeed = seed
         var reconnect = ReconnectPolicy.default
         reconnect.giveUpAfter = .seconds(giveUp)
@@ -70,7 +73,7 @@ import Testing
         let stop = JobStop(grace: .seconds(2))
         let stoppedByTest = NIOLockedBool()
         let start = ContinuousClock.now
-        let stopAt = stopAfter ?? Self.testDeadline
+        let stopAt = stopAfter ?? deadline
         let stopper = Task {
             try await Task.sleep(for: stopAt)
             if stopAfter == nil { stoppedByTest.set() }
@@ -185,9 +188,18 @@ import Testing
     /// Every row is delivered, and no row is sent twice.
     @Test(arguments: HTTP2Engine.allCases) func answersWithLargeHeaderBlocksAreRead(engine: HTTP2Engine) async throws {
         let behaviour = HostileHTTP2Server.Behaviour.largeHeaders(bytes: 40_000)
-        // A long give-up: this case is about reading the answers, and a loaded machine may pause a connection for
-        // longer than the stall cases' 2 s.
-        let run = try await Self.run(behaviour, engine: engine, seed: 307, giveUp: 30)
+        // A long give-up, request timeout and deadline: this case is about reading the answers, and a loaded machine
+        // may pause a connection for longer than the stall cases' 2 s, or an answer for longer than 10 s (a CI run
+        // where many suites shared the two cores: a request timed out at 10 s, was sent again on a new connection,
+        // and the server saw it twice).
+        let run = try await Self.run(
+            behaviour,
+            engine: engine,
+            seed: 307,
+            giveUp: 30,
+            requestTimeout: .seconds(40),
+            deadline: .seconds(50)
+        )
         let what = "\(engine): \(run.elapsed), \(run.connections) connections, \(run.requests) requests"
         #expect(!run.stoppedByTest, "\(what)")
         #expect(run.result.stopped == nil, "\(what): \(run.result.stopped?.message ?? "")")
