@@ -5,11 +5,11 @@ import NIOHPACK
 import NIOSSL
 import NIOTLS
 
-/// An HTTP/2 server on 127.0.0.1 that never lets a row through, in one of the ways real servers, proxies and
-/// gateways have been seen to: the peer of the client's tests of stalled jobs. Real TLS with ALPN `h2` (the shared
-/// test identity, or any), then raw frames written by hand, so that it can do what a conforming HTTP/2 library
-/// would refuse to (announce no streams forever, never open a window, answer with a header block larger than the
-/// client asked for).
+/// An HTTP/2 server on 127.0.0.1 that never lets a row through, or lets it through only late, in one of the ways real
+/// servers, proxies and gateways have been seen to: the peer of the client's tests of stalled jobs. Real TLS with
+/// ALPN `h2` (the shared test identity, or any), then raw frames written by hand, so that it can do what a conforming
+/// HTTP/2 library would refuse to (announce no streams forever, never open a window, answer with a header block
+/// larger than the client asked for, answer a stream the client reset).
 ///
 /// Every behaviour but `silentAfterTLS` acknowledges the client's SETTINGS and answers its PINGs, as a live
 /// server does: the client cannot tell it from a slow one by liveness alone. It counts connections, requests
