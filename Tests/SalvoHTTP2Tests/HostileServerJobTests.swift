@@ -210,33 +210,6 @@ import Testing
         Self.expectAccounted(run, what)
     }
 
-    /// Answers that come after the client gave up on their streams: every row's first answer (40 KB of headers) comes
-    /// half a second after its request timed out, and the answers to the rows sent again, read behind them, time out
-    /// more: far more than 32 reset streams are answered. NIOHTTP2 passes over the frames of a stream the client
-    /// reset only while it remembers the reset (32 streams by default); a late answer to one it had forgotten was a
-    /// connection error (`NoSuchStream`, 5 connections in this case), and the rows in flight went with the
-    /// connection, to be sent again on another. The late answers are passed over and the connection lives on.
-    @Test(arguments: HTTP2Engine.allCases) func answersAfterTheRequestTimeoutEndNoConnection(
-        engine: HTTP2Engine
-    ) async throws {
-        let run = try await Self.run(
-            .lateFirstAnswers(after: .milliseconds(1500), padding: 40_000),
-            engine: engine,
-            seed: 309,
-            giveUp: 30,
-            requestTimeout: .seconds(1),
-            deadline: .seconds(80)
-        )
-        let what = "\(engine): \(run.elapsed), \(run.connections) connections, \(run.requests) requests"
-        #expect(!run.stoppedByTest, "\(what)")
-        #expect(run.connections == 1, "\(what): \(run.result.connectionErrors)")
-        #expect(
-            !run.result.connectionErrors.contains { $0.contains("NoSuchStream") },
-            "\(what): \(run.result.connectionErrors)"
-        )
-        Self.expectAccounted(run, what)
-    }
-
     /// The second stop request ends the job within a second in every state a connection can wait in: for
     /// SETTINGS, for a stream, for a window, for an answer. The give-up is long, so only the stop ends it.
     @Test(arguments: [
