@@ -8,7 +8,7 @@ import SalvoTestTraits
 import Testing
 
 /// Real TLS against gateways that misbehave: every wait ends after a stated time.
-@Suite(.tags(.network), .runs(.network)) struct MisbehavingGatewayTests {
+@Suite(.tags(.network), .runs(.network), .takesATurn) struct MisbehavingGatewayTests {
     static let paths = CertificateFactory.sharedFolder
 
     static func tokenFile(_ count: Int) throws -> String {

@@ -8,7 +8,14 @@ import Testing
 
 /// Long runs against the shipped realistic fault plan, off by default: `SALVO_SOAK_TOKENS=1000000 swift test
 /// --filter SoakTests` runs one with that many tokens (bounded by the suite's time limit).
-@Suite(.tags(.network), .runs(.network), .serialized, .enabled(if: SoakSize.tokens != nil), .timeLimit(.minutes(30)))
+@Suite(
+    .tags(.network),
+    .runs(.network),
+    .takesATurn,
+    .serialized,
+    .enabled(if: SoakSize.tokens != nil),
+    .timeLimit(.minutes(30))
+)
 struct SoakTests {
     @Test(arguments: [OnUncertain.resend, .report])
     func realisticPlanLosesNothingBeyondWhatTheReportCallsUncertain(onUncertain: OnUncertain) async throws {

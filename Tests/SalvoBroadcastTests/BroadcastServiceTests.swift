@@ -54,8 +54,8 @@ struct BroadcastService {
 
 /// Channels created, broadcast to and deleted over real TLS against the simulator, and each documented refusal seen
 /// with Apple's reason.
-@Suite(.tags(.network), .runs(.network), .serialized, .offThePool, .timeLimit(.minutes(3))) struct BroadcastServiceTests
-{
+@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .offThePool, .timeLimit(.minutes(3)))
+struct BroadcastServiceTests {
     static let template = #"""
         {"aps":{"timestamp":"{{$now}}","event":"update","content-state":{"game":"{{name}}","home":2,"away":1}}}
         """#

@@ -9,7 +9,8 @@ import Testing
 
 /// `--connections auto`: the sizer's decisions with a fake clock, and a job over TLS to the simulator held 25 ms
 /// away in each direction, which opens more than one connection.
-@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1))) struct HTTP2ConnectionSizerTests {
+@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(1)))
+struct HTTP2ConnectionSizerTests {
     typealias Sizer = HTTP2ConnectionSizer
 
     static let start = NIODeadline.uptimeNanoseconds(1_000_000_000)

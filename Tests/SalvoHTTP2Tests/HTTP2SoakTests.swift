@@ -9,7 +9,14 @@ import Testing
 
 /// A long HTTP/2 run against every fault the endpoint injects at once, off by default:
 /// `SALVO_SOAK_TOKENS=200000 swift test --filter HTTP2SoakTests` (bounded by the suite's time limit).
-@Suite(.tags(.network), .runs(.network), .serialized, .enabled(if: SoakSize.tokens != nil), .timeLimit(.minutes(30)))
+@Suite(
+    .tags(.network),
+    .runs(.network),
+    .takesATurn,
+    .serialized,
+    .enabled(if: SoakSize.tokens != nil),
+    .timeLimit(.minutes(30))
+)
 struct HTTP2SoakTests {
     @Test func everyFaultAtOnceLosesNothingAndDuplicatesNothing() async throws {
         let count = SoakSize.tokens ?? 0

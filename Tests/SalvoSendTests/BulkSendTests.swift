@@ -41,7 +41,7 @@ func unusedBinaryInterface(payload: Payload? = nil) throws -> SendRequest.Interf
     )
 }
 
-@Suite(.tags(.network), .runs(.network)) struct SendRequestCheckTests {
+@Suite(.tags(.network), .runs(.network), .takesATurn) struct SendRequestCheckTests {
     @Test func controlCharactersFromTheInputAreEscapedBeforeTheyReachATerminal() {
         #expect(TerminalText.escaped("ab\u{1B}[2Jc\r\u{7}") == "ab\\u{1B}[2Jc\\u{D}\\u{7}")
         #expect(TerminalText.escaped("plain, é") == "plain, é")
@@ -121,7 +121,7 @@ func unusedBinaryInterface(payload: Payload? = nil) throws -> SendRequest.Interf
     }
 }
 
-@Suite(.tags(.network), .runs(.network)) struct BulkSendTests {
+@Suite(.tags(.network), .runs(.network), .takesATurn) struct BulkSendTests {
     @Test func aBinarySendWritesTheReportAndEveryRefusedRowWithItsFile() async throws {
         let here = try folder()
         let certificates = try CertificateFactory()

@@ -14,6 +14,7 @@ import Glibc
 @Suite(
     .tags(.network),
     .runs(.network),
+    .takesATurn,
     .offThePool,
     .enabled(if: SmallFilesystem.unavailable == nil, "mount -t tmpfs is refused here (it needs root or CAP_SYS_ADMIN)")
 )

@@ -17,6 +17,7 @@ import SalvoTestTraits
 @Suite(
     .tags(.network),
     .runs(.network),
+    .takesATurn,
     .offThePool,
     .serialized,
     .enabled(if: SmallFilesystem.unavailable == nil, "needs root to mount a tmpfs")

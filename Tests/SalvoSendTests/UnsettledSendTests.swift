@@ -10,7 +10,7 @@ import Testing
 
 /// The unsettled file over real TLS: it lists exactly the rows the job did not settle, and sending it again
 /// retries exactly those rows.
-@Suite(.tags(.network), .runs(.network)) struct UnsettledSendTests {
+@Suite(.tags(.network), .runs(.network), .takesATurn) struct UnsettledSendTests {
     @Test func rowsLeftUncertainAreListedAndSendingTheFileAgainRetriesExactlyThem() async throws {
         let here = TestScratch.root.appendingPathComponent("salvo-uns-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: here, withIntermediateDirectories: true)
