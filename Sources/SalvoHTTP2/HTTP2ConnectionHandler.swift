@@ -44,12 +44,20 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionCodec 
         ]
         // Enough CONTINUATION frames of 1 KiB for the whole list: a server may cut its blocks small.
         configuration.maximumSequentialContinuationFrames = HTTP2AnswerDecoder.maximumHeaderList / 1024
+        // Answers to streams this client reset (their request timed out) are passed over only while NIOHTTP2 still
+        // remembers the reset, 32 streams by default: a stall that timed out more streams than that, then answered
+        // them, ended the connection with a protocol error and sent its rows in flight again. Every stream a server
+        // lets a connection have (APNs announces 500-1,500) is remembered.
+        configuration.maximumRecentlyResetStreams = Self.rememberedResets
         // The request headers are built by `HTTP2RequestTemplate`, valid by construction; checking them again costs
         // a few percent per request.
         configuration.headerBlockValidation = .disabled
         configuration.contentLengthValidation = .disabled
         return configuration
     }
+
+    /// The streams reset by this client whose late frames NIOHTTP2 passes over (`protocol`).
+    static let rememberedResets = 10_000
 
     func handlerAdded(context: ChannelHandlerContext) { self.driverAdded(context: context) }
 

@@ -5,11 +5,11 @@ import NIOHPACK
 import NIOSSL
 import NIOTLS
 
-/// An HTTP/2 server on 127.0.0.1 that never lets a row through, in one of the ways real servers, proxies and
-/// gateways have been seen to: the peer of the client's tests of stalled jobs. Real TLS with ALPN `h2` (the shared
-/// test identity, or any), then raw frames written by hand, so that it can do what a conforming HTTP/2 library
-/// would refuse to (announce no streams forever, never open a window, answer with a header block larger than the
-/// client asked for).
+/// An HTTP/2 server on 127.0.0.1 that never lets a row through, or lets it through only late, in one of the ways real
+/// servers, proxies and gateways have been seen to: the peer of the client's tests of stalled jobs. Real TLS with
+/// ALPN `h2` (the shared test identity, or any), then raw frames written by hand, so that it can do what a conforming
+/// HTTP/2 library would refuse to (announce no streams forever, never open a window, answer with a header block
+/// larger than the client asked for, answer a stream the client reset).
 ///
 /// Every behaviour but `silentAfterTLS` acknowledges the client's SETTINGS and answers its PINGs, as a live
 /// server does: the client cannot tell it from a slow one by liveness alone. It counts connections, requests
@@ -36,6 +36,10 @@ public final class HostileHTTP2Server: Sendable {
         case largeHeaders(bytes: Int)
         /// Streams are accepted (SETTINGS allow 1,000) and never answered.
         case neverAnswer
+        /// A `:path`'s first request is answered 200 only this long after it arrived (past a client's request
+        /// timeout, on a stream the client has reset by then); a path asked again is answered at once. Each answer
+        /// has a header block of about `padding` bytes (over CONTINUATION frames when it is above 16 KiB).
+        case lateFirstAnswers(after: TimeAmount, padding: Int)
 
         public var description: String {
             switch self {
@@ -46,6 +50,8 @@ public final class HostileHTTP2Server: Sendable {
             case .tinyWindows: "64-byte stream windows never updated"
             case .largeHeaders(let bytes): "200 answers with \(bytes / 1000) KB of headers"
             case .neverAnswer: "streams accepted and never answered"
+            case .lateFirstAnswers(let after, let padding):
+                "each path's first answer \(after.nanoseconds / 1_000_000) ms late, \(padding / 1000) KB of headers"
             }
         }
     }
@@ -119,6 +125,9 @@ final class HostileConnectionHandler: ChannelInboundHandler {
     private var sentSettings = false
     /// Streams whose HEADERS came and whose request has not ended yet.
     private var open: Set<UInt32> = []
+    /// `lateFirstAnswers`: each open stream's `:path`, and the streams of this read whose answers are to go late.
+    private var paths: [UInt32: String] = [:]
+    private var late: [UInt32] = []
     private var failed = false
 
     init(behaviour: HostileHTTP2Server.Behaviour, counts: NIOLockedValueBox<HostileHTTP2Server.Counts>) {
@@ -157,6 +166,16 @@ final class HostileConnectionHandler: ChannelInboundHandler {
         }
         self.inbound.discardReadBytes()
         self.flush(context: context)
+        if case .lateFirstAnswers(let after, let padding) = self.behaviour, !self.late.isEmpty {
+            let streams = self.late
+            self.late = []
+            let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: after) {
+                let (handler, context) = bound.value
+                for streamID in streams { handler.answer(streamID, padding: padding) }
+                handler.flush(context: context)
+            }
+        }
     }
 
     private func flush(context: ChannelHandlerContext) {
@@ -208,6 +227,7 @@ final class HostileConnectionHandler: ChannelInboundHandler {
                 $0.paths[path, default: 0] += 1
             }
             self.open.insert(streamID)
+            if case .lateFirstAnswers = self.behaviour { self.paths[streamID] = path }
             if endStream { self.requestEnded(streamID) } else { self.streamOpened(streamID) }
         case .data(let streamID, _, let endStream, _):
             if endStream { self.requestEnded(streamID) }
@@ -240,6 +260,13 @@ final class HostileConnectionHandler: ChannelInboundHandler {
             self.answer(streamID, padding: 0)
         case .largeHeaders(let bytes):
             self.answer(streamID, padding: bytes)
+        case .lateFirstAnswers(_, let padding):
+            let path = self.paths.removeValue(forKey: streamID) ?? ""
+            if self.counts.withLockedValue({ $0.paths[path, default: 0] }) > 1 {
+                self.answer(streamID, padding: padding)
+            } else {
+                self.late.append(streamID)
+            }
         case .neverAnswer, .goAwayAfterSettings, .silentAfterTLS:
             break
         }

@@ -211,6 +211,34 @@ struct HostileServerJobTests {
         Self.expectAccounted(run, what)
     }
 
+    /// Answers that come after the client gave up on their streams, as when an answer and the client's RST_STREAM
+    /// cross on the wire: every row's first answer comes 2.5 s after its request, which the client reset at its 1 s
+    /// timeout and sent again (answered at once), so 200 reset streams are answered. NIOHTTP2 passes over the frames
+    /// of a stream the client reset only while it remembers the reset (32 streams by default); a late answer to one
+    /// it had forgotten was a connection error (`NoSuchStream`: 2 connections and 599 requests for the 200 rows in
+    /// this case, 9 to 15 connections with 0.5 s timeouts), and the rows in flight went with the connection, to be
+    /// sent again on another. The late answers are passed over and the connection lives on (400 requests here).
+    @Test(arguments: HTTP2Engine.allCases) func answersAfterTheRequestTimeoutEndNoConnection(
+        engine: HTTP2Engine
+    ) async throws {
+        let run = try await Self.run(
+            .lateFirstAnswers(after: .milliseconds(2500), padding: 0),
+            engine: engine,
+            seed: 309,
+            giveUp: 30,
+            requestTimeout: .seconds(1),
+            deadline: .seconds(80)
+        )
+        let what = "\(engine): \(run.elapsed), \(run.connections) connections, \(run.requests) requests"
+        #expect(!run.stoppedByTest, "\(what)")
+        #expect(run.connections == 1, "\(what): \(run.result.connectionErrors)")
+        #expect(
+            !run.result.connectionErrors.contains { $0.contains("NoSuchStream") },
+            "\(what): \(run.result.connectionErrors)"
+        )
+        Self.expectAccounted(run, what)
+    }
+
     /// The second stop request ends the job within a second in every state a connection can wait in: for
     /// SETTINGS, for a stream, for a window, for an answer. The give-up is long, so only the stop ends it.
     @Test(arguments: [
