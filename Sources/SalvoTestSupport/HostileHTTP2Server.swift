@@ -37,9 +37,8 @@ public final class HostileHTTP2Server: Sendable {
         /// Streams are accepted (SETTINGS allow 1,000) and never answered.
         case neverAnswer
         /// A `:path`'s first request is answered 200 only this long after it arrived (past a client's request
-        /// timeout, on a stream the client has reset by then); a path asked again is answered at once. Each answer
-        /// has a header block of about `padding` bytes (over CONTINUATION frames when it is above 16 KiB).
-        case lateFirstAnswers(after: TimeAmount, padding: Int)
+        /// timeout, on a stream the client has reset by then); a path asked again is answered at once.
+        case lateFirstAnswers(after: TimeAmount)
 
         public var description: String {
             switch self {
@@ -50,8 +49,7 @@ public final class HostileHTTP2Server: Sendable {
             case .tinyWindows: "64-byte stream windows never updated"
             case .largeHeaders(let bytes): "200 answers with \(bytes / 1000) KB of headers"
             case .neverAnswer: "streams accepted and never answered"
-            case .lateFirstAnswers(let after, let padding):
-                "each path's first answer \(after.nanoseconds / 1_000_000) ms late, \(padding / 1000) KB of headers"
+            case .lateFirstAnswers(let after): "each path's first answer \(after.nanoseconds / 1_000_000) ms late"
             }
         }
     }
@@ -166,13 +164,13 @@ final class HostileConnectionHandler: ChannelInboundHandler {
         }
         self.inbound.discardReadBytes()
         self.flush(context: context)
-        if case .lateFirstAnswers(let after, let padding) = self.behaviour, !self.late.isEmpty {
+        if case .lateFirstAnswers(let after) = self.behaviour, !self.late.isEmpty {
             let streams = self.late
             self.late = []
             let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
             context.eventLoop.scheduleTask(in: after) {
                 let (handler, context) = bound.value
-                for streamID in streams { handler.answer(streamID, padding: padding) }
+                for streamID in streams { handler.answer(streamID, padding: 0) }
                 handler.flush(context: context)
             }
         }
@@ -260,10 +258,10 @@ final class HostileConnectionHandler: ChannelInboundHandler {
             self.answer(streamID, padding: 0)
         case .largeHeaders(let bytes):
             self.answer(streamID, padding: bytes)
-        case .lateFirstAnswers(_, let padding):
+        case .lateFirstAnswers:
             let path = self.paths.removeValue(forKey: streamID) ?? ""
             if self.counts.withLockedValue({ $0.paths[path, default: 0] }) > 1 {
-                self.answer(streamID, padding: padding)
+                self.answer(streamID, padding: 0)
             } else {
                 self.late.append(streamID)
             }

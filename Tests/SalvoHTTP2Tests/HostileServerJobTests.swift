@@ -222,7 +222,7 @@ struct HostileServerJobTests {
         engine: HTTP2Engine
     ) async throws {
         let run = try await Self.run(
-            .lateFirstAnswers(after: .milliseconds(2500), padding: 0),
+            .lateFirstAnswers(after: .milliseconds(2500)),
             engine: engine,
             seed: 309,
             giveUp: 30,

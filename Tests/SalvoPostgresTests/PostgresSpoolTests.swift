@@ -8,7 +8,7 @@ import Testing
 
 /// A query's rows copied into the CSV spool by a real server: the text of each type, NULL tokens, and a clear error
 /// for each way the copy cannot be made.
-@Suite("PostgreSQL spool", .tags(.network), .runs(.network), .takesATurn, .offThePool) struct PostgresSpoolTests {
+@Suite("PostgreSQL spool", .tags(.network), .runs(.network), .takesATurn) struct PostgresSpoolTests {
     static func folder() throws -> String {
         let folder = TestScratch.root.appendingPathComponent("postgres-spool-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)

@@ -15,7 +15,6 @@ import Glibc
     .tags(.network),
     .runs(.network),
     .takesATurn,
-    .offThePool,
     .enabled(if: SmallFilesystem.unavailable == nil, "mount -t tmpfs is refused here (it needs root or CAP_SYS_ADMIN)")
 )
 struct FullDiskOutputTests {

@@ -12,7 +12,7 @@ import SalvoTestTraits
 
 /// The real `salvo` executable, interrupted mid-send: it exits 130 (SIGINT) or 143 (SIGTERM) and writes a report
 /// that accounts for every row.
-@Suite(.tags(.process), .runs(.process), .takesATurn, .offThePool) struct InterruptionTests {
+@Suite(.tags(.process), .runs(.process), .takesATurn) struct InterruptionTests {
     /// `salvo`, built next to the test bundle (`BackgroundRun.salvoPath`).
     static var executable: String? { BackgroundRun.salvoPath }
 

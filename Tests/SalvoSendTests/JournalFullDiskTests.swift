@@ -18,7 +18,6 @@ import SalvoTestTraits
     .tags(.network),
     .runs(.network),
     .takesATurn,
-    .offThePool,
     .serialized,
     .enabled(if: SmallFilesystem.unavailable == nil, "needs root to mount a tmpfs")
 )

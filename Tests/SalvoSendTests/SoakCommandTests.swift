@@ -13,7 +13,7 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
 }
 
 /// `salvo soak` as a person runs it: the real executable, its exit status, its lines and its files.
-@Suite(.tags(.process), .runs(.process), .takesATurn, .offThePool) struct SoakCommandTests {
+@Suite(.tags(.process), .runs(.process), .takesATurn) struct SoakCommandTests {
     private func soak(plan: String) async throws -> (status: Int32, output: String, report: String, chart: String)? {
         try await offThePool { try Self.soakNow(plan: plan) }
     }

@@ -15,7 +15,7 @@ import SalvoTestTraits
 
 /// `-` as a token file: the real executable reads the CSV from a pipe (spooled into a file first), against the
 /// simulator, and names the input `-` wherever it names it to a person.
-@Suite(.tags(.process), .runs(.process), .takesATurn, .offThePool, .serialized) struct StandardInputTests {
+@Suite(.tags(.process), .runs(.process), .takesATurn, .serialized) struct StandardInputTests {
     enum Wire: String, CaseIterable, Sendable {
         case binary
         case h2
@@ -490,7 +490,6 @@ struct PseudoTerminal {
     .tags(.process),
     .runs(.process),
     .takesATurn,
-    .offThePool,
     .serialized,
     .enabled(if: SmallFilesystem.unavailable == nil, "needs root to mount a tmpfs")
 )

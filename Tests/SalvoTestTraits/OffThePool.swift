@@ -17,7 +17,7 @@ public struct OffThePoolTrait: SuiteTrait, TestTrait, TestScoping {
         performing function: @Sendable () async throws -> Void
     ) async throws {
         guard testCase != nil else { return try await function() }
-        try await withTaskExecutorPreference(DispatchTaskExecutor.shared) { try await function() }
+        try await DispatchTaskExecutor.run(function)
     }
 }
 
@@ -29,6 +29,11 @@ extension Trait where Self == OffThePoolTrait {
 /// A task executor that runs each job on a Dispatch global-queue thread.
 final class DispatchTaskExecutor: TaskExecutor {
     static let shared = DispatchTaskExecutor()
+
+    /// Runs `function`, and the child tasks it starts, on Dispatch threads.
+    static func run(_ function: @Sendable () async throws -> Void) async throws {
+        try await withTaskExecutorPreference(Self.shared) { try await function() }
+    }
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)

@@ -11,7 +11,8 @@ import Testing
 /// tests' time limits and clocks start with the turn; at most `Turns.count` such suites run together (the
 /// environment variable `SALVO_TEST_TURNS` sets it; 2 per core when unset). Suites of values and state machines
 /// (`.pure`) take no turn and run beside them, on the concurrency pool; a suite in its turn runs on Dispatch threads
-/// (as `.offThePool`), so that its awaits resume without queueing behind the pure suites' synchronous tests.
+/// (as `.offThePool` runs a test, so a suite with a turn needs no `.offThePool`), so that its awaits resume without
+/// queueing behind the pure suites' synchronous tests, and its tests that block hold no thread of the pool.
 ///
 /// Measured on two cores (`swift test`, every kind, PostgreSQL up), each network and process test's time against the
 /// same test's time in a run of one suite at a time (`--no-parallel`): every suite at once, median 23× and one in ten
@@ -29,7 +30,7 @@ public struct TurnTrait: SuiteTrait, TestScoping {
         guard test.isSuite, testCase == nil else { return try await function() }
         await Turns.shared.take()
         defer { Turns.shared.give() }
-        try await withTaskExecutorPreference(DispatchTaskExecutor.shared) { try await function() }
+        try await DispatchTaskExecutor.run(function)
     }
 }
 
