@@ -1,4 +1,5 @@
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import PostgresNIO
 import SalvoRows
@@ -32,6 +33,8 @@ public struct PostgresWriteBack: GoneTokenRecorder {
         var tally = WriteBackTally(destination: self.destination, tokens: unique.count)
         // Nothing gone: no connection at all.
         guard !unique.isEmpty else { return tally.report }
+        // The deadline counts from before the connect: the timeout bounds the whole write-back.
+        let deadline = NIODeadline.now() + .nanoseconds(Int64(self.timeout.nanoseconds))
         let connection: PostgresConnection
         do {
             var configuration = try self.location.configuration()
@@ -51,15 +54,13 @@ public struct PostgresWriteBack: GoneTokenRecorder {
             return tally.report
         }
         let limit = self.timeout
-        // Closing the connection fails the statement in flight: the deadline holds whatever the server does.
-        let watchdog = Task { () -> Bool in
-            do {
-                try await Task.sleep(for: limit)
-            } catch {
-                return false
-            }
-            try? await connection.close()
-            return true
+        // Closing the connection fails the statement in flight: the deadline holds whatever the server does. It is
+        // kept on the connection's event loop, not by a task: a task's sleep and its end need a thread of the
+        // concurrency pool, which a caller's blocking work may hold for longer than the deadline.
+        let expired = NIOLockedValueBox(false)
+        let watchdog = connection.eventLoop.scheduleTask(deadline: deadline) {
+            expired.withLockedValue { $0 = true }
+            connection.close().whenComplete { _ in }
         }
         var start = 0
         while start < unique.count {
@@ -71,7 +72,7 @@ public struct PostgresWriteBack: GoneTokenRecorder {
                 watchdog.cancel()
                 // The deadline, whichever side kept it: this side closed the connection, or (on a loaded machine, the
                 // watchdog late) the server's own statement timeout cancelled the statement first (57014).
-                let timedOut = await watchdog.value || Self.isStatementTimeout(error)
+                let timedOut = expired.withLockedValue { $0 } || Self.isStatementTimeout(error)
                 tally.fail(
                     timedOut
                         ? "the write-back did not finish within \(limit.components.seconds) s"
@@ -83,7 +84,6 @@ public struct PostgresWriteBack: GoneTokenRecorder {
             start += batch.count
         }
         watchdog.cancel()
-        _ = await watchdog.value
         try? await connection.close()
         return tally.report
     }

@@ -284,6 +284,31 @@ import Testing
         #expect(left.error == "the write-back did not finish within 1 s")
     }
 
+    /// The deadline holds while every thread of the concurrency pool is busy (a caller's blocking work, other
+    /// suites' synchronous tests): it is kept on the connection's event loop, and nothing after it waits for the pool.
+    /// With a task's sleep as the watchdog, the write-back returned only once the pool was free again.
+    @Test func theDeadlineHoldsWhileTheConcurrencyPoolIsHeld() async throws {
+        let server = try PostgresTestServer.shared()
+        let database = try server.makeDatabase("wb_pool_held")
+        var stuck = PostgresWriteBack(
+            location: try PostgresLocation(url: server.url(database: database), environment: [:]),
+            statement: try WriteBackStatement(sql: "SELECT pg_sleep(30) WHERE cardinality(:tokens) > 0"),
+            job: "stuck"
+        )
+        stuck.timeout = .seconds(1)
+        let tokens = ["a", "b"].map { GoneToken(token: $0, reason: "Unregistered", reportedAt: 1_700_000_000_000) }
+        // This suite runs on Dispatch threads (its turn); these hold the pool's threads for 8 s.
+        let held = ProcessInfo.processInfo.activeProcessorCount
+        for _ in 0..<held { Task.detached { usleep(8_000_000) } }
+        usleep(100_000)
+        let started = ContinuousClock.now
+        let left = await stuck.record(tokens)
+        let took = ContinuousClock.now - started
+        #expect(took < .seconds(6), "returned \(took) after it began, the pool held for 8 s")
+        #expect(left.failed == 2)
+        #expect(left.error == "the write-back did not finish within 1 s")
+    }
+
     // MARK: Helpers
 
     static func recorder(_ url: String, table: String, job: String) throws -> PostgresWriteBack {
