@@ -35,6 +35,9 @@ struct HostileServerJobTests {
         var requests: Int
         var requestsPerPath: [String: Int]
         var stoppedByTest: Bool
+
+        /// The time, connections and requests, for the expectations' messages.
+        var counts: String { "\(self.elapsed), \(self.connections) connections, \(self.requests) requests" }
     }
 
     /// Runs `rows` rows against a hostile server with `--give-up-seconds 2` and a 10 s request timeout (unless given);
@@ -72,16 +75,15 @@ struct HostileServerJobTests {
         reconnect.giveUpAfter = .seconds(giveUp)
         configuration.client.reconnect = reconnect
         let stop = JobStop(grace: .seconds(2))
-        let stoppedByTest = NIOLockedBool()
         let start = ContinuousClock.now
         let stopAt = stopAfter ?? deadline
         // When the stop was requested: the stopper's sleep ends on a thread of the concurrency pool, which other
         // suites' synchronous tests may hold a while, so the time after the stop is measured from this.
         let requestedAt = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
+        // The test stopped the job itself when it asked at the deadline (no `stopAfter`).
         let stopper = Task {
             try await Task.sleep(for: stopAt)
             requestedAt.withLockedValue { $0 = ContinuousClock.now }
-            if stopAfter == nil { stoppedByTest.set() }
             stop.request(reason: stopAfter == nil ? "the test's deadline" : "stop now (test)")
             stop.request(reason: "stop now (test)")
         }
@@ -115,7 +117,7 @@ struct HostileServerJobTests {
             connections: server.connectionCount,
             requests: server.requestCount,
             requestsPerPath: server.requestsPerPath,
-            stoppedByTest: stoppedByTest.value
+            stoppedByTest: stopAfter == nil && requestedAt.withLockedValue { $0 } != nil
         )
         await server.stop()
         // SALVO_HOSTILE_REPORT=1: one line per run, for measuring before and after a change.
@@ -134,7 +136,7 @@ struct HostileServerJobTests {
     /// What every stalled job must show: ended by itself within the bound, stopped (exit 3) with a reason, at most
     /// a few dozen connections, and every row answered or listed as unsettled.
     static func expectEndedByItself(_ run: Run, _ behaviour: HostileHTTP2Server.Behaviour, engine: HTTP2Engine) {
-        let what = "\(behaviour), \(engine): \(run.elapsed), \(run.connections) connections, \(run.requests) requests"
+        let what = "\(behaviour), \(engine): \(run.counts)"
         #expect(!run.stoppedByTest, "still running at the test's deadline: \(what)")
         #expect(run.elapsed <= Self.bound, "\(what)")
         #expect(run.result.stopped != nil, "not stopped (exit 3): \(what)")
@@ -208,7 +210,7 @@ struct HostileServerJobTests {
             requestTimeout: .seconds(40),
             deadline: .seconds(50)
         )
-        let what = "\(engine): \(run.elapsed), \(run.connections) connections, \(run.requests) requests"
+        let what = "\(engine): \(run.counts)"
         #expect(!run.stoppedByTest, "\(what)")
         #expect(run.result.stopped == nil, "\(what): \(run.result.stopped?.message ?? "")")
         #expect(run.result.report.confirmed == Self.rows, "\(what): \(run.result.connectionErrors)")
@@ -236,7 +238,7 @@ struct HostileServerJobTests {
             requestTimeout: .seconds(1),
             deadline: .seconds(80)
         )
-        let what = "\(engine): \(run.elapsed), \(run.connections) connections, \(run.requests) requests"
+        let what = "\(engine): \(run.counts)"
         #expect(!run.stoppedByTest, "\(what)")
         #expect(run.connections == 1, "\(what): \(run.result.connectionErrors)")
         #expect(
@@ -261,11 +263,4 @@ struct HostileServerJobTests {
             Self.expectAccounted(run, what)
         }
     }
-}
-
-/// A flag set once from any thread.
-final class NIOLockedBool: Sendable {
-    private let box = NIOLockedValueBox(false)
-    func set() { self.box.withLockedValue { $0 = true } }
-    var value: Bool { self.box.withLockedValue { $0 } }
 }
