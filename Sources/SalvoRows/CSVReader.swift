@@ -12,7 +12,7 @@ import Musl
 /// count toward the process's resident memory as they are touched, and a bulk send must stay small while
 /// it reads a file of tens of millions of rows. Handles a UTF-8 byte-order mark, quoted fields (with `""`
 /// escapes, commas and line breaks inside), CRLF, LF and bare CR line ends (each one line, inside a quoted field
-/// too, as `JobJournal.lineEnds` counts them) and blank lines (skipped).
+/// too, as `JobJournal.lineEnds` counts them) and blank lines (skipped, unless `keepsBlankLines`).
 ///
 /// Written by hand because it is on the per-row path: a record is parsed into field ranges over the
 /// chunk, with no allocation per row, which no CSV library here offers. The chunk and the field list are memory the
@@ -138,7 +138,18 @@ package final class CSVReader {
         self.fieldList.count = 0
     }
 
-    /// Reads the next non-blank record.
+    /// A blank line is a record of one empty field (`isBlankRecord`) rather than passed over: a token file's blank
+    /// line is a row without a token (a NULL in a one-column export), refused with its line, never lost.
+    package var keepsBlankLines = false
+
+    /// Whether the current record is a blank line: one field, empty and unquoted.
+    package var isBlankRecord: Bool {
+        guard self.fieldList.count == 1 else { return false }
+        let only = self.fieldList.base.pointee
+        return only.start == only.end && !only.quoted
+    }
+
+    /// Reads the next record (a non-blank one, unless `keepsBlankLines`).
     ///
     /// - Returns: the line the record starts on, or nil at the end of the file. The record's fields are in
     ///   `fields`, their bytes readable through `withField`.
@@ -146,10 +157,7 @@ package final class CSVReader {
     package func next() throws(InputError) -> Int? {
         while true {
             if let line = try self.parseRecord() {
-                if self.fieldList.count == 1 {
-                    let only = self.fieldList.base.pointee
-                    if only.start == only.end && !only.quoted { continue }  // a blank line
-                }
+                if !self.keepsBlankLines && self.isBlankRecord { continue }
                 return line
             }
             if self.atEndOfFile { return nil }

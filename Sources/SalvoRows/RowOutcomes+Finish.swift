@@ -35,7 +35,9 @@ extension RowOutcomes {
         report.invalidInput = final.rejects.count
         report.onUncertain = self.onUncertain.rawValue
         report.notSent = max(0, report.validRows - self.settled)
+        // An input that failed stopped the job whatever was left unsent: the rows after the failure were never read.
         if report.notSent > 0 { report.stopped = stopped }
+        if let failure = source.failure { report.stopped = stopped ?? failure.description }
         report.seconds = seconds
         report.notificationsPerSecond = seconds > 0 ? Double(report.delivered) / seconds : 0
         return report

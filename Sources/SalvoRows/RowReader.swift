@@ -58,6 +58,8 @@ final class RowReader {
         self.encoding = options.encoding
         self.csv = try CSVReader(path: path)
         try self.readHeader()
+        // After the header (blank lines before it are passed over): every blank line is a row, refused.
+        self.csv.keepsBlankLines = true
     }
 
     private func readHeader() throws(InputError) {
@@ -224,6 +226,16 @@ final class RowReader {
     @inline(never)
     private func parsedRow(line: Int) -> Row {
         let column = self.column!
+        if self.csv.isBlankRecord {
+            return self.rejected(
+                InputReject(
+                    file: self.path,
+                    line: line,
+                    value: "",
+                    reason: "a blank line: no token (a NULL token is written so by a one-column export)"
+                )
+            )
+        }
         guard column < self.csv.fields.count else {
             return self.rejected(
                 InputReject(

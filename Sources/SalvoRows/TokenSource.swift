@@ -172,6 +172,9 @@ public final class TokenSource: @unchecked Sendable {
         var checkpointRefuted = false
         /// When the first row was handed out (uptime nanoseconds).
         var firstRowAt: UInt64?
+        /// The input failed after some rows of a chunk were read: those rows were handed out first (they are counted
+        /// valid, and would otherwise be in no list), and every later step fails with this.
+        var failure: InputError?
 
         /// The summary, with the repeats counted.
         mutating func resolvedSummary() -> Summary? {
@@ -406,6 +409,7 @@ public final class TokenSource: @unchecked Sendable {
 
     private func takeChunk(maximumRows: Int, state: inout State, fields: inout RowFields) -> ChunkStep {
         precondition(state.summary != nil || state.streaming, "validate() or open() first")
+        if let failure = state.failure { return .failure(failure) }
         let payloads = self.payloads
         if state.streaming && (state.resumed?.merged == false || state.checkpointRefuted) {
             // The rows before the checkpoint: read from the first chunk on; a failure stops the job (a refuted
@@ -493,7 +497,13 @@ public final class TokenSource: @unchecked Sendable {
         // An opened source's rows handed out are hashed for the repeat count here, in one loop (`takeTracked`
         // leaves them), before a failure returns or the summary is made.
         if state.streaming && !self.options.dedupe { Self.appendHashes(of: rows[...], to: &state.pass.hashes) }
-        if let failure { return .failure(failure) }
+        if let failure {
+            state.failure = failure
+            // The rows read before the failure go out (the next step fails): each is counted valid already.
+            guard !rows.isEmpty else { return .failure(failure) }
+            if state.firstRowAt == nil { state.firstRowAt = DispatchTime.now().uptimeNanoseconds }
+            return .rows(rows)
+        }
         if !rows.isEmpty && state.firstRowAt == nil { state.firstRowAt = DispatchTime.now().uptimeNanoseconds }
         if state.finished && state.streaming && state.summary == nil {
             if let resumed = state.resumed, !resumed.merged {
@@ -611,6 +621,9 @@ extension TokenSource {
     /// The whole input's summary: from `validate()`, or once `nextChunk` has taken the last row of an opened
     /// source; nil before.
     public var summary: Summary? { self.state.withLockedValue { $0.resolvedSummary() } }
+
+    /// The input's failure, once reading it failed (every later `nextChunk` throws it); nil while it reads.
+    public var failure: InputError? { self.state.withLockedValue { $0.failure } }
 
     /// The summary when known, else the counts so far (`Summary.isFinal` false): what a job that stopped before
     /// the end of the input read of it (a resumed source's rows before its checkpoint included: this waits for
