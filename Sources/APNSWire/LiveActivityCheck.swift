@@ -356,7 +356,9 @@ public enum LiveActivityCheck {
             }
             switch field("input-push-channel") {
             case nil, .column(_, false)?, .mixed?: break
-            case .literal(.string(let id))? where !id.isEmpty: break
+            case .literal(.string(let id))? where ChannelIDFormat.isWellFormed(id): break
+            case .literal(.string(let id))?:
+                add(.error, "input-push-channel", "'\(id)' is not a channel id (base64, as APNs issues them)")
             default: add(.error, "input-push-channel", "must be a channel id, a string")
             }
         } else {

@@ -23,6 +23,9 @@ public struct BroadcastJob: Sendable {
         public var policyColumn = "policy"
         public var templateFile: String
         public var bundleID: String
+        /// The environment the broadcasts go to: an input with an `environment` column (an inventory) whose rows
+        /// name another is refused, as one with a `bundle_id` column naming another app.
+        public var environment: BroadcastEnvironment?
         public var expiration: Int64 = 0
         public var priority = 10
         public var partition: Partition?
@@ -60,6 +63,9 @@ public struct BroadcastJob: Sendable {
         case uncertain(String)
         /// Never taken (429 or refused streams only, attempts used up; or the job stopped first).
         case notSent(String)
+        /// Refused for the app or the credentials, not for this row (`ChannelFailure.isAppWide`): not taken, and
+        /// every other row would be refused the same way, so the job stops.
+        case appRefused(ChannelFailure)
     }
 
     public struct Result: Sendable {
@@ -73,6 +79,9 @@ public struct BroadcastJob: Sendable {
 
     /// Reads the input and the template and checks them (job-wide problems throw before anything is sent).
     func prepare() throws -> (CSVTable, BroadcastRequestBuilder, channel: Int, policy: Int?) {
+        if let problem = ChannelManagement.problem(bundleID: self.options.bundleID) {
+            throw JobError(.configuration, "--bundle-id: \(problem)")
+        }
         let table = try CSVTable.read(self.options.inputPath)
         guard let channel = table.column(self.options.channelColumn) else {
             throw InputError(
@@ -83,6 +92,7 @@ public struct BroadcastJob: Sendable {
             )
         }
         let policy = table.column(self.options.policyColumn)
+        try self.checkIdentity(table, channel: channel)
         if self.options.expiration != 0 && policy == nil {
             throw JobError(
                 .configuration,
@@ -113,6 +123,28 @@ public struct BroadcastJob: Sendable {
         return (table, builder, channel, policy)
     }
 
+    /// Refuses an input whose rows are another app's or environment's channels (an inventory's `bundle_id` and
+    /// `environment` columns), naming the first such row and both sides.
+    func checkIdentity(_ table: CSVTable, channel: Int) throws(JobError) {
+        let path = self.options.inputPath
+        let checks: [(column: Int?, want: String?, option: String)] = [
+            (table.column("bundle_id"), self.options.bundleID, "--bundle-id"),
+            (table.column("environment"), self.options.environment?.rawValue, "--environment"),
+        ]
+        for check in checks {
+            guard let column = check.column, let want = check.want else { continue }
+            for (line, fields) in table.rows {
+                guard column < fields.count, !fields[column].isEmpty, fields[column] != want else { continue }
+                let id = channel < fields.count ? fields[channel] : ""
+                throw JobError(
+                    .configuration,
+                    "\(path) line \(line): channel \(id) is \(table.header[column]) \(fields[column]), and this "
+                        + "broadcast is for \(want) (\(check.option)): use the inventory of its own channels"
+                )
+            }
+        }
+    }
+
     /// Runs the job; `connect` opens (and after a lost connection reopens) the connection to the push host.
     public func run(connect: @escaping @Sendable () async throws -> HTTP2Exchanger) async throws -> Result {
         let start = NIODeadline.now()
@@ -133,10 +165,27 @@ public struct BroadcastJob: Sendable {
         var settledBefore = 0
         var inheritedUncertain = 0
         let now = Int64(Date().timeIntervalSince1970)
+        // The first line of each channel id: a channel listed twice is broadcast once (the later rows refused).
+        var firstLine: [String: Int] = [:]
         for (line, fields) in table.rows {
             let channel = channelColumn < fields.count ? fields[channelColumn] : ""
             if let partition = self.options.partition, !partition.contains(channel: channel) { continue }
             report.inputRows += 1
+            if !channel.isEmpty, let first = firstLine[channel] {
+                report.invalidInput += 1
+                let reason = "DuplicateChannel (not sent): the channel is also on line \(first), broadcast once"
+                result.rejects.append((line, channel, 0, reason))
+                continue
+            }
+            firstLine[channel] = line
+            let policyName = policyColumn.flatMap { $0 < fields.count ? fields[$0] : nil } ?? ""
+            let policy = MessageStoragePolicy(name: policyName)
+            if !policyName.isEmpty && policy == nil {
+                report.invalidInput += 1
+                let reason = "BadPolicy (not sent): policy '\(policyName)' is not none or most-recent"
+                result.rejects.append((line, channel, 0, reason))
+                continue
+            }
             if let journal {
                 let state = journal.state(file: 0, line: line)
                 if state.isSettled {
@@ -151,7 +200,6 @@ public struct BroadcastJob: Sendable {
                     continue
                 }
             }
-            let policy = policyColumn.flatMap { $0 < fields.count ? MessageStoragePolicy(name: fields[$0]) : nil }
             switch builder.request(fields: fields, channelID: channel, policy: policy, now: now) {
             case .success(let request):
                 work.append((line, channel, request))
@@ -181,9 +229,17 @@ public struct BroadcastJob: Sendable {
                 result.unsettled.append((row.line, row.channel, "uncertain: \(why)"))
             case .notSent(let why)?:
                 result.unsettled.append((row.line, row.channel, "not sent: \(why)"))
+            case .appRefused(let failure)?:
+                result.unsettled.append((row.line, row.channel, "not sent: APNs refused the app with \(failure)"))
             }
         }
-        report.notSent = ends.filter { if case .notSent = $0 { true } else { $0 == nil } }.count
+        report.notSent =
+            ends.filter {
+                switch $0 {
+                case nil, .notSent?, .appRefused?: true
+                default: false
+                }
+            }.count
         report.seconds = Double((NIODeadline.now() - start).nanoseconds) / 1e9
         report.notificationsPerSecond = report.seconds > 0 ? Double(report.confirmed) / report.seconds : 0
         report.stopped = self.stop?.reason ?? report.stopped
@@ -221,11 +277,15 @@ public struct BroadcastJob: Sendable {
         var lastSync = NIODeadline.now()
         let validRows = counts.withLockedValue { $0.validRows }
         let inFlight = NIOLockedValueBox(0)
+        // The first refusal of the app itself: nothing more is sent once it came (what is in flight is answered).
+        var appRefusal: ChannelFailure?
         try await withThrowingTaskGroup(of: (Int, RowEnd).self) { group in
             var next = 0
             var running = 0
             while next < work.count || running > 0 {
-                while next < work.count && running < self.options.window && self.stop?.reason == nil {
+                while next < work.count && running < self.options.window && self.stop?.reason == nil
+                    && appRefusal == nil
+                {
                     if var bucket = limiter {
                         if bucket.take(upTo: 1, now: .now()) == 0 {
                             let wait = bucket.nextAvailable(now: .now()) - .now()
@@ -244,7 +304,7 @@ public struct BroadcastJob: Sendable {
                     inFlight.withLockedValue { $0 += 1 }
                     group.addTask { (index, await self.broadcast(row.request, link: link)) }
                 }
-                if self.stop?.reason != nil && running == 0 { break }
+                if (self.stop?.reason != nil || appRefusal != nil) && running == 0 { break }
                 guard running > 0 else {
                     // The rate limiter asked for a wait with nothing in flight: the loop above slept.
                     continue
@@ -266,6 +326,16 @@ public struct BroadcastJob: Sendable {
                         report.uncertain += 1
                     case .notSent:
                         journal?.mark(file: 0, line: row.line, .none)
+                    case .appRefused(let failure):
+                        // Not this row's refusal: left to be sent by a rerun once the cause is fixed.
+                        journal?.mark(file: 0, line: row.line, .none)
+                        if appRefusal == nil {
+                            appRefusal = failure
+                            report.stopped =
+                                "APNs refused the app with \(failure) (line \(row.line)): every other broadcast "
+                                + "would be refused the same way, so none was sent after it; the rows not sent are "
+                                + "left for a rerun once the cause is fixed"
+                        }
                     }
                 }
                 let now = NIODeadline.now()
@@ -312,6 +382,7 @@ public struct BroadcastJob: Sendable {
             case .answered(let response):
                 if response.status == 200 { return .confirmed }
                 let failure = response.failure(unless: 200) ?? ChannelFailure(status: response.status, reason: "?")
+                if failure.isAppWide { return .appRefused(failure) }
                 guard failure.isRetryable else { return .rejected(status: response.status, reason: failure.reason) }
                 if response.status != 429 { onlyRefusals = false }
                 retryAfter = response.header("retry-after").flatMap { Int64($0) }

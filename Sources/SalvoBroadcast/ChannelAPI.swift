@@ -137,6 +137,20 @@ public struct ChannelFailure: Error, Hashable, Sendable, CustomStringConvertible
         guard let status else { return false }
         return status == 429 || status == 500 || status == 503
     }
+
+    /// A refusal of the app or the credentials rather than of one channel or row (broadcast not enabled for the
+    /// app, a certificate or key for another topic, a bad path or credentials; any 403): every other request of
+    /// the job would be refused the same way, so a job stops at the first one and leaves its other rows unsent.
+    public var isAppWide: Bool {
+        self.status == 403 || Self.appWideReasons.contains(self.reason)
+    }
+
+    /// Apple's reasons that refuse the app or the credentials, whatever the request.
+    public static let appWideReasons: Set<String> = [
+        "FeatureNotEnabled", "TopicMismatch", "TopicDisallowed", "BadPath", "MethodNotAllowed", "BadCertificate",
+        "BadCertificateEnvironment", "MissingProviderToken", "ExpiredProviderToken", "InvalidProviderToken",
+        "Forbidden",
+    ]
 }
 
 /// The channel management API as requests and answers (no I/O): `POST /1/apps/<bundle id>/channels` creates,
@@ -144,6 +158,24 @@ public struct ChannelFailure: Error, Hashable, Sendable, CustomStringConvertible
 /// `GET /1/apps/<bundle id>/all-channels` lists every channel of the app.
 public struct ChannelManagement: Hashable, Sendable {
     public let bundleID: String
+
+    /// Why `bundleID` cannot be an app's bundle id, or nil when it can: Apple's characters are ASCII letters,
+    /// digits, hyphens and periods, so nothing of it is read as a URL's `?`, `#`, `%` or `/` in the request's path.
+    public static func problem(bundleID: String) -> String? {
+        if bundleID.isEmpty { return "the bundle id is empty" }
+        for scalar in bundleID.unicodeScalars {
+            let allowed =
+                ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar)
+                || scalar == "-" || scalar == "."
+            if !allowed {
+                return "'\(bundleID)' holds '\(scalar)': a bundle id is ASCII letters, digits, hyphens and periods"
+            }
+        }
+        if bundleID.hasPrefix(".") || bundleID.hasSuffix(".") || bundleID.contains("..") {
+            return "'\(bundleID)' has an empty part between its periods"
+        }
+        return nil
+    }
 
     public init(bundleID: String) {
         self.bundleID = bundleID
@@ -241,20 +273,5 @@ public struct ChannelManagement: Hashable, Sendable {
 public enum ChannelID {
     /// Whether `id` is non-empty standard base64 (padding optional) that decodes, at most 256 characters: what a
     /// header may carry and APNs could have issued. Anything else would be answered `BadChannelId`.
-    public static func isWellFormed(_ id: String) -> Bool {
-        guard !id.isEmpty, id.utf8.count <= 256 else { return false }
-        guard id.utf8.allSatisfy({ Self.isBase64Byte($0) }) else { return false }
-        var padded = id
-        while padded.utf8.count % 4 != 0 { padded += "=" }
-        return Data(base64Encoded: padded) != nil
-    }
-
-    private static func isBase64Byte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="):
-            true
-        default: false
-        }
-    }
+    public static func isWellFormed(_ id: String) -> Bool { ChannelIDFormat.isWellFormed(id) }
 }

@@ -8,6 +8,9 @@ public struct ChannelClient: Sendable {
     public let exchanger: HTTP2Exchanger
     public let api: ChannelManagement
     public var retry = HTTP2RetryPolicy.default
+    /// The longest one call may take, its retries and their pauses included (each request is bounded by the
+    /// exchanger's `requestTimeout` too); nil: the retry policy's attempts alone bound it.
+    public var giveUp: Duration?
 
     public init(exchanger: HTTP2Exchanger, bundleID: String) {
         self.exchanger = exchanger
@@ -30,6 +33,7 @@ public struct ChannelClient: Sendable {
         guard ChannelID.isWellFormed(id) else { return .failure(Self.badID(id)) }
         var lostBefore = false
         var attempts = 0
+        let start = ContinuousClock.now
         while true {
             attempts += 1
             let failure: ChannelFailure
@@ -50,6 +54,7 @@ public struct ChannelClient: Sendable {
             guard failure.status == nil || failure.isRetryable, self.retry.allowsRetry(after: attempts),
                 self.exchanger.isActive
             else { return .failure(failure) }
+            if let late = self.outOfTime(failure, since: start, attempts: attempts) { return .failure(late) }
             await self.pause(attempts: attempts)
         }
     }
@@ -89,6 +94,7 @@ public struct ChannelClient: Sendable {
         _ decode: (HTTP2Response) -> Result<Value, ChannelFailure>
     ) async -> Result<Value, ChannelFailure> {
         var attempts = 0
+        let start = ContinuousClock.now
         while true {
             attempts += 1
             let failure: ChannelFailure
@@ -103,8 +109,23 @@ public struct ChannelClient: Sendable {
             guard failure.status == nil || failure.isRetryable, self.retry.allowsRetry(after: attempts),
                 self.exchanger.isActive
             else { return .failure(failure) }
+            if let late = self.outOfTime(failure, since: start, attempts: attempts) { return .failure(late) }
             await self.pause(attempts: attempts)
         }
+    }
+
+    /// `failure`, saying the call gave up, when another attempt would begin past `giveUp`; nil while time is left.
+    private func outOfTime(
+        _ failure: ChannelFailure,
+        since start: ContinuousClock.Instant,
+        attempts: Int
+    )
+        -> ChannelFailure?
+    {
+        guard let giveUp = self.giveUp, ContinuousClock.now - start >= giveUp else { return nil }
+        var late = failure
+        late.reason += " (gave up after \(attempts) attempts in \(giveUp.components.seconds) s)"
+        return late
     }
 
     func pause(attempts: Int) async {

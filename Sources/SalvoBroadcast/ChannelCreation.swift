@@ -57,7 +57,7 @@ public struct ChannelCreation: Sendable {
         public var explanation: String?
         /// Why the run stopped before every name was tried (a job-wide refusal, the channel limit, a signal).
         public var stopped: String?
-        /// The app's channels after the run, when known.
+        /// The app's channels after the run (listed once more at its end), when known.
         public var channelsInApp: Int?
         /// Channels in the inventory written.
         public var inventoryCount = 0
@@ -65,22 +65,27 @@ public struct ChannelCreation: Sendable {
         public var isComplete: Bool { self.failures.isEmpty && self.unresolved.isEmpty && self.stopped == nil }
     }
 
-    /// Reasons after which every other create would be refused as well: the run stops.
-    static let jobWideReasons: Set<String> = [
-        "FeatureNotEnabled", "TopicMismatch", "TopicDisallowed", "CannotCreateChannelConfig", "BadPath",
-        "MethodNotAllowed", "BadCertificate", "BadCertificateEnvironment", "MissingProviderToken",
-        "ExpiredProviderToken", "InvalidProviderToken", "BadRequestParams", "BadRequestPayload",
-    ]
+    /// Reasons after which every other create would be refused as well: the run stops. Beside the app-wide ones
+    /// (`ChannelFailure.isAppWide`), every create of a run is the same request: the channel limit or a bad body
+    /// refuses them all.
+    static let jobWideReasons: Set<String> = ["CannotCreateChannelConfig", "BadRequestParams", "BadRequestPayload"]
 
     /// Runs the job over `client`'s connection.
     ///
     /// - Throws: `JobError` when the journal belongs to another job or a file cannot be written; `ChannelFailure`
     ///   when the app's channels cannot be listed (the limit cannot be checked).
     public func run(client: ChannelClient) async throws -> Result {
+        if let problem = ChannelManagement.problem(bundleID: self.bundleID) {
+            throw JobError(.configuration, "--bundle-id: \(problem)")
+        }
         let journal = try ChannelJournal(directory: self.journalDirectory)
         try self.checkJob(journal)
         var result = Result()
         let existing = try self.existingInventory()
+        if let mismatch = existing.mismatch(bundleID: self.bundleID, environment: self.environment, policy: self.policy)
+        {
+            throw JobError(.configuration, "--inventory \(self.inventoryPath): \(mismatch): give another --inventory")
+        }
         let alreadyNamed = Set(existing.entries.map(\.name)).union(journal.state.channelOf.keys)
         result.alreadyCreated = self.names.filter { alreadyNamed.contains($0) }.count
         do {
@@ -157,7 +162,7 @@ public struct ChannelCreation: Sendable {
                     case .refused(let failure):
                         journal.append(Self.failed(name, failure, run: run))
                         result.failures.append((name, failure))
-                        if Self.jobWideReasons.contains(failure.reason) || failure.status == 403 {
+                        if failure.isAppWide || Self.jobWideReasons.contains(failure.reason) {
                             result.stopped = "APNs refused a create with \(failure): every other would be refused too"
                         }
                     case .notCreated(let failure):
@@ -204,7 +209,12 @@ public struct ChannelCreation: Sendable {
             queue = retry[...]
         }
         result.unresolved = journal.state.openIntents.map(\.name)
-        if let listed = try? await self.listed(client) { result.channelsInApp = listed.count }
+        // The app's channels after the run: listed again, or (when the list fails) those before and this run's.
+        if let listed = try? await self.listed(client) {
+            result.channelsInApp = listed.count
+        } else {
+            result.channelsInApp = result.channelsInApp.map { $0 + result.created }
+        }
     }
 
     /// Settles open intents from `current`: the names that made no channel (to create again), or nil (with the

@@ -42,9 +42,11 @@ extension String {
     }
 }
 
-/// The channels a job created: one row per channel, `name,channel_id,policy,environment,created_at`. Written whole
-/// or not at all (`AtomicFileWriter`), and only with channels APNs confirmed (created, or adopted by
-/// reconciliation), so it is always true for what did succeed.
+/// The channels a job created: one row per channel, `name,channel_id,policy,environment,created_at,bundle_id`.
+/// Written whole or not at all (`AtomicFileWriter`), and only with channels APNs confirmed (created, or adopted by
+/// reconciliation), so it is always true for what did succeed. Each row names its app, environment and storage
+/// policy, so that an inventory is never taken for another app's, environment's or policy's (`mismatch`); an
+/// inventory written before the `bundle_id` column is read with its rows' app unknown.
 public struct ChannelInventory: Hashable, Sendable {
     public struct Entry: Hashable, Sendable, Codable {
         /// The name the channel was created for (an event, a game); unique within an inventory.
@@ -54,29 +56,37 @@ public struct ChannelInventory: Hashable, Sendable {
         public var environment: BroadcastEnvironment
         /// When APNs answered the create (ISO 8601, UTC).
         public var createdAt: String
+        /// The app the channel belongs to; nil in an inventory written before the column.
+        public var bundleID: String?
 
         public init(
             name: String,
             channelID: String,
             policy: MessageStoragePolicy,
             environment: BroadcastEnvironment,
-            createdAt: String
+            createdAt: String,
+            bundleID: String? = nil
         ) {
             self.name = name
             self.channelID = channelID
             self.policy = policy
             self.environment = environment
             self.createdAt = createdAt
+            self.bundleID = bundleID
         }
 
         var csvLine: String {
-            [self.name, self.channelID, self.policy.name, self.environment.rawValue, self.createdAt]
-                .map(csvField).joined(separator: ",")
+            [
+                self.name, self.channelID, self.policy.name, self.environment.rawValue, self.createdAt,
+                self.bundleID ?? "",
+            ]
+            .map(csvField).joined(separator: ",")
         }
     }
 
+    /// The columns every inventory has; `bundle_id` is written too, and read when present.
     public static let columns = ["name", "channel_id", "policy", "environment", "created_at"]
-    public static let header = columns.joined(separator: ",")
+    public static let header = (columns + ["bundle_id"]).joined(separator: ",")
 
     public var entries: [Entry]
 
@@ -110,6 +120,7 @@ public struct ChannelInventory: Hashable, Sendable {
             indices.append(index)
         }
         guard problems.isEmpty else { return (ChannelInventory(), problems) }
+        let bundleColumn = table.column("bundle_id")
         var inventory = ChannelInventory()
         var names: [String: Int] = [:]
         var ids: [String: Int] = [:]
@@ -149,13 +160,40 @@ public struct ChannelInventory: Hashable, Sendable {
             }
             names[name] = names[name] ?? line
             ids[id] = ids[id] ?? line
+            let bundleID = bundleColumn.flatMap { $0 < fields.count && !fields[$0].isEmpty ? fields[$0] : nil }
             if good, let policy, let environment {
                 inventory.entries.append(
-                    Entry(name: name, channelID: id, policy: policy, environment: environment, createdAt: createdAt)
+                    Entry(
+                        name: name,
+                        channelID: id,
+                        policy: policy,
+                        environment: environment,
+                        createdAt: createdAt,
+                        bundleID: bundleID
+                    )
                 )
             }
         }
         return (inventory, problems)
+    }
+
+    /// The first row whose app, environment or (when given) storage policy differs from a job's, as a sentence naming
+    /// both; nil when every row matches. A row without an app (an inventory written before the column) matches any.
+    public func mismatch(
+        bundleID: String,
+        environment: BroadcastEnvironment,
+        policy: MessageStoragePolicy? = nil
+    ) -> String? {
+        for entry in self.entries {
+            let app = entry.bundleID ?? bundleID
+            guard app != bundleID || entry.environment != environment || (policy != nil && entry.policy != policy)
+            else { continue }
+            let policyText = policy.map { " with policy \($0.name)" } ?? ""
+            let entryPolicy = policy == nil ? "" : " with policy \(entry.policy.name)"
+            return "its channels are \(app)'s in \(entry.environment.rawValue)\(entryPolicy) (channel \(entry.name), "
+                + "\(entry.channelID)), and this is for \(bundleID) in \(environment.rawValue)\(policyText)"
+        }
+        return nil
     }
 
     /// Writes the inventory whole to `path` (a temporary file renamed over it).

@@ -101,7 +101,8 @@ public struct ChannelCreationState: Hashable, Sendable {
                     channelID: id,
                     policy: policy,
                     environment: environment,
-                    createdAt: event.at ?? ""
+                    createdAt: event.at ?? "",
+                    bundleID: job.bundleID
                 )
             )
         case .failed:

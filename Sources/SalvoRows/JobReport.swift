@@ -320,7 +320,9 @@ public struct UnregisteredToken: Hashable, Sendable, Codable {
 
 /// A CSV field, quoted when it holds a comma, a quote or a line break.
 public func csvField(_ text: String) -> String {
-    guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
+    // By byte, not by `Character`: a CRLF is one `Character`, equal to neither "\r" nor "\n".
+    guard text.utf8.contains(where: { $0 == UInt8(ascii: ",") || $0 == UInt8(ascii: "\"") || $0 == 0x0A || $0 == 0x0D })
+    else { return text }
     return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
 }
 

@@ -105,6 +105,7 @@ struct BroadcastCommand: AsyncParsableCommand {
         options.channelColumn = self.channelColumn
         options.expiration = try self.resolvedExpiration()
         options.priority = self.priority
+        options.environment = self.service.environment
         options.partition = self.partition.flatMap(Partition.init)
         options.journalDirectory = self.journal
         options.window = self.window
@@ -169,6 +170,11 @@ struct BroadcastCommand: AsyncParsableCommand {
             printError(stopped)
             throw ExitCode(3)
         }
-        if !result.rejects.isEmpty || !result.unsettled.isEmpty { throw ExitCode(1) }
+        // The report's counts, not this run's lists: a rerun of a finished journal exits with its job's status.
+        if report.rejectedTotal + report.invalidInput + report.uncertain + report.notSent > 0
+            || !result.rejects.isEmpty || !result.unsettled.isEmpty
+        {
+            throw ExitCode(1)
+        }
     }
 }

@@ -35,12 +35,12 @@ struct BroadcastServiceOptions: ParsableArguments {
     )
     var providerTokenFile: String?
 
-    @Option(help: "Seconds a request may wait for its answer (and a connect for its handshake).")
+    @Option(help: "Seconds a call may take, its retries included (and a connect for its handshake).")
     var timeout: Int = 15
 
     func validate() throws {
-        guard !self.bundleID.isEmpty, !self.bundleID.contains("/"), !self.bundleID.contains(" ") else {
-            throw ValidationError("--bundle-id is the app's bundle id (got '\(self.bundleID)')")
+        if let problem = ChannelManagement.problem(bundleID: self.bundleID) {
+            throw ValidationError("--bundle-id is the app's bundle id: \(problem)")
         }
         if self.bundleID.contains(".push-type.") {
             throw ValidationError("--bundle-id takes no push-type suffix (APNs would answer TopicDisallowed)")
@@ -94,7 +94,10 @@ struct BroadcastServiceOptions: ParsableArguments {
     func channelClient() async throws -> ChannelClient {
         let endpoint = try self.endpoint(push: false)
         do {
-            return ChannelClient(exchanger: try await HTTP2Exchanger.connect(endpoint), bundleID: self.bundleID)
+            var client = ChannelClient(exchanger: try await HTTP2Exchanger.connect(endpoint), bundleID: self.bundleID)
+            // One bound for each call, its retries included, as for a request.
+            client.giveUp = .seconds(self.timeout)
+            return client
         } catch {
             throw UserError("channel management at \(endpoint.address): \(error)")
         }
@@ -321,15 +324,20 @@ struct ChannelSelection: ParsableArguments {
         }
     }
 
-    /// The ids, and the inventory when one was given.
-    func selected() throws -> ([String], ChannelInventory?) {
+    /// The ids, and the inventory when one was given: refused when its channels are another app's or
+    /// environment's than `service` names.
+    func selected(for service: BroadcastServiceOptions) throws -> ([String], ChannelInventory?) {
         guard let path = self.inventory else { return (self.ids, nil) }
+        let inventory: ChannelInventory
         do {
-            let inventory = try ChannelInventory.read(path)
-            return (inventory.entries.map(\.channelID), inventory)
+            inventory = try ChannelInventory.read(path)
         } catch {
             throw UserError(error.description)
         }
+        if let mismatch = inventory.mismatch(bundleID: service.bundleID, environment: service.environment) {
+            throw UserError("--inventory \(path): \(mismatch)")
+        }
+        return (inventory.entries.map(\.channelID), inventory)
     }
 }
 
@@ -345,7 +353,7 @@ struct GetChannels: AsyncParsableCommand {
 
     func run() async throws {
         try await exitingOnUserError {
-            let (ids, inventory) = try self.selection.selected()
+            let (ids, inventory) = try self.selection.selected(for: self.service)
             let expected = Dictionary(
                 (inventory?.entries ?? []).map { ($0.channelID, $0.policy) },
                 uniquingKeysWith: { first, _ in first }
@@ -385,7 +393,7 @@ struct DeleteChannels: AsyncParsableCommand {
 
     func run() async throws {
         try await exitingOnUserError {
-            let (ids, inventory) = try self.selection.selected()
+            let (ids, inventory) = try self.selection.selected(for: self.service)
             let client = try await self.service.channelClient()
             var gone: Set<String> = []
             var failed = 0

@@ -117,6 +117,15 @@ import Testing
             """#
         )
         #expect(token.errors.map(\.field) == ["aps.input-push-token"])
+        // A literal channel id that is not base64 would be refused by APNs: refused here, with the value.
+        let channel = try self.check(
+            #"""
+            {"aps": {"timestamp": "{{$now}}", "event": "start", "content-state": {}, "alert": {"title": "t"},
+                     "attributes-type": "A", "attributes": {}, "input-push-channel": "not base64!!"}}
+            """#
+        )
+        #expect(channel.errors.map(\.field) == ["aps.input-push-channel"])
+        #expect(channel.errors.first?.message.contains("'not base64!!' is not a channel id") == true)
     }
 
     @Test func theDismissalDateFallsWithinFourHoursOfTheTimestamp() throws {
@@ -225,4 +234,15 @@ import Testing
             #expect(throws: PayloadTemplateError.self, "\(bad)") { try self.template(bad) }
         }
     }
+}
+
+/// A channel id as APNs issues it: standard base64, padding optional; `input-push-channel` takes nothing else.
+@Suite(.tags(.pure), .runs(.pure)) struct ChannelIDFormatTests {
+    @Test(arguments: ["YQ==", "YQ", "Yg", "dW5rbm93bg==", "AAECAwQFBgcICQoLDA0ODw", "ab+/"])
+    func wellFormed(id: String) { #expect(ChannelIDFormat.isWellFormed(id)) }
+
+    @Test(arguments: [
+        "", "not base64!!", "Y", "YQ=", "Y===", "YQ==YQ==", "ab-_", "=", String(repeating: "A", count: 260),
+    ])
+    func malformed(id: String) { #expect(!ChannelIDFormat.isWellFormed(id)) }
 }

@@ -163,6 +163,85 @@ struct BroadcastCommandLineTests {
         #expect(unsettled.split(separator: "\n").count - 1 == 200 - confirmed)
     }
 
+    /// An inventory is its app's, environment's and policy's: a create, get or broadcast for another is refused
+    /// naming both (before, `create --environment production` on a development inventory printed "0 created" and
+    /// exited 0). An app-wide refusal (a certificate for another app: 403 TopicMismatch) stops a broadcast with exit
+    /// 3 and leaves its rows unsent, and a rerun of a finished journal exits with its job's status (it exited 0).
+    @Test func inventoriesAreNotReusedAcrossAppsAndAppWideRefusalsStopTheBroadcast() async throws {
+        guard let salvo = BroadcastKillTests.executable else {
+            Issue.record("salvo is not built next to the tests")
+            return
+        }
+        let service = try await BroadcastService.start()
+        defer { Task { try? await service.simulator.shutdown() } }
+        let paths = CertificateFactory.sharedFolder
+        let folder = URL(fileURLWithPath: try scratchFolder("broadcast-identity"))
+        let credentials = [
+            "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca, "--server-name", "localhost",
+        ]
+        let management = credentials + ["--host", "127.0.0.1:\(service.simulator.channelManagementPort!)"]
+        let push = credentials + ["--host", "127.0.0.1:\(service.simulator.http2Port!)"]
+        let app = ["--bundle-id", BroadcastService.app]
+        let create = [
+            "channels", "create", "--count", "3", "--storage-policy", "most-recent", "--inventory", "inv.csv",
+        ]
+        let (created, createLog) = try runToEnd(salvo, create + app + management, in: folder)
+        #expect(created == 0, "\(createLog)")
+        #expect(createLog.contains("the app has 3 channels in development"), "counted after creating: \(createLog)")
+        let inventory = try ChannelInventory.read(folder.appendingPathComponent("inv.csv").path)
+        #expect(inventory.entries.allSatisfy { $0.bundleID == BroadcastService.app })
+
+        for (other, named) in [
+            (["--environment", "production"], "in production"),
+            (["--storage-policy", "none"], "with policy none"),
+        ] {
+            var arguments = create + app + management
+            if other[0] == "--storage-policy" { arguments[5] = "none" } else { arguments += other }
+            let (status, output) = try runToEnd(salvo, arguments, in: folder)
+            #expect(status == 3, "\(other): \(output)")
+            #expect(output.contains(named) && output.contains("give another --inventory"), "\(output)")
+        }
+        let (got, getLog) = try runToEnd(
+            salvo,
+            ["channels", "get", "--inventory", "inv.csv", "--bundle-id", "com.example.other"] + management,
+            in: folder
+        )
+        #expect(got == 3 && getLog.contains("com.example.other"), "\(getLog)")
+        #expect(service.registry.snapshot().channelsCreated == 3, "nothing created for another environment or policy")
+
+        try Data(BroadcastServiceTests.template.utf8).write(to: folder.appendingPathComponent("update.json"))
+        let broadcast = ["broadcast", "--payload-template", "update.json"]
+        let (wrongApp, wrongLog) = try runToEnd(
+            salvo,
+            broadcast + ["inv.csv", "--bundle-id", "com.example.other"] + push,
+            in: folder
+        )
+        #expect(wrongApp == 3 && wrongLog.contains("bundle_id \(BroadcastService.app)"), "\(wrongLog)")
+
+        // A plain list of ids for another app, with the app's certificate: TopicMismatch stops the job.
+        let ids = inventory.entries.map(\.channelID)
+        try Data(("channel_id,name\n" + ids.map { "\($0),game" }.joined(separator: "\n") + "\n").utf8)
+            .write(to: folder.appendingPathComponent("ids.csv"))
+        let (mismatch, mismatchLog) = try runToEnd(
+            salvo,
+            broadcast + ["ids.csv", "--bundle-id", "com.example.other", "--window", "1", "--report", "r.json"] + push,
+            in: folder
+        )
+        #expect(mismatch == 3 && mismatchLog.contains("TopicMismatch"), "\(mismatchLog)")
+        #expect(mismatchLog.contains("0 refused") && mismatchLog.contains("3 not sent"), "\(mismatchLog)")
+        #expect((service.registry.snapshot().broadcastRefusals["TopicMismatch"] ?? 0) == 1, "one request, not three")
+
+        // A finished journal's rerun: the job's status again (a refused row: 1).
+        try Data(("channel_id,name\n" + ids[0] + ",a\nZ2hvc3Q=,b\n").utf8)
+            .write(to: folder.appendingPathComponent("two.csv"))
+        let journaled = broadcast + ["two.csv", "--journal", "journal"] + app + push
+        let (firstRun, firstLog) = try runToEnd(salvo, journaled, in: folder)
+        #expect(firstRun == 1 && firstLog.contains("ChannelNotRegistered"), "\(firstLog)")
+        let (rerun, rerunLog) = try runToEnd(salvo, journaled, in: folder)
+        #expect(rerun == 1, "the finished job's status: \(rerunLog)")
+        #expect(rerunLog.contains("1 refused"), "\(rerunLog)")
+    }
+
     @Test func anUnreachableEndpointStopsTheBroadcastWithExit3AndARecord() throws {
         guard let salvo = BroadcastKillTests.executable else {
             Issue.record("salvo is not built next to the tests")

@@ -226,6 +226,123 @@ struct BroadcastServiceTests {
         try await service.simulator.shutdown()
     }
 
+    /// An app-wide refusal (a certificate for another app: 403 TopicMismatch; an app without broadcast: 400
+    /// FeatureNotEnabled) stops the job at once: at most its window of requests went out, no row is counted
+    /// refused, every row is left unsent in the journal, and a rerun once the cause is fixed sends each one once.
+    /// (Before, every row was sent, refused and journaled as rejected, so the rerun sent nothing.)
+    @Test func anAppWideRefusalStopsTheJobAndARerunSendsItsRows() async throws {
+        let service = try await BroadcastService.start()
+        let folder = try scratchFolder("broadcast-app-refused")
+        let client = try await service.channels()
+        var creation = ChannelCreation(
+            bundleID: BroadcastService.app,
+            environment: .development,
+            policy: .none,
+            names: (1...40).map { "game-\($0)" },
+            inventoryPath: folder + "/inventory.csv"
+        )
+        creation.concurrency = 8
+        #expect(try await creation.run(client: client).created == 40)
+        await client.exchanger.close()
+        try Data(Self.template.utf8).write(to: URL(fileURLWithPath: folder + "/update.json"))
+
+        // An app without broadcast: its own certificate, FeatureNotEnabled (a plain list of ids: the inventory is
+        // the app's, and refused for another).
+        let ids = try ChannelInventory.read(folder + "/inventory.csv").entries.map { "\($0.channelID),\($0.name)" }
+        try Data(("channel_id,name\n" + ids.joined(separator: "\n") + "\n").utf8)
+            .write(to: URL(fileURLWithPath: folder + "/ids.csv"))
+        var other = BroadcastJob.Options(
+            inputPath: folder + "/ids.csv",
+            templateFile: folder + "/update.json",
+            bundleID: "com.example.other"
+        )
+        other.window = 4
+        let otherEndpoint = try service.endpoint(push: true, topic: "com.example.other")
+        let notEnabled = try await BroadcastJob(options: other).run {
+            try await HTTP2Exchanger.connect(otherEndpoint)
+        }
+        #expect(notEnabled.report.stopped?.contains("FeatureNotEnabled") == true, "\(notEnabled.report)")
+        #expect(notEnabled.report.rejectedTotal == 0 && notEnabled.rejects.isEmpty)
+        #expect(notEnabled.report.notSent == 40 && notEnabled.unsettled.count == 40)
+        #expect((service.registry.snapshot().broadcastRefusals["FeatureNotEnabled"] ?? 0) <= 4)
+
+        // The app's rows with a certificate for another app: TopicMismatch, journaled.
+        var options = BroadcastJob.Options(
+            inputPath: folder + "/inventory.csv",
+            templateFile: folder + "/update.json",
+            bundleID: BroadcastService.app
+        )
+        options.window = 4
+        options.journalDirectory = folder + "/journal"
+        options.unsettledPath = folder + "/unsettled.csv"
+        let wrong = try service.endpoint(push: true, topic: "com.example.other")
+        let refused = try await BroadcastJob(options: options).run { try await HTTP2Exchanger.connect(wrong) }
+        #expect(refused.report.stopped?.contains("TopicMismatch") == true, "\(refused.report)")
+        #expect(refused.report.rejectedTotal == 0 && refused.rejects.isEmpty)
+        #expect(refused.report.notSent == 40 && refused.unsettled.count == 40)
+        let listed = try String(contentsOfFile: folder + "/unsettled.csv", encoding: .utf8)
+        #expect(listed.split(separator: "\n").count == 41, "a header and every row")
+        #expect((service.registry.snapshot().broadcastRefusals["TopicMismatch"] ?? 0) <= 4)
+        #expect(service.registry.records().isEmpty)
+
+        // The cause fixed (the app's certificate), the same job again: every row once.
+        let right = try service.endpoint(push: true)
+        let rerun = try await BroadcastJob(options: options).run { try await HTTP2Exchanger.connect(right) }
+        #expect(rerun.report.confirmed == 40 && rerun.report.notSent == 0, "\(rerun.report)")
+        let inventory = try ChannelInventory.read(folder + "/inventory.csv")
+        let expected = Dictionary(uniqueKeysWithValues: inventory.entries.map { ($0.channelID, 1) })
+        let verdict = service.registry.verdict(expected: expected)
+        #expect(verdict.passed && verdict.broadcastsAccepted == 40, "\(verdict.summary)")
+        try await service.simulator.shutdown()
+    }
+
+    /// A channel listed twice is broadcast once (the later row refused, naming the first line); a policy that is
+    /// neither `none` nor `most-recent` refuses its row before it is sent; a field with a line break is quoted in
+    /// the rejects file, so that it reads back as one row a refusal.
+    @Test func aChannelListedTwiceGoesOnceAndABadPolicyIsRefused() async throws {
+        let service = try await BroadcastService.start()
+        let folder = try scratchFolder("broadcast-duplicates")
+        let client = try await service.channels()
+        var creation = ChannelCreation(
+            bundleID: BroadcastService.app,
+            environment: .development,
+            policy: .mostRecent,
+            names: ["a", "b"],
+            inventoryPath: folder + "/inventory.csv"
+        )
+        creation.concurrency = 2
+        #expect(try await creation.run(client: client).created == 2)
+        await client.exchanger.close()
+        let ids = try ChannelInventory.read(folder + "/inventory.csv").entries.map(\.channelID)
+        try Data(
+            ("name,channel_id,policy\r\n" + "a,\(ids[0]),most-recent\r\n" + "again,\(ids[0]),most-recent\r\n"
+                + "b,\(ids[1]),bogus\r\n" + "c,\"two\r\nlines\",most-recent\r\n").utf8
+        ).write(to: URL(fileURLWithPath: folder + "/rows.csv"))
+        try Data(Self.template.utf8).write(to: URL(fileURLWithPath: folder + "/update.json"))
+        var options = BroadcastJob.Options(
+            inputPath: folder + "/rows.csv",
+            templateFile: folder + "/update.json",
+            bundleID: BroadcastService.app
+        )
+        options.rejectsPath = folder + "/rejects.csv"
+        let endpoint = try service.endpoint(push: true)
+        let result = try await BroadcastJob(options: options).run { try await HTTP2Exchanger.connect(endpoint) }
+        #expect(result.report.confirmed == 1, "\(result.report)")
+        let reasons = Dictionary(uniqueKeysWithValues: result.rejects.map { ($0.line, $0.reason) })
+        #expect(
+            reasons[3]?.hasPrefix("DuplicateChannel (not sent): the channel is also on line 2") == true,
+            "\(reasons)"
+        )
+        #expect(reasons[4]?.hasPrefix("BadPolicy (not sent): policy 'bogus'") == true, "\(reasons)")
+        #expect(reasons.count == 3, "\(reasons)")
+        let written = try CSVTable.read(folder + "/rejects.csv")
+        #expect(written.rows.count == 3, "one row a refusal: \(written.rows)")
+        #expect(written.rows.contains { $0.fields[1] == "two\r\nlines" }, "\(written.rows)")
+        let verdict = service.registry.verdict(expected: [ids[0]: 1])
+        #expect(verdict.broadcastsAccepted == 1, "\(verdict.summary)")
+        try await service.simulator.shutdown()
+    }
+
     @Test func aProviderTokenManagesChannelsAndBroadcasts() async throws {
         let key = P256.Signing.PrivateKey()
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
