@@ -64,6 +64,15 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, CustomDebugSt
                     + "\(Self.withoutPassword(url)))"
             )
         }
+        // `postgres:user:pw@host/db` or `postgres:/user:pw@host/db` parse with no host and the user info in the path
+        // (which would become the database's name, and be shown): refused, the password blanked.
+        guard components.percentEncodedHost != nil || !url.contains("@") else {
+            throw JobError(
+                .configuration,
+                "--from-postgres takes a URL postgres://USER@HOST:PORT/DATABASE?sslmode=MODE (got "
+                    + "\(Self.withoutPassword(url)): no '//' before the user and host"
+            )
+        }
         var parameters: [String: String] = [:]
         for item in components.queryItems ?? [] {
             parameters[item.name] = item.value ?? ""
@@ -264,14 +273,22 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, CustomDebugSt
         return line.hasSuffix("\r") ? String(line.dropLast()) : line
     }
 
-    /// `url` with whatever stands between `://USER:` and `@` blanked, for a message about a URL that did not parse.
+    /// `url` with whatever stands between `USER:` and the last `@` blanked, for a message about a URL that did not
+    /// parse: the user info is what follows the last `/` before that `@` (`postgres://`, or a mistyped `postgres//`
+    /// or `postgres:/`), or the start of the text.
     static func withoutPassword(_ url: String) -> String {
-        guard let schemeEnd = url.range(of: "://") else { return url }
-        let rest = url[schemeEnd.upperBound...]
-        guard let at = rest.lastIndex(of: "@") else { return url }
-        let userInfo = rest[..<at]
+        guard let at = url.lastIndex(of: "@") else { return url }
+        let before = url[..<at]
+        let userStart = before.lastIndex(of: "/").map { before.index(after: $0) } ?? before.startIndex
+        var userInfo = before[userStart...]
+        // `postgres:user:pw@…`: the scheme's colon is not the password's.
+        if let colon = userInfo.firstIndex(of: ":"), userInfo[..<colon].lowercased().hasPrefix("postgres"),
+            userInfo[userInfo.index(after: colon)...].contains(":")
+        {
+            userInfo = userInfo[userInfo.index(after: colon)...]
+        }
         guard let colon = userInfo.firstIndex(of: ":") else { return url }
-        return String(url[..<colon]) + ":…" + String(rest[at...])
+        return String(url[..<colon]) + ":…" + String(url[at...])
     }
 
     private static func escaped(_ text: String) -> String {

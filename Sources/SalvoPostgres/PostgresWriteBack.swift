@@ -36,21 +36,10 @@ public struct PostgresWriteBack: GoneTokenRecorder {
         // The deadline counts from before the connect: the timeout bounds the whole write-back.
         let deadline = NIODeadline.now() + .nanoseconds(Int64(self.timeout.nanoseconds))
         let connection: PostgresConnection
-        do {
-            var configuration = try self.location.configuration()
-            // The server gives up on a statement too, soon after this side does: a statement left at the deadline
-            // does not go on running there.
-            let serverLimit = (self.timeout + .seconds(1)).components.seconds * 1000
-            configuration.options.additionalStartupParameters.append(("statement_timeout", "\(serverLimit)"))
-            connection = try await PostgresConnection.connect(
-                configuration: configuration,
-                id: 1,
-                logger: Self.logger
-            )
-        } catch {
-            // The source's words for the same failure (refused login, no server, no TLS), naming no option.
-            let failure = PostgresFailure.connecting(error, to: self.location).message
-            tally.fail(failure.hasPrefix("--from-postgres ") ? String(failure.dropFirst(16)) : failure)
+        switch await self.connect() {
+        case .success(let opened): connection = opened
+        case .failure(let failure):
+            tally.fail(failure.message)
             return tally.report
         }
         let limit = self.timeout
@@ -86,6 +75,57 @@ public struct PostgresWriteBack: GoneTokenRecorder {
         watchdog.cancel()
         try? await connection.close()
         return tally.report
+    }
+
+    /// Logs in and runs the statement with no token inside a transaction rolled back, so that a caller whose tokens
+    /// cannot be read twice (the feedback service empties its list once read) learns of a refused login, a missing
+    /// table or a statement the server refuses before it reads them. Bounded by `timeout`.
+    ///
+    /// - Returns: why the write-back would fail, or nil when it can be done.
+    public func check() async -> String? {
+        let connection: PostgresConnection
+        switch await self.connect() {
+        case .success(let opened): connection = opened
+        case .failure(let failure): return failure.message
+        }
+        let watchdog = connection.eventLoop.scheduleTask(in: .nanoseconds(Int64(self.timeout.nanoseconds))) {
+            connection.close().whenComplete { _ in }
+        }
+        defer { watchdog.cancel() }
+        do {
+            _ = try await connection.query("BEGIN", logger: Self.logger).get()
+            _ = try await connection.query(self.query([][...]), logger: Self.logger).get()
+            _ = try await connection.query("ROLLBACK", logger: Self.logger).get()
+        } catch {
+            try? await connection.close()
+            return "\(self.destination): \(Self.describe(error))"
+        }
+        try? await connection.close()
+        return nil
+    }
+
+    /// A connection with the server's statement limit set a second past `timeout`, or why it could not be opened.
+    private func connect() async -> Result<PostgresConnection, ConnectFailure> {
+        do {
+            var configuration = try self.location.configuration()
+            // The server gives up on a statement too, soon after this side does: a statement left at the deadline
+            // does not go on running there.
+            let serverLimit = (self.timeout + .seconds(1)).components.seconds * 1000
+            configuration.options.additionalStartupParameters.append(("statement_timeout", "\(serverLimit)"))
+            return .success(
+                try await PostgresConnection.connect(configuration: configuration, id: 1, logger: Self.logger)
+            )
+        } catch {
+            // The source's words for the same failure (refused login, no server, no TLS), naming no option.
+            let failure = PostgresFailure.connecting(error, to: self.location).message
+            return .failure(
+                ConnectFailure(message: failure.hasPrefix("--from-postgres ") ? String(failure.dropFirst(16)) : failure)
+            )
+        }
+    }
+
+    private struct ConnectFailure: Error {
+        var message: String
     }
 
     /// The statement for one batch, its arrays bound in the statement's parameter order.

@@ -88,6 +88,12 @@ public struct BulkSend: Sendable {
         } catch {
             throw JobError(.input, error.description)
         }
+        // One rule for every kind of input (a file, a pipe, a query's rows): nothing to send is a job that could not
+        // run, not one that delivered every row.
+        if summary.isFinal && summary.inputRows == 0 {
+            let names = request.files.map { $0 == "-" ? "standard input" : $0 }.joined(separator: ", ")
+            throw JobError(.input, "\(names): no row to send (the input holds a header at most)")
+        }
         let journal = try session?.journal(opened: summary)
         return BulkSend(request: request, source: source, summary: summary, inputFiles: inputFiles, journal: journal)
     }

@@ -30,6 +30,9 @@ public enum Preflight {
         public var serverName: String?
         public var trustedCAFile: String?
         public var credentials: Credentials
+        /// With a signing key: the file where the processes using the key share one provider token (`send
+        /// --token-cache`), so that a check reuses the token a send signed rather than signing another.
+        public var tokenCache: String?
         public var topic: String?
         public var payloadFile: String?
         /// A payload per row, as `send` takes it: one template (`--payload-template`), or a folder of them with the
@@ -346,7 +349,8 @@ public enum Preflight {
                 }
             case .signingKey(let file, let keyID, let teamID):
                 let signer = try JWTSigner(p8File: file, keyID: keyID ?? "", teamID: teamID ?? "")
-                authentication = .token(try ProviderToken(signer: signer))
+                let cache = try request.tokenCache.map(ProviderTokenCache.init(path:))
+                authentication = .token(try ProviderToken(signer: signer, cache: cache))
             case .providerTokenFile(let path):
                 authentication = .token(ProviderToken(file: try ProviderTokenFile(path: path)))
             }

@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import SalvoBinary
 import SalvoConsole
+import SalvoHTTP2
 import SalvoRows
 import SalvoSend
 
@@ -61,6 +62,15 @@ struct CheckCommand: AsyncParsableCommand {
     )
     var providerTokenFile: String?
 
+    @Option(
+        name: .customLong("token-cache"),
+        help: """
+            HTTP/2 with --auth-key: the file where every process using the key shares one provider token, as for \
+            send (default: $XDG_CACHE_HOME/salvo/provider-tokens.json, else ~/.cache/salvo/provider-tokens.json).
+            """
+    )
+    var tokenCache: String?
+
     @Option(help: "Seconds the handshake may take.")
     var timeout: Int = 10
 
@@ -103,6 +113,9 @@ struct CheckCommand: AsyncParsableCommand {
         } else if !self.certificate.isGiven {
             throw ValidationError("give --cert and --key, or --pkcs12 (or --auth-key with --protocol h2)")
         }
+        if self.tokenCache != nil && self.signingKey.authKey == nil {
+            throw ValidationError("--token-cache goes with --auth-key (the provider token it signs is shared there)")
+        }
         if let topic, let problem = APNSHeaderValueRules.topicProblem(topic) { throw ValidationError(problem) }
         try self.signingKey.validateIdentifiers()
         _ = try self.addresses()
@@ -124,6 +137,10 @@ struct CheckCommand: AsyncParsableCommand {
                 )
             }
         var request = Preflight.Request(credentials: credentials)
+        if self.signingKey.authKey != nil {
+            request.tokenCache =
+                self.tokenCache ?? ProviderTokenCache.defaultPath(environment: ProcessInfo.processInfo.environment)
+        }
         request.binary = binary
         request.http2 = http2
         request.environment =

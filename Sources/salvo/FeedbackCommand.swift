@@ -109,6 +109,11 @@ struct FeedbackCommand: AsyncParsableCommand {
                 job: "feedback \(UnixTime.iso8601(Int64(Date().timeIntervalSince1970)))"
             )
         }
+        // Logged in (and the statement tried, rolled back) before the service is read: a refused login or a missing
+        // table found after reading would lose the tokens the service no longer holds.
+        if let recorder, let problem = await recorder.check() {
+            throw UserError("--into-postgres: \(problem); the feedback service was not read")
+        }
         var transport = self.transport
         if transport == nil, let variable = ProcessInfo.processInfo.environment["SALVO_TRANSPORT"], variable != "auto" {
             transport = BinaryTransport(rawValue: variable)

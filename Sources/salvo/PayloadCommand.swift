@@ -150,11 +150,12 @@ extension PayloadCommand {
             template.attributesType = self.attributesType
             template.inputPushToken = self.inputPushToken
             template.inputPushChannel = self.inputPushChannel
+            // The template is made of the options alone: what it lacks or holds wrongly is a usage error (exit 64).
             let text: String
             do throws(LiveActivityTemplate.Failure) {
                 text = LiveActivityTemplate.indented(try template.json())
             } catch {
-                throw UserError(error.description)
+                throw ValidationError(error.description)
             }
             // Checked as `send --push-type liveactivity` checks it: it compiles, and the rules hold.
             let name = self.output ?? "<standard output>"
@@ -170,7 +171,7 @@ extension PayloadCommand {
                 now: Int64(Date().timeIntervalSince1970)
             )
             guard report.errors.isEmpty else {
-                throw UserError(report.errors.map(\.description).joined(separator: "; "))
+                throw ValidationError(report.errors.map(\.description).joined(separator: "; "))
             }
             for warning in report.warnings { printError(warning.description, prefix: "Warning: ") }
             if let output = self.output {

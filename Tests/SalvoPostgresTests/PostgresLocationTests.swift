@@ -7,6 +7,20 @@ import Testing
 
 @Suite("PostgreSQL location", .tags(.pure), .runs(.pure))
 struct PostgresLocationTests {
+    @Test(
+        "a mistyped URL is refused with its password blanked",
+        arguments: [
+            "postgres//sender:hunter2secret@db.example/tokens", "postgres:/sender:hunter2secret@db.example/tokens",
+            "postgres:sender:hunter2secret@db.example/tokens", "sender:hunter2secret@db.example/tokens",
+            "postgresql//sender:hunter2secret@db.example:5432/tokens?sslmode=require",
+        ]
+    )
+    func mistypedURLNeverShowsThePassword(url: String) {
+        let error = #expect(throws: JobError.self) { try PostgresLocation(url: url, environment: [:]) }
+        #expect(error?.message.contains("hunter2secret") == false, "\(error?.message ?? "")")
+        #expect(error?.message.contains("sender:…@db.example") == true, "\(error?.message ?? "")")
+    }
+
     @Test("a full URL: every part read, the password never shown")
     func fullURL() throws {
         let location = try PostgresLocation(

@@ -169,8 +169,10 @@ import Testing
         #expect(second.report.writeBack?.alreadyRecorded == 9)
     }
 
-    /// `salvo feedback --into-postgres`: the feedback service's tuples recorded with their times, after the CSV; a
-    /// table that is not there leaves the CSV written and exits 3.
+    /// `salvo feedback --into-postgres`: the feedback service's tuples recorded with their times, after the CSV. The
+    /// login and the statement are tried (rolled back) before the service is read, which empties its list: a wrong
+    /// password or a table that is not there exits 3 with the service not read, and a run once it is fixed records
+    /// every tuple (before, the list was read, and emptied, first).
     @Test func feedbackTuplesGoIntoTheTable() async throws {
         guard let salvo = Self.executable else {
             Issue.record("salvo is not built next to the tests (\(CommandLine.arguments[0]))")
@@ -179,29 +181,30 @@ import Testing
         let server = try PostgresTestServer.shared()
         let database = try server.makeDatabase("wb_feedback")
         try server.run(WriteBackStatement.createTable("feedback_gone"), database: database)
-        for table in ["nowhere", "feedback_gone"] {
-            // The service clears its list once read: a simulator each.
-            let job = try await Job.start("wb-feedback", tokens: 60, gone: 20, invalid: 0, seed: 75)
-            defer { job.stopSoon() }
-            try Data((server.password + "\n").utf8).write(to: job.url("pw"))
-            let paths = CertificateFactory.sharedFolder
+        let job = try await Job.start("wb-feedback", tokens: 60, gone: 20, invalid: 0, seed: 75)
+        defer { job.stopSoon() }
+        try Data((server.password + "\n").utf8).write(to: job.url("pw"))
+        try Data("not-the-password\n".utf8).write(to: job.url("wrong-pw"))
+        let paths = CertificateFactory.sharedFolder
+        for (table, password) in [("feedback_gone", "wrong-pw"), ("nowhere", "pw"), ("feedback_gone", "pw")] {
             let (status, output) = try runToEnd(
                 salvo,
                 [
                     "feedback", "--gateway", "127.0.0.1:\(job.simulator.feedbackPort)", "--cert", paths.client,
                     "--key", paths.clientKey, "--ca", paths.ca, "--output", job.path("feedback.csv"),
                     "--into-postgres", server.urlWithoutPassword(database: database), "--write-back", table,
-                    "--postgres-password-file", job.path("pw"),
+                    "--postgres-password-file", job.path(password),
                 ]
             )
             #expect(!output.contains(server.password))
-            #expect(try job.lines("feedback.csv").count == 1 + 20)
-            if table == "nowhere" {
+            if password == "wrong-pw" || table == "nowhere" {
                 #expect(status == 3, "\(output)")
-                #expect(output.contains("the write-back to nowhere at"), "\(output)")
-                #expect(output.contains("20 tokens not recorded"), "\(output)")
+                #expect(output.contains("the feedback service was not read"), "\(output)")
+                #expect(table == "feedback_gone" || output.contains("nowhere"), "\(output)")
+                #expect(!FileManager.default.fileExists(atPath: job.path("feedback.csv")))
                 continue
             }
+            #expect(try job.lines("feedback.csv").count == 1 + 20, "the service still held every tuple")
             #expect(status == 0, "\(output)")
             #expect(output.contains("20 written, 0 already recorded"), "\(output)")
             let rows = try Self.rows(server, database, table: "feedback_gone")

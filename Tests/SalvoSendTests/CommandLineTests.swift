@@ -134,4 +134,46 @@ import Testing
         }
         #expect(accepted == 0)
     }
+
+    /// One rule for an empty input, whatever brings it: a file with a header only, standard input with a header only
+    /// (before: exit 0 "every row delivered"), an empty pipe — no row to send is exit 3, before anything connects
+    /// (as a query that returns no rows).
+    @Test(arguments: [
+        ("header.csv", "token\n", "header.csv: no row to send"),
+        ("-", "token\n", "standard input: no row to send"),
+    ])
+    func anInputWithNoRowIsAJobThatCouldNotRun(input: String, text: String, message: String) throws {
+        guard let salvo = InterruptionTests.builtExecutable else { return }
+        let folder = TestScratch.root.appendingPathComponent("salvo-empty-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Data(text.utf8).write(to: folder.appendingPathComponent("header.csv"))
+        try Data(#"{"aps":{"alert":"hi"}}"#.utf8).write(to: folder.appendingPathComponent("payload.json"))
+        let paths = CertificateFactory.sharedFolder
+        let send = [
+            salvo, "send", input, "--payload", "payload.json", "--gateway", "127.0.0.1:9", "--cert", paths.client,
+            "--key", paths.clientKey,
+        ].map { "'\($0)'" }.joined(separator: " ")
+        let (status, output) = try runToEnd("/bin/sh", ["-c", "\(send) < header.csv"], in: folder)
+        #expect(status == 3, "\(output)")
+        #expect(output.contains(message), "\(output)")
+    }
+
+    /// `check` takes `--token-cache` as `send` does (a send's command line checked as it is), and only with a key.
+    @Test func checkTakesTheTokenCacheASendTakes() throws {
+        let paths = CertificateFactory.sharedFolder
+        let check = [
+            "check", "--gateway", "127.0.0.1:9", "--protocol", "h2", "--no-handshake", "--token-cache", "c.json",
+            "--topic", "com.example.app",
+        ]
+        guard let (refused, usage) = try self.salvo(check + ["--cert", paths.client, "--key", paths.clientKey]) else {
+            return
+        }
+        #expect(refused == 64 && usage.contains("--token-cache goes with --auth-key"), "\(usage)")
+        let key = try DevelopmentSigningKey.ensure(in: paths.folder)
+        let withKey = [
+            "--auth-key", key.path, "--key-id", DevelopmentSigningKey.keyID, "--team-id", DevelopmentSigningKey.teamID,
+        ]
+        guard let (status, error) = try self.salvo(check + withKey) else { return }
+        #expect(status == 0, "taken with --auth-key: \(error)")
+    }
 }

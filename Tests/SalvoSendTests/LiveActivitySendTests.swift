@@ -94,7 +94,16 @@ struct LiveActivitySendTests {
             ["payload", "liveactivity", "--event", "start", "--content-state", "{}", "--output", "x.json"],
             in: setup.folder
         )
-        #expect(command.status != 0 && command.standardError.contains("--alert-title"), "\(command.standardError)")
+        // A usage error (the template is made of the options alone): 64, not 1.
+        #expect(command.status == 64 && command.standardError.contains("--alert-title"), "\(command.standardError)")
+        let channel = try await Sends.salvo(
+            [
+                "payload", "liveactivity", "--event", "start", "--content-state", "{}", "--alert-title", "t",
+                "--attributes-type", "A", "--attributes", "{}", "--input-push-channel", "not base64!!",
+            ],
+            in: setup.folder
+        )
+        #expect(channel.status == 64 && channel.standardError.contains("not a channel id"), "\(channel.standardError)")
         try await setup.simulator.shutdown()
     }
 
