@@ -75,6 +75,7 @@ let package = Package(
             dependencies: [
                 "APNSWire",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -389,7 +390,15 @@ let package = Package(
 
         // Test scaffolding that needs Swift Testing (so it cannot live in SalvoTestSupport, which the executable
         // links): traits shared by the test targets.
-        .target(name: "SalvoTestTraits", path: "Tests/SalvoTestTraits", swiftSettings: strictness),
+        // Test processes only: with SALVO_TEST_ONE_POOL_THREAD=1, every job of Swift's global executor runs on one
+        // thread (Linux's libdispatch has no switch for it), so that work blocking the cooperative pool is found.
+        .target(name: "CPoolHold", path: "Tests/CPoolHold"),
+        .target(
+            name: "SalvoTestTraits",
+            dependencies: ["CPoolHold"],
+            path: "Tests/SalvoTestTraits",
+            swiftSettings: strictness
+        ),
         .testTarget(
             name: "APNSWireTests",
             dependencies: [

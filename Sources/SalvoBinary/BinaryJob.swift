@@ -134,35 +134,40 @@ public enum BinaryJob {
         // The shards are done: a signal from here on has nothing to stop.
         stop?.detach()
         let error = failure.withLockedValue { $0 }
-
-        var outcomes = RowOutcomes(
-            onUncertain: configuration.onUncertain,
-            files: source.files,
-            journal: configuration.journal
-        )
-        for shard in shards {
-            shard.queue.sync { outcomes.merge(shard.machine.outcomes) }
+        let stopped = error?.message ?? stop?.reason
+        let jobSeconds = seconds()
+        // Each shard's outcomes are read on its queue, and the rows no connection took are read on to the end of the
+        // input (spilled to the unsettled file): blocking work, off the concurrency pool.
+        return await BlockingWork.run {
+            var outcomes = RowOutcomes(
+                onUncertain: configuration.onUncertain,
+                files: source.files,
+                journal: configuration.journal
+            )
+            for shard in shards {
+                shard.queue.sync { outcomes.merge(shard.machine.outcomes) }
+            }
+            var report = outcomes.finishJob(
+                source: source,
+                summary: summary,
+                inputRows: inputRows,
+                chunkRows: configuration.chunkRows,
+                unsettledTail: configuration.unsettledTail,
+                seconds: jobSeconds,
+                stopped: stopped
+            )
+            var rejectedRows = outcomes.rejectedRows
+            report.mode = configuration.modeName + " over " + (shards.first?.transportKind.description ?? "?")
+            report.gateway = "\(configuration.host):\(configuration.port)"
+            report.connections = configuration.connections
+            rejectedRows.sort { $0.line < $1.line }
+            return JobResult(
+                report: report,
+                rejectedRows: rejectedRows,
+                unregistered: outcomes.unregistered,
+                unsettledRows: outcomes.unsettledRows,
+                error: error
+            )
         }
-        var report = outcomes.finishJob(
-            source: source,
-            summary: summary,
-            inputRows: inputRows,
-            chunkRows: configuration.chunkRows,
-            unsettledTail: configuration.unsettledTail,
-            seconds: seconds(),
-            stopped: error?.message ?? stop?.reason
-        )
-        var rejectedRows = outcomes.rejectedRows
-        report.mode = configuration.modeName + " over " + (shards.first?.transportKind.description ?? "?")
-        report.gateway = "\(configuration.host):\(configuration.port)"
-        report.connections = configuration.connections
-        rejectedRows.sort { $0.line < $1.line }
-        return JobResult(
-            report: report,
-            rejectedRows: rejectedRows,
-            unregistered: outcomes.unregistered,
-            unsettledRows: outcomes.unsettledRows,
-            error: error
-        )
     }
 }

@@ -166,22 +166,29 @@ public enum HTTP2Job {
         await pool.stop()
         try? await ownGroup?.shutdownGracefully()
 
-        var recorded = job.recorded.withLockedValue { $0 }
         // Rows never answered because the job stopped: sent and unanswered, given back, never handed out, or
-        // never read.
-        job.work.waitForReadAhead()
-        for item in job.work.abandonedItems {
-            recorded.outcomes.leave(item.row, item.unanswered ? .unanswered : .unsent)
+        // never read. The chunk being read ahead is waited for, and the rows no connection took are read on to the
+        // end of the input: blocking work, off the concurrency pool.
+        let inputRows = report.inputRows
+        let unsettledTail = configuration.unsettledTail
+        let work = job.work
+        let (recorded, finalReport) = await BlockingWork.run { [recorded = job.recorded] in
+            var recorded = recorded.withLockedValue { $0 }
+            work.waitForReadAhead()
+            for item in work.abandonedItems {
+                recorded.outcomes.leave(item.row, item.unanswered ? .unanswered : .unsent)
+            }
+            let finalReport = recorded.outcomes.finishJob(
+                source: source,
+                summary: summary,
+                inputRows: inputRows,
+                chunkRows: 4096,
+                unsettledTail: unsettledTail,
+                seconds: Self.seconds(elapsed),
+                stopped: work.stopped?.message
+            )
+            return (recorded, finalReport)
         }
-        let finalReport = recorded.outcomes.finishJob(
-            source: source,
-            summary: summary,
-            inputRows: report.inputRows,
-            chunkRows: 4096,
-            unsettledTail: configuration.unsettledTail,
-            seconds: Self.seconds(elapsed),
-            stopped: job.work.stopped?.message
-        )
         var result = HTTP2JobResult(outcomes: recorded.outcomes, deliveries: recorded.deliveries)
         result.report = finalReport
         result.report.mode = report.mode

@@ -14,25 +14,42 @@ extension BulkSend {
     static let pendingName = "write-back.pending.csv"
 
     /// Writes every output of the request: the row files, then the write-back (if any), then the report.
+    /// The files are written (and synced) on `BlockingWork`'s threads; the write-back awaits its server.
     func writeOutputs(_ result: inout SendResult) async {
         guard let recorder = self.request.writeBack else {
-            return OutputFiles.write(&result, to: self.request.outputs, gate: self.outputGate)
+            result = await BlockingWork.run { [self, result] in
+                var result = result
+                OutputFiles.write(&result, to: self.request.outputs, gate: self.outputGate)
+                return result
+            }
+            return
         }
         var rows = self.request.outputs
         rows.report = nil
-        OutputFiles.write(&result, to: rows, gate: self.outputGate)
         let pending = self.journal.map { $0.directory + "/" + Self.pendingName }
-        var tokens = result.unregistered.map(GoneToken.init)
-        if let pending, (self.journal?.manifest.runs ?? 1) > 1 { Self.addTimes(from: pending, to: &tokens) }
+        let (written, tokens) = await BlockingWork.run { [self, result, rows] in
+            var result = result
+            // The manifest is read on the journal's queue, which may be syncing: off the pool too.
+            let runs = self.journal?.manifest.runs ?? 1
+            OutputFiles.write(&result, to: rows, gate: self.outputGate)
+            var tokens = result.unregistered.map(GoneToken.init)
+            if let pending, runs > 1 { Self.addTimes(from: pending, to: &tokens) }
+            return (result, tokens)
+        }
+        result = written
         let report = await recorder.record(tokens)
         result.report.writeBack = report
-        if let failure = report.outputFailure {
-            result.outputFailures.append(failure)
-            if let pending { Self.keep(GoneToken.unique(tokens), in: pending) }
-        } else if let pending {
-            unlink(pending)
+        result = await BlockingWork.run { [self, result] in
+            var result = result
+            if let failure = report.outputFailure {
+                result.outputFailures.append(failure)
+                if let pending { Self.keep(GoneToken.unique(tokens), in: pending) }
+            } else if let pending {
+                unlink(pending)
+            }
+            OutputFiles.write(&result, to: SendOutputs(report: self.request.outputs.report), gate: self.outputGate)
+            return result
         }
-        OutputFiles.write(&result, to: SendOutputs(report: self.request.outputs.report), gate: self.outputGate)
     }
 
     /// Fills in the times an earlier run's failed write-back kept for tokens that have none here (rebuilt from the

@@ -29,16 +29,20 @@ public struct BulkSend: Sendable {
     /// signal's deadline) closes it, and nothing of the job's reaches the paths afterwards.
     public let outputGate = OutputGate()
 
-    /// Validates the input and the outputs.
+    /// Validates the input and the outputs. The work blocks (the journal's lock may be awaited, the input's files
+    /// are opened and their first chunks read, a journal's files read whole): it runs on `BlockingWork`'s threads,
+    /// never the caller's.
     ///
     /// - Parameter stop: a stop requested while the journal's lock is awaited (`--wait-for-journal`) ends the wait.
     /// - Throws: `JobError(.input)` for a file that cannot be read at all, `JobError(.output)` for an output that
     ///   cannot be written or would overwrite an input or another output.
-    public static func prepare(_ request: SendRequest, stop: JobStop? = nil) throws(JobError) -> BulkSend {
+    public static func prepare(_ request: SendRequest, stop: JobStop? = nil) async throws(JobError) -> BulkSend {
         let startedAt = DispatchTime.now().uptimeNanoseconds
-        var send = try Self.open(request, stop: stop)
-        send.startedAt = startedAt
-        return send
+        return try await BlockingWork.run { () throws(JobError) -> BulkSend in
+            var send = try Self.open(request, stop: stop)
+            send.startedAt = startedAt
+            return send
+        }
     }
 
     private static func open(_ request: SendRequest, stop: JobStop?) throws(JobError) -> BulkSend {
@@ -161,9 +165,12 @@ public struct BulkSend: Sendable {
                 notSent: 0,
                 connectionErrors: []
             )
-            OutputFiles.write(&result, to: SendOutputs(report: self.request.outputs.report), gate: self.outputGate)
-            self.recordWhole()
-            return result
+            return await BlockingWork.run { [self, result] in
+                var result = result
+                OutputFiles.write(&result, to: SendOutputs(report: self.request.outputs.report), gate: self.outputGate)
+                self.recordWhole()
+                return result
+            }
         }
         let resend = self.request.onUncertain == .resend
         var thisRun = self.summary
@@ -189,35 +196,43 @@ public struct BulkSend: Sendable {
             if self.source.checkpointRefuted { journal.discardCheckpoint() }
             throw error
         }
-        if self.source.checkpointRefuted { journal.discardCheckpoint() }
-        // Rows validated as they were sent: the journal's tally is complete now that every row was read.
-        let whole = self.summary.isFinal ? self.summary : self.source.summarySoFar
-        JournalResume.add(
-            whole.journaled,
-            rejectLog: journal.rejectLog(),
-            files: self.request.files,
-            resendUncertain: resend,
-            run: journal.manifest.runs,
-            startedAt: self.source.resumedAt,
-            to: &result
-        )
-        result.report.validRows = whole.validRows
-        result.report.inputRows = whole.inputRows
-        result.rejectedRows = self.inInputOrder(result.rejectedRows)
-        result.unsettledRows = self.inInputOrder(result.unsettledRows)
+        // The journal's reject log is read, and the rows before a checkpoint may still be being read again.
+        result = await BlockingWork.run { [self, result] in
+            var result = result
+            if self.source.checkpointRefuted { journal.discardCheckpoint() }
+            // Rows validated as they were sent: the journal's tally is complete now that every row was read.
+            let whole = self.summary.isFinal ? self.summary : self.source.summarySoFar
+            JournalResume.add(
+                whole.journaled,
+                rejectLog: journal.rejectLog(),
+                files: self.request.files,
+                resendUncertain: resend,
+                run: journal.manifest.runs,
+                startedAt: self.source.resumedAt,
+                to: &result
+            )
+            result.report.validRows = whole.validRows
+            result.report.inputRows = whole.inputRows
+            result.rejectedRows = self.inInputOrder(result.rejectedRows)
+            result.unsettledRows = self.inInputOrder(result.unsettledRows)
+            return result
+        }
         // The outputs first: a job whose rejects, unsettled or unregistered file (or write-back) failed is not recorded
         // finished, so that the same command again (sending nothing: every row is settled) writes them.
         await self.writeOutputs(&result)
         let outputsLost = result.outputFailures.contains { $0.output != "report" }
-        if result.stopped == nil && result.report.stopped == nil && result.error == nil && !outputsLost {
-            // Through the gate, completing the record: a job recorded finished has its outputs at their paths.
-            try journal.finish(
-                JournalManifest.Finish(exitStatus: result.isComplete ? 0 : 1, report: result.report),
-                through: self.outputGate
-            )
-        } else {
-            journal.stopSyncing()
-            self.recordWhole()
+        let finished = result
+        try await BlockingWork.run { [self] () throws(JobError) in
+            if finished.stopped == nil && finished.report.stopped == nil && finished.error == nil && !outputsLost {
+                // Through the gate, completing the record: a job recorded finished has its outputs at their paths.
+                try journal.finish(
+                    JournalManifest.Finish(exitStatus: finished.isComplete ? 0 : 1, report: finished.report),
+                    through: self.outputGate
+                )
+            } else {
+                journal.stopSyncing()
+                self.recordWhole()
+            }
         }
         return result
     }
@@ -251,7 +266,7 @@ public struct BulkSend: Sendable {
             )
             if write {
                 await self.writeOutputs(&result)
-                self.recordWhole()
+                await BlockingWork.run { [self] in self.recordWhole() }
             }
             return result
         }
@@ -281,8 +296,9 @@ public struct BulkSend: Sendable {
         {
             result.report.firstRowSeconds = Double(first - self.startedAt) / 1e9
         }
-        // Rows validated as they were sent: the input's summary is complete now that the job has read every row.
-        let final = self.summary.isFinal ? self.summary : self.source.summarySoFar
+        // Rows validated as they were sent: the input's summary is complete now that the job has read every row (a
+        // resumed source's rows before its checkpoint may still be being read again: waited for off the pool).
+        let final = self.summary.isFinal ? self.summary : await BlockingWork.run { [source] in source.summarySoFar }
         result.inputRejects = final.rejects
         result.report.partition = self.request.input.partition
         result.report.inputFiles = self.inputFilesAtTheEnd
@@ -292,7 +308,7 @@ public struct BulkSend: Sendable {
         if final.duplicates > 0 { result.report.duplicates = final.duplicates }
         if write {
             await self.writeOutputs(&result)
-            self.recordWhole()
+            await BlockingWork.run { [self] in self.recordWhole() }
         }
         return result
     }

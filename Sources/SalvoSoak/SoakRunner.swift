@@ -88,7 +88,7 @@ public enum SoakRunner {
             let sampler = Sampler(interval: configuration.sampleInterval)
             let result: SendResult
             do {
-                let send = try BulkSend.prepare(SendRequest(files: [tokenFile], interface: interface))
+                let send = try await BulkSend.prepare(SendRequest(files: [tokenFile], interface: interface))
                 let progress = observers.progress
                 result = try await send.run(
                     progress: progress.map { callback in { @Sendable snapshot in callback(index, snapshot) } },

@@ -447,7 +447,7 @@ extension BenchCommand {
         ) async throws -> Measured {
             let clock = ContinuousClock()
             let started = clock.now
-            let send = try BulkSend.prepare(request)
+            let send = try await BulkSend.prepare(request)
             let stop = JobStop(grace: .seconds(30))
             var progress = display.callback
             if let stopAt {

@@ -139,22 +139,11 @@ enum SendConsole {
         TerminalText.escaped(text, keepingLineBreaks: true)
     }
 
-    /// Prepares the send on a thread of its own, not the cooperative pool's: it may wait for the journal's lock
-    /// (`--wait-for-journal`, polled) and reads the input's first chunk. A stop requested meanwhile ends the wait.
+    /// Prepares the send (off the concurrency pool: `BulkSend.prepare` blocks on `BlockingWork`'s threads). A stop
+    /// requested meanwhile ends a wait for the journal's lock.
     private static func prepare(_ request: SendRequest, stop: JobStop?) async throws -> BulkSend {
-        let prepared: Result<BulkSend, JobError> = await withCheckedContinuation { continuation in
-            let thread = Thread {
-                do throws(JobError) {
-                    continuation.resume(returning: .success(try BulkSend.prepare(request, stop: stop)))
-                } catch {
-                    continuation.resume(returning: .failure(error))
-                }
-            }
-            thread.name = "salvo.prepare"
-            thread.start()
-        }
         do {
-            return try prepared.get()
+            return try await BulkSend.prepare(request, stop: stop)
         } catch {
             throw UserError(error.message)
         }

@@ -50,7 +50,7 @@ import Testing
         )
         let scraped = NIOLockedValueBox<String?>(nil)
         let port = endpoint.port
-        let send = try BulkSend.prepare(SendRequest(files: [input], interface: .binary(job)))
+        let send = try await BulkSend.prepare(SendRequest(files: [input], interface: .binary(job)))
         let result: SendResult
         do {
             result = try await send.run(

@@ -18,7 +18,7 @@ private func folder() throws -> String {
 
 private func tokenFile(in folder: String, tokens: [DeviceToken], extra: String = "") throws -> String {
     let path = folder + "/tokens.csv"
-    let text = "token\n" + tokens.map(\.hexString).joined(separator: "\n") + "\n" + extra
+    let text = "token\n" + tokens.map { $0.hexString + "\n" }.joined() + extra
     try Data(text.utf8).write(to: URL(fileURLWithPath: path))
     return path
 }
@@ -47,7 +47,9 @@ func unusedBinaryInterface(payload: Payload? = nil) throws -> SendRequest.Interf
         #expect(TerminalText.escaped("plain, é") == "plain, é")
     }
 
-    @Test func anEmptyTokenFileConnectsToNothingAndStillWritesTheReport() async throws {
+    /// An input with no row (a header only) is a job that could not run, refused before anything connects: the one
+    /// rule for every kind of input (a query that returns no rows is refused the same way).
+    @Test func anEmptyTokenFileIsRefusedBeforeAnyConnection() async throws {
         let here = try folder()
         let input = try tokenFile(in: here, tokens: [])
         // Port 9 with no client certificate: any connect would fail the job.
@@ -56,14 +58,12 @@ func unusedBinaryInterface(payload: Payload? = nil) throws -> SendRequest.Interf
             interface: try unusedBinaryInterface(),
             outputs: SendOutputs(report: here + "/report.json")
         )
-        let result = try await BulkSend.prepare(request).run()
-        #expect(result.error == nil)
-        #expect(result.report.validRows == 0)
-        #expect(result.report.reconnects == 0)
-        #expect(FileManager.default.fileExists(atPath: here + "/report.json"))
+        let error = await #expect(throws: JobError.self) { try await BulkSend.prepare(request) }
+        #expect(error?.code == .input)
+        #expect(error?.message.contains("no row to send") == true, "\(error?.message ?? "")")
     }
 
-    @Test func anOutputThatNamesAnInputFileIsRefusedBeforeSending() throws {
+    @Test func anOutputThatNamesAnInputFileIsRefusedBeforeSending() async throws {
         let here = try folder()
         let input = try tokenFile(in: here, tokens: [anyToken()])
         let request = SendRequest(
@@ -71,13 +71,13 @@ func unusedBinaryInterface(payload: Payload? = nil) throws -> SendRequest.Interf
             interface: try unusedBinaryInterface(),
             outputs: SendOutputs(rejects: here + "/./tokens.csv")
         )
-        let error = #expect(throws: JobError.self) { try BulkSend.prepare(request) }
+        let error = await #expect(throws: JobError.self) { try await BulkSend.prepare(request) }
         #expect(error?.code == .output)
         #expect(error?.message.contains("--rejects") == true)
         #expect(error?.message.contains("is an input file") == true)
     }
 
-    @Test func twoOutputsOnOnePathAreRefused() throws {
+    @Test func twoOutputsOnOnePathAreRefused() async throws {
         let here = try folder()
         let input = try tokenFile(in: here, tokens: [anyToken()])
         let request = SendRequest(
@@ -85,11 +85,11 @@ func unusedBinaryInterface(payload: Payload? = nil) throws -> SendRequest.Interf
             interface: try unusedBinaryInterface(),
             outputs: SendOutputs(report: here + "/out.json", rejects: here + "/out.json")
         )
-        let error = #expect(throws: JobError.self) { try BulkSend.prepare(request) }
+        let error = await #expect(throws: JobError.self) { try await BulkSend.prepare(request) }
         #expect(error?.message.contains("--rejects and --report both name") == true)
     }
 
-    @Test func anOutputInAFolderThatDoesNotExistIsRefused() throws {
+    @Test func anOutputInAFolderThatDoesNotExistIsRefused() async throws {
         let here = try folder()
         let input = try tokenFile(in: here, tokens: [anyToken()])
         let request = SendRequest(
@@ -97,14 +97,14 @@ func unusedBinaryInterface(payload: Payload? = nil) throws -> SendRequest.Interf
             interface: try unusedBinaryInterface(),
             outputs: SendOutputs(report: here + "/missing/report.json")
         )
-        let error = #expect(throws: JobError.self) { try BulkSend.prepare(request) }
+        let error = await #expect(throws: JobError.self) { try await BulkSend.prepare(request) }
         #expect(error?.code == .output)
         #expect(error?.message.contains("cannot create the file") == true)
     }
 
-    @Test func aMissingInputFileIsAnInputError() throws {
+    @Test func aMissingInputFileIsAnInputError() async throws {
         let request = SendRequest(files: ["/nonexistent/tokens.csv"], interface: try unusedBinaryInterface())
-        let error = #expect(throws: JobError.self) { try BulkSend.prepare(request) }
+        let error = await #expect(throws: JobError.self) { try await BulkSend.prepare(request) }
         #expect(error?.code == .input)
         #expect(error?.message.contains("/nonexistent/tokens.csv") == true)
     }
@@ -147,7 +147,7 @@ func unusedBinaryInterface(payload: Payload? = nil) throws -> SendRequest.Interf
         job.settle = .milliseconds(200)
         job.reconnect.minimumInterval = .zero
         let outputs = SendOutputs(report: here + "/report.json", rejects: here + "/rejects.csv")
-        let send = try BulkSend.prepare(SendRequest(files: [input], interface: .binary(job), outputs: outputs))
+        let send = try await BulkSend.prepare(SendRequest(files: [input], interface: .binary(job), outputs: outputs))
         #expect(send.summary.validRows == 500)
         let result: SendResult
         do {

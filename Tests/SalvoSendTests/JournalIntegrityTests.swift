@@ -17,11 +17,13 @@ import SalvoTestTraits
 @Suite(.tags(.pure), .runs(.pure), .offThePool) struct JournalIntegrityTests {
     /// An unfinished job in a fresh journal: a new job prepared (its manifest and state file written) and a few of
     /// its rows marked, then dropped. Returns the input and the journal folder.
-    static func unfinishedJob(_ prefix: String) throws -> (input: String, directory: String) {
+    static func unfinishedJob(_ prefix: String) async throws -> (input: String, directory: String) {
         let (folder, input) = try JournalManifestTests.threeTokens(prefix)
         let directory = folder.appendingPathComponent("journal").path
         do {
-            let send = try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
+            let send = try await BulkSend.prepare(
+                try JournalManifestTests.journaledRequest(input, directory: directory)
+            )
             let rows = try #require(send.journal?.rows)
             rows.mark(file: 0, line: 1, .confirmed)
             rows.mark(file: 0, line: 2, .written)
@@ -41,12 +43,12 @@ import SalvoTestTraits
     }
 
     /// `prepare` of the same job again must refuse it, naming `what`; the state file is left as it was.
-    static func expectRefused(_ input: String, _ directory: String, naming what: String) throws {
+    static func expectRefused(_ input: String, _ directory: String, naming what: String) async throws {
         let state = JobJournal.statePath(directory)
         let before = try Data(contentsOf: URL(fileURLWithPath: state))
-        let error = #expect(throws: JobError.self) {
-            try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
-        }
+        let error = await #expect(throws: JobError.self) {
+                try await BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
+            }
         let message = error?.message ?? ""
         #expect(error?.code == .input, "exit 3, as every refused journal")
         #expect(message.contains("--journal \(directory) is damaged"), "\(message)")
@@ -59,20 +61,20 @@ import SalvoTestTraits
         #expect(!JournalVerification(directory).isIntact)
     }
 
-    @Test func anIntactJournalResumes() throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-ji")
+    @Test func anIntactJournalResumes() async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         let verification = JournalVerification(directory)
         #expect(verification.isIntact, "\(verification.lines)")
         #expect(verification.check?.stateCounts == [3, 1, 1, 0, 0, 0], "5 lines: \(verification.lines)")
-        let send = try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
+        let send = try await BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
         #expect(send.journal?.manifest.runs == 2)
         #expect(send.journal?.rows?.state(file: 0, line: 1) == .confirmed)
     }
 
     /// A journal whose manifest recorded its inputs' SHA-256 (as journals did before XXH64) resumes: the run computes
     /// SHA-256 for it. The same file changed in place, same size, is refused by that SHA-256.
-    @Test func aJournalThatRecordedSHA256IsComparedBySHA256() throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-jish")
+    @Test func aJournalThatRecordedSHA256IsComparedBySHA256() async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-jish")
         var manifest = try #require(try JobJournal.loadManifest(directory))
         manifest.inputs = try JobJournal.fingerprint([input], sha256: true).map { input in
             var older = input
@@ -85,7 +87,9 @@ import SalvoTestTraits
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         try encoder.encode(manifest).write(to: URL(fileURLWithPath: JobJournal.manifestPath(directory)))
         do {
-            let send = try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
+            let send = try await BulkSend.prepare(
+                try JournalManifestTests.journaledRequest(input, directory: directory)
+            )
             #expect(send.journal?.rows != nil, "resumed")
         }
         let clock = ContinuousClock()
@@ -99,16 +103,16 @@ import SalvoTestTraits
         var text = try String(contentsOfFile: input, encoding: .utf8)
         text = text.replacingOccurrences(of: "0303", with: "0304")
         try text.write(toFile: input, atomically: false, encoding: .utf8)
-        let error = #expect(throws: JobError.self) {
-            try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
-        }
+        let error = await #expect(throws: JobError.self) {
+                try await BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
+            }
         #expect(error?.message.contains("tokens.csv changed since the job") == true, "\(String(describing: error))")
         #expect(error?.message.contains("SHA-256") == true, "\(String(describing: error))")
     }
 
     @Test(arguments: [0, 10, 64, 65, 68, 70, 4096])
-    func aStateFileOfTheWrongSizeIsRefused(size: Int) throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-ji")
+    func aStateFileOfTheWrongSizeIsRefused(size: Int) async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         // The job's file: a 64-byte header and 5 rows (line 0, the header line, three tokens).
         let state = JobJournal.statePath(directory)
         #expect(try Data(contentsOf: URL(fileURLWithPath: state)).count == 69)
@@ -121,9 +125,9 @@ import SalvoTestTraits
         }
         try handle.close()
         if size == 0 {
-            try Self.expectRefused(input, directory, naming: "it holds 0 bytes; the job's 5 rows need 69")
+            try await Self.expectRefused(input, directory, naming: "it holds 0 bytes; the job's 5 rows need 69")
         } else {
-            try Self.expectRefused(
+            try await Self.expectRefused(
                 input,
                 directory,
                 naming: size < 69 ? "it was cut short" : "it has bytes past its end"
@@ -131,33 +135,33 @@ import SalvoTestTraits
         }
     }
 
-    @Test func aMissingStateFileIsRefused() throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-ji")
+    @Test func aMissingStateFileIsRefused() async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         unlink(JobJournal.statePath(directory))
-        let error = #expect(throws: JobError.self) {
-            try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
-        }
+        let error = await #expect(throws: JobError.self) {
+                try await BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
+            }
         #expect(error?.message.contains("rows.state is missing") == true, "\(String(describing: error))")
         #expect(!JournalVerification(directory).isIntact)
     }
 
-    @Test func randomBytesOfTheRightSizeAreRefused() throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-ji")
+    @Test func randomBytesOfTheRightSizeAreRefused() async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         var generator = SystemRandomNumberGenerator()
         // Random bytes where the header was: no magic.
         try Data((0..<69).map { _ in UInt8.random(in: 0...255, using: &generator) })
             .write(to: URL(fileURLWithPath: JobJournal.statePath(directory)))
-        try Self.expectRefused(input, directory, naming: "its header is not a state file's")
+        try await Self.expectRefused(input, directory, naming: "its header is not a state file's")
     }
 
-    @Test func aByteThatIsNotAStateIsRefusedWithItsOffset() throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-ji")
+    @Test func aByteThatIsNotAStateIsRefusedWithItsOffset() async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         let url = URL(fileURLWithPath: JobJournal.statePath(directory))
         var bytes = [UInt8](try Data(contentsOf: url))
         bytes[64 + 3] = 0xc7
         bytes[64 + 4] = 6
         try Data(bytes).write(to: url)
-        try Self.expectRefused(
+        try await Self.expectRefused(
             input,
             directory,
             naming: "2 of its row bytes are not row states (0–5), the first at file offsets 67, 68"
@@ -168,15 +172,15 @@ import SalvoTestTraits
         #expect(verification.lines.contains { $0.hasPrefix("rows: 1 none") && $0.hasSuffix("2 not a state") })
     }
 
-    @Test func anotherJobsStateFileIsRefused() throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-ji")
+    @Test func anotherJobsStateFileIsRefused() async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         // The same inputs journaled in another folder: a state file of the right size and a good header, another
         // job's.
-        let (_, other) = try Self.unfinishedJob("salvo-ji")
+        let (_, other) = try await Self.unfinishedJob("salvo-ji")
         let foreign = try Data(contentsOf: URL(fileURLWithPath: JobJournal.statePath(other)))
         try foreign.write(to: URL(fileURLWithPath: JobJournal.statePath(directory)))
         let job = try #require(try JobJournal.loadManifest(directory)?.job)
-        try Self.expectRefused(input, directory, naming: "it belongs to another job")
+        try await Self.expectRefused(input, directory, naming: "it belongs to another job")
         let otherJob = try #require(try JobJournal.loadManifest(other)?.job)
         #expect(otherJob != job)
         #expect(
@@ -186,24 +190,24 @@ import SalvoTestTraits
         )
     }
 
-    @Test func aRestartBeginsTheJobAgainOverADamagedJournal() throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-ji")
+    @Test func aRestartBeginsTheJobAgainOverADamagedJournal() async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         let job = try JobJournal.loadManifest(directory)?.job
         try Data(count: 10).write(to: URL(fileURLWithPath: JobJournal.statePath(directory)))
         var request = try JournalManifestTests.journaledRequest(input, directory: directory)
         request.journal?.restart = true
-        let send = try BulkSend.prepare(request)
+        let send = try await BulkSend.prepare(request)
         let manifest = try #require(send.journal?.manifest)
         #expect(manifest.runs == 1 && manifest.job != nil && manifest.job != job, "a new job")
         #expect(send.journal?.rows?.states(file: 0).allSatisfy { $0 == .none } == true)
     }
 
-    @Test func aManifestThatCannotBeReadSaysWhatToDo() throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-ji")
+    @Test func aManifestThatCannotBeReadSaysWhatToDo() async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         try Data("{\"version\":".utf8).write(to: URL(fileURLWithPath: JobJournal.manifestPath(directory)))
-        let error = #expect(throws: JobError.self) {
-            try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
-        }
+        let error = await #expect(throws: JobError.self) {
+                try await BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
+            }
         #expect(error?.message.contains("--journal-restart") == true, "\(String(describing: error))")
         #expect(!JournalVerification(directory).isIntact)
     }

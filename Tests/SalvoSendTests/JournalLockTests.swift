@@ -61,13 +61,13 @@ import SalvoTestTraits
         _ = again
     }
 
-    @Test func aSecondPrepareOfOneJournalIsRefusedBeforeItReadsAnything() throws {
+    @Test func aSecondPrepareOfOneJournalIsRefusedBeforeItReadsAnything() async throws {
         let (folder, input) = try JournalManifestTests.threeTokens("salvo-jl")
         let directory = folder.appendingPathComponent("journal").path
         let request = try JournalManifestTests.journaledRequest(input, directory: directory)
-        let first = try BulkSend.prepare(request)
+        let first = try await BulkSend.prepare(request)
         let manifest = try #require(first.journal?.manifest)
-        let error = #expect(throws: JobError.self) { try BulkSend.prepare(request) }
+        let error = await #expect(throws: JobError.self) { try await BulkSend.prepare(request) }
         #expect(
             error?.message.contains("is held by another run of the job (host ") == true,
             "\(String(describing: error))"
@@ -93,14 +93,14 @@ import SalvoTestTraits
         _ = lock
     }
 
-    @Test func aPrepareWithAWaitProceedsWhenTheHolderEnds() throws {
+    @Test func aPrepareWithAWaitProceedsWhenTheHolderEnds() async throws {
         let (folder, input) = try JournalManifestTests.threeTokens("salvo-jl")
         let directory = folder.appendingPathComponent("journal").path
         let held = Held(try JournalLock.acquire(directory))
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(500)) { held.release() }
         var request = try JournalManifestTests.journaledRequest(input, directory: directory)
         request.journal?.waitSeconds = 20
-        let send = try BulkSend.prepare(request)
+        let send = try await BulkSend.prepare(request)
         #expect(send.journal?.manifest.runs == 1, "a new job, begun once the holder let go")
         #expect(JournalLock.holder(directory)?.contains("pid \(getpid())") == true)
     }

@@ -293,11 +293,11 @@ import Testing
 
     /// A new job's manifest holds its inputs' fingerprints from its first write (XXH64 of their pieces, read with the
     /// line ends that size the state file; no SHA-256, no whole-file XXH64).
-    @Test func aNewJobsManifestHoldsItsFingerprintsFromTheStart() throws {
+    @Test func aNewJobsManifestHoldsItsFingerprintsFromTheStart() async throws {
         let (folder, input) = try Self.threeTokens("salvo-jmh")
         let directory = folder.appendingPathComponent("journal").path
         let request = try Self.journaledRequest(input, directory: directory)
-        let send = try BulkSend.prepare(request)
+        let send = try await BulkSend.prepare(request)
         let manifest = try #require(try JobJournal.loadManifest(directory))
         #expect(send.journal != nil)
         let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: input)))
@@ -309,7 +309,7 @@ import Testing
         #expect(manifest.inputs.first?.modified != nil)
     }
 
-    @Test func aJournalBegunByAnEarlierBuildIsRefusedBeforeSendingAndLeftAsItWas() throws {
+    @Test func aJournalBegunByAnEarlierBuildIsRefusedBeforeSendingAndLeftAsItWas() async throws {
         let (folder, input) = try Self.threeTokens("salvo-jmv")
         let directory = folder.appendingPathComponent("journal").path
         var manifest = JournalManifest(inputs: try JobJournal.fingerprint([input]), settings: [:], lineCounts: [6])
@@ -321,7 +321,7 @@ import Testing
         let before = try files.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }
 
         let request = try Self.journaledRequest(input, directory: directory)
-        let error = #expect(throws: JobError.self) { try BulkSend.prepare(request) }
+        let error = await #expect(throws: JobError.self) { try await BulkSend.prepare(request) }
         #expect(error?.code == .input)
         #expect(
             error?.message.contains("holds a job begun by another build of salvo") == true,

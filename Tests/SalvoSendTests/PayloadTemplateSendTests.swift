@@ -202,7 +202,7 @@ import Testing
         }
     }
 
-    @Test func aPlaceholderThatNamesNoColumnIsRefusedBeforeSending() throws {
+    @Test func aPlaceholderThatNamesNoColumnIsRefusedBeforeSending() async throws {
         let here = try Self.folder()
         let input = here + "/tokens.csv"
         try Data("token,name\n\(String(repeating: "ab", count: 32)),Ann\n".utf8).write(to: URL(fileURLWithPath: input))
@@ -215,7 +215,7 @@ import Testing
             interface: try unusedBinaryInterface(payload: template.probe),
             payloads: PayloadTemplates(template)
         )
-        let error = try #require(throws: JobError.self) { try BulkSend.prepare(request) }
+        let error = try await #require(throws: JobError.self) { try await BulkSend.prepare(request) }
         #expect(error.code == .input)
         #expect(
             error.message

@@ -120,9 +120,9 @@ import Glibc
     }
 
     /// The journal is not recorded finished through a closed gate: the next run resumes the job.
-    @Test func aClosedGateKeepsTheJobUnfinished() throws {
+    @Test func aClosedGateKeepsTheJobUnfinished() async throws {
         let (input, directory) = try Self.journaledInput("salvo-gate-finish", rows: 3)
-        let send = try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
+        let send = try await BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
         let journal = try #require(send.journal)
         #expect(send.outputGate.close(within: .seconds(1)) == .closed)
         let recorded = try journal.finish(
@@ -136,7 +136,9 @@ import Glibc
     /// A resumed job cut short: the rows earlier runs settled are in the report's fields (by reason for the refused
     /// ones), not in `notSent`, and every valid row is in exactly one field, whether the input's summary was known
     /// before the run or its rows are checked as they are read.
-    @Test(arguments: [false, true]) func theRecordOfAResumedJobCountsWhatEarlierRunsSettled(streaming: Bool) throws {
+    @Test(arguments: [false, true]) func theRecordOfAResumedJobCountsWhatEarlierRunsSettled(
+        streaming: Bool
+    ) async throws {
         let rows = 10
         let (input, directory) = try Self.journaledInput("salvo-cut-resumed", rows: rows)
         var request = try JournalManifestTests.journaledRequest(input, directory: directory)
@@ -148,7 +150,7 @@ import Glibc
             request.interface = .binary(configuration)
         }
         do {
-            let first = try BulkSend.prepare(request)
+            let first = try await BulkSend.prepare(request)
             let journal = try #require(first.journal?.rows)
             // Lines 2-11 hold the rows (a header first).
             journal.mark(file: 0, line: 2, .confirmed)
@@ -167,7 +169,7 @@ import Glibc
         }
         try Self.waitForRelease(directory)
         if streaming { request.firstChunkRows = 2 }
-        let send = try BulkSend.prepare(request)
+        let send = try await BulkSend.prepare(request)
         #expect(send.summary.isFinal == !streaming)
         let earlier = EarlierRuns(before: send)
         #expect(earlier.run == 2)
@@ -220,7 +222,9 @@ import Glibc
             String.init
         )
         do {
-            let first = try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
+            let first = try await BulkSend.prepare(
+                try JournalManifestTests.journaledRequest(input, directory: directory)
+            )
             let journal = try #require(first.journal?.rows)
             journal.reject(file: 0, line: 2, status: 410, reason: "Unregistered", token: tokens[0])
             journal.reject(file: 0, line: 3, status: 400, reason: "BadDeviceToken", token: tokens[1])
