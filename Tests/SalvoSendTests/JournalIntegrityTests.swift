@@ -47,8 +47,8 @@ import SalvoTestTraits
         let state = JobJournal.statePath(directory)
         let before = try Data(contentsOf: URL(fileURLWithPath: state))
         let error = await #expect(throws: JobError.self) {
-                try await BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
-            }
+            try await BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
+        }
         let message = error?.message ?? ""
         #expect(error?.code == .input, "exit 3, as every refused journal")
         #expect(message.contains("--journal \(directory) is damaged"), "\(message)")
@@ -104,8 +104,8 @@ import SalvoTestTraits
         text = text.replacingOccurrences(of: "0303", with: "0304")
         try text.write(toFile: input, atomically: false, encoding: .utf8)
         let error = await #expect(throws: JobError.self) {
-                try await BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
-            }
+            try await BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
+        }
         #expect(error?.message.contains("tokens.csv changed since the job") == true, "\(String(describing: error))")
         #expect(error?.message.contains("SHA-256") == true, "\(String(describing: error))")
     }
@@ -139,8 +139,8 @@ import SalvoTestTraits
         let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         unlink(JobJournal.statePath(directory))
         let error = await #expect(throws: JobError.self) {
-                try await BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
-            }
+            try await BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
+        }
         #expect(error?.message.contains("rows.state is missing") == true, "\(String(describing: error))")
         #expect(!JournalVerification(directory).isIntact)
     }
@@ -206,8 +206,8 @@ import SalvoTestTraits
         let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         try Data("{\"version\":".utf8).write(to: URL(fileURLWithPath: JobJournal.manifestPath(directory)))
         let error = await #expect(throws: JobError.self) {
-                try await BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
-            }
+            try await BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
+        }
         #expect(error?.message.contains("--journal-restart") == true, "\(String(describing: error))")
         #expect(!JournalVerification(directory).isIntact)
     }
