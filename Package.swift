@@ -55,6 +55,11 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // Proxies as values: the proxy URL, the environment's proxy variables (curl's rules), and the exchange that
+        // opens a tunnel (HTTP CONNECT, SOCKS5 with RFC 1929): no socket, no I/O. Both interfaces drive the same
+        // exchange, the HTTP/2 side from a channel handler, the binary side on its raw socket before TLS.
+        .target(name: "SalvoProxy", swiftSettings: strictness),
+
         // Sockets, the io_uring ring, TLS sessions over buffers, and the plain-socket fallback. Reads no environment
         // variable: the caller passes the transport, or the probe chooses.
         .target(
@@ -395,6 +400,11 @@ let package = Package(
             dependencies: [
                 "SalvoTestTraits", "APNSWire", .product(name: "NIOCore", package: "swift-nio"),
             ],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoProxyTests",
+            dependencies: ["SalvoTestTraits", "SalvoProxy"],
             swiftSettings: strictness
         ),
         .testTarget(
