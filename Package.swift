@@ -135,6 +135,7 @@ let package = Package(
             dependencies: [
                 "APNSWire",
                 "SalvoRows",
+                "SalvoProxy",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -173,6 +174,7 @@ let package = Package(
             name: "SalvoBroadcast",
             dependencies: [
                 "APNSWire",
+                "SalvoProxy",
                 "SalvoRows",
                 "SalvoHTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -427,6 +429,7 @@ let package = Package(
             name: "SalvoHTTP2Tests",
             dependencies: [
                 "SalvoHTTP2",
+                "SalvoProxy",
                 "SalvoRows",
                 "SalvoBinary",
                 "APNSWire",
@@ -514,7 +517,7 @@ let package = Package(
             name: "SalvoBroadcastTests",
             dependencies: [
                 "SalvoBroadcast", "SalvoRows", "SalvoHTTP2", "APNSWire", "SalvoSimulator", "SalvoTestSupport",
-                "SalvoTestTraits",
+                "SalvoTestTraits", "SalvoProxy",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
