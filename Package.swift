@@ -67,6 +67,7 @@ let package = Package(
             dependencies: [
                 "CLiburing",
                 "COpenSSL",
+                "SalvoProxy",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
@@ -95,6 +96,7 @@ let package = Package(
             name: "SalvoBinary",
             dependencies: [
                 "APNSWire",
+                "SalvoProxy",
                 "SalvoIO",
                 "SalvoRows",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -157,6 +159,7 @@ let package = Package(
             name: "SalvoSend",
             dependencies: [
                 "APNSWire",
+                "SalvoProxy",
                 "SalvoRows",
                 "SalvoBinary",
                 "SalvoHTTP2",
@@ -356,6 +359,7 @@ let package = Package(
                 "SalvoData",
                 "SalvoSoak",
                 "SalvoBroadcast",
+                "SalvoProxy",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
