@@ -12,8 +12,8 @@ struct ProxyOptions: ParsableArguments {
         help: ArgumentHelp(
             "Connect through this proxy: http://[user@]host:port (CONNECT) or socks5://[user@]host:port.",
             discussion: """
-                Default: HTTPS_PROXY, https_proxy, ALL_PROXY or all_proxy, unless NO_PROXY or no_proxy names the \
-                gateway (as curl reads them). The password comes from the URL, --proxy-password-file or \
+                Default: https_proxy, HTTPS_PROXY, all_proxy or ALL_PROXY, unless no_proxy or NO_PROXY names the \
+                gateway (as curl reads them); --no-proxy ignores them. The password comes from the URL, --proxy-password-file or \
                 SALVO_PROXY_PASSWORD, and is never shown.
                 """,
             valueName: "url"
