@@ -424,7 +424,7 @@ let package = Package(
             name: "SalvoBinaryTests",
             dependencies: [
                 "SalvoTestTraits",
-                "SalvoRows", "SalvoBinary", "APNSWire", "SalvoIO", "SalvoSimulator", "SalvoTestSupport",
+                "SalvoRows", "SalvoBinary", "APNSWire", "SalvoIO", "SalvoSimulator", "SalvoTestSupport", "SalvoProxy",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictness
