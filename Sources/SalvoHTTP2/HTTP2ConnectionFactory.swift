@@ -99,6 +99,8 @@ package struct HTTP2ConnectionFactory: Sendable {
                     if let name = factory.checkedName {
                         try sync.addHandler(ServerNameCheckHandler(serverName: name, onFailure: events.refused))
                     }
+                    // Without an offer, a server cannot choose `h2` with ALPN: HTTP/2 is then spoken by prior
+                    // knowledge, and only a server that does not speak it fails (at the HTTP/2 preface).
                     if factory.checksALPN {
                         try sync.addHandler(ALPNCheckHandler(onFailure: events.refused))
                     }
