@@ -55,6 +55,11 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // Proxies as values: the proxy URL, the environment's proxy variables (curl's rules), and the exchange that
+        // opens a tunnel (HTTP CONNECT, SOCKS5 with RFC 1929): no socket, no I/O. Both interfaces drive the same
+        // exchange, the HTTP/2 side from a channel handler, the binary side on its raw socket before TLS.
+        .target(name: "SalvoProxy", swiftSettings: strictness),
+
         // Sockets, the io_uring ring, TLS sessions over buffers, and the plain-socket fallback. Reads no environment
         // variable: the caller passes the transport, or the probe chooses.
         .target(
@@ -62,6 +67,7 @@ let package = Package(
             dependencies: [
                 "CLiburing",
                 "COpenSSL",
+                "SalvoProxy",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
@@ -91,6 +97,7 @@ let package = Package(
             name: "SalvoBinary",
             dependencies: [
                 "APNSWire",
+                "SalvoProxy",
                 "SalvoIO",
                 "SalvoRows",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -131,6 +138,7 @@ let package = Package(
             dependencies: [
                 "APNSWire",
                 "SalvoRows",
+                "SalvoProxy",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -152,6 +160,7 @@ let package = Package(
             name: "SalvoSend",
             dependencies: [
                 "APNSWire",
+                "SalvoProxy",
                 "SalvoRows",
                 "SalvoBinary",
                 "SalvoHTTP2",
@@ -169,6 +178,7 @@ let package = Package(
             name: "SalvoBroadcast",
             dependencies: [
                 "APNSWire",
+                "SalvoProxy",
                 "SalvoRows",
                 "SalvoHTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -350,6 +360,7 @@ let package = Package(
                 "SalvoData",
                 "SalvoSoak",
                 "SalvoBroadcast",
+                "SalvoProxy",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -407,6 +418,11 @@ let package = Package(
             swiftSettings: strictness
         ),
         .testTarget(
+            name: "SalvoProxyTests",
+            dependencies: ["SalvoTestTraits", "SalvoProxy"],
+            swiftSettings: strictness
+        ),
+        .testTarget(
             name: "SalvoRowsTests",
             dependencies: [
                 "SalvoTestTraits", "SalvoRows", "APNSWire", "SalvoTestSupport",
@@ -417,7 +433,7 @@ let package = Package(
             name: "SalvoBinaryTests",
             dependencies: [
                 "SalvoTestTraits",
-                "SalvoRows", "SalvoBinary", "APNSWire", "SalvoIO", "SalvoSimulator", "SalvoTestSupport",
+                "SalvoRows", "SalvoBinary", "APNSWire", "SalvoIO", "SalvoSimulator", "SalvoTestSupport", "SalvoProxy",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictness
@@ -426,6 +442,7 @@ let package = Package(
             name: "SalvoHTTP2Tests",
             dependencies: [
                 "SalvoHTTP2",
+                "SalvoProxy",
                 "SalvoRows",
                 "SalvoBinary",
                 "APNSWire",
@@ -513,7 +530,7 @@ let package = Package(
             name: "SalvoBroadcastTests",
             dependencies: [
                 "SalvoBroadcast", "SalvoRows", "SalvoHTTP2", "APNSWire", "SalvoSimulator", "SalvoTestSupport",
-                "SalvoTestTraits",
+                "SalvoTestTraits", "SalvoProxy",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -56,7 +56,7 @@ extension BinaryConnectionMachine.ConnectFailure {
         case .unknownCA, .certificateExpired, .keyMismatch, .wrongPassphrase, .hostnameMismatch, .certificateRejected,
             .handshakeRefused, .unreadableCredential, .invalidConfiguration, .peerCertificateMissing:
             self = .credentials(error.message)
-        case .nameResolution, .protocolMismatch:
+        case .nameResolution, .protocolMismatch, .proxyRefused:
             self = .hopeless(error.message)
         default:
             self = .unreachable(error.message)

@@ -1,5 +1,6 @@
 import APNSWire
 import Logging
+import SalvoProxy
 import SalvoRows
 
 /// Everything a binary-interface job needs besides its rows.
@@ -9,6 +10,8 @@ public struct BinaryJobConfiguration: Sendable {
     public var port: Int
     /// The name the gateway's certificate must carry (default: `host`).
     public var serverName: String?
+    /// The proxy every connection goes through (its tunnel opened before TLS); nil for a direct connection.
+    public var proxy: ProxyConfiguration?
     /// The client certificate and the CAs to trust, loaded once when the job starts.
     public var credentials: GatewayCredentials
     /// The frame of this job: command, payload, expiry, priority.

@@ -2,6 +2,7 @@ import APNSWire
 import Dispatch
 import NIOCore
 internal import SalvoIO
+import SalvoProxy
 import SalvoRows
 
 /// Reads the feedback service once: connects with the client certificate (the same mutual TLS as the binary
@@ -20,6 +21,8 @@ public enum FeedbackClient {
         public var timeout: Duration
         /// nil: io_uring where the kernel allows it, else sockets.
         public var transport: BinaryTransport?
+        /// The proxy the connection goes through; nil for a direct connection.
+        public var proxy: ProxyConfiguration?
 
         public init(
             gateway: GatewayAddress,
@@ -100,6 +103,7 @@ private final class FeedbackReader: @unchecked Sendable {
         var options = ConnectionOptions()
         options.connectTimeout = self.configuration.timeout
         options.handshakeTimeout = self.configuration.timeout
+        options.proxy = self.configuration.proxy
         TLSConnection.connect(
             host: self.configuration.gateway.host,
             port: self.configuration.gateway.port,
@@ -182,7 +186,7 @@ private final class FeedbackReader: @unchecked Sendable {
 
     private static func jobError(_ error: SalvoIOError, address: String) -> JobError {
         switch error.code {
-        case .connectionRefused, .timedOut, .systemCall, .connectionReset, .connectionClosed:
+        case .connectionRefused, .timedOut, .systemCall, .connectionReset, .connectionClosed, .proxyRefused:
             JobError(.unreachable, "\(address): \(error.message)")
         default:
             JobError(.credentials, "\(address): \(error.message)")

@@ -1,5 +1,6 @@
 import Dispatch
 internal import SalvoIO
+import SalvoProxy
 import SalvoRows
 
 /// Connects to a binary gateway with a job's credentials, completes the TLS handshake, and closes without sending
@@ -20,7 +21,8 @@ public enum GatewayHandshake {
         credentials: GatewayCredentials,
         timeout: Duration = .seconds(10),
         settle: Duration = .milliseconds(300),
-        transport: BinaryTransport? = .socket
+        transport: BinaryTransport? = .socket,
+        proxy: ProxyConfiguration? = nil
     ) async throws(JobError) -> String {
         let tls = try credentials.makeContext()
         let queue = DispatchQueue(label: "salvo.handshake")
@@ -33,7 +35,7 @@ public enum GatewayHandshake {
         let result: Result<String, JobError> = await withCheckedContinuation { continuation in
             queue.async {
                 HandshakeProbe(gateway: gateway, settle: settle) { continuation.resume(returning: $0) }
-                    .start(serverName: serverName, tls: tls, context: context, timeout: timeout)
+                    .start(serverName: serverName, tls: tls, context: context, timeout: timeout, proxy: proxy)
             }
         }
         return try result.get()
@@ -41,7 +43,7 @@ public enum GatewayHandshake {
 
     fileprivate static func jobError(_ error: SalvoIOError, gateway: GatewayAddress) -> JobError {
         switch error.code {
-        case .connectionRefused, .timedOut, .systemCall, .connectionReset, .connectionClosed:
+        case .connectionRefused, .timedOut, .systemCall, .connectionReset, .connectionClosed, .proxyRefused:
             JobError(.unreachable, "\(gateway): \(error.message)")
         default:
             JobError(.credentials, "\(gateway): \(error.message)")
@@ -61,11 +63,14 @@ private final class HandshakeProbe: @unchecked Sendable {
         self.completion = completion
     }
 
-    func start(serverName: String?, tls: TLSContext, context: IOContext, timeout: Duration) {
+    func start(serverName: String?, tls: TLSContext, context: IOContext, timeout: Duration, proxy: ProxyConfiguration?)
+    {
         dispatchPrecondition(condition: .onQueue(context.queue))
         var options = ConnectionOptions()
         options.connectTimeout = timeout
         options.handshakeTimeout = timeout
+        options.proxy = proxy
+        let through = proxy.map { " through the proxy \($0) (reached, tunnel open)" } ?? ""
         TLSConnection.connect(
             host: self.gateway.host,
             port: self.gateway.port,
@@ -87,7 +92,7 @@ private final class HandshakeProbe: @unchecked Sendable {
                 let delay = DispatchTimeInterval.milliseconds(Int(seconds * 1000 + attoseconds / 1_000_000_000_000_000))
                 context.queue.asyncAfter(deadline: .now() + delay) { [self] in
                     guard self.completion != nil else { return }
-                    self.finish(.success("TLS handshake with \(self.gateway) passed"))
+                    self.finish(.success("TLS handshake with \(self.gateway)\(through) passed"))
                     connection.close()
                 }
             case .failure(let error):

@@ -169,6 +169,7 @@ final class Shard: @unchecked Sendable {
         options.connectTimeout = self.configuration.connectTimeout
         options.handshakeTimeout = self.configuration.handshakeTimeout
         options.addressChoice = self.addressTurn
+        options.proxy = self.configuration.proxy
         return options
     }
 

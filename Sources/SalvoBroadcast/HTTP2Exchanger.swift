@@ -6,6 +6,7 @@ import NIOPosix
 import NIOSSL
 import NIOTLS
 import SalvoHTTP2
+import SalvoProxy
 
 /// Where a channel or broadcast client connects and how it proves who it is.
 public struct HTTP2Endpoint: Sendable {
@@ -20,6 +21,8 @@ public struct HTTP2Endpoint: Sendable {
     public var connectTimeout: Duration = .seconds(10)
     /// How long a request waits for its answer before its stream is cancelled and its outcome is unknown.
     public var requestTimeout: Duration = .seconds(15)
+    /// The proxy the connection goes through; nil for a direct connection.
+    public var proxy: ProxyConfiguration?
 
     public init(host: String, port: Int, serverName: String? = nil, authentication: APNSAuthentication) {
         self.host = host
@@ -46,7 +49,7 @@ public enum HTTP2Exchange: Sendable {
 /// the thin driver the channel and broadcast commands share. Every wait is bounded: the connect and handshake by
 /// `connectTimeout`, each request by `requestTimeout` (then its stream is reset and its outcome is `.lost`).
 ///
-/// The TLS set-up is the bulk client's (`HTTP2ClientConfiguration.makeSSLContext`). With token authentication each
+/// The connection is the bulk client's (`HTTP2ConnectionFactory`: the proxy tunnel, TLS, the server-name check). With token authentication each
 /// request carries the shared `ProviderToken`'s current bearer; an `ExpiredProviderToken` answer renews it once and
 /// sends the request again (a 403 was not acted on).
 public final class HTTP2Exchanger: Sendable {
@@ -72,55 +75,47 @@ public final class HTTP2Exchanger: Sendable {
         )
         client.serverName = endpoint.serverName
         client.trustRoots = endpoint.trustRoots
-        let sslContext: NIOSSLContext
+        client.connectTimeout = endpoint.connectTimeout
+        client.proxy = endpoint.proxy
+        // The ALPN check is `HandshakeWait`'s, which names it.
+        let factory: HTTP2ConnectionFactory
         do {
-            guard let context = try client.makeSSLContext() else {
-                throw ChannelFailure(status: nil, reason: "no TLS context")
-            }
-            sslContext = context
-        } catch let error as HTTP2ClientError {
-            throw ChannelFailure(status: nil, reason: error.message)
+            factory = try HTTP2ConnectionFactory(client, checksALPN: false)
         } catch {
-            throw ChannelFailure(status: nil, reason: "\(error)")
+            throw ChannelFailure(status: nil, reason: error.message)
         }
         let address = endpoint.address
-        // SNI only for a name: an address is not a server name.
-        let serverName =
-            endpoint.serverName
-            ?? ((try? SocketAddress(ipAddress: endpoint.host, port: 0)) == nil ? endpoint.host : nil)
         let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
         let handshake = eventLoop.makePromise(of: Void.self)
         let ready = eventLoop.makePromise(of: NIOHTTP2Handler.StreamMultiplexer.self)
+        var events = HTTP2ConnectionFactory.Events { message in
+            handshake.fail(ChannelFailure(status: nil, reason: "\(address): \(message)"))
+        }
+        events.failed = events.refused
         // HTTP/2 is in the pipeline from the start (its preface waits in the TLS handler for the handshake), so the
         // server's first SETTINGS always find it.
-        let bootstrap = ClientBootstrap(group: eventLoop)
-            .connectTimeout(TimeAmount(endpoint.connectTimeout))
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
-                    try sync.addHandler(HandshakeWait(address: address, promise: handshake))
-                    var connection = NIOHTTP2Handler.ConnectionConfiguration()
-                    connection.initialSettings = [
-                        HTTP2Setting(parameter: .enablePush, value: 0),
-                        HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
-                        HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                    ]
-                    let multiplexer = try sync.configureHTTP2Pipeline(
-                        mode: .client,
-                        connectionConfiguration: connection,
-                        streamConfiguration: .init()
-                    ) { stream in stream.close() }
-                    ready.succeed(multiplexer)
-                }
-            }
+        let connecting = factory.connect(on: eventLoop, events: events) { sync in
+            try sync.addHandler(HandshakeWait(address: address, promise: handshake))
+            var connection = NIOHTTP2Handler.ConnectionConfiguration()
+            connection.initialSettings = [
+                HTTP2Setting(parameter: .enablePush, value: 0),
+                HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
+                HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+            ]
+            let multiplexer = try sync.configureHTTP2Pipeline(
+                mode: .client,
+                connectionConfiguration: connection,
+                streamConfiguration: .init()
+            ) { stream in stream.close() }
+            ready.succeed(multiplexer)
+        }
         let channel: any Channel
         do {
-            channel = try await bootstrap.connect(host: endpoint.host, port: endpoint.port).get()
+            channel = try await connecting.get()
         } catch {
             handshake.fail(error)
             ready.fail(error)
-            throw ChannelFailure(status: nil, reason: "cannot connect to \(address): \(error)")
+            throw ChannelFailure(status: nil, reason: factory.describe(connectError: error).message)
         }
         let deadline = eventLoop.scheduleTask(in: TimeAmount(endpoint.connectTimeout)) {
             handshake.fail(

@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOSSL
+import SalvoProxy
 import SalvoRows
 
 /// Where and how to connect: the server, credentials, trust, connection count and the timing of requests,
@@ -36,8 +37,10 @@ public struct HTTP2ClientConfiguration: Sendable {
     public var rate: Int?
     /// How long a request may wait for its answer before its stream is cancelled and its row is uncertain.
     public var requestTimeout: Duration = .seconds(10)
-    /// How long a TCP connect may take.
+    /// How long a TCP connect may take (and, through a proxy, the tunnel after it).
     public var connectTimeout: Duration = .seconds(10)
+    /// The proxy every connection goes through (`HTTP2ConnectionFactory`); nil for a direct connection.
+    public var proxy: ProxyConfiguration?
     /// An idle connection is checked with PING this often …
     public var pingInterval: Duration = .seconds(60)
     /// … and closed when the answer takes longer than this.
@@ -100,6 +103,9 @@ public struct HTTP2ClientConfiguration: Sendable {
             throw HTTP2ClientError(.configuration, "timeouts and the ping interval must be positive")
         }
         if self.cleartext {
+            guard self.proxy == nil else {
+                throw HTTP2ClientError(.configuration, "cleartext HTTP/2 is for a loopback server: it takes no proxy")
+            }
             guard Self.isLoopbackAddress(self.host) else {
                 throw HTTP2ClientError(
                     .configuration,

@@ -28,7 +28,7 @@ final class HTTP2ConnectionPool: Sendable {
 
     init(
         configuration: HTTP2ClientConfiguration,
-        sslContext: NIOSSLContext?,
+        factory: HTTP2ConnectionFactory,
         job: HTTP2JobContext,
         group: any EventLoopGroup,
         rows: Int = Int.max,
@@ -52,7 +52,7 @@ final class HTTP2ConnectionPool: Sendable {
                 eventLoop: group.next(),
                 random: SplitMix64(seed: configuration.randomSeed &+ UInt64(index) &* 0x9E37_79B9_7F4A_7C15),
                 configuration: configuration,
-                sslContext: sslContext,
+                factory: factory,
                 job: job
             )
         }

@@ -12,8 +12,8 @@ import SalvoRows
 final class HTTP2ConnectionSlot: @unchecked Sendable {
     let eventLoop: any EventLoop
     private let configuration: HTTP2ClientConfiguration
-    /// Nil in cleartext mode.
-    private let sslContext: NIOSSLContext?
+    /// Opens each connection: proxy tunnel, TLS and its checks.
+    private let factory: HTTP2ConnectionFactory
     private let job: HTTP2JobContext
     private var failures = 0
     /// The job's settled rows when this slot last saw them change, and when: the policy's backoff is cut to end at
@@ -36,14 +36,14 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         eventLoop: any EventLoop,
         random: SplitMix64,
         configuration: HTTP2ClientConfiguration,
-        sslContext: NIOSSLContext?,
+        factory: HTTP2ConnectionFactory,
         job: HTTP2JobContext
     ) {
         self.eventLoop = eventLoop
         self.addressTurn = index
         self.random = random
         self.configuration = configuration
-        self.sslContext = sslContext
+        self.factory = factory
         self.job = job
     }
 
@@ -102,52 +102,27 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
             case .nio:
                 HTTP2ConnectionHandler(job: self.job, firstStreamID: self.configuration.firstStreamID, random: random)
             }
-        // The bootstrap's group is this loop, so the initializer runs here too.
+        // The factory's group is this loop, so the initializer runs here too.
         let boundHandler = NIOLoopBound(handler, eventLoop: self.eventLoop)
         let job = self.job
-        let sslContext = self.sslContext
-        let offersALPN = self.configuration.offersALPN
         let engine = self.configuration.engine
-        let serverName =
-            self.configuration.serverName ?? (Self.isIPAddress(self.configuration.host) ? nil : self.configuration.host)
-        let bootstrap = ClientBootstrap(group: self.eventLoop)
-            .resolver(RotatingResolver(loop: self.eventLoop, turn: self.addressTurn))
-            .connectTimeout(TimeAmount(self.configuration.connectTimeout))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    if let sslContext {
-                        try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
-                        if let serverName {
-                            try sync.addHandler(
-                                ServerNameCheckHandler(serverName: serverName) { message in
-                                    job.noteConnectionError(message)
-                                    if boundHandler.value.hopeless == nil { boundHandler.value.hopeless = message }
-                                }
-                            )
-                        }
-                        // Without an offer, a server cannot choose `h2` with ALPN: HTTP/2 is then spoken by prior
-                        // knowledge, and only a server that does not speak it fails (at the HTTP/2 preface).
-                        if offersALPN {
-                            try sync.addHandler(
-                                ALPNCheckHandler { message in
-                                    job.noteConnectionError(message)
-                                    if boundHandler.value.hopeless == nil { boundHandler.value.hopeless = message }
-                                }
-                            )
-                        }
-                        // The wire engine writes one buffer per flush by itself.
-                        if engine == .nio { try sync.addHandler(WriteCoalescingHandler()) }
-                    }
-                    if engine == .nio {
-                        try sync.addHandler(
-                            NIOHTTP2Handler(mode: .client, connectionConfiguration: HTTP2ConnectionHandler.protocol)
-                        )
-                    }
-                    try sync.addHandler(boundHandler.value)
-                }
+        let tls = self.factory.sslContext != nil
+        var events = HTTP2ConnectionFactory.Events { message in
+            job.noteConnectionError(message)
+            if boundHandler.value.hopeless == nil { boundHandler.value.hopeless = message }
+        }
+        events.failed = { message in job.noteConnectionError(message) }
+        let connecting = self.factory.connect(on: self.eventLoop, addressTurn: self.addressTurn, events: events) {
+            sync in
+            // The wire engine writes one buffer per flush by itself.
+            if tls && engine == .nio { try sync.addHandler(WriteCoalescingHandler()) }
+            if engine == .nio {
+                try sync.addHandler(
+                    NIOHTTP2Handler(mode: .client, connectionConfiguration: HTTP2ConnectionHandler.protocol)
+                )
             }
+            try sync.addHandler(boundHandler.value)
+        }
         // The handler holds this closure: it takes the handler weakly, or the two would keep each other (and the
         // job's rows) alive after a connection that ends without a GOAWAY.
         handler.onGoAway = { [self, weak handler] in
@@ -165,7 +140,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
             self.failures = 0
             self.job.anyReady.withLockedValue { $0 = true }
         }
-        bootstrap.connect(host: self.configuration.host, port: self.configuration.port).hop(to: self.eventLoop)
+        connecting.hop(to: self.eventLoop)
             .assumeIsolated().whenComplete { result in
                 self.connecting = false
                 switch result {
@@ -198,10 +173,9 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                         "connect failed",
                         metadata: ["error": "\(error)"]
                     )
-                    self.job.noteConnectionError(
-                        "cannot connect to \(self.configuration.host):\(self.configuration.port): \(error)"
-                    )
-                    if let hopeless = HTTP2ConnectFailure.hopeless(connectError: error) { self.stopJob(hopeless) }
+                    let failure = self.factory.describe(connectError: error)
+                    self.job.noteConnectionError(failure.message)
+                    if let hopeless = failure.hopeless { self.stopJob(hopeless) }
                     self.failures += 1
                     self.addressTurn &+= 1
                     self.scheduleReconnect(answered: false)
@@ -266,9 +240,5 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
             self.pendingConnect = nil
             self.connect()
         }
-    }
-
-    private static func isIPAddress(_ host: String) -> Bool {
-        (try? SocketAddress(ipAddress: host, port: 0)) != nil
     }
 }

@@ -1,17 +1,18 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
 import NIOTLS
 
-/// Connects to an HTTP/2 gateway with a job's TLS set-up (`HTTP2ClientConfiguration.makeSSLContext`: TLS 1.2+,
-/// ALPN `h2`, the client certificate when there is one, the server name checked as a job checks it), completes the
-/// handshake, and closes without sending a request: whether a send could connect. Thin: the decisions are NIOSSL's
-/// and the job's own handlers'.
+/// Connects to an HTTP/2 gateway as a job does (`HTTP2ConnectionFactory`: the proxy tunnel, TLS 1.2+, ALPN `h2`, the
+/// client certificate when there is one, the server name checked), completes the handshake, and closes without
+/// sending a request: whether a send could connect. Thin: the decisions are NIOSSL's and the factory's.
 public enum HTTP2Handshake {
     /// Connects, shakes hands, checks that `h2` was negotiated, waits `settle` for a refusal of the client
     /// certificate (TLS 1.3 sends it after the client's side finished), closes.
     ///
-    /// - Returns: what was reached (`TLS handshake with api.push.apple.com:443 passed, ALPN h2`).
+    /// - Returns: what was reached (`TLS handshake with api.push.apple.com:443 passed, ALPN h2`), after a line of the
+    ///   proxy's when there is one (`proxy http://u@h:3128: reached, authenticated (Basic), tunnel to … open`).
     /// - Throws: `HTTP2ClientError(.credentials)` for credentials that do not load, `.connection` for a gateway
     ///   that cannot be reached or a handshake either side refuses, `.protocolNegotiation` without `h2`.
     public static func check(
@@ -19,43 +20,35 @@ public enum HTTP2Handshake {
         timeout: Duration = .seconds(10),
         settle: Duration = .milliseconds(300)
     ) async throws(HTTP2ClientError) -> String {
+        var configuration = configuration
+        configuration.connectTimeout = timeout
         try configuration.validate()
-        guard let sslContext = try configuration.makeSSLContext() else {
+        guard !configuration.cleartext else {
             throw HTTP2ClientError(.configuration, "cleartext HTTP/2 has no TLS handshake to check")
         }
-        let address = "\(configuration.host):\(configuration.port)"
-        let serverName =
-            configuration.serverName
-            ?? ((try? SocketAddress(ipAddress: configuration.host, port: 0)) == nil ? configuration.host : nil)
-        let group = MultiThreadedEventLoopGroup.singleton
-        let eventLoop = group.next()
+        // The ALPN check is the watcher's, which names it.
+        let factory = try HTTP2ConnectionFactory(configuration, checksALPN: false)
+        let address = factory.address
+        let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
         let outcome = eventLoop.makePromise(of: String.self)
+        let tunnel = NIOLockedValueBox<String?>(nil)
         let offersALPN = configuration.offersALPN
-        let bootstrap = ClientBootstrap(group: eventLoop)
-            .connectTimeout(TimeAmount(timeout))
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
-                    if let serverName {
-                        try sync.addHandler(
-                            ServerNameCheckHandler(serverName: serverName) { message in
-                                outcome.fail(HTTP2ClientError(.connection, "\(address): \(message)"))
-                            }
-                        )
-                    }
-                    try sync.addHandler(
-                        HandshakeWatcher(address: address, requireH2: offersALPN, settle: settle, outcome: outcome)
-                    )
-                }
-            }
+        var events = HTTP2ConnectionFactory.Events { message in
+            outcome.fail(HTTP2ClientError(.connection, "\(address): \(message)"))
+        }
+        events.failed = events.refused
+        events.tunnelOpen = { line in tunnel.withLockedValue { $0 = line } }
+        let connecting = factory.connect(on: eventLoop, events: events) { sync in
+            try sync.addHandler(
+                HandshakeWatcher(address: address, requireH2: offersALPN, settle: settle, outcome: outcome)
+            )
+        }
         let channel: any Channel
         do {
-            channel = try await bootstrap.connect(host: configuration.host, port: configuration.port).get()
+            channel = try await connecting.get()
         } catch {
-            let cause = HTTP2ConnectFailure.hopeless(connectError: error) ?? "\(error)"
             outcome.fail(error)
-            throw HTTP2ClientError(.connection, "cannot connect to \(address): \(cause)")
+            throw HTTP2ClientError(.connection, factory.describe(connectError: error).message)
         }
         // Every path ends: the watcher's deadline covers a peer that never finishes the handshake.
         let deadline = eventLoop.scheduleTask(in: TimeAmount(timeout)) {
@@ -65,7 +58,8 @@ public enum HTTP2Handshake {
         do {
             let text = try await outcome.futureResult.get()
             try? await channel.close()
-            return text
+            // The proxy's line first: it was reached, and the tunnel opened, before the handshake.
+            return (tunnel.withLockedValue { $0 }.map { "\($0)\n" } ?? "") + text
         } catch {
             try? await channel.close()
             if let error = error as? HTTP2ClientError { throw error }

@@ -46,7 +46,7 @@ public enum HTTP2Job {
             throw HTTP2ClientError(.configuration, "\(error.message)")
         }
         try Self.checkPushType(configuration.headers)
-        let sslContext = try client.makeSSLContext()
+        let factory = try HTTP2ConnectionFactory(client)
 
         var report = JobReport()
         report.mode = "HTTP/2"
@@ -101,7 +101,7 @@ public enum HTTP2Job {
         if !summary.isFinal { estimatedRows = { source.estimatedValidRows } }
         let pool = HTTP2ConnectionPool(
             configuration: client,
-            sslContext: sslContext,
+            factory: factory,
             job: job,
             group: loops,
             rows: summary.isFinal ? summary.validRows : Int.max,

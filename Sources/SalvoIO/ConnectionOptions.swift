@@ -1,4 +1,5 @@
 import Dispatch
+import SalvoProxy
 
 /// Tunables of a `TLSConnection`. The defaults suit bulk sending of 64 KiB batches.
 public struct ConnectionOptions: Sendable {
@@ -20,6 +21,10 @@ public struct ConnectionOptions: Sendable {
     /// Which of the addresses a host name resolves to (in the resolver's order, each once) to connect to: this
     /// number modulo their count. Connections that pass different numbers spread over the gateway's addresses.
     public var addressChoice = 0
+    /// The proxy the TCP connection goes through: the tunnel is opened on the raw socket (`PendingTunnel`, within
+    /// `connectTimeout` again) before the TLS handshake, so nothing after it changes. The gateway's name is then
+    /// resolved by the proxy; nil for a direct connection.
+    public var proxy: ProxyConfiguration?
 
     /// The defaults.
     public init() {}

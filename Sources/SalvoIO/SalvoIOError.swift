@@ -55,6 +55,9 @@ public struct SalvoIOError: Error, CustomStringConvertible, Sendable {
         public static let nameResolution = Code("nameResolution")
         /// A TLS record could not be processed after the handshake.
         public static let tlsProtocol = Code("tlsProtocol")
+        /// The proxy refused the tunnel (its credentials, the gateway's port, its SOCKS5 methods) or does not speak
+        /// its protocol: retrying cannot help.
+        public static let proxyRefused = Code("proxyRefused")
     }
 
     /// What kind of failure this is.

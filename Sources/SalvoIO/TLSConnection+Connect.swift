@@ -1,4 +1,5 @@
 import Dispatch
+import SalvoProxy
 
 #if canImport(Glibc)
 import Glibc
@@ -28,7 +29,9 @@ extension TLSConnection {
         dispatchPrecondition(condition: .onQueue(context.queue))
         // Runs on context.queue only (every path below calls back there).
         let box = UncheckedSendable(completion)
-        if let address = Socket.Address(numericHost: host, port: port) {
+        // Through a proxy the TCP connection is the proxy's, and the gateway's name is the proxy's to resolve.
+        let (dialHost, dialPort) = options.proxy.map { ($0.host, $0.port) } ?? (host, port)
+        if let address = Socket.Address(numericHost: dialHost, port: dialPort) {
             connect(
                 address: address,
                 host: host,
@@ -43,7 +46,9 @@ extension TLSConnection {
         }
         // A host name: getaddrinfo blocks, so it runs off the owner's queue and hops back with the answer.
         DispatchQueue.global().async {
-            let resolved = Result { try Socket.Address.resolve(host: host, port: port, choice: options.addressChoice) }
+            let resolved = Result {
+                try Socket.Address.resolve(host: dialHost, port: dialPort, choice: options.addressChoice)
+            }
             context.queue.async {
                 switch resolved {
                 case .success(let address):
@@ -58,7 +63,7 @@ extension TLSConnection {
                         completion: box
                     )
                 case .failure(let error):
-                    box.value(.failure(error as! SalvoIOError))
+                    box.value(.failure(Self.throughProxy(error as! SalvoIOError, options: options)))
                 }
             }
         }
@@ -74,6 +79,24 @@ extension TLSConnection {
         options: ConnectionOptions,
         completion box: UncheckedSendable<(Result<TLSConnection, SalvoIOError>) -> Void>
     ) {
+        @Sendable func handshake(fd: Int32) {
+            let connection: TLSConnection
+            do {
+                connection = try TLSConnection(
+                    fd: fd,
+                    context: context,
+                    tls: tls,
+                    serverName: serverName ?? host,
+                    peerKey: "\(host):\(port)",
+                    options: options
+                )
+            } catch {
+                _ = Glibc.close(fd)
+                box.value(.failure(error as! SalvoIOError))
+                return
+            }
+            connection.start(completion: box.value)
+        }
         Socket.connect(
             to: address,
             timeout: options.connectTimeout,
@@ -82,25 +105,32 @@ extension TLSConnection {
         ) { result in
             switch result {
             case .failure(let error):
-                box.value(.failure(error))
+                box.value(.failure(Self.throughProxy(error, options: options)))
             case .success(let fd):
-                let connection: TLSConnection
-                do {
-                    connection = try TLSConnection(
-                        fd: fd,
-                        context: context,
-                        tls: tls,
-                        serverName: serverName ?? host,
-                        peerKey: "\(host):\(port)",
-                        options: options
-                    )
-                } catch {
-                    _ = Glibc.close(fd)
-                    box.value(.failure(error as! SalvoIOError))
+                guard let proxy = options.proxy else {
+                    handshake(fd: fd)
                     return
                 }
-                connection.start(completion: box.value)
+                PendingTunnel(
+                    fd: fd,
+                    handshake: ProxyHandshake(proxy: proxy, host: host, port: port),
+                    timeout: options.connectTimeout,
+                    queue: context.queue
+                ) { tunnel in
+                    switch tunnel {
+                    case .success(let fd): handshake(fd: fd)
+                    case .failure(let error): box.value(.failure(error))
+                    }
+                }.start()
             }
         }
+    }
+
+    /// A failed connect or name resolution of the proxy, said to be the proxy's.
+    private static func throughProxy(_ error: SalvoIOError, options: ConnectionOptions) -> SalvoIOError {
+        guard let proxy = options.proxy else { return error }
+        var error = error
+        error.message = "the proxy \(proxy) cannot be reached: \(error.message)"
+        return error
     }
 }

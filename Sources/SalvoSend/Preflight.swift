@@ -3,6 +3,7 @@ import Foundation
 import NIOSSL
 import SalvoBinary
 import SalvoHTTP2
+import SalvoProxy
 import SalvoRows
 import X509
 
@@ -28,6 +29,9 @@ public enum Preflight {
         /// The environment of Apple's gateway the address names (nil for `HOST:PORT`).
         public var environment: APNSCertificate.Environment?
         public var serverName: String?
+        /// The proxy a connection to either gateway goes through (nil: direct).
+        public var proxyForBinary: ProxyConfiguration?
+        public var proxyForHTTP2: ProxyConfiguration?
         public var trustedCAFile: String?
         public var credentials: Credentials
         /// With a signing key: the file where the processes using the key share one provider token (`send
@@ -108,7 +112,7 @@ public enum Preflight {
             results.append(await Self.binaryHandshake(request, gateway: gateway))
         }
         if let gateway = request.http2 {
-            results.append(await Self.http2Handshake(request, gateway: gateway))
+            results += await Self.http2Handshake(request, gateway: gateway)
         }
         return results
     }
@@ -325,7 +329,8 @@ public enum Preflight {
                 gateway: gateway,
                 serverName: request.serverName,
                 credentials: GatewayCredentials(identity: identity, trustedCAFile: request.trustedCAFile),
-                timeout: request.handshakeTimeout
+                timeout: request.handshakeTimeout,
+                proxy: request.proxyForBinary
             )
             return .ok("handshake binary", text)
         } catch {
@@ -333,7 +338,7 @@ public enum Preflight {
         }
     }
 
-    private static func http2Handshake(_ request: Request, gateway: GatewayAddress) async -> CheckResult {
+    private static func http2Handshake(_ request: Request, gateway: GatewayAddress) async -> [CheckResult] {
         do {
             let authentication: APNSAuthentication
             switch request.credentials {
@@ -360,17 +365,26 @@ public enum Preflight {
                 authentication: authentication
             )
             configuration.serverName = request.serverName
+            configuration.proxy = request.proxyForHTTP2
             if let ca = request.trustedCAFile {
                 do {
                     configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(ca))
                 } catch {
-                    return .fail("handshake h2", "\(ca): cannot read PEM CA certificates: \(error)")
+                    return [.fail("handshake h2", "\(ca): cannot read PEM CA certificates: \(error)")]
                 }
             }
             let text = try await HTTP2Handshake.check(configuration, timeout: request.handshakeTimeout)
-            return .ok("handshake h2", text)
+            // Through a proxy, its line comes first: reached, authenticated, tunnel open, before the TLS handshake.
+            let lines = text.split(separator: "\n", maxSplits: 1).map(String.init)
+            if lines.count == 2 { return [.ok("proxy h2", lines[0]), .ok("handshake h2", lines[1])] }
+            return [.ok("handshake h2", text)]
         } catch {
-            return .fail("handshake h2", Self.message(error))
+            let message = Self.message(error)
+            // A proxy that refused or could not be reached is its own line: Apple was never reached.
+            if let proxy = request.proxyForHTTP2, message.contains("the proxy \(proxy)") {
+                return [.fail("proxy h2", message)]
+            }
+            return [.fail("handshake h2", message)]
         }
     }
 

@@ -22,6 +22,7 @@ struct BroadcastServiceOptions: ParsableArguments {
 
     @OptionGroup var certificate: CertificateOptions
     @OptionGroup var signingKey: SigningKeyOptions
+    @OptionGroup var proxy: ProxyOptions
 
     @Option(
         name: .customLong("token-cache"),
@@ -87,6 +88,7 @@ struct BroadcastServiceOptions: ParsableArguments {
         if let ca = self.certificate.ca { endpoint.trustRoots = try trustRoots(caFile: ca) }
         endpoint.connectTimeout = .seconds(self.timeout)
         endpoint.requestTimeout = .seconds(self.timeout)
+        endpoint.proxy = try self.proxy.configuration(forHost: host)
         return endpoint
     }
 

@@ -43,6 +43,7 @@ struct CheckCommand: AsyncParsableCommand {
     var wireProtocol: CheckProtocol = .binary
 
     @OptionGroup var signingKey: SigningKeyOptions
+    @OptionGroup var proxy: ProxyOptions
 
     @Option(help: "The topic (bundle id) to send to: checked against the certificate's topics.")
     var topic: String?
@@ -150,6 +151,10 @@ struct CheckCommand: AsyncParsableCommand {
             default: nil
             }
         request.serverName = self.certificate.serverName
+        try await exitingOnUserError {
+            request.proxyForBinary = try binary.flatMap { try self.proxy.configuration(forHost: $0.host) }
+            request.proxyForHTTP2 = try http2.flatMap { try self.proxy.configuration(forHost: $0.host) }
+        }
         request.trustedCAFile = self.certificate.ca
         request.topic = self.topic
         request.payloadFile = self.payloads.payload

@@ -26,6 +26,7 @@ struct FeedbackCommand: AsyncParsableCommand {
     var gateway: String
 
     @OptionGroup var certificate: CertificateOptions
+    @OptionGroup var proxy: ProxyOptions
 
     @Option(help: "Write the CSV to this file (atomically) instead of standard output.")
     var output: String?
@@ -118,13 +119,15 @@ struct FeedbackCommand: AsyncParsableCommand {
         if transport == nil, let variable = ProcessInfo.processInfo.environment["SALVO_TRANSPORT"], variable != "auto" {
             transport = BinaryTransport(rawValue: variable)
         }
-        let configuration = FeedbackClient.Configuration(
-            gateway: try self.address(),
+        let gateway = try self.address()
+        var configuration = FeedbackClient.Configuration(
+            gateway: gateway,
             serverName: self.certificate.serverName,
             credentials: self.certificate.credentials,
             timeout: .seconds(self.timeout),
             transport: transport
         )
+        configuration.proxy = try self.proxy.configuration(forHost: gateway.host)
         let read: FeedbackRead
         do {
             read = try await FeedbackClient.read(configuration)

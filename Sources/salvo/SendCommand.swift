@@ -38,6 +38,7 @@ struct SendCommand: AsyncParsableCommand {
     var wireProtocol: WireProtocol = .binary
 
     @OptionGroup var signingKey: SigningKeyOptions
+    @OptionGroup var proxy: ProxyOptions
 
     @Option(help: "HTTP/2 apns-topic: the app's bundle id (required with --auth-key).")
     var topic: String?
@@ -302,13 +303,15 @@ struct SendCommand: AsyncParsableCommand {
         }
         let shared = try self.payloads.sharedPayload(templates)
         let template = try self.delivery.template(payload: shared.payload, file: shared.file)
-        return try self.delivery.configuration(
+        var configuration = try self.delivery.configuration(
             host: gateway.host,
             port: gateway.port,
             serverName: self.certificate.serverName,
             credentials: self.certificate.credentials,
             template: template
         )
+        configuration.proxy = try self.proxy.configuration(forHost: gateway.host)
+        return configuration
     }
 
     private func http2Configuration(_ templates: PayloadTemplates?) throws -> HTTP2JobConfiguration {
@@ -320,6 +323,7 @@ struct SendCommand: AsyncParsableCommand {
             authentication: try self.authentication()
         )
         client.serverName = self.certificate.serverName
+        client.proxy = try self.proxy.configuration(forHost: gateway.host)
         self.delivery.applyConnections(to: &client)
         client.reconnect = self.delivery.reconnectPolicy()
         if let streams = self.maximumStreams {
