@@ -226,11 +226,10 @@ let package = Package(
             swiftSettings: strictness
         ),
 
-        // Scaffolding, not product (no library product contains it): the one certificate factory (CA, server,
-        // clients, an expired client, a client of another CA, encrypted key, PKCS#12, ES256 signing key), the
-        // TLS listener over SalvoIO, the scriptable loopback HTTP/2 server, SHA-256 over streams, the simulator
-        // configured with fresh certificates, and the reconciliation of a sender's report with the simulator's
-        // verdict. Used by the tests, `salvo demo`/`simulate` and SalvoBenchmarkSupport.
+        // Scaffolding, not product (no library product contains it): the servers tests and benchmarks run on
+        // 127.0.0.1 (the TLS listener over SalvoIO, the scriptable loopback HTTP/2 server, hostile and misbehaving
+        // servers, a throwaway PostgreSQL), the certificates and simulator configurations they share, SHA-256 over
+        // streams, child processes and scratch folders. Used by the tests, SalvoBenchmarkSupport and `salvo-bench`.
         .target(
             name: "SalvoTestSupport",
             dependencies: [
@@ -342,7 +341,7 @@ let package = Package(
         ),
 
         // The command line. An executable may use the non-product scaffolding: `demo` and `simulate` take their
-        // development certificates from SalvoTestSupport, `bench` its drivers from SalvoBenchmarkSupport.
+        // development certificates from SalvoDevelopment.
         .executableTarget(
             name: "salvo",
             dependencies: [

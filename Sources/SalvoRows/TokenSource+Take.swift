@@ -19,9 +19,9 @@ extension TokenSource {
         var offset = 0
     }
 
-    /// Validates one row read in order (`validate()`'s rules, one row at a time) into `pass`: the row to hand out,
-    /// or nil when it is refused, suppressed, another partition's, or settled in `journal` (or, unless
-    /// `resendWritten`, written in it). With `payloads`, a row handed out keeps its fields in `fields`.
+    /// Validates one row read in order (`validate()`'s rules, `RowAdmission`, one row at a time) into `pass`: the
+    /// row to hand out, or nil when it is refused, suppressed, another partition's, or settled in `journal` (or,
+    /// unless `resendWritten`, written in it). With `payloads`, a row handed out keeps its fields in `fields`.
     ///
     /// Reads only the source's immutable fields: `nextChunk` calls it under the lock, `PrefixReplay` on its own.
     ///
@@ -43,76 +43,26 @@ extension TokenSource {
         pass: inout Pass,
         fields: inout RowFields
     ) -> TokenRow? {
-        // The file's name is looked up only for a row refused here: a `String` held per row is a retain and a release.
-        let partition = self.options.partition
         switch row {
         case .reject:
             let reject = reader.lastReject!
             pass.lastLine = max(pass.lastLine, reject.line)
-            if partition?.ownsBadRows == false {
-                pass.running.otherPartitions += 1
-            } else {
-                pass.running.rejects.append(reject)
-            }
+            self.admission.refuse(reject, summary: &pass.running)
             return nil
         case .token(let row):
             pass.lastLine = max(pass.lastLine, row.line)
             pass.offset = row.reference.offset
-            if let partition, !partition.contains(row.token) {
-                pass.running.otherPartitions += 1
-                return nil
-            }
             // The payload is rendered here, once: a row refused below leaves it to be overwritten by the next.
-            if let payloads = self.payloads {
-                switch reader.renderPayload(columns: payloadColumns, payloads: payloads, into: &fields) {
-                case .success(let result):
-                    pass.running.largestPayload = max(pass.running.largestPayload, result.count)
-                case .failure(let error):
-                    pass.running.rejects.append(
-                        InputReject(
-                            file: self.files[fileIndex],
-                            line: row.line,
-                            value: row.token.hexString,
-                            reason: error.message
-                        )
-                    )
-                    return nil
-                }
-            }
-            if self.options.dedupe {
-                if let first = pass.seen[row.token] {
-                    let firstFile = first >> 48
-                    let of = self.files.count > 1 ? " of \(self.files[firstFile])" : ""
-                    pass.running.rejects.append(
-                        InputReject(
-                            file: self.files[fileIndex],
-                            line: row.line,
-                            value: row.token.hexString,
-                            reason: "duplicate of the token on line \(first & (1 << 48 - 1))\(of)"
-                        )
-                    )
-                    return nil
-                }
-                pass.seen[row.token] = fileIndex << 48 | row.line
-            }
-            if let suppression = self.suppression, suppression.entries[row.token] != nil {
-                switch reader.registrationTime(line: row.line) {
-                case .unreadable(let reject):
-                    if partition?.ownsBadRows == false {
-                        pass.running.otherPartitions += 1
-                    } else {
-                        pass.running.rejects.append(reject)
-                    }
-                    return nil
-                case .known(let registeredAt):
-                    if suppression.suppresses(row.token, registeredAt: registeredAt) != nil {
-                        pass.running.suppressed += 1
-                        return nil
-                    }
-                    pass.running.reregistered += 1
-                }
-            }
-            pass.running.validRows += 1
+            let verdict = self.admission.admit(
+                row,
+                reader: reader,
+                fileIndex: fileIndex,
+                payloadColumns: payloadColumns,
+                seen: &pass.seen,
+                summary: &pass.running,
+                fields: &fields
+            )
+            guard verdict == .admitted else { return nil }
             let hashed = !self.options.dedupe
             if hashed && hashReturned { pass.hashes.append(row.token.stableHash) }
             // The journal is not bound to a name here: a binding was a retain and a release of it per row.

@@ -115,6 +115,9 @@ public final class TokenSource: @unchecked Sendable {
     /// A payload per row: rows are measured while validating (refused with their line when they cannot be
     /// rendered or are over the limit), and their fields handed out with each chunk.
     public let payloads: RowPayloads?
+    /// The rules a row read in order must pass to go out (partition, payload, duplicate, suppression), for
+    /// `validate()` and `take` alike.
+    let admission: RowAdmission
     /// Rows of each file that `open()` reads at once: a file whose first chunk holds no token is refused.
     public let firstChunkRows: Int
     /// Rows read between two checkpoints of a journaled, opened source (the last segment of a file is shorter).
@@ -198,6 +201,13 @@ public final class TokenSource: @unchecked Sendable {
         self.options = options
         self.suppression = suppression
         self.payloads = payloads
+        self.admission = RowAdmission(
+            files: files,
+            partition: options.partition,
+            dedupe: options.dedupe,
+            suppression: suppression,
+            payloads: payloads
+        )
         self.firstChunkRows = max(1, firstChunkRows)
         self.checkpointRows = max(1, checkpointRows)
         self.state = NIOLockedValueBox(State())
@@ -240,11 +250,11 @@ public final class TokenSource: @unchecked Sendable {
         var rejectedLines: [Set<Int>] = []
         var columns: [Int] = []
         // With dedupe, each token's first row: its file index (high 16 bits) and line.
-        var seen: [DeviceToken: Int]? = self.options.dedupe ? [:] : nil
+        var seen: [DeviceToken: Int] = [:]
         // Without dedupe, repeated tokens are only counted: 8 bytes a row (the token's 64-bit hash), by bucket, with
         // room for as many rows as the files can hold (else they would be bucketed again, a copy, when counted).
         var hashes = RepeatHashes()
-        if seen == nil {
+        if !self.options.dedupe {
             let bytes = self.files.reduce(0) { total, file in
                 var status = stat()
                 return total + (stat(StandardInputName.path(of: file), &status) == 0 ? Int(status.st_size) : 0)
@@ -274,85 +284,36 @@ public final class TokenSource: @unchecked Sendable {
             columns.append(reader.tokenColumn)
             let fieldColumns = try self.payloads?.columns(in: file, header: reader.headerNames) ?? []
             payloadColumns.append(fieldColumns)
-            let partition = self.options.partition
             var lastLine = 0
             defer { summary.lineCounts.append(lastLine + 1) }
             while let row = try reader.next() {
                 switch row {
                 case .token(let row):
                     lastLine = max(lastLine, row.line)
-                    if let partition, !partition.contains(row.token) {
-                        summary.otherPartitions += 1
+                    if let payloads = self.payloads { scratch.removeAll(columnCount: payloads.templates.columns.count) }
+                    let verdict = self.admission.admit(
+                        row,
+                        reader: reader,
+                        fileIndex: fileIndex,
+                        payloadColumns: fieldColumns,
+                        seen: &seen,
+                        summary: &summary,
+                        fields: &scratch
+                    )
+                    switch verdict {
+                    case .admitted: break
+                    case .otherPartition: continue
+                    case .setAside:
+                        rejected.insert(row.line)
                         continue
                     }
-                    if let payloads = self.payloads {
-                        scratch.removeAll(columnCount: payloads.templates.columns.count)
-                        let measured = reader.renderPayload(columns: fieldColumns, payloads: payloads, into: &scratch)
-                        if case .success(let size) = measured {
-                            summary.largestPayload = max(summary.largestPayload, size.count)
-                        }
-                        if case .failure(let error) = measured {
-                            rejected.insert(row.line)
-                            summary.rejects.append(
-                                InputReject(
-                                    file: file,
-                                    line: row.line,
-                                    value: row.token.hexString,
-                                    reason: error.message
-                                )
-                            )
-                            continue
-                        }
-                    }
-                    if seen != nil {
-                        if let first = seen![row.token] {
-                            rejected.insert(row.line)
-                            summary.rejects.append(
-                                InputReject(
-                                    file: file,
-                                    line: row.line,
-                                    value: row.token.hexString,
-                                    reason:
-                                        "duplicate of the token on line \(first & (1 << 48 - 1))"
-                                        + (self.files.count > 1 ? " of \(self.files[first >> 48])" : "")
-                                )
-                            )
-                            continue
-                        }
-                        seen![row.token] = fileIndex << 48 | row.line
-                    }
-                    if let suppression = self.suppression, suppression.entries[row.token] != nil {
-                        // Only a listed token's registration time matters, so only those are read.
-                        switch reader.registrationTime(line: row.line) {
-                        case .unreadable(let reject):
-                            rejected.insert(row.line)
-                            if partition?.ownsBadRows == false {
-                                summary.otherPartitions += 1
-                            } else {
-                                summary.rejects.append(reject)
-                            }
-                            continue
-                        case .known(let registeredAt):
-                            if suppression.suppresses(row.token, registeredAt: registeredAt) != nil {
-                                rejected.insert(row.line)
-                                summary.suppressed += 1
-                                continue
-                            }
-                            summary.reregistered += 1
-                        }
-                    }
-                    summary.validRows += 1
-                    if seen == nil { hashes.append(row.token.stableHash) }
+                    if !self.options.dedupe { hashes.append(row.token.stableHash) }
                     if let journal { summary.journaled.count(row, journal.state(file: fileIndex, line: row.line)) }
                 case .reject:
                     let reject = reader.lastReject!
                     lastLine = max(lastLine, reject.line)
                     rejected.insert(reject.line)
-                    if partition?.ownsBadRows == false {
-                        summary.otherPartitions += 1
-                    } else {
-                        summary.rejects.append(reject)
-                    }
+                    self.admission.refuse(reject, summary: &summary)
                 }
             }
             rejectedLines.append(rejected)
@@ -426,7 +387,6 @@ public final class TokenSource: @unchecked Sendable {
         // a row handed out): its rows are not looked up.
         let journal = state.journalHeldNoMark ? nil : state.journal
         let tracked = state.tracking != nil
-        let partition = self.options.partition
         var failure: InputError?
         do throws(InputError) {
             while rows.count < maximumRows && !state.finished {
@@ -469,7 +429,7 @@ public final class TokenSource: @unchecked Sendable {
                     continue
                 }
                 if case .token(let good) = row, !state.rejectedLines[state.fileIndex].contains(good.line),
-                    partition?.contains(good.token) ?? true
+                    self.admission.owns(good.token)
                 {
                     if let journal {
                         let recorded = journal.state(file: state.fileIndex, line: good.line)

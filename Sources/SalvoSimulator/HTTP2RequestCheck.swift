@@ -5,7 +5,7 @@ import APNSWire
 /// payload. The first failure is the answer.
 ///
 /// Checks that need the token's registration (the plan's invalid tokens, tokens of another app, uninstalled
-/// apps) come after these, in `HTTP2GatewayHandler`.
+/// apps) come after these, in `HTTP2Answers.refusal(of:)`.
 struct HTTP2RequestCheck {
     /// How the connection or request proves who sends.
     enum Credentials {

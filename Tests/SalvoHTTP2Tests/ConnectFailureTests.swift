@@ -1,6 +1,5 @@
 import Foundation
 import NIOSSL
-import SalvoBinary
 import SalvoRows
 import SalvoTestSupport
 import SalvoTestTraits

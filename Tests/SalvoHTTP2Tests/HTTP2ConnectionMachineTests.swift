@@ -1,7 +1,6 @@
 import APNSWire
 import NIOCore
 import NIOHTTP2
-import SalvoBinary
 import SalvoRows
 import SalvoTestTraits
 import Testing

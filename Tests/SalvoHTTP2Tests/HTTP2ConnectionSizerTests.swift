@@ -1,5 +1,4 @@
 import NIOCore
-import SalvoBinary
 import SalvoRows
 import SalvoSimulator
 import SalvoTestTraits

@@ -3,7 +3,6 @@ import Dispatch
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import SalvoBinary
 import SalvoRows
 import SalvoTestTraits
 import Testing

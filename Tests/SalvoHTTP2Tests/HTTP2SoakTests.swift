@@ -1,5 +1,4 @@
 import Foundation
-import SalvoBinary
 import SalvoRows
 import SalvoTestTraits
 import Testing

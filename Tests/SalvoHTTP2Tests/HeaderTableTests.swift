@@ -2,7 +2,6 @@ import APNSWire
 import Crypto
 import Foundation
 import NIOConcurrencyHelpers
-import SalvoBinary
 import SalvoRows
 import SalvoTestSupport
 import SalvoTestTraits

@@ -1,5 +1,4 @@
 import Foundation
-import SalvoBinary
 import SalvoRows
 import SalvoTestSupport
 import Testing

@@ -1,7 +1,6 @@
 import APNSWire
 import Foundation
 import NIOConcurrencyHelpers
-import SalvoBinary
 import SalvoRows
 import SalvoTestSupport
 import SalvoTestTraits

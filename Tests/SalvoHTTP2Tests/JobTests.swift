@@ -5,7 +5,6 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
 import SalvoBenchmarkSupport
-import SalvoBinary
 import SalvoRows
 import SalvoTestSupport
 import SalvoTestTraits

@@ -1,4 +1,3 @@
-import SalvoBinary
 import SalvoRows
 import SalvoTestSupport
 import SalvoTestTraits

@@ -2,7 +2,6 @@ import Crypto
 import Dispatch
 import Foundation
 import NIOConcurrencyHelpers
-import SalvoBinary
 import SalvoRows
 import SalvoTestSupport
 import SalvoTestTraits

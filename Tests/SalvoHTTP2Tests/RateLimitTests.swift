@@ -1,7 +1,6 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import SalvoBinary
 import SalvoRows
 import SalvoTestTraits
 import Testing

@@ -2,7 +2,6 @@ import APNSWire
 import Crypto
 import Foundation
 import NIOSSL
-import SalvoBinary
 import SalvoRows
 import SalvoTestSupport
 import SalvoTestTraits

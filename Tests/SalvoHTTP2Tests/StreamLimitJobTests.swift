@@ -1,5 +1,4 @@
 import APNSWire
-import SalvoBinary
 import SalvoRows
 import SalvoTestTraits
 import Testing

@@ -2,7 +2,6 @@ import APNSWire
 import Foundation
 import NIOCore
 import NIOEmbedded
-import SalvoBinary
 import SalvoRows
 import SalvoTestTraits
 import Testing

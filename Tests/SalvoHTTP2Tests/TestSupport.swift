@@ -4,7 +4,6 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
-import SalvoBinary
 import SalvoRows
 import SalvoTestSupport
 

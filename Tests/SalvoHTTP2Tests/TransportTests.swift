@@ -3,7 +3,6 @@ import Crypto
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
-import SalvoBinary
 import SalvoRows
 import SalvoTestSupport
 import SalvoTestTraits

@@ -4,7 +4,6 @@ import NIOCore
 import NIOEmbedded
 import NIOHPACK
 import NIOPosix
-import SalvoBinary
 import SalvoRows
 import Testing
 

@@ -3,7 +3,6 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
-import SalvoBinary
 import SalvoRows
 import SalvoTestTraits
 import Testing
