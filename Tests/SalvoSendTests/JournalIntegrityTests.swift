@@ -17,7 +17,7 @@ import SalvoTestTraits
 @Suite(.tags(.pure), .runs(.pure), .offThePool) struct JournalIntegrityTests {
     /// An unfinished job in a fresh journal: a new job prepared (its manifest and state file written) and a few of
     /// its rows marked, then dropped. Returns the input and the journal folder.
-    static func unfinishedJob(_ prefix: String) throws -> (input: String, directory: String) {
+    static func unfinishedJob(_ prefix: String) async throws -> (input: String, directory: String) {
         let (folder, input) = try JournalManifestTests.threeTokens(prefix)
         let directory = folder.appendingPathComponent("journal").path
         do {
@@ -29,13 +29,9 @@ import SalvoTestTraits
         }
         // The new job's hashes are recorded on a thread of their own: wait for them (bounded), so that the lock
         // and the manifest are the test's again.
-        let clock = ContinuousClock()
-        let start = clock.now
-        while try JobJournal.loadManifest(directory)?.inputs.contains(where: { !$0.isFingerprinted }) != false
-            || JournalLock.holder(directory) != nil,
-            clock.now - start < .seconds(10)
-        {
-            usleep(20_000)
+        try await eventually("the new job's hashes recorded and its lock released", timeout: .seconds(10)) {
+            try JobJournal.loadManifest(directory)?.inputs.contains(where: { !$0.isFingerprinted }) == false
+                && JournalLock.holder(directory) == nil
         }
         return (input, directory)
     }
@@ -59,8 +55,8 @@ import SalvoTestTraits
         #expect(!JournalVerification(directory).isIntact)
     }
 
-    @Test func anIntactJournalResumes() throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-ji")
+    @Test func anIntactJournalResumes() async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         let verification = JournalVerification(directory)
         #expect(verification.isIntact, "\(verification.lines)")
         #expect(verification.check?.stateCounts == [3, 1, 1, 0, 0, 0], "5 lines: \(verification.lines)")
@@ -71,8 +67,8 @@ import SalvoTestTraits
 
     /// A journal whose manifest recorded its inputs' SHA-256 (as journals did before XXH64) resumes: the run computes
     /// SHA-256 for it. The same file changed in place, same size, is refused by that SHA-256.
-    @Test func aJournalThatRecordedSHA256IsComparedBySHA256() throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-jish")
+    @Test func aJournalThatRecordedSHA256IsComparedBySHA256() async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-jish")
         var manifest = try #require(try JobJournal.loadManifest(directory))
         manifest.inputs = try JobJournal.fingerprint([input], sha256: true).map { input in
             var older = input
@@ -88,9 +84,9 @@ import SalvoTestTraits
             let send = try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
             #expect(send.journal?.rows != nil, "resumed")
         }
-        let clock = ContinuousClock()
-        let start = clock.now
-        while JournalLock.holder(directory) != nil, clock.now - start < .seconds(10) { usleep(20_000) }
+        try await eventually("the resumed run's lock released", timeout: .seconds(10)) {
+            JournalLock.holder(directory) == nil
+        }
         let resumed = try #require(try JobJournal.loadManifest(directory))
         #expect(resumed.inputs.map(\.sha256) == manifest.inputs.map(\.sha256))
         #expect(resumed.inputs.map(\.xxh64) == [nil])
@@ -107,8 +103,8 @@ import SalvoTestTraits
     }
 
     @Test(arguments: [0, 10, 64, 65, 68, 70, 4096])
-    func aStateFileOfTheWrongSizeIsRefused(size: Int) throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-ji")
+    func aStateFileOfTheWrongSizeIsRefused(size: Int) async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         // The job's file: a 64-byte header and 5 rows (line 0, the header line, three tokens).
         let state = JobJournal.statePath(directory)
         #expect(try Data(contentsOf: URL(fileURLWithPath: state)).count == 69)
@@ -131,8 +127,8 @@ import SalvoTestTraits
         }
     }
 
-    @Test func aMissingStateFileIsRefused() throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-ji")
+    @Test func aMissingStateFileIsRefused() async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         unlink(JobJournal.statePath(directory))
         let error = #expect(throws: JobError.self) {
             try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
@@ -141,8 +137,8 @@ import SalvoTestTraits
         #expect(!JournalVerification(directory).isIntact)
     }
 
-    @Test func randomBytesOfTheRightSizeAreRefused() throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-ji")
+    @Test func randomBytesOfTheRightSizeAreRefused() async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         var generator = SystemRandomNumberGenerator()
         // Random bytes where the header was: no magic.
         try Data((0..<69).map { _ in UInt8.random(in: 0...255, using: &generator) })
@@ -150,8 +146,8 @@ import SalvoTestTraits
         try Self.expectRefused(input, directory, naming: "its header is not a state file's")
     }
 
-    @Test func aByteThatIsNotAStateIsRefusedWithItsOffset() throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-ji")
+    @Test func aByteThatIsNotAStateIsRefusedWithItsOffset() async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         let url = URL(fileURLWithPath: JobJournal.statePath(directory))
         var bytes = [UInt8](try Data(contentsOf: url))
         bytes[64 + 3] = 0xc7
@@ -168,11 +164,11 @@ import SalvoTestTraits
         #expect(verification.lines.contains { $0.hasPrefix("rows: 1 none") && $0.hasSuffix("2 not a state") })
     }
 
-    @Test func anotherJobsStateFileIsRefused() throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-ji")
+    @Test func anotherJobsStateFileIsRefused() async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         // The same inputs journaled in another folder: a state file of the right size and a good header, another
         // job's.
-        let (_, other) = try Self.unfinishedJob("salvo-ji")
+        let (_, other) = try await Self.unfinishedJob("salvo-ji")
         let foreign = try Data(contentsOf: URL(fileURLWithPath: JobJournal.statePath(other)))
         try foreign.write(to: URL(fileURLWithPath: JobJournal.statePath(directory)))
         let job = try #require(try JobJournal.loadManifest(directory)?.job)
@@ -186,8 +182,8 @@ import SalvoTestTraits
         )
     }
 
-    @Test func aRestartBeginsTheJobAgainOverADamagedJournal() throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-ji")
+    @Test func aRestartBeginsTheJobAgainOverADamagedJournal() async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         let job = try JobJournal.loadManifest(directory)?.job
         try Data(count: 10).write(to: URL(fileURLWithPath: JobJournal.statePath(directory)))
         var request = try JournalManifestTests.journaledRequest(input, directory: directory)
@@ -198,8 +194,8 @@ import SalvoTestTraits
         #expect(send.journal?.rows?.states(file: 0).allSatisfy { $0 == .none } == true)
     }
 
-    @Test func aManifestThatCannotBeReadSaysWhatToDo() throws {
-        let (input, directory) = try Self.unfinishedJob("salvo-ji")
+    @Test func aManifestThatCannotBeReadSaysWhatToDo() async throws {
+        let (input, directory) = try await Self.unfinishedJob("salvo-ji")
         try Data("{\"version\":".utf8).write(to: URL(fileURLWithPath: JobJournal.manifestPath(directory)))
         let error = #expect(throws: JobError.self) {
             try BulkSend.prepare(try JournalManifestTests.journaledRequest(input, directory: directory))
