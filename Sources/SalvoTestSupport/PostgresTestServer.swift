@@ -81,25 +81,19 @@ public final class PostgresTestServer: Sendable {
     /// - Throws: `Failure` with psql's error when a statement fails.
     @discardableResult
     public func run(_ sql: String, database: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: self.psql)
-        process.arguments = ["-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", self.url(database: database), "-c", sql]
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
         // Bounded: a connect that gets no answer gives up after 10 s, a statement after 120 s (the psql run then ends
         // with its error, read below), so no test waits on a server gone quiet.
-        process.environment = ProcessInfo.processInfo.environment.merging(
-            ["PGCONNECT_TIMEOUT": "10", "PGOPTIONS": "-c statement_timeout=120s"]
-        ) { _, bounded in bounded }
-        try process.run()
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let failure = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw Failure("psql \(sql.prefix(200)): exit \(process.terminationStatus): \(failure)")
+        let run = try TestProcess(
+            self.psql,
+            ["-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", self.url(database: database), "-c", sql],
+            environment: ["PGCONNECT_TIMEOUT": "10", "PGOPTIONS": "-c statement_timeout=120s"],
+            input: .nothing,
+            output: .apart
+        )
+        let status = try run.waitBlocking(seconds: 180)
+        let printed = run.standardOutput
+        guard status == 0 else {
+            throw Failure("psql \(sql.prefix(200)): exit \(status): \(run.standardError)")
         }
         return printed
     }
@@ -151,7 +145,7 @@ public final class PostgresTestServer: Sendable {
         // TLS on, with a self-signed certificate, for `sslmode=require` (as .ci/run's cluster).
         var tls = ""
         if let openssl = Self.binary("openssl") {
-            let (status, _) = try runToEnd(
+            let (status, _) = try TestProcess.runToEnd(
                 openssl,
                 [
                     "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1", "-keyout",
@@ -175,7 +169,7 @@ public final class PostgresTestServer: Sendable {
             runAs = ["/usr/sbin/runuser", "-u", "postgres", "--"]
         }
         // Spawned and waited for directly, output into a file: the server that `pg_ctl start` leaves running would
-        // hold a pipe open for ever.
+        // hold a pipe open for ever, and `TestProcess` (Foundation's `Process`) never saw `pg_ctl` end while it ran.
         let log = folder + "/commands.log"
         func run(_ arguments: [String]) throws {
             let status = Self.spawnAndWait(runAs + arguments, output: log)
@@ -207,7 +201,9 @@ public final class PostgresTestServer: Sendable {
     }
 
     /// Runs `arguments` (the program first, by path) with its output appended to the file `output` (nil: dropped)
-    /// and standard input empty; its exit status, or -1 when it could not start or was killed.
+    /// and standard input empty; its exit status, or -1 when it could not start or was killed. Not `TestProcess`:
+    /// Foundation's `Process` did not see `pg_ctl start` end while the server it leaves running lived (the wait ran
+    /// out after 120 s), and the exit handler cannot count on Foundation.
     static func spawnAndWait(_ arguments: [String], output: String?) -> Int32 {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)

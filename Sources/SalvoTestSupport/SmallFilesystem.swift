@@ -35,7 +35,7 @@ public struct SmallFilesystem: Sendable {
         let status: Int32
         let output: String
         do {
-            (status, output) = try runToEnd(
+            (status, output) = try TestProcess.runToEnd(
                 "/bin/mount",
                 ["-t", "tmpfs", "-o", "size=\(bytes),mode=0777", "tmpfs", folder]
             )
@@ -52,7 +52,7 @@ public struct SmallFilesystem: Sendable {
 
     /// Unmounts the tmpfs and removes its folder.
     public func unmount() {
-        _ = try? runToEnd("/bin/umount", [self.path])
+        _ = try? TestProcess.runToEnd("/bin/umount", [self.path])
         rmdir(self.path)
     }
 

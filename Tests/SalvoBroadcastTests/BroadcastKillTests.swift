@@ -13,34 +13,10 @@ import Glibc
 /// again: no name gets a second channel, no channel gets an update twice, and then every channel is deleted.
 @Suite(.tags(.process), .runs(.process), .takesATurn, .serialized, .timeLimit(.minutes(4)))
 struct BroadcastKillTests {
-    /// `salvo`, built next to the test bundle (`BackgroundRun.salvoPath`).
-    static var executable: String? { BackgroundRun.salvoPath }
+    /// `salvo`, built next to the test bundle (`TestProcess.salvoPath`).
+    static var executable: String? { TestProcess.salvoPath }
 
     static let count = 1000
-
-    /// Starts `salvo` in `folder`; its output is dropped.
-    static func start(_ salvo: String, _ arguments: [String], in folder: URL) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        return process
-    }
-
-    /// Waits (at most 60 s) until `condition` holds or the process ends; true when it held.
-    static func wait(for process: Process, until condition: () -> Bool) async throws -> Bool {
-        let clock = ContinuousClock()
-        let start = clock.now
-        while clock.now - start < .seconds(60) {
-            if condition() { return true }
-            if !process.isRunning { return false }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        return false
-    }
 
     @Test func killedRunsResumeWithoutDuplicatesAndEverythingIsDeleted() async throws {
         guard let salvo = Self.executable else {
@@ -66,18 +42,19 @@ struct BroadcastKillTests {
 
         // Killed once a third of the names have their channel in the journal.
         let journal = folder.appendingPathComponent("create-journal/channels.jsonl").path
-        let first = try Self.start(salvo, create + ["--concurrency", "4"], in: folder)
-        let landed = try await Self.wait(for: first) {
+        let first = try TestProcess(salvo, create + ["--concurrency", "4"], in: folder, output: .nothing)
+        var landed = false
+        try await eventually("a third of the channels in the journal, or the run's end", timeout: .seconds(60)) {
             let text = (try? String(contentsOfFile: journal, encoding: .utf8)) ?? ""
-            return text.components(separatedBy: #""kind":"created""#).count > Self.count / 3
+            landed = text.components(separatedBy: #""kind":"created""#).count > Self.count / 3
+            return landed || !first.isRunning
         }
-        kill(first.processIdentifier, SIGKILL)
-        first.waitUntilExit()
+        try await first.kill()
         #expect(landed, "the kill landed after the run ended")
         let createdAtKill = service.registry.snapshot().channelsCreated
         #expect(createdAtKill < Self.count)
 
-        let (status, output) = try runToEnd(salvo, create, in: folder)
+        let (status, output) = try TestProcess.runToEnd(salvo, create, in: folder)
         #expect(status == 0, "\(output)")
         // Exactly one channel per name ever made: a duplicate would have been a create too many.
         #expect(service.registry.snapshot().channelsCreated == Self.count)
@@ -94,14 +71,17 @@ struct BroadcastKillTests {
                 "--journal", "broadcast-journal", "--report", "report.json", "--window", "4", "--rate", "400",
                 "--quiet",
             ]
-        let second = try Self.start(salvo, broadcast, in: folder)
-        let midway = try await Self.wait(for: second) { service.registry.records().count > Self.count / 4 }
-        kill(second.processIdentifier, SIGKILL)
-        second.waitUntilExit()
+        let second = try TestProcess(salvo, broadcast, in: folder, output: .nothing)
+        var midway = false
+        try await eventually("a quarter of the updates, or the broadcast's end", timeout: .seconds(60)) {
+            midway = service.registry.records().count > Self.count / 4
+            return midway || !second.isRunning
+        }
+        try await second.kill()
         #expect(midway, "the kill landed after the broadcast ended")
         #expect(service.registry.records().count < Self.count)
 
-        let (again, text) = try runToEnd(salvo, broadcast, in: folder)
+        let (again, text) = try TestProcess.runToEnd(salvo, broadcast, in: folder)
         // Rows whose answer the kill lost are uncertain (exit 1) and were not sent again.
         #expect(again == 0 || again == 1, "\(text)")
         let verdict = service.registry.verdict()
@@ -121,11 +101,11 @@ struct BroadcastKillTests {
 
         // A third run sends nothing.
         let before = service.registry.records().count
-        _ = try runToEnd(salvo, broadcast, in: folder)
+        _ = try TestProcess.runToEnd(salvo, broadcast, in: folder)
         #expect(service.registry.records().count == before)
 
         let delete = ["channels", "delete", "--inventory", "inventory.csv"] + management
-        let (deleted, log) = try runToEnd(salvo, delete, in: folder)
+        let (deleted, log) = try TestProcess.runToEnd(salvo, delete, in: folder)
         #expect(deleted == 0, "\(log)")
         #expect(service.registry.channels(app: BroadcastService.app).isEmpty)
         #expect(try ChannelInventory.read(folder.appendingPathComponent("inventory.csv").path).entries.isEmpty)

@@ -15,8 +15,8 @@ import SalvoTestTraits
 /// waits for SETTINGS within a second.
 @Suite(.tags(.process), .runs(.process), .takesATurn, .serialized, .timeLimit(.minutes(2)))
 struct HostileServerCommandLineTests {
-    /// `salvo`, built next to the test bundle (`BackgroundRun.salvoPath`).
-    static var executable: String? { BackgroundRun.salvoPath }
+    /// `salvo`, built next to the test bundle (`TestProcess.salvoPath`).
+    static var executable: String? { TestProcess.salvoPath }
 
     struct Exit {
         var status: Int32
@@ -46,44 +46,45 @@ struct HostileServerCommandLineTests {
         _ = try TokenFile(count: HostileServerJobTests.rows, seed: 401, in: folder)
         try Data(HostileServerJobTests.payload.bytes).write(to: URL(fileURLWithPath: folder.file("payload.json")))
         let paths = CertificateFactory.sharedFolder
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = URL(fileURLWithPath: folder.path)
-        process.arguments = [
-            "send", "tokens-401.csv", "--payload", "payload.json", "--cert", paths.client, "--key", paths.clientKey,
-            "--ca", paths.ca, "--connections", "1", "--give-up-seconds", "2", "--report", "report.json", "--quiet",
-            "--protocol", "h2", "--gateway", "127.0.0.1:\(server.port)", "--server-name", "localhost", "--topic",
-            CertificateFactory.sharedTopic, "--push-type", "alert", "--h2-engine", engine.rawValue,
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        let errors = folder.file("stderr.txt")
-        _ = FileManager.default.createFile(atPath: errors, contents: nil)
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
         let clock = ContinuousClock()
         var start = clock.now
-        try process.run()
+        let run = try TestProcess(
+            salvo,
+            [
+                "send", "tokens-401.csv", "--payload", "payload.json", "--cert", paths.client, "--key", paths.clientKey,
+                "--ca", paths.ca, "--connections", "1", "--give-up-seconds", "2", "--report", "report.json", "--quiet",
+                "--protocol", "h2", "--gateway", "127.0.0.1:\(server.port)", "--server-name", "localhost", "--topic",
+                CertificateFactory.sharedTopic, "--push-type", "alert", "--h2-engine", engine.rawValue,
+            ],
+            in: URL(fileURLWithPath: folder.path),
+            output: .standardErrorOnly
+        )
         if let interruptAfter {
             // Past its start: connected (bounded), then the time asked for.
-            while server.connectionCount == 0 && process.isRunning && clock.now - start < .seconds(20) {
-                try await Task.sleep(for: .milliseconds(20))
+            try await eventually("the job connects", timeout: .seconds(20)) {
+                server.connectionCount > 0 || !run.isRunning
             }
+            // The fixed pauses are the behaviour: a first SIGINT after the time asked for, a second soon after.
             try await Task.sleep(for: interruptAfter)
-            kill(process.processIdentifier, SIGINT)
+            run.signal(SIGINT)
             try await Task.sleep(for: .milliseconds(100))
-            kill(process.processIdentifier, SIGINT)
+            run.signal(SIGINT)
             start = clock.now
         }
-        // Bounded: past 40 s the job is killed, and the test fails on its time.
-        while process.isRunning && clock.now - start < .seconds(40) { try await Task.sleep(for: .milliseconds(20)) }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
+        // Bounded: past 40 s the job is killed, and the test fails.
+        do {
+            try await run.wait(seconds: 40)
+        } catch {
+            await server.stop()
+            throw error
+        }
         let elapsed = clock.now - start
         await server.stop()
         return Exit(
-            status: process.terminationStatus,
+            status: run.status,
             seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18,
             folder: folder,
-            stderr: (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
+            stderr: run.standardError
         )
     }
 

@@ -14,6 +14,56 @@ import Testing
 
 // Serialized: debug builds of the HTTP/2 stack are CPU-bound, and parallel jobs would trip request deadlines.
 @Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(1))) struct JobTests {
+    /// The counts of the loopback server a job ran against, taken when the job ended.
+    struct Served {
+        var connectionCount: Int
+        var requestCount: Int
+        var pingCount: Int
+    }
+
+    /// Runs a job of `file`'s rows over `engine` (`connections` of them, with `authentication`) against a loopback
+    /// server that answers with `responder` (asking for the client's certificate unless `mutualTLS` is false);
+    /// `configure` changes the job's configuration first. The server is stopped once the job ends; its counts then
+    /// come with the result.
+    static func run(
+        _ file: TokenFile,
+        engine: HTTP2Engine = HTTP2ClientConfiguration.defaultEngine,
+        authentication: APNSAuthentication = clientCertificate,
+        connections: Int = 1,
+        mutualTLS: Bool = true,
+        options: HTTP2LoopbackServer.Options = HTTP2LoopbackServer.Options(),
+        configure: (inout HTTP2JobConfiguration) -> Void = { _ in },
+        responder: @escaping HTTP2LoopbackServer.Responder
+    ) async throws -> (result: HTTP2JobResult, server: Served) {
+        let server = try await startServer(mutualTLS: mutualTLS, options: options, responder: responder)
+        var configuration = jobConfigurationForTests(
+            engine: engine,
+            port: server.port,
+            authentication: authentication,
+            connections: connections
+        )
+        configure(&configuration)
+        let source = TokenSource(files: file.source.files)
+        let result: HTTP2JobResult
+        do {
+            result = try await HTTP2Job.run(
+                configuration: configuration,
+                source: source,
+                summary: try source.validate()
+            )
+        } catch {
+            await server.stop()
+            throw error
+        }
+        let served = Served(
+            connectionCount: server.connectionCount,
+            requestCount: server.requestCount,
+            pingCount: server.pingCount
+        )
+        await server.stop()
+        return (result, served)
+    }
+
     @Test(arguments: HTTP2Engine.allCases) func certificateAuthenticationDeliversEveryRowOnceWithTheDocumentedRequest(
         engine: HTTP2Engine
     ) async throws {
@@ -22,7 +72,7 @@ import Testing
         let file = try TokenFile(count: 300, in: folder)
         let ledger = ServerLedger()
         let seen = NIOLockedValueBox<[String: String]>([:])
-        let server = try await startServer { request in
+        let (result, server) = try await Self.run(file, engine: engine, connections: 3) { request in
             _ = ledger.request(request)
             if request.ordinal == 0 {
                 seen.withLockedValue { headers in
@@ -33,17 +83,6 @@ import Testing
             ledger.delivered(request)
             return .ok(apnsID: request.header("apns-id") ?? newAPNSID())
         }
-        let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(
-                engine: engine,
-                port: server.port,
-                authentication: clientCertificate,
-                connections: 3
-            ),
-            source: file.source,
-            summary: file.summary
-        )
-        await server.stop()
 
         #expect(result.stopped == nil)
         #expect(result.report.confirmed == 300)
@@ -82,7 +121,13 @@ import Testing
         let firstAnswer = NIOLockedValueBox<[Int: ContinuousClock.Instant]>([:])
         let violations = NIOLockedValueBox<[String]>([])
         let authorizations = NIOLockedValueBox(Set<String>())
-        let server = try await startServer(mutualTLS: false) { request in
+        let (result, _) = try await Self.run(
+            file,
+            engine: engine,
+            authentication: .token(token),
+            connections: 3,
+            mutualTLS: false
+        ) { request in
             _ = ledger.request(request)
             guard let authorization = request.header("authorization"), authorization.hasPrefix("bearer "),
                 let parts = verifyJWT(
@@ -108,17 +153,6 @@ import Testing
             ledger.delivered(request)
             return .ok(apnsID: newAPNSID())
         }
-        let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(
-                engine: engine,
-                port: server.port,
-                authentication: .token(token),
-                connections: 3
-            ),
-            source: file.source,
-            summary: file.summary
-        )
-        await server.stop()
 
         #expect(result.stopped == nil)
         #expect(result.report.confirmed == 200)
@@ -134,7 +168,7 @@ import Testing
         let file = try TokenFile(count: 12, seed: 3, in: folder)
         let tokens = file.tokens.map(\.hexString)
         let ledger = ServerLedger()
-        let server = try await startServer { request in
+        let (result, _) = try await Self.run(file, engine: engine) { request in
             let attempt = ledger.request(request)
             let index = tokens.firstIndex(of: String(request.path.dropFirst(10)))!
             let action: HTTP2LoopbackServer.Action
@@ -159,16 +193,6 @@ import Testing
             if case .respond(200, _, _) = action { ledger.delivered(request) }
             return action
         }
-        let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(
-                engine: engine,
-                port: server.port,
-                authentication: clientCertificate
-            ),
-            source: file.source,
-            summary: file.summary
-        )
-        await server.stop()
 
         let report = result.report
         #expect(result.stopped == nil)
@@ -203,26 +227,25 @@ import Testing
         let file = try TokenFile(count: 3, seed: 4, in: folder)
         let tokens = file.tokens.map(\.hexString)
         let ledger = ServerLedger()
-        let server = try await startServer { request in
-            let attempt = ledger.request(request)
-            let token = String(request.path.dropFirst(10))
-            if token == tokens[0] {
-                return .respond(status: 503, headers: [], body: errorBody(.serviceUnavailable))
-            }
-            if token == tokens[1] && attempt == 1 {
-                return .respond(status: 429, headers: [("retry-after", "1")], body: errorBody(.tooManyRequests))
-            }
-            ledger.delivered(request)
-            return .ok(apnsID: nil)
-        }
-        var configuration = jobConfigurationForTests(
+        let (result, _) = try await Self.run(
+            file,
             engine: engine,
-            port: server.port,
-            authentication: clientCertificate
+            configure: { configuration in
+                configuration.retry.maximumAttempts = 3
+            },
+            responder: { request in
+                let attempt = ledger.request(request)
+                let token = String(request.path.dropFirst(10))
+                if token == tokens[0] {
+                    return .respond(status: 503, headers: [], body: errorBody(.serviceUnavailable))
+                }
+                if token == tokens[1] && attempt == 1 {
+                    return .respond(status: 429, headers: [("retry-after", "1")], body: errorBody(.tooManyRequests))
+                }
+                ledger.delivered(request)
+                return .ok(apnsID: nil)
+            }
         )
-        configuration.retry.maximumAttempts = 3
-        let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
-        await server.stop()
 
         let snapshot = ledger.snapshot
         #expect(snapshot.requests[tokens[0]] == 3)
@@ -246,21 +269,21 @@ import Testing
         let ledger = ServerLedger()
         var options = HTTP2LoopbackServer.Options()
         options.goAwayAfterRequests = 37
-        let server = try await startServer(options: options) { request in
-            _ = ledger.request(request)
-            ledger.delivered(request)
-            return .ok(apnsID: newAPNSID())
-        }
-        var configuration = jobConfigurationForTests(
+        let (result, server) = try await Self.run(
+            file,
             engine: engine,
-            port: server.port,
-            authentication: clientCertificate,
-            connections: 2
+            connections: 2,
+            options: options,
+            configure: { configuration in
+                // Few streams per connection, so each connection lives through several GOAWAYs' worth of rows.
+                configuration.client.maximumStreamsPerConnection = 16
+            },
+            responder: { request in
+                _ = ledger.request(request)
+                ledger.delivered(request)
+                return .ok(apnsID: newAPNSID())
+            }
         )
-        // Few streams per connection, so each connection lives through several GOAWAYs' worth of rows.
-        configuration.client.maximumStreamsPerConnection = 16
-        let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
-        await server.stop()
 
         let snapshot = ledger.snapshot
         #expect(result.report.confirmed == 400)
@@ -283,23 +306,22 @@ import Testing
         let ledger = ServerLedger()
         // Per connection: the stream ids it carried.
         let streamIDs = NIOLockedValueBox<[Int: [Int]]>([:])
-        let server = try await startServer { request in
-            _ = ledger.request(request)
-            streamIDs.withLockedValue { $0[request.connection, default: []].append(Int(request.streamID)) }
-            ledger.delivered(request)
-            return .ok(apnsID: newAPNSID())
-        }
-        var configuration = jobConfigurationForTests(
+        let (result, _) = try await Self.run(
+            file,
             engine: engine,
-            port: server.port,
-            authentication: clientCertificate,
-            connections: 2
+            connections: 2,
+            configure: { configuration in
+                // 40 stream ids per connection: 2^31 − 79, 2^31 − 77, …, 2^31 − 1.
+                configuration.client.firstStreamID = Int32.max - 2 * 39
+                configuration.client.maximumStreamsPerConnection = 16
+            },
+            responder: { request in
+                _ = ledger.request(request)
+                streamIDs.withLockedValue { $0[request.connection, default: []].append(Int(request.streamID)) }
+                ledger.delivered(request)
+                return .ok(apnsID: newAPNSID())
+            }
         )
-        // 40 stream ids per connection: 2^31 − 79, 2^31 − 77, …, 2^31 − 1.
-        configuration.client.firstStreamID = Int32.max - 2 * 39
-        configuration.client.maximumStreamsPerConnection = 16
-        let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
-        await server.stop()
 
         #expect(result.stopped == nil)
         #expect(result.report.confirmed == 300)
@@ -329,61 +351,44 @@ import Testing
         var options = HTTP2LoopbackServer.Options()
         options.maximumConcurrentStreams = 100
         options.shrinkStreams = (afterRequests: 50, to: 2)
-        let server = try await startServer(options: options) { request in
+        let (result, _) = try await Self.run(file, engine: engine, options: options) { request in
             _ = ledger.request(request)
             ledger.delivered(request)
             return .delayed(.milliseconds(1), .ok(apnsID: nil))
         }
-        let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(
-                engine: engine,
-                port: server.port,
-                authentication: clientCertificate
-            ),
-            source: file.source,
-            summary: file.summary
-        )
-        await server.stop()
         #expect(result.report.confirmed == 400)
         #expect(result.report.resent == 0)
         #expect(ledger.snapshot.delivered.values.allSatisfy { $0 == 1 })
     }
 
-    @Test(arguments: HTTP2Engine.allCases) func unansweredRequestsHitTheirDeadline(engine: HTTP2Engine) async throws {
+    @Test(arguments: HTTP2Engine.allCases, [OnUncertain.resend, .report])
+    func unansweredRequestsHitTheirDeadline(engine: HTTP2Engine, policy: OnUncertain) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 20, seed: 7, in: folder)
         let silent = file.tokens[4].hexString
-        for policy in [OnUncertain.resend, .report] {
-            let ledger = ServerLedger()
-            let server = try await startServer { request in
+        let ledger = ServerLedger()
+        let (result, _) = try await Self.run(
+            file,
+            engine: engine,
+            configure: { configuration in
+                configuration.client.requestTimeout = .milliseconds(200)
+                configuration.onUncertain = policy
+            },
+            responder: { request in
                 let attempt = ledger.request(request)
                 if request.path.hasSuffix(silent) && attempt == 1 { return .ignore }
                 ledger.delivered(request)
                 return .ok(apnsID: nil)
             }
-            var configuration = jobConfigurationForTests(
-                engine: engine,
-                port: server.port,
-                authentication: clientCertificate
-            )
-            configuration.client.requestTimeout = .milliseconds(200)
-            configuration.onUncertain = policy
-            let source = TokenSource(files: file.source.files)
-            let result = try await HTTP2Job.run(
-                configuration: configuration,
-                source: source,
-                summary: try source.validate()
-            )
-            await server.stop()
-            #expect(result.report.uncertainEvents == 1)
-            if policy == .resend {
-                #expect(result.report.confirmed == 20)
-                #expect(result.report.uncertain == 0)
-            } else {
-                #expect(result.report.confirmed == 19)
-                #expect(result.report.uncertain == 1)
-            }
+        )
+        #expect(result.report.uncertainEvents == 1)
+        if policy == .resend {
+            #expect(result.report.confirmed == 20)
+            #expect(result.report.uncertain == 0)
+        } else {
+            #expect(result.report.confirmed == 19)
+            #expect(result.report.uncertain == 1)
         }
     }
 
@@ -393,20 +398,10 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 600, seed: 8, in: folder)
-        let server = try await startServer { _ in
+        let (result, server) = try await Self.run(file, engine: engine) { _ in
             .respond(status: 403, headers: [], body: errorBody(.badCertificateEnvironment))
         }
-        let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(
-                engine: engine,
-                port: server.port,
-                authentication: clientCertificate
-            ),
-            source: file.source,
-            summary: file.summary
-        )
         let requests = server.requestCount
-        await server.stop()
         let stop = try #require(result.stopped)
         #expect(stop.reason == "BadCertificateEnvironment")
         #expect(stop.message.contains("environment"))
@@ -431,18 +426,13 @@ import Testing
         let first = token.current()
         // The service's clock runs ahead: to it, the first token is over an hour old.
         clock.advance(by: 25 * 60)
-        let server = try await startServer(mutualTLS: false) { request in
+        let (result, _) = try await Self.run(file, engine: engine, authentication: .token(token), mutualTLS: false) {
+            request in
             if request.header("authorization") == first.authorization {
                 return .respond(status: 403, headers: [], body: errorBody(.expiredProviderToken))
             }
             return .ok(apnsID: nil)
         }
-        let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(engine: engine, port: server.port, authentication: .token(token)),
-            source: file.source,
-            summary: file.summary
-        )
-        await server.stop()
         #expect(result.stopped == nil)
         #expect(result.report.confirmed == 50)
         #expect(token.mintCount == 2)
@@ -454,15 +444,9 @@ import Testing
         let file = try TokenFile(count: 50, seed: 10, in: folder)
         let signer = try JWTSigner(privateKey: P256.Signing.PrivateKey(), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
         let token = try ProviderToken(signer: signer, clock: ManualClock(1_700_000_000).function)
-        let server = try await startServer(mutualTLS: false) { _ in
+        let (result, _) = try await Self.run(file, authentication: .token(token), mutualTLS: false) { _ in
             .respond(status: 403, headers: [], body: errorBody(.expiredProviderToken))
         }
-        let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(port: server.port, authentication: .token(token)),
-            source: file.source,
-            summary: file.summary
-        )
-        await server.stop()
         let stop = try #require(result.stopped)
         #expect(stop.message.contains("clock"))
         #expect(token.mintCount == 1)
@@ -476,17 +460,11 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = try TokenFile(count: 10, seed: 11, in: folder)
-        let server = try await startServer { _ in .ok(apnsID: nil) }
         let foreign = try CertificateFactory.shared.foreignClient(topic: testTopic)
-        let result = try await HTTP2Job.run(
-            configuration: jobConfigurationForTests(
-                port: server.port,
-                authentication: .certificate(chain: [foreign.certificate], key: foreign.key)
-            ),
-            source: file.source,
-            summary: file.summary
-        )
-        await server.stop()
+        let (result, server) = try await Self.run(
+            file,
+            authentication: .certificate(chain: [foreign.certificate], key: foreign.key)
+        ) { _ in .ok(apnsID: nil) }
         let stop = try #require(result.stopped)
         #expect(stop.message.contains("TLS handshake failed"))
         #expect(result.report.reconnects == 0, "refused credentials are not retried")
@@ -534,23 +512,22 @@ import Testing
         defer { folder.remove() }
         let file = try TokenFile(count: 1, seed: 14, in: folder)
         let ledger = ServerLedger()
-        let server = try await startServer { request in
-            // The only row waits a second for its retry: the connection is idle meanwhile.
-            if ledger.request(request) == 1 {
-                return .respond(status: 503, headers: [("retry-after", "1")], body: errorBody(.serviceUnavailable))
-            }
-            return .ok(apnsID: nil)
-        }
-        var configuration = jobConfigurationForTests(
+        let (result, server) = try await Self.run(
+            file,
             engine: engine,
-            port: server.port,
-            authentication: clientCertificate
+            configure: { configuration in
+                configuration.client.pingInterval = .milliseconds(100)
+                configuration.client.pingTimeout = .seconds(2)
+            },
+            responder: { request in
+                // The only row waits a second for its retry: the connection is idle meanwhile.
+                if ledger.request(request) == 1 {
+                    return .respond(status: 503, headers: [("retry-after", "1")], body: errorBody(.serviceUnavailable))
+                }
+                return .ok(apnsID: nil)
+            }
         )
-        configuration.client.pingInterval = .milliseconds(100)
-        configuration.client.pingTimeout = .seconds(2)
-        let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
         let pings = server.pingCount
-        await server.stop()
         #expect(result.report.confirmed == 1)
         #expect(result.report.reconnects == 0)
         #expect(pings >= 2)
@@ -610,24 +587,25 @@ import Testing
         let signer = try JWTSigner(privateKey: P256.Signing.PrivateKey(), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
         let token = try ProviderToken(signer: signer, clock: clock.function)
         let authorizations = NIOLockedValueBox([String: Int]())
-        let server = try await startServer(mutualTLS: false) { request in
-            let total = authorizations.withLockedValue { seen -> Int in
-                seen[request.header("authorization") ?? "", default: 0] += 1
-                return seen.values.reduce(0, +)
-            }
-            // Forty-five minutes pass after the 40th request of the job.
-            if total == 40 { clock.advance(by: 45 * 60) }
-            return .ok(apnsID: nil)
-        }
-        var configuration = jobConfigurationForTests(
+        let (result, _) = try await Self.run(
+            file,
             engine: engine,
-            port: server.port,
             authentication: .token(token),
-            connections: 2
+            connections: 2,
+            mutualTLS: false,
+            configure: { configuration in
+                configuration.client.maximumStreamsPerConnection = 8
+            },
+            responder: { request in
+                let total = authorizations.withLockedValue { seen -> Int in
+                    seen[request.header("authorization") ?? "", default: 0] += 1
+                    return seen.values.reduce(0, +)
+                }
+                // Forty-five minutes pass after the 40th request of the job.
+                if total == 40 { clock.advance(by: 45 * 60) }
+                return .ok(apnsID: nil)
+            }
         )
-        configuration.client.maximumStreamsPerConnection = 8
-        let result = try await HTTP2Job.run(configuration: configuration, source: file.source, summary: file.summary)
-        await server.stop()
         #expect(result.report.confirmed == 120)
         #expect(token.mintCount == 2)
         let seen = authorizations.withLockedValue { $0 }

@@ -55,12 +55,11 @@ struct ProviderTokenRefusalTests {
             progressInterval: .milliseconds(10),
             progress: { progress in confirmed.withLockedValue { $0 = progress.report.confirmed } }
         )
-        var waited = 0
-        while confirmed.withLockedValue({ $0 }) < 150 && waited < 2000 {
-            try await Task.sleep(for: .milliseconds(5))
-            waited += 1
-        }
-        #expect(confirmed.withLockedValue { $0 } >= 150, "the job delivered rows before the other process signed")
+        try await eventually(
+            "the job delivered rows before the other process signed",
+            timeout: .seconds(10),
+            every: .milliseconds(5)
+        ) { confirmed.withLockedValue { $0 } >= 150 }
 
         // The other process: a token 21 minutes younger than the job's, accepted, with a row of its own.
         let otherIssuedAt = wall - 9 * 60

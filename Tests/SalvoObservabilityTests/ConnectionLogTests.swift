@@ -50,35 +50,22 @@ final class LogRecorder: Sendable {
     /// Connection events at info — connect, the error response with its status and identifier, the close, the
     /// reconnect with its delay — and nothing per row.
     @Test func aBinarySendLogsItsConnectionsNotItsRows() async throws {
-        let folder = TestScratch.root.appendingPathComponent("salvo-log-\(UUID().uuidString)")
-            .path
-        let certificates = try CertificateFactory()
-        let paths = try certificates.write(to: folder + "/certs", topic: "com.example.salvo")
         var generator = TokenGenerator(seed: 8)
         let tokens = (0..<3000).map { _ in generator.next() }
         var plan = FaultPlan()
         plan.invalidTokens = [tokens[1500].hexString]
-        let simulator = try await Simulator.start(SimulatorConfiguration.testing(certificates, plan: plan))
+        let setup = try await BinarySimulatorSetup.start("salvo-log", plan: plan)
+        let simulator = setup.simulator
         let registry = PrometheusCollectorRegistry()
         let simulatorMetrics = SimulatorMetrics(
             simulator: simulator,
             factory: PrometheusMetricsFactory(registry: registry)
         )
-        let input = folder + "/tokens.csv"
-        try Data(("token\n" + tokens.map(\.hexString).joined(separator: "\n") + "\n").utf8)
-            .write(to: URL(fileURLWithPath: input))
+        let input = try setup.tokenFile(tokens)
         let recorder = LogRecorder()
-        var job = BinaryJobConfiguration(
-            host: "127.0.0.1",
-            port: simulator.gatewayPort,
-            credentials: GatewayCredentials(
-                identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
-                trustedCAFile: paths.ca
-            ),
-            template: try FrameTemplate(command: .framed, payload: try Payload(json: #"{"aps":{"alert":"hi"}}"#)),
-            connections: 1
-        )
-        job.settle = .milliseconds(200)
+        var job = try setup.job(connections: 1)
+        // The reconnects spaced as a real send spaces them.
+        job.reconnect = .default
         job.logger = recorder.logger
         let result: SendResult
         do {

@@ -13,36 +13,26 @@ import Glibc
 /// executable, its banner, its sockets and its files.
 @Suite(.tags(.process), .runs(.process), .takesATurn) struct ControlCommandTests {
     /// `salvo`, built next to the test bundle by `swift build`; nil (with an issue recorded) when it is not.
-    static var salvo: String? { BackgroundRun.salvo }
+    static var salvo: String? {
+        guard let path = TestProcess.salvoPath else {
+            Issue.record(Comment(rawValue: TestProcess.salvoMissing))
+            return nil
+        }
+        return path
+    }
 
     /// A running `salvo simulate`: its banner lines, read until the control line (bounded), and its process.
     final class Simulate {
-        let process = Process()
-        let output = Pipe()
-        var banner: [String] = []
+        let run: TestProcess
+        var banner: [String] { self.run.output.split(separator: "\n").map(String.init) }
 
-        init(_ salvo: String, _ arguments: [String]) throws {
-            self.process.executableURL = URL(fileURLWithPath: salvo)
-            self.process.arguments = ["simulate", "--gateway-port", "0", "--feedback-port", "0"] + arguments
-            self.process.standardOutput = self.output
-            self.process.standardError = self.output
-            try self.process.run()
-            let descriptor = self.output.fileHandleForReading.fileDescriptor
-            let deadline = Date().addingTimeInterval(30)
-            var pending = ""
-            while !self.banner.contains(where: { $0.contains("control ") }), Date() < deadline,
-                self.process.isRunning
-            {
-                var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-                guard poll(&poller, 1, 200) > 0 else { continue }
-                var bytes = [UInt8](repeating: 0, count: 4096)
-                let count = read(descriptor, &bytes, bytes.count)
-                guard count > 0 else { break }
-                pending += String(decoding: bytes[0..<count], as: UTF8.self)
-                while let newline = pending.firstIndex(of: "\n") {
-                    self.banner.append(String(pending[..<newline]))
-                    pending = String(pending[pending.index(after: newline)...])
-                }
+        init(_ salvo: String, _ arguments: [String]) async throws {
+            self.run = try TestProcess(
+                salvo,
+                ["simulate", "--gateway-port", "0", "--feedback-port", "0"] + arguments
+            )
+            try await eventually("the banner's control line", timeout: .seconds(30)) {
+                self.banner.contains { $0.contains("control ") } || !self.run.isRunning
             }
         }
 
@@ -60,14 +50,10 @@ import Glibc
             }
         }
 
-        /// SIGINT, then a bounded wait; SIGKILL if it is still running.
+        /// SIGINT, then a bounded wait (10 s); killed if it is still running.
         func stop() {
-            guard self.process.isRunning else { return }
-            kill(self.process.processIdentifier, SIGINT)
-            let deadline = Date().addingTimeInterval(10)
-            while self.process.isRunning && Date() < deadline { usleep(20_000) }
-            if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
-            self.process.waitUntilExit()
+            self.run.signal(SIGINT)
+            _ = try? self.run.waitBlocking(seconds: 10)
         }
     }
 
@@ -106,7 +92,7 @@ import Glibc
     @Test func theControlEndpointListensOnLoopbackWithATokenTheSoakUses() async throws {
         guard let salvo = Self.salvo else { return }
         let certificates = try Self.folder() + "/certs"
-        let simulate = try Simulate(
+        let simulate = try await Simulate(
             salvo,
             ["--host", "0.0.0.0", "--control-port", "0", "--certificates", certificates]
         )
@@ -126,7 +112,7 @@ import Glibc
         #expect(controlRequest(port: control, "GET", "/ledger", authorization: "Bearer \(token.text)")?.status == 200)
 
         // The soak reads the token from the certificate folder, sends it, and its rounds are judged.
-        let (status, text) = try runToEnd(
+        let (status, text) = try TestProcess.runToEnd(
             salvo,
             [
                 "soak", "--gateway", "127.0.0.1:\(gateway)", "--control", "127.0.0.1:\(control)", "--certificates",
@@ -144,7 +130,7 @@ import Glibc
         let folder = try Self.folder()
         let given = ControlToken.random()
         try given.write(to: folder + "/token")
-        let simulate = try Simulate(
+        let simulate = try await Simulate(
             salvo,
             [
                 "--control-port", "0", "--control-host", "127.0.0.2", "--control-token-file", folder + "/token",
@@ -159,7 +145,7 @@ import Glibc
 
         let other = ControlToken.random()
         try other.write(to: folder + "/other")
-        let (status, text) = try runToEnd(
+        let (status, text) = try TestProcess.runToEnd(
             salvo,
             [
                 "soak", "--gateway", "127.0.0.1:\(try #require(simulate.port("gateway")))", "--control",

@@ -17,30 +17,16 @@ import Testing
     /// A real send over TLS to the simulator, its metrics served by the endpoint: scraped while it runs, the
     /// counters are there; after it, they equal the report.
     @Test func metricsDuringASendAndEqualToItsReportAfter() async throws {
-        let folder = TestScratch.root.appendingPathComponent("salvo-metrics-\(UUID().uuidString)")
-            .path
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let certificates = try CertificateFactory()
-        let paths = try certificates.write(to: folder + "/certs", topic: "com.example.salvo")
         var generator = TokenGenerator(seed: 5)
         let tokens = (0..<30_000).map { _ in generator.next() }
         var plan = FaultPlan()
         plan.invalidTokens = [tokens[10], tokens[20_000]].map(\.hexString)
         // Far enough away that the send outlasts a few progress snapshots.
         plan.latencyMilliseconds = 40
-        let simulator = try await Simulator.start(SimulatorConfiguration.testing(certificates, plan: plan))
-        let input = folder + "/tokens.csv"
-        try Data(("token\n" + tokens.map(\.hexString).joined(separator: "\n") + "\n").utf8)
-            .write(to: URL(fileURLWithPath: input))
-        var job = BinaryJobConfiguration(
-            host: "127.0.0.1",
-            port: simulator.gatewayPort,
-            credentials: paths.clientCredentials,
-            template: try FrameTemplate(command: .framed, payload: try Payload(json: #"{"aps":{"alert":"hi"}}"#)),
-            connections: 2
-        )
-        job.settle = .milliseconds(200)
-        job.reconnect.minimumInterval = .zero
+        let setup = try await BinarySimulatorSetup.start("salvo-metrics", plan: plan)
+        let simulator = setup.simulator
+        let input = try setup.tokenFile(tokens)
+        let job = try setup.job(connections: 2)
 
         let registry = PrometheusCollectorRegistry()
         let endpoint = try await MetricsEndpoint.start(registry: registry, port: 0)

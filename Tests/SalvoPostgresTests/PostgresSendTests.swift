@@ -70,14 +70,14 @@ import Glibc
         ]
         if journaled { arguments += ["--journal", "journal"] }
         // The password from PGPASSWORD: never on the command line, never printed.
-        let run = try SalvoRun.start(
+        let run = try TestProcess(
             salvo,
             arguments + Self.gatewayArguments(wire, simulator),
             in: table.folder,
             environment: ["PGPASSWORD": table.server.password]
         )
         let status = try await run.wait(seconds: 600)
-        let output = run.output()
+        let output = run.output
         #expect(status == 1, "two NULL tokens refused: exit 1\n\(output)")
         #expect(!output.contains(table.server.password), "the password is never shown")
         #expect(output.contains("2 of the query's 100002 rows have a NULL token (rows 7, 60000)"), "\(output)")
@@ -129,9 +129,9 @@ import Glibc
             "send", "--from-postgres", table.url, "--query", query, "--payload", "payload.json", "--report",
             "report.json", "--quiet", "--connections", "2",
         ]
-        let run = try SalvoRun.start(salvo, arguments + Self.gatewayArguments(wire, simulator), in: table.folder)
+        let run = try TestProcess(salvo, arguments + Self.gatewayArguments(wire, simulator), in: table.folder)
         let status = try await run.wait(seconds: 300)
-        let output = run.output()
+        let output = run.output
         #expect(status == 3, "the job stopped on its input: exit 3\n\(output)")
         #expect(output.contains("division by zero"), "\(output)")
         let report = try Self.report(table.folder)
@@ -174,21 +174,21 @@ import Glibc
             ["--payload", "payload.json", "--report", "report.json", "--rejects", "rejects.csv", "--quiet"]
             + Self.gatewayArguments(.binary, simulator)
         let query = "SELECT token FROM devices ORDER BY id"
-        let run: SalvoRun
+        let run: TestProcess
         if throughPsql {
             let copy = #"\copy (SELECT token FROM devices ORDER BY id) TO STDOUT CSV HEADER"#
             let arguments = options.map { "'\($0)'" }.joined(separator: " ")
             let command = "'\(table.server.psql)' -X -d '\(table.url)' -c '\(copy)' | '\(salvo)' send - \(arguments)"
-            run = try SalvoRun.start("/bin/sh", ["-c", command], in: table.folder)
+            run = try TestProcess("/bin/sh", ["-c", command], in: table.folder)
         } else {
-            run = try SalvoRun.start(
+            run = try TestProcess(
                 salvo,
                 ["send", "--from-postgres", table.url, "--query", query] + options,
                 in: table.folder
             )
         }
         let status = try await run.wait(seconds: 120)
-        #expect(status == 1, "three rows refused: exit 1\n\(run.output())")
+        #expect(status == 1, "three rows refused: exit 1\n\(run.output)")
         let report = try Self.report(table.folder)
         #expect(report.inputRows == 103 && report.invalidInput == 3 && report.delivered == 100, "\(report)")
         let rejects = try String(contentsOf: table.folder.appendingPathComponent("rejects.csv"), encoding: .utf8)
@@ -220,9 +220,9 @@ import Glibc
                 "--payload-dir", "templates", "--language-column", "lang", "--partition", part, "--report",
                 "report.json", "--quiet",
             ]
-            let run = try SalvoRun.start(salvo, arguments + Self.gatewayArguments(.binary, simulator), in: table.folder)
+            let run = try TestProcess(salvo, arguments + Self.gatewayArguments(.binary, simulator), in: table.folder)
             let status = try await run.wait(seconds: 300)
-            #expect(status == 0, "partition \(part)\n\(run.output())")
+            #expect(status == 0, "partition \(part)\n\(run.output)")
             delivered += try Self.report(table.folder).delivered
         }
         // The two partitions together: every token once.
@@ -258,16 +258,13 @@ import Glibc
                 "--quiet",
             ] + Self.gatewayArguments(.binary, simulator)
 
-        let first = try SalvoRun.start(salvo, arguments, in: table.folder)
-        let clock = ContinuousClock()
-        let started = clock.now
-        while simulator.ledger.snapshot().accepted < count / 4 && clock.now - started < .seconds(60) {
-            try await Task.sleep(for: .milliseconds(5))
+        let first = try TestProcess(salvo, arguments, in: table.folder)
+        try await eventually("a quarter of the rows accepted", timeout: .seconds(60), every: .milliseconds(5)) {
+            simulator.ledger.snapshot().accepted >= count / 4
         }
-        kill(first.process.processIdentifier, SIGKILL)
-        first.process.waitUntilExit()
+        try await first.kill()
         let acceptedAtKill = simulator.ledger.snapshot().accepted
-        #expect(acceptedAtKill > 0 && acceptedAtKill < count, "killed mid-flight: \(acceptedAtKill)\n\(first.output())")
+        #expect(acceptedAtKill > 0 && acceptedAtKill < count, "killed mid-flight: \(acceptedAtKill)\n\(first.output)")
 
         // The table changes: rows deleted, others added. The job's rows are the snapshot's.
         var generator = TokenGenerator(seed: 83)
@@ -278,9 +275,9 @@ import Glibc
             database: table.database
         )
 
-        let second = try SalvoRun.start(salvo, arguments, in: table.folder)
+        let second = try TestProcess(salvo, arguments, in: table.folder)
         let status = try await second.wait(seconds: 300)
-        let output = second.output()
+        let output = second.output
         #expect(status == 0, "\(output)")
         #expect(output.contains("resuming against the snapshot taken at"), "\(output)")
         #expect(output.contains("the table is not read again"), "\(output)")
@@ -302,9 +299,9 @@ import Glibc
         let before = try Data(contentsOf: URL(fileURLWithPath: snapshot))
         var other = arguments
         other[other.firstIndex(of: "--query")! + 1] = "SELECT token FROM devices"
-        let third = try SalvoRun.start(salvo, other, in: table.folder)
-        #expect(try await third.wait(seconds: 60) == 3, "\(third.output())")
-        #expect(third.output().contains("--query"), "\(third.output())")
+        let third = try TestProcess(salvo, other, in: table.folder)
+        #expect(try await third.wait(seconds: 60) == 3, "\(third.output)")
+        #expect(third.output.contains("--query"), "\(third.output)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: snapshot)) == before)
         try await simulator.shutdown()
     }
@@ -320,9 +317,9 @@ import Glibc
             .map { "'\($0)'" }.joined(separator: " ")
         let copy = #"\copy (SELECT token, first_name FROM devices ORDER BY id) TO STDOUT CSV HEADER"#
         let command = "'\(table.server.psql)' -X -d '\(table.url)' -c '\(copy)' | '\(salvo)' send - \(arguments)"
-        let run = try SalvoRun.start("/bin/sh", ["-c", command], in: table.folder)
+        let run = try TestProcess("/bin/sh", ["-c", command], in: table.folder)
         let status = try await run.wait(seconds: 300)
-        #expect(status == 0, "\(run.output())")
+        #expect(status == 0, "\(run.output)")
         #expect(try Self.report(table.folder).delivered == table.tokens.count)
         #expect(try Self.notOnce(table.tokens, simulator).isEmpty)
         try await simulator.shutdown()
@@ -339,8 +336,8 @@ import Glibc
             "--report", "report.json", "--quiet",
         ]
         func run(_ arguments: [String]) async throws -> (Int32, String) {
-            let run = try SalvoRun.start(salvo, ["send"] + arguments + send, in: table.folder)
-            return (try await run.wait(seconds: 60), run.output())
+            let run = try TestProcess(salvo, ["send"] + arguments + send, in: table.folder)
+            return (try await run.wait(seconds: 60), run.output)
         }
         let url = table.url
         let cases: [(arguments: [String], status: Int32, says: String)] = [
@@ -380,7 +377,7 @@ import Glibc
         guard let salvo = SalvoRun.executable else { return }
         let table = try DeviceTable.make("pg_check", count: 500, seed: 86, nullRows: [3])
         let paths = CertificateFactory.sharedFolder
-        let run = try SalvoRun.start(
+        let run = try TestProcess(
             salvo,
             [
                 "check", "--from-postgres", table.url, "--query", "SELECT * FROM devices ORDER BY id", "--payload",
@@ -390,8 +387,8 @@ import Glibc
             in: table.folder
         )
         let status = try await run.wait(seconds: 60)
-        #expect(status == 0, "\(run.output())")
-        #expect(run.output().contains("500 valid row(s) of 501"), "\(run.output())")
-        #expect(run.output().contains("postgres:4"), "the NULL row named by its line: \(run.output())")
+        #expect(status == 0, "\(run.output)")
+        #expect(run.output.contains("500 valid row(s) of 501"), "\(run.output)")
+        #expect(run.output.contains("postgres:4"), "the NULL row named by its line: \(run.output)")
     }
 }

@@ -9,12 +9,16 @@ import Testing
 import Glibc
 #endif
 
-/// The real `salvo` run in a folder (`BackgroundRun`).
-typealias SalvoRun = BackgroundRun
-
-extension BackgroundRun {
+/// The real `salvo`, run through `TestProcess`.
+enum SalvoRun {
     /// `salvo`, built next to the test bundle, or nil with an issue recorded.
-    static var executable: String? { Self.salvo }
+    static var executable: String? {
+        guard let path = TestProcess.salvoPath else {
+            Issue.record(Comment(rawValue: TestProcess.salvoMissing))
+            return nil
+        }
+        return path
+    }
 }
 
 /// A table of device tokens in a database of its own, the tokens in `id` order, and a folder to send from.

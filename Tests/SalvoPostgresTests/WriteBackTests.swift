@@ -187,7 +187,7 @@ import Testing
         try Data("not-the-password\n".utf8).write(to: job.url("wrong-pw"))
         let paths = CertificateFactory.sharedFolder
         for (table, password) in [("feedback_gone", "wrong-pw"), ("nowhere", "pw"), ("feedback_gone", "pw")] {
-            let (status, output) = try runToEnd(
+            let (status, output) = try TestProcess.runToEnd(
                 salvo,
                 [
                     "feedback", "--gateway", "127.0.0.1:\(job.simulator.feedbackPort)", "--cert", paths.client,
@@ -234,7 +234,7 @@ import Testing
             paths.ca,
             "--report", job.path("report.json"), "--quiet", "--write-back-url", server.url(database: database),
         ]
-        let missing = try runToEnd(salvo, send + ["--write-back", "nowhere"])
+        let missing = try TestProcess.runToEnd(salvo, send + ["--write-back", "nowhere"])
         #expect(missing.status == 3, "\(missing.output)")
         #expect(missing.output.contains("the write-back to nowhere at"), "\(missing.output)")
         #expect(missing.output.contains("12 tokens not recorded"), "\(missing.output)")
@@ -242,7 +242,10 @@ import Testing
         let failed = try JSONDecoder().decode(JobReport.self, from: Data(contentsOf: job.url("report.json")))
         #expect(failed.writeBack?.failed == 12)
 
-        let recorded = try runToEnd(salvo, send + ["--write-back", "salvo_gone_tokens", "--write-back-job", "cli"])
+        let recorded = try TestProcess.runToEnd(
+            salvo,
+            send + ["--write-back", "salvo_gone_tokens", "--write-back-job", "cli"]
+        )
         #expect(recorded.status == 1, "\(recorded.output)")
         let report = try JSONDecoder().decode(JobReport.self, from: Data(contentsOf: job.url("report.json")))
         #expect(report.writeBack?.written == 12)
@@ -353,8 +356,8 @@ import Testing
         }
     }
 
-    /// `salvo`, built next to the test bundle (`BackgroundRun.salvoPath`).
-    static var executable: String? { BackgroundRun.salvoPath }
+    /// `salvo`, built next to the test bundle (`TestProcess.salvoPath`).
+    static var executable: String? { TestProcess.salvoPath }
 }
 
 /// A simulator whose plan makes `gone` of the tokens uninstalled (HTTP/2 410 since `WriteBackTests.goneAt`, listed

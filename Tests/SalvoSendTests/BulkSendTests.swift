@@ -123,29 +123,15 @@ func unusedBinaryInterface(payload: Payload? = nil) throws -> SendRequest.Interf
 
 @Suite(.tags(.network), .runs(.network), .takesATurn) struct BulkSendTests {
     @Test func aBinarySendWritesTheReportAndEveryRefusedRowWithItsFile() async throws {
-        let here = try folder()
-        let certificates = try CertificateFactory()
-        let paths = try certificates.write(to: here + "/certs", topic: "com.example.salvo")
         var generator = TokenGenerator(seed: 11)
         let tokens = (0..<500).map { _ in generator.next() }
         var plan = FaultPlan()
         plan.invalidTokens = [tokens[7].hexString, tokens[300].hexString]
-        let configuration = SimulatorConfiguration.testing(certificates, plan: plan)
-        let simulator = try await Simulator.start(configuration)
-
-        let input = try tokenFile(in: here, tokens: tokens, extra: "not-a-token\n")
-        let payload = try Payload(json: #"{"aps":{"alert":"hi"}}"#)
-        var job = BinaryJobConfiguration(
-            host: "127.0.0.1",
-            port: simulator.gatewayPort,
-            credentials: GatewayCredentials(
-                identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
-                trustedCAFile: paths.ca
-            ),
-            template: try FrameTemplate(command: .framed, payload: payload)
-        )
-        job.settle = .milliseconds(200)
-        job.reconnect.minimumInterval = .zero
+        let setup = try await BinarySimulatorSetup.start("salvo-send", plan: plan)
+        let simulator = setup.simulator
+        let here = setup.folder
+        let input = try setup.tokenFile(tokens, extra: "not-a-token\n")
+        let job = try setup.job()
         let outputs = SendOutputs(report: here + "/report.json", rejects: here + "/rejects.csv")
         let send = try await BulkSend.prepare(SendRequest(files: [input], interface: .binary(job), outputs: outputs))
         #expect(send.summary.validRows == 500)

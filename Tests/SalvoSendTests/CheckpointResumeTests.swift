@@ -59,21 +59,17 @@ import SalvoTestTraits
         let journal = folder.appendingPathComponent("journal").path
 
         // The first run, killed once a checkpoint past `killAfter` rows is on the disk.
-        let first = try JournalResumeTests.start(salvo, arguments, in: folder)
-        let clock = ContinuousClock()
-        let started = clock.now
-        while clock.now - started < .seconds(60) && first.process.isRunning {
-            if let manifest = try? JobJournal.loadManifest(journal),
-                let point = JobJournal.loadCheckpoint(journal, manifest: manifest), point.rows >= Self.killAfter
-            {
-                break
-            }
-            try await Task.sleep(for: .milliseconds(20))
+        let first = try TestProcess(salvo, arguments, in: folder)
+        try await eventually("a checkpoint past \(Self.killAfter) rows, or the run's end", timeout: .seconds(60)) {
+            guard first.isRunning else { return true }
+            guard let manifest = try? JobJournal.loadManifest(journal),
+                let point = JobJournal.loadCheckpoint(journal, manifest: manifest)
+            else { return false }
+            return point.rows >= Self.killAfter
         }
-        kill(first.process.processIdentifier, SIGKILL)
-        first.process.waitUntilExit()
+        try await first.kill()
         let manifest = try #require(try JobJournal.loadManifest(journal))
-        let checkpoint = try #require(JobJournal.loadCheckpoint(journal, manifest: manifest), "\(first.output())")
+        let checkpoint = try #require(JobJournal.loadCheckpoint(journal, manifest: manifest), "\(first.output)")
         #expect(checkpoint.rows >= Self.killAfter && checkpoint.rows < Self.count, "\(checkpoint)")
         #expect(checkpoint.file == 0 && checkpoint.line == checkpoint.rows + 2)
         #expect(checkpoint.offset == "token\n".utf8.count + checkpoint.rows * 65)
@@ -92,9 +88,9 @@ import SalvoTestTraits
         }
 
         // The same command again: it starts at the checkpoint and finishes the job.
-        let second = try JournalResumeTests.start(salvo, arguments, in: folder)
-        let status = try await JournalResumeTests.wait(second.process, seconds: 120)
-        let output = second.output()
+        let second = try TestProcess(salvo, arguments, in: folder)
+        let status = try await second.wait(seconds: 120)
+        let output = second.output
         #expect(status == 1, "the refused rows: exit 1\n\(output)")
         let report = try JSONDecoder().decode(
             JobReport.self,
@@ -157,8 +153,8 @@ import SalvoTestTraits
         ]
         let journal = folder.appendingPathComponent("journal").path
 
-        let first = try JournalResumeTests.start(salvo, arguments, in: folder)
-        #expect(try await JournalResumeTests.wait(first.process, seconds: 60) == 0, "\(first.output())")
+        let first = try TestProcess(salvo, arguments, in: folder)
+        #expect(try await first.wait(seconds: 60) == 0, "\(first.output)")
         // As if the first run had stopped with row 5 never sent (the rest settled), and row 2's token had since
         // joined the suppression list.
         var manifest = try #require(try JobJournal.loadManifest(journal))
@@ -179,18 +175,20 @@ import SalvoTestTraits
         try handle.close()
 
         // The same command again, its checkpoint watched as it runs: whatever it passes is settled on the disk.
-        let second = try JournalResumeTests.start(salvo, arguments, in: folder)
+        let second = try TestProcess(salvo, arguments, in: folder)
         var seen: Set<InputCheckpoint> = []
-        while second.process.isRunning {
+        // Watched every 5 ms until the run ends (bounded: 120 s).
+        try await eventually("the second run's end", timeout: .seconds(120), every: .milliseconds(5)) {
+            guard second.isRunning else { return true }
             if let point = JobJournal.loadCheckpoint(journal, manifest: manifest), seen.insert(point).inserted {
                 let now = try Data(contentsOf: statePath)
                 let passed = point.file > 0 ? tokens.count : max(0, point.line - 2)
                 let unsettled = (0..<passed).filter { now[header + $0 + 2] < RowState.confirmed.rawValue }
                 #expect(unsettled.isEmpty, "\(point) passes the unsettled rows \(unsettled)")
             }
-            try await Task.sleep(for: .milliseconds(5))
+            return false
         }
-        #expect(second.process.terminationStatus == 0, "\(second.output())")
+        #expect(try await second.wait(seconds: 10) == 0, "\(second.output)")
         #expect(!seen.isEmpty, "the run syncs its checkpoint")
         let last = try #require(JobJournal.loadCheckpoint(journal, manifest: manifest))
         #expect(last.file == 1 && last.rows == tokens.count && last.validRows == tokens.count - 1)

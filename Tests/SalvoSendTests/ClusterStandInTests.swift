@@ -72,7 +72,7 @@ import SalvoTestTraits
                 "--settle-milliseconds", "300",
             ]
         } else {
-            let mint = try JournalResumeTests.start(
+            let mint = try TestProcess(
                 salvo,
                 [
                     "token", "mint", "--auth-key", signingKey.path, "--key-id", DevelopmentSigningKey.keyID,
@@ -80,7 +80,7 @@ import SalvoTestTraits
                 ],
                 in: folder
             )
-            #expect(try await JournalResumeTests.wait(mint.process, seconds: 30) == 0, "\(mint.output())")
+            #expect(try await mint.wait(seconds: 30) == 0, "\(mint.output)")
             common += [
                 "--protocol", "h2", "--gateway", "127.0.0.1:\(simulator.http2Port ?? 0)", "--server-name",
                 "localhost", "--topic", CertificateFactory.sharedTopic, "--provider-token-file", "token.json",
@@ -94,7 +94,7 @@ import SalvoTestTraits
         let clock = ContinuousClock()
         let started = clock.now
         var runs = try (0..<workers).map { index in
-            try JournalResumeTests.start(
+            try TestProcess(
                 salvo,
                 arguments(index),
                 in: folder,
@@ -105,17 +105,19 @@ import SalvoTestTraits
         // share of the rows.
         let victim = workers - 1
         let manifestPath = JobJournal.manifestPath(folder.appendingPathComponent("journal/\(victim)").path)
-        while !FileManager.default.fileExists(atPath: manifestPath) && runs[victim].process.isRunning
-            && clock.now - started < .seconds(30)
-        {
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        while simulator.ledger.snapshot().accepted < count / (4 * workers) && clock.now - started < .seconds(30) {
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        kill(runs[victim].process.processIdentifier, SIGKILL)
-        runs[victim].process.waitUntilExit()
-        let victimFinished = runs[victim].process.terminationReason == .exit
+        // One bound of 30 s for both waits.
+        try await eventually(
+            "the victim's journal, or its end",
+            timeout: max(.zero, .seconds(30) - (clock.now - started)),
+            every: .milliseconds(5)
+        ) { FileManager.default.fileExists(atPath: manifestPath) || !runs[victim].isRunning }
+        try await eventually(
+            "a share of the rows accepted",
+            timeout: max(.zero, .seconds(30) - (clock.now - started)),
+            every: .milliseconds(5)
+        ) { simulator.ledger.snapshot().accepted >= count / (4 * workers) }
+        try await runs[victim].kill()
+        let victimFinished = runs[victim].reason == .exit
         if !Self.fast { #expect(!victimFinished, "killed mid-run") }
         var uncertainLines: Set<Int> = []
         var settledLines: Set<Int> = []
@@ -132,31 +134,31 @@ import SalvoTestTraits
             }
         }
         // Its retry: the same command.
-        runs[victim] = try JournalResumeTests.start(
+        runs[victim] = try TestProcess(
             salvo,
             arguments(victim),
             in: folder,
             environment: ["JOB_COMPLETION_INDEX": "\(victim)"]
         )
         for (index, run) in runs.enumerated() {
-            let status = try await JournalResumeTests.wait(run.process, seconds: 120)
+            let status = try await run.wait(seconds: 120)
             // Partitions with a refused token exit 1; the others 0.
-            #expect(status == 0 || status == 1, "worker \(index): \(run.output())")
+            #expect(status == 0 || status == 1, "worker \(index): \(run.output)")
         }
         let elapsed = clock.now - started
         if victimFinished {
-            #expect(runs[victim].output().contains("finished before"))
+            #expect(runs[victim].output.contains("finished before"))
         } else {
-            #expect(runs[victim].output().contains("resuming the job"), "\(runs[victim].output())")
+            #expect(runs[victim].output.contains("resuming the job"), "\(runs[victim].output)")
         }
 
-        let merge = try JournalResumeTests.start(
+        let merge = try TestProcess(
             salvo,
             ["report", "merge"] + (0..<workers).map { "report-\($0).json" } + ["--output", "merged.json"],
             in: folder
         )
         // Exit 1: the merged job has refused rows.
-        #expect(try await JournalResumeTests.wait(merge.process, seconds: 30) == 1, "\(merge.output())")
+        #expect(try await merge.wait(seconds: 30) == 1, "\(merge.output)")
         let merged = try JSONDecoder().decode(
             JobReport.self,
             from: Data(contentsOf: folder.appendingPathComponent("merged.json"))

@@ -52,39 +52,22 @@ import SalvoTestTraits
                 "--topic", CertificateFactory.sharedTopic, "--push-type", "alert",
             ]
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        // Standard error into a file, read once the process is gone: a pipe read here would hold a thread of the
-        // concurrency pool (and with it the tests alongside) for as long as the job runs.
-        let errors = folder.appendingPathComponent("stderr.txt")
-        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
-        process.standardError = try FileHandle(forWritingTo: errors)
-        try process.run()
+        let run = try TestProcess(salvo, arguments, in: folder, output: .standardErrorOnly)
         let clock = ContinuousClock()
-        let start = clock.now
-        while simulator.ledger.snapshot().accepted < 200 && process.isRunning && clock.now - start < .seconds(20) {
-            try await Task.sleep(for: .milliseconds(20))
+        try await eventually("200 rows accepted, or the job's end", timeout: .seconds(20)) {
+            simulator.ledger.snapshot().accepted >= 200 || !run.isRunning
         }
         let acceptedBeforeDeath = simulator.ledger.snapshot().accepted
         #expect(acceptedBeforeDeath >= 200 && acceptedBeforeDeath < count, "the gateway dies mid-send")
         let died = clock.now
         try await simulator.shutdown()
         stopped = true
-        while process.isRunning && clock.now - died < .seconds(30) {
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        if process.isRunning {
-            process.terminate()
-            Issue.record("salvo did not give up within 30 s of the gateway's death")
-            return
-        }
-        let message = try String(contentsOf: errors, encoding: .utf8)
+        // Past 30 s of the gateway's death it is killed, and the wait throws.
+        let status = try await run.wait(seconds: 30)
+        let message = run.standardError
         // 2 s without progress and at least 4 failed connects; the backoff is cut at the deadline.
         #expect(clock.now - died < .seconds(15), "given up \(clock.now - died) after the gateway died")
-        #expect(process.terminationStatus == 3, "\(message)")
+        #expect(status == 3, "\(message)")
         let said = message.split(separator: "\n").filter { !$0.contains(" warning ") && !$0.contains(" info ") }
         #expect(said.contains { $0.contains("cannot") }, "\(said)")
         let decoded = try JSONDecoder().decode(JobReport.self, from: Data(contentsOf: report))
@@ -127,29 +110,17 @@ import SalvoTestTraits
         if interface == .h2 {
             arguments += h2SendArguments
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        // Outside the folder, whose contents are checked below.
-        let errors = TestScratch.root.appendingPathComponent("gone-stderr-\(UUID().uuidString).txt")
-        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
-        process.standardError = try FileHandle(forWritingTo: errors)
+        // Standard error outside the folder, whose contents are checked below.
         let clock = ContinuousClock()
         let start = clock.now
-        try process.run()
-        while process.isRunning && clock.now - start < .seconds(60) { try await Task.sleep(for: .milliseconds(50)) }
-        if process.isRunning {
-            process.terminate()
-            Issue.record("salvo did not give up within 60 s")
-            return
-        }
+        let run = try TestProcess(salvo, arguments, in: folder, output: .standardErrorOnly)
+        // Past 60 s it is killed, and the wait throws.
+        let status = try await run.wait(seconds: 60)
         // 1 s without progress and at least 4 failed connects: neither the backoff nor the job's connect spacing
         // may push a try past that deadline by much.
         #expect(clock.now - start < .seconds(20), "given up after \(clock.now - start)")
-        let message = try String(contentsOf: errors, encoding: .utf8)
-        #expect(process.terminationStatus == 3, "\(message)")
+        let message = run.standardError
+        #expect(status == 3, "\(message)")
         let report = try JSONDecoder().decode(
             JobReport.self,
             from: Data(contentsOf: folder.appendingPathComponent("report.json"))

@@ -28,30 +28,26 @@ import Testing
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
         configuration.http2 = HTTP2EndpointConfiguration()
         let simulator = try await Simulator.start(configuration)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments =
-            [
-                "send", "tokens.csv", "--gateway", "127.0.0.1:\(simulator.http2Port ?? 0)", "--cert", paths.client,
-                "--key", paths.clientKey, "--ca", paths.ca, "--connections", "2", "--protocol", "h2",
-                "--server-name", "localhost", "--topic", CertificateFactory.sharedTopic, "--push-type", "alert",
-                "--rejects", "rejects.csv", "--report", "report.json", "--h2-engine", engine,
-            ] + payload
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
+        let run: TestProcess
         do {
-            try process.run()
+            run = try TestProcess(
+                salvo,
+                [
+                    "send", "tokens.csv", "--gateway", "127.0.0.1:\(simulator.http2Port ?? 0)", "--cert", paths.client,
+                    "--key", paths.clientKey, "--ca", paths.ca, "--connections", "2", "--protocol", "h2",
+                    "--server-name", "localhost", "--topic", CertificateFactory.sharedTopic, "--push-type", "alert",
+                    "--rejects", "rejects.csv", "--report", "report.json", "--h2-engine", engine,
+                ] + payload,
+                in: folder
+            )
+            try await run.wait(seconds: 120)
         } catch {
             try await simulator.shutdown()
             throw error
         }
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
         let verdict = simulator.verdict(expected: ExpectedTokens(expected), listLimit: expected.count)
         try await simulator.shutdown()
-        return (process.terminationStatus, text, verdict)
+        return (run.status, run.output, verdict)
     }
 
     private static func folder() throws -> URL {

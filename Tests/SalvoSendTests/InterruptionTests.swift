@@ -13,11 +13,17 @@ import SalvoTestTraits
 /// The real `salvo` executable, interrupted mid-send: it exits 130 (SIGINT) or 143 (SIGTERM) and writes a report
 /// that accounts for every row.
 @Suite(.tags(.process), .runs(.process), .takesATurn) struct InterruptionTests {
-    /// `salvo`, built next to the test bundle (`BackgroundRun.salvoPath`).
-    static var executable: String? { BackgroundRun.salvoPath }
+    /// `salvo`, built next to the test bundle (`TestProcess.salvoPath`).
+    static var executable: String? { TestProcess.salvoPath }
 
-    /// `salvo`, or nil with an issue recorded (`BackgroundRun.salvo`).
-    static var builtExecutable: String? { BackgroundRun.salvo }
+    /// `salvo`, or nil with an issue recorded.
+    static var builtExecutable: String? {
+        guard let path = TestProcess.salvoPath else {
+            Issue.record(Comment(rawValue: TestProcess.salvoMissing))
+            return nil
+        }
+        return path
+    }
 
     @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])
     func aSignalMidSendWritesTheReportAndExits(signal: Int32, status: Int32) async throws {
@@ -30,36 +36,29 @@ import SalvoTestTraits
         let (folder, tokens) = try sendFolder("salvo-int", tokens: count, seed: 9)
         let report = folder.appendingPathComponent("report.json")
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = [
-            "send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:\(gateway.port)",
-            "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca, "--connections", "1",
-            "--report", report.path, "--quiet",
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let run = try TestProcess(
+            salvo,
+            [
+                "send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:\(gateway.port)",
+                "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca, "--connections", "1",
+                "--report", report.path, "--quiet",
+            ],
+            in: folder,
+            output: .nothing
+        )
         // Let it connect and write (the barrier then waits 10 s for an answer that never comes).
-        let clock = ContinuousClock()
-        let start = clock.now
-        while gateway.plaintextBytesRead == 0 && clock.now - start < .seconds(10) {
-            try await Task.sleep(for: .milliseconds(50))
+        try await eventually("the job writes to the gateway", timeout: .seconds(10)) {
+            gateway.plaintextBytesRead > 0
         }
+        // The fixed pause is the behaviour: a signal mid-send, with rows written and unanswered.
         try await Task.sleep(for: .milliseconds(300))
-        kill(process.processIdentifier, signal)
+        let clock = ContinuousClock()
+        run.signal(signal)
         let signalled = clock.now
-        while process.isRunning && clock.now - signalled < .seconds(10) {
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        if process.isRunning {
-            process.terminate()
-            Issue.record("salvo did not stop within 10 s of the signal")
-            return
-        }
+        // Past 10 s of the signal it is killed, and the wait throws.
+        let ended = try await run.wait(seconds: 10)
         #expect(clock.now - signalled < .seconds(8), "the grace is 2 s (and a loaded machine is slow to exit)")
-        #expect(process.terminationStatus == status)
+        #expect(ended == status)
         let decoded = try JSONDecoder().decode(JobReport.self, from: Data(contentsOf: report))
         #expect(decoded.validRows == count)
         let accounted =
@@ -99,37 +98,36 @@ import SalvoTestTraits
         let (folder, tokens) = try sendFolder("salvo-int", tokens: count, seed: 10)
         let report = folder.appendingPathComponent("report.json")
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = [
-            "send", "tokens.csv", "--protocol", "h2", "--payload", "payload.json",
-            "--gateway", "127.0.0.1:\(simulator.http2Port ?? 0)", "--server-name", "localhost",
-            "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca, "--connections", "1",
-            "--topic", CertificateFactory.sharedTopic, "--push-type", "alert", "--report", report.path, "--quiet",
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let clock = ContinuousClock()
-        let start = clock.now
-        while simulator.ledger.snapshot().accepted == 0 && clock.now - start < .seconds(10) {
-            try await Task.sleep(for: .milliseconds(50))
+        let run = try TestProcess(
+            salvo,
+            [
+                "send", "tokens.csv", "--protocol", "h2", "--payload", "payload.json",
+                "--gateway", "127.0.0.1:\(simulator.http2Port ?? 0)", "--server-name", "localhost",
+                "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca, "--connections", "1",
+                "--topic", CertificateFactory.sharedTopic, "--push-type", "alert", "--report", report.path, "--quiet",
+            ],
+            in: folder,
+            output: .nothing
+        )
+        try await eventually("the endpoint accepts a request", timeout: .seconds(10)) {
+            simulator.ledger.snapshot().accepted > 0
         }
+        // The fixed pause is the behaviour: a signal with streams in flight.
         try await Task.sleep(for: .milliseconds(300))
-        kill(process.processIdentifier, signal)
+        let clock = ContinuousClock()
+        run.signal(signal)
         let signalled = clock.now
-        while process.isRunning && clock.now - signalled < .seconds(10) {
-            try await Task.sleep(for: .milliseconds(50))
+        // Past 10 s of the signal it is killed, and the wait throws.
+        let ended: Int32
+        do {
+            ended = try await run.wait(seconds: 10)
+        } catch {
+            try await simulator.shutdown()
+            throw error
         }
         try await simulator.shutdown()
-        if process.isRunning {
-            process.terminate()
-            Issue.record("salvo did not stop within 10 s of the signal")
-            return
-        }
         #expect(clock.now - signalled < .seconds(8), "the grace is 2 s (and a loaded machine is slow to exit)")
-        #expect(process.terminationStatus == status)
+        #expect(ended == status)
         let decoded = try JSONDecoder().decode(JobReport.self, from: Data(contentsOf: report))
         #expect(decoded.validRows == count)
         #expect(decoded.confirmed == 0, "nothing was answered")
@@ -160,26 +158,22 @@ import SalvoTestTraits
         try Data(("token\n" + tokens.joined(separator: "\n") + "\n").utf8)
             .write(to: folder.appendingPathComponent("tokens.csv"))
         try Data(#"{"aps":{"alert":"hi"}}"#.utf8).write(to: folder.appendingPathComponent("payload.json"))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = [
-            "send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:\(gateway.port)",
-            "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca, "--connections", "1", "--quiet",
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let clock = ContinuousClock()
-        let start = clock.now
-        while gateway.plaintextBytesRead == 0 && clock.now - start < .seconds(10) {
-            try await Task.sleep(for: .milliseconds(50))
+        // Its output into a pipe (standard error too, which the claim below does not read).
+        let run = try TestProcess(
+            salvo,
+            [
+                "send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:\(gateway.port)",
+                "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca, "--connections", "1", "--quiet",
+            ],
+            in: folder,
+            output: .pipe
+        )
+        try await eventually("the job writes to the gateway", timeout: .seconds(10)) {
+            gateway.plaintextBytesRead > 0
         }
         // Killed outright: only what reached the pipe survives.
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        try await run.kill()
+        let printed = run.output
         #expect(printed.contains("sending 100 notifications"), "printed before the kill: \(printed)")
     }
 }

@@ -31,46 +31,43 @@ import SalvoTestTraits
                 "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca, "--connections", "1",
                 "--journal", "journal", "--rate", "400", "--quiet",
             ] + h2SendArguments
-        let first = try JournalResumeTests.start(salvo, arguments + ["--report", "first.json"], in: folder)
+        let first = try TestProcess(salvo, arguments + ["--report", "first.json"], in: folder)
         let clock = ContinuousClock()
-        let started = clock.now
-        while simulator.ledger.snapshot().accepted < 200 && clock.now - started < .seconds(30) {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        #expect(first.process.isRunning, "the first run is still sending")
+        try await eventually("200 rows accepted", timeout: .seconds(30)) { simulator.ledger.snapshot().accepted >= 200 }
+        #expect(first.isRunning, "the first run is still sending")
         let secondStart = clock.now
-        let second = try JournalResumeTests.start(salvo, arguments + ["--report", "second.json"], in: folder)
-        let secondStatus = try await JournalResumeTests.wait(second.process, seconds: 30)
+        let second = try TestProcess(salvo, arguments + ["--report", "second.json"], in: folder)
+        let secondStatus = try await second.wait(seconds: 30)
         let secondTook = clock.now - secondStart
-        #expect(secondStatus == 3, "\(second.output())")
+        #expect(secondStatus == 3, "\(second.output)")
         #expect(secondTook < .seconds(5), "refused at once: \(secondTook)")
         #expect(
-            second.output().contains("is held by another run of the job (host "),
-            "names the holder: \(second.output())"
+            second.output.contains("is held by another run of the job (host "),
+            "names the holder: \(second.output)"
         )
-        #expect(second.output().contains("pid \(first.process.processIdentifier)"), "\(second.output())")
-        #expect(first.process.isRunning, "the refusal did not disturb the first run")
+        #expect(second.output.contains("pid \(first.processIdentifier)"), "\(second.output)")
+        #expect(first.isRunning, "the refusal did not disturb the first run")
         // A third waits for the journal: it gets it when the first ends, finds the job finished and sends nothing.
-        let waiter = try JournalResumeTests.start(
+        let waiter = try TestProcess(
             salvo,
             arguments + ["--report", "third.json", "--wait-for-journal", "60"],
             in: folder
         )
 
         // While the first still runs, verify reads the journal without taking it and names the holder.
-        let verifyWhileHeld = try JournalResumeTests.start(salvo, ["journal", "verify", "journal"], in: folder)
-        _ = try await JournalResumeTests.wait(verifyWhileHeld.process, seconds: 30)
-        if first.process.isRunning {
+        let verifyWhileHeld = try TestProcess(salvo, ["journal", "verify", "journal"], in: folder)
+        _ = try await verifyWhileHeld.wait(seconds: 30)
+        if first.isRunning {
             #expect(
-                verifyWhileHeld.output().contains("lock: held by host "),
-                "\(verifyWhileHeld.output())"
+                verifyWhileHeld.output.contains("lock: held by host "),
+                "\(verifyWhileHeld.output)"
             )
         }
 
-        let firstStatus = try await JournalResumeTests.wait(first.process, seconds: 60)
-        #expect(firstStatus == 0, "\(first.output())")
-        #expect(try await JournalResumeTests.wait(waiter.process, seconds: 60) == 0, "\(waiter.output())")
-        #expect(waiter.output().contains("this job finished before"), "\(waiter.output())")
+        let firstStatus = try await first.wait(seconds: 60)
+        #expect(firstStatus == 0, "\(first.output)")
+        #expect(try await waiter.wait(seconds: 60) == 0, "\(waiter.output)")
+        #expect(waiter.output.contains("this job finished before"), "\(waiter.output)")
         var twice = 0
         var never = 0
         for token in tokens {
@@ -84,18 +81,18 @@ import SalvoTestTraits
         try await simulator.shutdown()
 
         // Intact: exit 0. One byte that is not a state: exit 3, its offset named.
-        let verify = try JournalResumeTests.start(salvo, ["journal", "verify", "journal"], in: folder)
-        #expect(try await JournalResumeTests.wait(verify.process, seconds: 30) == 0, "\(verify.output())")
-        #expect(verify.output().contains("verdict: intact"), "\(verify.output())")
-        #expect(verify.output().contains("lock: not held"), "\(verify.output())")
-        #expect(verify.output().contains("0 written (uncertain), \(count) confirmed"), "\(verify.output())")
+        let verify = try TestProcess(salvo, ["journal", "verify", "journal"], in: folder)
+        #expect(try await verify.wait(seconds: 30) == 0, "\(verify.output)")
+        #expect(verify.output.contains("verdict: intact"), "\(verify.output)")
+        #expect(verify.output.contains("lock: not held"), "\(verify.output)")
+        #expect(verify.output.contains("0 written (uncertain), \(count) confirmed"), "\(verify.output)")
         let state = folder.appendingPathComponent("journal/rows.state")
         var bytes = [UInt8](try Data(contentsOf: state))
         bytes[64 + 100] = 0x41
         try Data(bytes).write(to: state)
-        let damaged = try JournalResumeTests.start(salvo, ["journal", "verify", "journal"], in: folder)
-        #expect(try await JournalResumeTests.wait(damaged.process, seconds: 30) == 3, "\(damaged.output())")
-        #expect(damaged.output().contains("the first at file offset 164"), "\(damaged.output())")
-        #expect(damaged.output().contains("--journal-restart"), "\(damaged.output())")
+        let damaged = try TestProcess(salvo, ["journal", "verify", "journal"], in: folder)
+        #expect(try await damaged.wait(seconds: 30) == 3, "\(damaged.output)")
+        #expect(damaged.output.contains("the first at file offset 164"), "\(damaged.output)")
+        #expect(damaged.output.contains("--journal-restart"), "\(damaged.output)")
     }
 }

@@ -63,7 +63,7 @@ struct JournalFullDiskTests {
         let simulator = try await Simulator.start(configuration)
         let paths = CertificateFactory.sharedFolder
         let (folder, _) = try sendFolder("salvo-jfd", tokens: 20_000, seed: 41)
-        let run = try JournalResumeTests.start(
+        let run = try TestProcess(
             salvo,
             [
                 "send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:\(simulator.http2Port ?? 0)",
@@ -72,13 +72,13 @@ struct JournalFullDiskTests {
             ] + h2SendArguments,
             in: folder
         )
-        let status = try await JournalResumeTests.wait(run.process, seconds: 60)
+        let status = try await run.wait(seconds: 60)
         let accepted = simulator.ledger.snapshot().accepted
         try await simulator.shutdown()
-        #expect(run.process.terminationReason == .exit, "ended by a signal: \(status)")
-        #expect(status == 3, "\(run.output())")
-        #expect(run.output().contains("\(mount)/journal/rows.state"), "\(run.output())")
-        #expect(run.output().contains("no space left on device"), "\(run.output())")
+        #expect(run.reason == .exit, "ended by a signal: \(status)")
+        #expect(status == 3, "\(run.output)")
+        #expect(run.output.contains("\(mount)/journal/rows.state"), "\(run.output)")
+        #expect(run.output.contains("no space left on device"), "\(run.output)")
         #expect(accepted == 0, "nothing is sent without a journal to mark it in")
     }
 }

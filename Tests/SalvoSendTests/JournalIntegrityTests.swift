@@ -31,13 +31,9 @@ import SalvoTestTraits
         }
         // The new job's hashes are recorded on a thread of their own: wait for them (bounded), so that the lock
         // and the manifest are the test's again.
-        let clock = ContinuousClock()
-        let start = clock.now
-        while try JobJournal.loadManifest(directory)?.inputs.contains(where: { !$0.isFingerprinted }) != false
-            || JournalLock.holder(directory) != nil,
-            clock.now - start < .seconds(10)
-        {
-            usleep(20_000)
+        try await eventually("the new job's hashes recorded and its lock released", timeout: .seconds(10)) {
+            try JobJournal.loadManifest(directory)?.inputs.contains(where: { !$0.isFingerprinted }) == false
+                && JournalLock.holder(directory) == nil
         }
         return (input, directory)
     }
@@ -92,9 +88,9 @@ import SalvoTestTraits
             )
             #expect(send.journal?.rows != nil, "resumed")
         }
-        let clock = ContinuousClock()
-        let start = clock.now
-        while JournalLock.holder(directory) != nil, clock.now - start < .seconds(10) { usleep(20_000) }
+        try await eventually("the resumed run's lock released", timeout: .seconds(10)) {
+            JournalLock.holder(directory) == nil
+        }
         let resumed = try #require(try JobJournal.loadManifest(directory))
         #expect(resumed.inputs.map(\.sha256) == manifest.inputs.map(\.sha256))
         #expect(resumed.inputs.map(\.xxh64) == [nil])

@@ -36,7 +36,7 @@ import SalvoTestTraits
         }
     }
 
-    @Test func aSecondOpenIsRefusedNamingTheHolderUntilTheFirstCloses() throws {
+    @Test func aSecondOpenIsRefusedNamingTheHolderUntilTheFirstCloses() async throws {
         let directory = try Self.folder()
         var first: JournalLock? = try JournalLock.acquire(directory)
         #expect(first != nil)
@@ -52,10 +52,11 @@ import SalvoTestTraits
         // another suite starts at that moment holds a copy of every descriptor between its fork and its exec (where
         // O_CLOEXEC closes them), and with it the lock: the release is awaited, briefly.
         first = nil
-        let clock = ContinuousClock()
-        let released = clock.now
-        while JournalLock.holder(directory) != nil && clock.now - released < .seconds(5) { usleep(1000) }
-        #expect(JournalLock.holder(directory) == nil)
+        #expect(
+            try await eventually("the lock released", timeout: .seconds(5), every: .milliseconds(1)) {
+                JournalLock.holder(directory) == nil
+            }
+        )
         let again = try JournalLock.acquire(directory)
         #expect(JournalLock.holder(directory) != nil)
         _ = again
@@ -151,22 +152,20 @@ import SalvoTestTraits
             Issue.record("python3 is needed to hold a lock from another process")
             return
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [
-            "-c",
-            "import fcntl,sys,time; f=open(sys.argv[1],'a'); fcntl.lockf(f, fcntl.LOCK_EX); print('held', flush=True); "
-                + "time.sleep(60)",
-            JournalLock.path(directory),
-        ]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let line = pipe.fileHandleForReading.availableData
-        #expect(String(decoding: line, as: UTF8.self).hasPrefix("held"))
+        let holder = try TestProcess(
+            "/usr/bin/python3",
+            [
+                "-c",
+                "import fcntl,sys,time; f=open(sys.argv[1],'a'); fcntl.lockf(f, fcntl.LOCK_EX); print('held', flush=True); "
+                    + "time.sleep(60)",
+                JournalLock.path(directory),
+            ]
+        )
+        #expect(
+            try await eventually("the child holds the lock", timeout: .seconds(30)) { holder.output.hasPrefix("held") }
+        )
         #expect(throws: JobError.self) { try JournalLock.acquire(directory) }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        try await holder.kill()
         let lock = try JournalLock.acquire(directory)
         _ = lock
     }

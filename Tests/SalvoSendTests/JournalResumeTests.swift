@@ -73,31 +73,28 @@ import SalvoTestTraits
         }
 
         // The first run, killed.
-        let first = try Self.start(salvo, arguments, in: folder)
-        let clock = ContinuousClock()
-        let started = clock.now
+        let first = try TestProcess(salvo, arguments, in: folder)
         switch moment {
         case .validation:
             break
         case .midFlight:
-            while simulator.ledger.snapshot().accepted < Self.count / 4 && clock.now - started < .seconds(30) {
-                try await Task.sleep(for: .milliseconds(5))
+            try await eventually("a quarter of the rows accepted", timeout: .seconds(30), every: .milliseconds(5)) {
+                simulator.ledger.snapshot().accepted >= Self.count / 4
             }
         case .end:
             let valid = Self.count - refused.count
-            while simulator.ledger.snapshot().accepted < valid && clock.now - started < .seconds(60) {
-                try await Task.sleep(for: .milliseconds(2))
+            try await eventually("every valid row accepted", timeout: .seconds(60), every: .milliseconds(2)) {
+                simulator.ledger.snapshot().accepted >= valid
             }
         }
-        kill(first.process.processIdentifier, SIGKILL)
-        first.process.waitUntilExit()
+        try await first.kill()
         let acceptedAtKill = simulator.ledger.snapshot().accepted
         if moment == .midFlight {
             #expect(acceptedAtKill > 0 && acceptedAtKill < Self.count, "killed mid-flight: \(acceptedAtKill)")
         }
         if moment == .end { #expect(acceptedAtKill == Self.count - refused.count) }
         // At the end the kill may come after the last answer: then the first run finished the job itself.
-        let firstFinished = first.process.terminationReason == .exit
+        let firstFinished = first.reason == .exit
         if moment == .midFlight { #expect(!firstFinished, "killed mid-flight") }
 
         // What the journal held when the process died.
@@ -117,9 +114,9 @@ import SalvoTestTraits
         }
 
         // The same command again: it resumes and finishes.
-        let second = try Self.start(salvo, arguments, in: folder)
-        let status = try await Self.wait(second.process, seconds: 120)
-        let output = second.output()
+        let second = try TestProcess(salvo, arguments, in: folder)
+        let status = try await second.wait(seconds: 120)
+        let output = second.output
         #expect(status == 1, "two bad rows: exit 1\n\(output)")
         let report = try JSONDecoder().decode(
             JobReport.self,
@@ -166,9 +163,9 @@ import SalvoTestTraits
 
         // A third run: the job is finished; nothing is sent, and the exit status is the job's.
         let acceptedBefore = simulator.ledger.snapshot().accepted
-        let third = try Self.start(salvo, arguments, in: folder)
-        #expect(try await Self.wait(third.process, seconds: 60) == 1)
-        #expect(third.output().contains("finished before"), "\(third.output())")
+        let third = try TestProcess(salvo, arguments, in: folder)
+        #expect(try await third.wait(seconds: 60) == 1)
+        #expect(third.output.contains("finished before"), "\(third.output)")
         #expect(simulator.ledger.snapshot().accepted == acceptedBefore, "a finished job sends nothing")
 
         // A changed input is refused, naming it.
@@ -176,9 +173,9 @@ import SalvoTestTraits
         try handle.seekToEnd()
         try handle.write(contentsOf: Data((generator.next().hexString + "\n").utf8))
         try handle.close()
-        let fourth = try Self.start(salvo, arguments, in: folder)
-        #expect(try await Self.wait(fourth.process, seconds: 60) == 3)
-        #expect(fourth.output().contains("tokens.csv changed"), "\(fourth.output())")
+        let fourth = try TestProcess(salvo, arguments, in: folder)
+        #expect(try await fourth.wait(seconds: 60) == 3)
+        #expect(fourth.output.contains("tokens.csv changed"), "\(fourth.output)")
         #expect(simulator.ledger.snapshot().accepted == acceptedBefore)
         try await simulator.shutdown()
     }
@@ -200,16 +197,13 @@ import SalvoTestTraits
             "--ca", paths.ca, "--connections", "2", "--report", "report.json", "--journal", "journal", "--quiet",
             "--gateway", "127.0.0.1:\(simulator.gatewayPort)", "--on-uncertain", "report",
         ]
-        let first = try Self.start(salvo, arguments, in: folder)
-        let clock = ContinuousClock()
-        let started = clock.now
-        while simulator.ledger.snapshot().accepted < Self.count / 3 && clock.now - started < .seconds(30) {
-            try await Task.sleep(for: .milliseconds(5))
+        let first = try TestProcess(salvo, arguments, in: folder)
+        try await eventually("a third of the rows accepted", timeout: .seconds(30), every: .milliseconds(5)) {
+            simulator.ledger.snapshot().accepted >= Self.count / 3
         }
-        kill(first.process.processIdentifier, SIGKILL)
-        first.process.waitUntilExit()
-        let second = try Self.start(salvo, arguments, in: folder)
-        #expect(try await Self.wait(second.process, seconds: 120) == 1, "uncertain rows: exit 1")
+        try await first.kill()
+        let second = try TestProcess(salvo, arguments, in: folder)
+        #expect(try await second.wait(seconds: 120) == 1, "uncertain rows: exit 1")
         let report = try JSONDecoder().decode(
             JobReport.self,
             from: Data(contentsOf: folder.appendingPathComponent("report.json"))
@@ -226,21 +220,5 @@ import SalvoTestTraits
             if count == 0 { #expect(uncertain.contains(token), "a row never delivered is reported uncertain") }
         }
         try await simulator.shutdown()
-    }
-
-    typealias Run = BackgroundRun
-
-    static func start(
-        _ salvo: String,
-        _ arguments: [String],
-        in folder: URL,
-        environment: [String: String] = [:]
-    ) throws -> Run {
-        try BackgroundRun.start(salvo, arguments, in: folder, environment: environment)
-    }
-
-    /// Waits for the process to exit (killing it after `seconds`) and returns its status.
-    static func wait(_ process: Process, seconds: Int) async throws -> Int32 {
-        try await BackgroundRun.wait(process, seconds: seconds)
     }
 }

@@ -34,9 +34,9 @@ import Testing
             "--settle-milliseconds", "200", "--journal", "journal", "--report", "report.json", "--quiet",
         ]
         func run() async throws -> (status: Int32, output: String) {
-            let process = try JournalResumeTests.start(salvo, arguments, in: folder)
-            let status = try await JournalResumeTests.wait(process.process, seconds: 60)
-            return (status, process.output())
+            let process = try TestProcess(salvo, arguments, in: folder)
+            let status = try await process.wait(seconds: 60)
+            return (status, process.output)
         }
 
         let first = try await run()

@@ -20,18 +20,20 @@ import Glibc
         let held = try JournalLock.acquire(folder.appendingPathComponent("journal").path)
         defer { withExtendedLifetime(held) {} }
         let paths = CertificateFactory.sharedFolder
-        let run = try SalvoRun(
+        let run = try TestProcess(
             salvo,
             [
                 "send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:9", "--cert", paths.client,
                 "--key", paths.clientKey, "--journal", "journal", "--wait-for-journal", "600", "--quiet",
             ],
-            in: folder
+            in: folder,
+            output: .apart
         )
-        // Waiting: the lock is held for as long as the test lives.
+        // Waiting: the lock is held for as long as the test lives (the fixed pause is the behaviour: it still waits
+        // after it).
         try await Task.sleep(for: .milliseconds(1500))
-        #expect(run.process.isRunning, "waits for the journal: \(run.standardError)")
-        kill(run.process.processIdentifier, signal)
+        #expect(run.isRunning, "waits for the journal: \(run.standardError)")
+        run.signal(signal)
         let status = try await run.wait(seconds: 10)
         #expect(status == 128 + signal, "\(run.standardError)")
         #expect(run.standardError.contains("stopped waiting for the run holding it"), "\(run.standardError)")
@@ -59,17 +61,17 @@ import Glibc
             ] + h2SendArguments
         let notice = "beginning the job again (--journal-restart)"
 
-        let loud = try SalvoRun(salvo, arguments, in: folder)
+        let loud = try TestProcess(salvo, arguments, in: folder, output: .apart)
         #expect(try await loud.wait(seconds: 60) == 0, "\(loud.standardError)")
         #expect(loud.standardError.contains(notice), "\(loud.standardError)")
         #expect(!loud.standardOutput.contains(notice), "\(loud.standardOutput)")
 
-        let quiet = try SalvoRun(salvo, arguments + ["--quiet"], in: folder)
+        let quiet = try TestProcess(salvo, arguments + ["--quiet"], in: folder, output: .apart)
         #expect(try await quiet.wait(seconds: 60) == 0, "\(quiet.standardError)")
         #expect(!quiet.standardError.contains(notice) && !quiet.standardOutput.contains(notice))
 
         let held = try JournalLock.acquire(folder.appendingPathComponent("journal").path)
-        let refused = try SalvoRun(salvo, arguments, in: folder)
+        let refused = try TestProcess(salvo, arguments, in: folder, output: .apart)
         #expect(try await refused.wait(seconds: 60) == 3, "\(refused.standardError)")
         withExtendedLifetime(held) {}
         #expect(refused.standardError.contains("is held by another run of the job"), "\(refused.standardError)")
@@ -93,13 +95,14 @@ import Glibc
         ) { _ in .respond(status: 400, headers: [], body: Array(body)) }
         let (folder, _) = try sendFolder("salvo-escape-summary", tokens: 2, seed: 49)
         let paths = CertificateFactory.sharedFolder
-        let run = try SalvoRun(
+        let run = try TestProcess(
             salvo,
             [
                 "send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:\(server.port)",
                 "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca,
             ] + h2SendArguments,
-            in: folder
+            in: folder,
+            output: .apart
         )
         let status = try await run.wait(seconds: 60)
         await server.stop()
@@ -108,34 +111,5 @@ import Glibc
         #expect(output.contains("Bad\\u{1B}]0;owned\\u{7}\\u{1B}[31mReason"), "the reason, escaped: \(output)")
         #expect(!output.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\u{07}" }, "no raw escape: \(output)")
         #expect(output.contains("\n"), "line breaks kept")
-    }
-}
-
-/// `salvo` started in `folder` with its two streams in files of their own.
-struct SalvoRun {
-    let process = Process()
-    let output: URL
-    let errors: URL
-
-    init(_ salvo: String, _ arguments: [String], in folder: URL) throws {
-        self.process.executableURL = URL(fileURLWithPath: salvo)
-        self.process.currentDirectoryURL = folder
-        self.process.arguments = arguments
-        let id = UUID().uuidString
-        self.output = folder.appendingPathComponent("stdout-\(id).txt")
-        self.errors = folder.appendingPathComponent("stderr-\(id).txt")
-        _ = FileManager.default.createFile(atPath: self.output.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: self.errors.path, contents: nil)
-        self.process.standardOutput = try FileHandle(forWritingTo: self.output)
-        self.process.standardError = try FileHandle(forWritingTo: self.errors)
-        try self.process.run()
-    }
-
-    var standardOutput: String { (try? String(contentsOf: self.output, encoding: .utf8)) ?? "" }
-    var standardError: String { (try? String(contentsOf: self.errors, encoding: .utf8)) ?? "" }
-
-    /// Waits for the exit (killing it after `seconds`, a bound far above what it needs) and returns its status.
-    func wait(seconds: Int) async throws -> Int32 {
-        try await JournalResumeTests.wait(self.process, seconds: seconds)
     }
 }

@@ -253,22 +253,17 @@ import Testing
             .write(to: URL(fileURLWithPath: here + "/tokens.csv"))
         try Data(text.utf8).write(to: URL(fileURLWithPath: here + "/bad.json"))
         let paths = CertificateFactory.sharedFolder
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = URL(fileURLWithPath: here)
         // Port 9 of the loopback: nothing listens, so a connect would fail with another message.
-        process.arguments =
+        let (ended, text) = try TestProcess.runToEnd(
+            salvo,
             [
                 "send", "tokens.csv", "--gateway", "127.0.0.1:9", "--cert", paths.client, "--key", paths.clientKey,
                 "--quiet",
-            ] + options
-        let errors = Pipe()
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = errors
-        try process.run()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == status, "\(text)")
+            ] + options,
+            in: URL(fileURLWithPath: here),
+            output: .standardErrorOnly
+        )
+        #expect(ended == status, "\(text)")
         #expect(text.contains(message), "\(text)")
     }
 }

@@ -28,20 +28,12 @@ struct ProviderTokenCacheSendTests {
         ] + extra
     }
 
-    /// Starts `salvo` in `folder` with its standard output and error in one pipe.
-    static func launch(_ arguments: [String], in folder: String) throws -> (Process, Pipe) {
+    /// Starts `salvo` in `folder` with its standard output and error together.
+    static func launch(_ arguments: [String], in folder: String) throws -> TestProcess {
         guard let salvo = InterruptionTests.executable else {
             throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: "salvo next to the tests"])
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = URL(fileURLWithPath: folder)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        return (process, output)
+        return try TestProcess(salvo, arguments, in: URL(fileURLWithPath: folder))
     }
 
     static func report(_ setup: Sends.Setup, _ name: String) throws -> JobReport {

@@ -59,44 +59,18 @@ struct ProviderTokenFileSendTests {
         return Setup(folder: folder, simulator: simulator, signingKey: signingKey, tokens: tokens)
     }
 
-    /// Starts `salvo` with `arguments` in `folder`.
-    static func launch(_ arguments: [String], in folder: String) throws -> (Process, Pipe) {
+    /// Starts `salvo` with `arguments` in `folder`, its standard error kept.
+    static func launch(_ arguments: [String], in folder: String) throws -> TestProcess {
         guard let salvo = InterruptionTests.executable else {
             throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: "salvo next to the tests"])
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = URL(fileURLWithPath: folder)
-        process.arguments = arguments
-        let errors = Pipe()
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = errors
-        try process.run()
-        return (process, errors)
+        return try TestProcess(salvo, arguments, in: URL(fileURLWithPath: folder), output: .standardErrorOnly)
     }
 
     /// Waits (30 s at most) for a launched `salvo` and returns its status and standard error.
-    static func finish(_ launched: (Process, Pipe)) async throws -> Run {
-        let (process, errors) = launched
-        let clock = ContinuousClock()
-        let start = clock.now
-        // The pipe is drained as the process writes, so a long message never blocks it.
-        // Read on a Dispatch thread: a read that blocks for the whole run must not hold a concurrency-pool thread.
-        let text = Task {
-            (try? await offThePool {
-                String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            })
-                ?? ""
-        }
-        while process.isRunning && clock.now - start < .seconds(30) {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        if process.isRunning {
-            process.terminate()
-            Issue.record("salvo \(process.arguments?.first ?? "") did not end within 30 s")
-        }
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus, standardError: await text.value)
+    static func finish(_ run: TestProcess) async throws -> Run {
+        let status = try await run.wait(seconds: 30)
+        return Run(status: status, standardError: run.standardError)
     }
 
     static func salvo(_ arguments: [String], in folder: String) async throws -> Run {

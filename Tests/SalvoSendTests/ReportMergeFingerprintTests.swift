@@ -76,14 +76,15 @@ import Testing
         let (folder, _) = try sendFolder("salvo-merge-fp", tokens: 40, seed: 44)
         try Data(#"{"aps":{"alert":"other"}}"#.utf8).write(to: folder.appendingPathComponent("other.json"))
         @Sendable func send(_ partition: String, _ payload: String, _ report: String) throws -> Int32 {
-            try runProcess(
+            try TestProcess.runToEnd(
                 salvo,
                 [
                     "send", "tokens.csv", "--payload", payload, "--partition", partition, "--cert", paths.client,
                     "--key", paths.clientKey, "--ca", paths.ca, "--gateway", "127.0.0.1:\(simulator.gatewayPort)",
                     "--report", report, "--quiet",
                 ],
-                in: folder
+                in: folder,
+                output: .standardErrorOnly
             ).status
         }
         let statuses: [Int32]
@@ -101,16 +102,26 @@ import Testing
         try await simulator.shutdown()
         #expect(statuses == [0, 0, 0])
         let refused = try await offThePool {
-            try runProcess(salvo, ["report", "merge", "a0.json", "b1.json", "--output", "merged.json"], in: folder)
+            try TestProcess.runToEnd(
+                salvo,
+                ["report", "merge", "a0.json", "b1.json", "--output", "merged.json"],
+                in: folder,
+                output: .standardErrorOnly
+            )
         }
-        #expect(refused.status == 3, "\(refused.errors)")
-        #expect(refused.errors.contains("report 2 is not the job of report 1"), "\(refused.errors)")
-        #expect(refused.errors.contains("payload: sha256"), "\(refused.errors)")
+        #expect(refused.status == 3, "\(refused.output)")
+        #expect(refused.output.contains("report 2 is not the job of report 1"), "\(refused.output)")
+        #expect(refused.output.contains("payload: sha256"), "\(refused.output)")
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("merged.json").path))
         let merged = try await offThePool {
-            try runProcess(salvo, ["report", "merge", "a0.json", "a1.json", "--output", "merged.json"], in: folder)
+            try TestProcess.runToEnd(
+                salvo,
+                ["report", "merge", "a0.json", "a1.json", "--output", "merged.json"],
+                in: folder,
+                output: .standardErrorOnly
+            )
         }
-        #expect(merged.status == 0, "\(merged.errors)")
+        #expect(merged.status == 0, "\(merged.output)")
         let report = try JSONDecoder().decode(
             JobReport.self,
             from: Data(contentsOf: folder.appendingPathComponent("merged.json"))

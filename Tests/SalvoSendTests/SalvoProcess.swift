@@ -4,16 +4,9 @@ import SalvoRows
 import SalvoTestSupport
 import Testing
 
-/// Runs the built `salvo` in a fresh folder holding `files` (name, which may hold a folder → contents) and returns its exit status and what
-/// it wrote to the chosen stream; nil (with the issue recorded) when the executable is not built next to the tests.
-func runSalvo(
-    _ arguments: [String],
-    files: [String: String],
-    folderPrefix: String,
-    readStandardError: Bool
-) throws -> (status: Int32, text: String)? {
-    guard let salvo = InterruptionTests.builtExecutable else { return nil }
-    let folder = TestScratch.root.appendingPathComponent("\(folderPrefix)-\(UUID().uuidString)")
+/// A fresh folder under `TestScratch` named from `prefix`, holding `files` (name, which may hold a folder → contents).
+func folderHolding(_ files: [String: String], prefix: String) throws -> URL {
+    let folder = TestScratch.root.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
     for (name, contents) in files {
         // A name may hold a folder ("templates/pt.json").
@@ -21,25 +14,23 @@ func runSalvo(
         try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
         try Data(contents.utf8).write(to: file)
     }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: salvo)
-    process.currentDirectoryURL = folder
-    process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = readStandardError ? FileHandle.nullDevice : pipe
-    process.standardError = readStandardError ? pipe : FileHandle.nullDevice
-    try process.run()
-    // Read while it runs, so that a long output never blocks it; then reap it.
-    let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    return (process.terminationStatus, text)
+    return folder
 }
 
-/// Runs `executable` (the built `salvo`, or a system tool) in `folder` with `arguments`: its exit status and what it
-/// wrote to standard error (standard output is dropped).
-func runProcess(_ executable: String, _ arguments: [String], in folder: URL) throws -> (status: Int32, errors: String) {
-    let (status, errors) = try runToEnd(executable, arguments, in: folder, standardOutput: false)
-    return (status, errors)
+/// Runs the built `salvo` in a fresh folder holding `files` (`folderHolding`) to its end: its exit status and what it
+/// wrote to standard error (`readStandardError`) or standard output; nil (with the issue recorded) when the
+/// executable is not built next to the tests.
+func runSalvo(
+    _ arguments: [String],
+    files: [String: String],
+    folderPrefix: String,
+    readStandardError: Bool
+) throws -> (status: Int32, text: String)? {
+    guard let salvo = InterruptionTests.builtExecutable else { return nil }
+    let folder = try folderHolding(files, prefix: folderPrefix)
+    let output: TestProcess.Output = readStandardError ? .standardErrorOnly : .standardOutputOnly
+    let (status, text) = try TestProcess.runToEnd(salvo, arguments, in: folder, output: output)
+    return (status, text)
 }
 
 /// What `salvo send` adds to a binary send's arguments to send over HTTP/2 to the simulator with the shared test

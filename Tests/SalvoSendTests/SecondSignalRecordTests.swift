@@ -17,7 +17,7 @@ import Glibc
 /// of a journaled job settled; it clears every temporary file the job left, the suppression file's included.
 @Suite(.tags(.process), .runs(.process), .takesATurn) struct SecondSignalRecordTests {
     /// A pass in progress ends before `close` returns, and every pass after it is refused without running.
-    @Test func closingWaitsForAPassInProgressThenRefusesEveryLaterOne() throws {
+    @Test func closingWaitsForAPassInProgressThenRefusesEveryLaterOne() async throws {
         let gate = OutputGate()
         let inside = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
@@ -39,10 +39,7 @@ import Glibc
         }
         closer.start()
         release.signal()
-        let clock = ContinuousClock()
-        let start = clock.now
-        while !closed.value && clock.now - start < .seconds(30) { usleep(5000) }
-        #expect(closed.value)
+        #expect(try await eventually("close returns", timeout: .seconds(30)) { closed.value })
         var ran = false
         #expect(try gate.pass { ran = true } == false)
         #expect(!ran, "a refused pass does not run")
@@ -167,7 +164,7 @@ import Glibc
             journal.mark(file: 0, line: 7, .written)
             journal.sync()
         }
-        try Self.waitForRelease(directory)
+        try await Self.waitForRelease(directory)
         if streaming { request.firstChunkRows = 2 }
         let send = try await BulkSend.prepare(request)
         #expect(send.summary.isFinal == !streaming)
@@ -232,7 +229,7 @@ import Glibc
             journal.mark(file: 0, line: 5, .confirmed)
             journal.sync()
         }
-        try Self.waitForRelease(directory)
+        try await Self.waitForRelease(directory)
         var request = try JournalManifestTests.journaledRequest(input, directory: directory)
         let suppression = (directory as NSString).deletingLastPathComponent + "/unregistered.csv"
         request.outputs = SendOutputs(unregistered: suppression)
@@ -298,14 +295,10 @@ import Glibc
     }
 
     /// Waits (bounded) for a dropped send's lock and hashes, so that the journal is the next run's.
-    static func waitForRelease(_ directory: String) throws {
-        let clock = ContinuousClock()
-        let start = clock.now
-        while try JobJournal.loadManifest(directory)?.inputs.contains(where: { !$0.isFingerprinted }) != false
-            || JournalLock.holder(directory) != nil,
-            clock.now - start < .seconds(30)
-        {
-            usleep(20_000)
+    static func waitForRelease(_ directory: String) async throws {
+        try await eventually("the first run's hashes recorded and its lock released", timeout: .seconds(30)) {
+            try JobJournal.loadManifest(directory)?.inputs.contains(where: { !$0.isFingerprinted }) == false
+                && JournalLock.holder(directory) == nil
         }
         #expect(JournalLock.holder(directory) == nil, "the first run's lock is released")
     }

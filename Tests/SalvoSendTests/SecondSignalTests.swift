@@ -46,44 +46,37 @@ import Glibc
         guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         let report = folder.appendingPathComponent("report.json")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = [
-            "send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:\(port)",
-            "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca, "--connections", "1",
-            "--report", report.path, "--quiet",
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
+        let run = try TestProcess(
+            salvo,
+            [
+                "send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:\(port)",
+                "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca, "--connections", "1",
+                "--report", report.path, "--quiet",
+            ],
+            in: folder,
+            output: .standardErrorOnly
+        )
         // Until the job has connected (its signal handling is in place before it connects): a fixed wait raced the
         // start of a process on a loaded machine, whose signals then met the default action (status 2, no report).
-        let started = ContinuousClock.now
-        var pending = pollfd(fd: gateway.listener, events: Int16(POLLIN), revents: 0)
-        while poll(&pending, 1, 0) == 0 && process.isRunning && ContinuousClock.now - started < .seconds(30) {
-            try await Task.sleep(for: .milliseconds(20))
+        try await eventually("the job connects, or its end", timeout: .seconds(30)) {
+            var pending = pollfd(fd: gateway.listener, events: Int16(POLLIN), revents: 0)
+            return poll(&pending, 1, 0) != 0 || !run.isRunning
         }
-        // Connected and waiting on the handshake.
+        // Connected and waiting on the handshake (the fixed pauses are the behaviour: two signals apart).
         try await Task.sleep(for: .milliseconds(500))
-        #expect(process.isRunning, "the job waits on a gateway that never answers")
-        kill(process.processIdentifier, SIGINT)
+        #expect(run.isRunning, "the job waits on a gateway that never answers")
+        run.signal(SIGINT)
         try await Task.sleep(for: .milliseconds(300))
         let clock = ContinuousClock()
-        kill(process.processIdentifier, SIGINT)
+        run.signal(SIGINT)
         let second = clock.now
-        while process.isRunning && clock.now - second < .seconds(10) { try await Task.sleep(for: .milliseconds(20)) }
+        // Past 10 s of the second SIGINT it is killed, and the wait throws.
+        let status = try await run.wait(seconds: 10)
         let took = clock.now - second
-        if process.isRunning {
-            process.terminate()
-            Issue.record("salvo still ran 10 s after the second SIGINT")
-            return
-        }
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = run.standardError
         // Within a second by design; the bound leaves room for a loaded machine.
         #expect(took < .seconds(3), "ended \(took) after the second signal: \(text)")
-        #expect(process.terminationStatus == 130, "\(text)")
+        #expect(status == 130, "\(text)")
         let decoded = try JSONDecoder().decode(JobReport.self, from: Data(contentsOf: report))
         #expect(decoded.stopped?.contains("SIGINT") == true)
         #expect(decoded.delivered == 0, "the gateway never answered")

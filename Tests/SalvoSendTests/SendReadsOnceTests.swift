@@ -27,17 +27,7 @@ import Testing
         if wire == "h2" {
             arguments += h2SendArguments
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = arguments + extra
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, text)
+        return try TestProcess.runToEnd(salvo, arguments + extra, in: folder)
     }
 
     private static func folder(_ csv: String) throws -> URL {

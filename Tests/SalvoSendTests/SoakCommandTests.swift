@@ -24,22 +24,18 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
         let folder = TestScratch.root.appendingPathComponent("salvo-soak-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         try Data(plan.utf8).write(to: folder.appendingPathComponent("plan.json"))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = [
-            "soak", "--plan", "plan.json", "--rounds", "2", "--tokens", "1000", "--duration", "60s", "--progress",
-            "none", "--report", "soak.json", "--chart", "soak.html",
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let (status, text) = try TestProcess.runToEnd(
+            salvo,
+            [
+                "soak", "--plan", "plan.json", "--rounds", "2", "--tokens", "1000", "--duration", "60s", "--progress",
+                "none", "--report", "soak.json", "--chart", "soak.html",
+            ],
+            in: folder,
+            seconds: 300
+        )
         let report = (try? String(contentsOf: folder.appendingPathComponent("soak.json"), encoding: .utf8)) ?? ""
         let chart = (try? String(contentsOf: folder.appendingPathComponent("soak.html"), encoding: .utf8)) ?? ""
-        return (process.terminationStatus, text, report, chart)
+        return (status, text, report, chart)
     }
 
     @Test func aGatewayThatLosesRowsFailsTheSoakWithExitOne() async throws {

@@ -63,15 +63,15 @@ import SalvoTestTraits
         let arguments =
             ["send", "-", "--payload", "payload.json", "--connections", "2", "--report", "report.json"]
             + ["--rejects", "rejects.csv", "--quiet"] + Self.gatewayArguments(wire, simulator)
-        let run = try PipedRun.start(
+        let run = try TestProcess(
             salvo,
             arguments,
             in: folder,
-            input: Data(text.utf8),
-            environment: ["TMPDIR": temporary.path]
+            environment: ["TMPDIR": temporary.path],
+            input: .pipe(Data(text.utf8))
         )
-        let status = try await JournalResumeTests.wait(run.process, seconds: 120)
-        let output = run.output()
+        let status = try await run.wait(seconds: 120)
+        let output = run.output
         #expect(status == 1, "two bad rows: exit 1\n\(output)")
 
         let report = try JSONDecoder().decode(
@@ -119,17 +119,14 @@ import SalvoTestTraits
             ["send", "-", "--payload", "payload.json", "--connections", "2", "--report", "report.json"]
             + ["--journal", "journal", "--quiet"] + Self.gatewayArguments(wire, simulator) + pace
 
-        let first = try PipedRun.start(salvo, arguments, in: folder, input: Data(text.utf8))
-        let clock = ContinuousClock()
-        let started = clock.now
-        while simulator.ledger.snapshot().accepted < count / 4 && clock.now - started < .seconds(30) {
-            try await Task.sleep(for: .milliseconds(5))
+        let first = try TestProcess(salvo, arguments, in: folder, input: .pipe(Data(text.utf8)))
+        try await eventually("a quarter of the rows accepted", timeout: .seconds(30), every: .milliseconds(5)) {
+            simulator.ledger.snapshot().accepted >= count / 4
         }
-        kill(first.process.processIdentifier, SIGKILL)
-        first.process.waitUntilExit()
+        try await first.kill()
         let acceptedAtKill = simulator.ledger.snapshot().accepted
         #expect(acceptedAtKill > 0 && acceptedAtKill < count, "killed mid-flight: \(acceptedAtKill)")
-        #expect(first.process.terminationReason == .uncaughtSignal, "killed mid-flight")
+        #expect(first.reason == .uncaughtSignal, "killed mid-flight")
         // The spool is in the journal, whole.
         let journal = folder.appendingPathComponent("journal").path
         let spool = try Data(contentsOf: URL(fileURLWithPath: StandardInputSpool.journalPath(journal)))
@@ -154,9 +151,9 @@ import SalvoTestTraits
         var generator = TokenGenerator(seed: 73)
         let decoys = (0..<50).map { _ in generator.next().hexString }
         let decoyText = (["token"] + decoys).joined(separator: "\n") + "\n"
-        let second = try PipedRun.start(salvo, arguments, in: folder, input: Data(decoyText.utf8))
-        let status = try await JournalResumeTests.wait(second.process, seconds: 120)
-        let output = second.output()
+        let second = try TestProcess(salvo, arguments, in: folder, input: .pipe(Data(decoyText.utf8)))
+        let status = try await second.wait(seconds: 120)
+        let output = second.output
         #expect(status == 1, "two bad rows: exit 1\n\(output)")
         #expect(output.contains("this run's standard input is not read"), "\(output)")
         let report = try JSONDecoder().decode(
@@ -190,9 +187,9 @@ import SalvoTestTraits
 
         // A third run: the job is finished, nothing is sent, and standard input need not be a pipe at all.
         let acceptedBefore = simulator.ledger.snapshot().accepted
-        let third = try PipedRun.start(salvo, arguments, in: folder, input: nil)
-        #expect(try await JournalResumeTests.wait(third.process, seconds: 60) == 1, "\(third.output())")
-        #expect(third.output().contains("finished before"), "\(third.output())")
+        let third = try TestProcess(salvo, arguments, in: folder, input: .nothing)
+        #expect(try await third.wait(seconds: 60) == 1, "\(third.output)")
+        #expect(third.output.contains("finished before"), "\(third.output)")
         #expect(simulator.ledger.snapshot().accepted == acceptedBefore, "a finished job sends nothing")
         try await simulator.shutdown()
     }
@@ -203,18 +200,18 @@ import SalvoTestTraits
         let folder = try Self.folder()
         let (tokens, text) = Self.csv(count: 500, seed: 74)
 
-        let check = try PipedRun.start(
+        let check = try TestProcess(
             salvo,
             [
                 "check", "-", "--payload", "payload.json", "--gateway", "127.0.0.1:1", "--cert", paths.client,
                 "--key", paths.clientKey, "--no-handshake",
             ],
             in: folder,
-            input: Data(text.utf8)
+            input: .pipe(Data(text.utf8))
         )
-        #expect(try await JournalResumeTests.wait(check.process, seconds: 60) == 0, "\(check.output())")
-        #expect(check.output().contains("500 valid row(s) of 502"), "\(check.output())")
-        #expect(check.output().contains("-:12 nothex"), "the bad row named by `-` and its line: \(check.output())")
+        #expect(try await check.wait(seconds: 60) == 0, "\(check.output)")
+        #expect(check.output.contains("500 valid row(s) of 502"), "\(check.output)")
+        #expect(check.output.contains("-:12 nothex"), "the bad row named by `-` and its line: \(check.output)")
 
         // Two tokens listed as unregistered since 1970 (no registration column): dropped, every other row kept.
         let suppression = [
@@ -223,14 +220,14 @@ import SalvoTestTraits
         ]
         try Data((suppression.joined(separator: "\n") + "\n").utf8)
             .write(to: folder.appendingPathComponent("suppress.csv"))
-        let prune = try PipedRun.start(
+        let prune = try TestProcess(
             salvo,
             ["prune", "-", "--suppress", "suppress.csv", "--output", "kept.csv", "--dropped", "dropped.csv"],
             in: folder,
-            input: Data(text.utf8)
+            input: .pipe(Data(text.utf8))
         )
-        #expect(try await JournalResumeTests.wait(prune.process, seconds: 60) == 0, "\(prune.output())")
-        #expect(prune.output().contains("502 rows: 500 kept, 2 dropped"), "\(prune.output())")
+        #expect(try await prune.wait(seconds: 60) == 0, "\(prune.output)")
+        #expect(prune.output.contains("502 rows: 500 kept, 2 dropped"), "\(prune.output)")
         let kept = try String(contentsOf: folder.appendingPathComponent("kept.csv"), encoding: .utf8)
         let keptRows = kept.split(separator: "\n").map(String.init)
         #expect(keptRows.count == 501)
@@ -248,29 +245,29 @@ import SalvoTestTraits
         ]
 
         // Named twice: standard input can be read once (64, before anything is read).
-        let twice = try PipedRun.start(salvo, ["send", "-", "-"] + send, in: folder, input: Data("token\n".utf8))
-        #expect(try await JournalResumeTests.wait(twice.process, seconds: 30) == 64)
-        #expect(twice.output().contains("named more than once"), "\(twice.output())")
-        let checkTwice = try PipedRun.start(
+        let twice = try TestProcess(salvo, ["send", "-", "-"] + send, in: folder, input: .pipe(Data("token\n".utf8)))
+        #expect(try await twice.wait(seconds: 30) == 64)
+        #expect(twice.output.contains("named more than once"), "\(twice.output)")
+        let checkTwice = try TestProcess(
             salvo,
             [
                 "check", "-", "-", "--payload", "payload.json", "--gateway", "127.0.0.1:1", "--cert", paths.client,
                 "--key", paths.clientKey, "--no-handshake",
             ],
             in: folder,
-            input: Data("token\n".utf8)
+            input: .pipe(Data("token\n".utf8))
         )
-        #expect(try await JournalResumeTests.wait(checkTwice.process, seconds: 30) == 64)
+        #expect(try await checkTwice.wait(seconds: 30) == 64)
 
         // An empty pipe: refused (3), nothing sent, nothing spooled into the journal.
-        let empty = try PipedRun.start(
+        let empty = try TestProcess(
             salvo,
             ["send", "-", "--journal", "journal"] + send,
             in: folder,
-            input: Data()
+            input: .pipe(Data())
         )
-        #expect(try await JournalResumeTests.wait(empty.process, seconds: 30) == 3)
-        #expect(empty.output().contains("- (standard input): empty"), "\(empty.output())")
+        #expect(try await empty.wait(seconds: 30) == 3)
+        #expect(empty.output.contains("- (standard input): empty"), "\(empty.output)")
         let journal = folder.appendingPathComponent("journal").path
         #expect(!FileManager.default.fileExists(atPath: StandardInputSpool.journalPath(journal)))
         #expect(!FileManager.default.fileExists(atPath: StandardInputSpool.journalPath(journal) + ".partial"))
@@ -278,44 +275,39 @@ import SalvoTestTraits
         // Two runs over one journal at once: the second is refused while the first still spools (its pipe held open),
         // and reads nothing.
         let held = Pipe()
-        let spooling = try PipedRun.start(
+        let spooling = try TestProcess(
             salvo,
             ["send", "-", "--journal", "journal"] + send,
             in: folder,
-            input: nil,
-            standardInput: held.fileHandleForReading
+            input: .handle(held.fileHandleForReading)
         )
-        let clock = ContinuousClock()
-        let started = clock.now
         let partial = StandardInputSpool.journalPath(journal) + ".partial"
-        while !FileManager.default.fileExists(atPath: partial) && clock.now - started < .seconds(20) {
-            try await Task.sleep(for: .milliseconds(10))
+        try await eventually("the spool begun", timeout: .seconds(20)) {
+            FileManager.default.fileExists(atPath: partial)
         }
-        let second = try PipedRun.start(
+        let second = try TestProcess(
             salvo,
             ["send", "-", "--journal", "journal"] + send,
             in: folder,
-            input: Data("token\n".utf8)
+            input: .pipe(Data("token\n".utf8))
         )
-        #expect(try await JournalResumeTests.wait(second.process, seconds: 30) == 3)
-        #expect(second.output().contains("another run is spooling"), "\(second.output())")
-        kill(spooling.process.processIdentifier, SIGKILL)
-        spooling.process.waitUntilExit()
+        #expect(try await second.wait(seconds: 30) == 3)
+        #expect(second.output.contains("another run is spooling"), "\(second.output)")
+        try await spooling.kill()
         try held.fileHandleForWriting.close()
         #expect(!FileManager.default.fileExists(atPath: StandardInputSpool.journalPath(journal)), "no spool cut short")
 
         // A terminal: refused (64) rather than waiting for typing.
         let terminal = try PseudoTerminal()
         defer { terminal.close() }
-        let typed = try PipedRun.start(
+        let typed = try TestProcess(
             salvo,
             ["send", "-"] + send,
             in: folder,
-            input: nil,
-            standardInput: FileHandle(fileDescriptor: terminal.follower, closeOnDealloc: false)
+            input: .handle(FileHandle(fileDescriptor: terminal.follower, closeOnDealloc: false))
         )
-        #expect(try await JournalResumeTests.wait(typed.process, seconds: 30) == 64)
-        #expect(typed.output().contains("which is a terminal"), "\(typed.output())")
+        #expect(try await typed.wait(seconds: 30) == 64)
+        #expect(typed.output.contains("which is a terminal"), "\(typed.output)")
     }
 
     /// A signal while standard input is spooled (its pipe held open: the spool never ends by itself) ends the run
@@ -329,33 +321,29 @@ import SalvoTestTraits
         let held = Pipe()
         defer { try? held.fileHandleForWriting.close() }
         try held.fileHandleForWriting.write(contentsOf: Data("token\n".utf8))
-        let spooling = try PipedRun.start(
+        let spooling = try TestProcess(
             salvo,
             [
                 "send", "-", "--journal", "journal", "--payload", "payload.json", "--gateway", "127.0.0.1:1", "--cert",
                 paths.client, "--key", paths.clientKey, "--report", "report.json",
             ],
             in: folder,
-            input: nil,
-            standardInput: held.fileHandleForReading
+            input: .handle(held.fileHandleForReading)
         )
         let journal = folder.appendingPathComponent("journal").path
         let partial = StandardInputSpool.journalPath(journal) + ".partial"
         let clock = ContinuousClock()
-        let started = clock.now
-        while !FileManager.default.fileExists(atPath: partial) && spooling.process.isRunning
-            && clock.now - started < .seconds(20)
-        {
-            try await Task.sleep(for: .milliseconds(10))
+        try await eventually("the spool begun, or the run's end", timeout: .seconds(20)) {
+            FileManager.default.fileExists(atPath: partial) || !spooling.isRunning
         }
-        #expect(spooling.process.isRunning, "spools a pipe held open: \(spooling.output())")
-        kill(spooling.process.processIdentifier, signal)
+        #expect(spooling.isRunning, "spools a pipe held open: \(spooling.output)")
+        spooling.signal(signal)
         let signalled = clock.now
-        let status = try await JournalResumeTests.wait(spooling.process, seconds: 30)
-        #expect(clock.now - signalled < .seconds(5), "ended at once: \(spooling.output())")
-        #expect(spooling.process.terminationReason == .exit, "not by the default action: \(spooling.output())")
-        #expect(status == 128 + signal, "\(spooling.output())")
-        #expect(spooling.output().contains("nothing was sent"), "\(spooling.output())")
+        let status = try await spooling.wait(seconds: 30)
+        #expect(clock.now - signalled < .seconds(5), "ended at once: \(spooling.output)")
+        #expect(spooling.reason == .exit, "not by the default action: \(spooling.output)")
+        #expect(status == 128 + signal, "\(spooling.output)")
+        #expect(spooling.output.contains("nothing was sent"), "\(spooling.output)")
         #expect(!FileManager.default.fileExists(atPath: StandardInputSpool.journalPath(journal)), "no spool cut short")
     }
 
@@ -409,46 +397,6 @@ import SalvoTestTraits
         #expect(copied.bytes == size)
         #expect(copied.sha256 == JobJournal.sha256(bytes))
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(bytes))
-    }
-}
-
-/// A run of the executable whose standard input is a pipe fed `input` (closed after it; nil: no pipe, /dev/null
-/// unless `standardInput` is given), with its standard output and error in one file.
-struct PipedRun {
-    let process: Process
-    let file: URL
-    func output() -> String { (try? String(contentsOf: self.file, encoding: .utf8)) ?? "" }
-
-    static func start(
-        _ salvo: String,
-        _ arguments: [String],
-        in folder: URL,
-        input: Data?,
-        standardInput: FileHandle? = nil,
-        environment: [String: String] = [:]
-    ) throws -> PipedRun {
-        // A run that exits without reading its pipe must not end the test process with SIGPIPE.
-        signal(SIGPIPE, SIG_IGN)
-        let pipe = input.map { _ in Pipe() }
-        let run = try BackgroundRun.start(
-            salvo,
-            arguments,
-            in: folder,
-            environment: environment,
-            standardInput: pipe?.fileHandleForReading ?? standardInput ?? FileHandle.nullDevice
-        )
-        if let pipe, let input {
-            // The run holds the read end now: with this one closed, a run that exits unread fails the write (EPIPE).
-            try? pipe.fileHandleForReading.close()
-            // Fed from a thread of its own: the pipe holds less than the input, which the run reads as it goes.
-            let writer = pipe.fileHandleForWriting
-            let thread = Thread {
-                try? writer.write(contentsOf: input)
-                try? writer.close()
-            }
-            thread.start()
-        }
-        return PipedRun(process: run.process, file: run.file)
     }
 }
 
@@ -513,9 +461,9 @@ struct StandardInputFullDiskTests {
         } else {
             environment["TMPDIR"] = disk
         }
-        let run = try PipedRun.start(salvo, arguments, in: folder, input: Data(text.utf8), environment: environment)
-        #expect(try await JournalResumeTests.wait(run.process, seconds: 60) == 3)
-        let output = run.output()
+        let run = try TestProcess(salvo, arguments, in: folder, environment: environment, input: .pipe(Data(text.utf8)))
+        #expect(try await run.wait(seconds: 60) == 3)
+        let output = run.output
         #expect(output.contains("No space left on device"), "\(output)")
         if journaled {
             #expect(output.contains("the spool of standard input \(disk)/journal/stdin.csv.partial"), "\(output)")

@@ -44,19 +44,12 @@ import Testing
         if wire == "h2" {
             arguments += h2SendArguments
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = arguments + extra
-        process.standardOutput = FileHandle.nullDevice
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let run = try TestProcess(salvo, arguments + extra, in: folder, output: .standardErrorOnly)
+        let status = try await run.wait(seconds: 120)
+        let text = run.standardError
         let verdict = simulator.verdict(expected: ExpectedTokens(tokens))
         try await simulator.shutdown()
-        #expect(process.terminationStatus == 0, "\(text)")
+        #expect(status == 0, "\(text)")
         #expect(verdict.deliveredOnce == tokens.count, "\(verdict.summary)")
         let digest = Verdict.digestHex(payload.withUnsafeBytes { TokenHash.digest($0) })
         #expect(verdict.displays.count == tokens.count)

@@ -12,32 +12,16 @@ import Testing
     /// The first send meets every invalid token (one reconnect each) and lists them; the second, with that list as
     /// `--suppress`, sends none of them and reconnects for none.
     @Test func aSecondSendWithTheSuppressionListHasNoInvalidTokenReconnects() async throws {
-        let here = TestScratch.root.appendingPathComponent("salvo-sup-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: here, withIntermediateDirectories: true)
-        let certificates = try CertificateFactory()
-        let paths = try certificates.write(to: here + "/certs", topic: "com.example.salvo")
         var generator = TokenGenerator(seed: 21)
         let tokens = (0..<2000).map { _ in generator.next() }
         let invalid = [3, 400, 700, 1200, 1500].map { tokens[$0] }
         var plan = FaultPlan()
         plan.invalidTokens = invalid.map(\.hexString)
-        let simulator = try await Simulator.start(SimulatorConfiguration.testing(certificates, plan: plan))
-        let input = here + "/tokens.csv"
-        try Data(("token\n" + tokens.map(\.hexString).joined(separator: "\n") + "\n").utf8)
-            .write(to: URL(fileURLWithPath: input))
-        var job = BinaryJobConfiguration(
-            host: "127.0.0.1",
-            port: simulator.gatewayPort,
-            credentials: GatewayCredentials(
-                identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
-                trustedCAFile: paths.ca
-            ),
-            template: try FrameTemplate(command: .framed, payload: try Payload(json: #"{"aps":{"alert":"hi"}}"#)),
-            connections: 1
-        )
-        job.settle = .milliseconds(200)
-        job.reconnect.minimumInterval = .zero
-        let suppression = here + "/suppress.csv"
+        let setup = try await BinarySimulatorSetup.start("salvo-sup", plan: plan)
+        let simulator = setup.simulator
+        let input = try setup.tokenFile(tokens)
+        let job = try setup.job(connections: 1)
+        let suppression = setup.folder + "/suppress.csv"
 
         let first: SendResult
         let second: SendResult
@@ -121,29 +105,12 @@ import Testing
         rows: [String],
         registeredAt: TokenColumn?
     ) async throws -> (feedback: Int, result: SendResult, verdict: Verdict) {
-        let here = TestScratch.root.appendingPathComponent("salvo-rereg-\(UUID().uuidString)")
-            .path
-        try FileManager.default.createDirectory(atPath: here, withIntermediateDirectories: true)
-        let certificates = try CertificateFactory()
-        let paths = try certificates.write(to: here + "/certs", topic: Self.topic)
-        let simulator = try await Simulator.start(SimulatorConfiguration.testing(certificates, plan: plan))
-        let input = here + "/tokens.csv"
-        try Data(("token,registered_at\n" + rows.joined(separator: "\n") + "\n").utf8)
-            .write(to: URL(fileURLWithPath: input))
-        let credentials = GatewayCredentials(
-            identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
-            trustedCAFile: paths.ca
-        )
-        var job = BinaryJobConfiguration(
-            host: "127.0.0.1",
-            port: simulator.gatewayPort,
-            credentials: credentials,
-            template: try FrameTemplate(command: .framed, payload: try Payload(json: #"{"aps":{"alert":"hi"}}"#)),
-            connections: 1
-        )
-        job.settle = .milliseconds(200)
-        job.reconnect.minimumInterval = .zero
-        let suppression = here + "/suppress.csv"
+        let setup = try await BinarySimulatorSetup.start("salvo-rereg", plan: plan)
+        let simulator = setup.simulator
+        let input = try setup.write("token,registered_at\n" + rows.joined(separator: "\n") + "\n")
+        let credentials = setup.credentials
+        let job = try setup.job(connections: 1)
+        let suppression = setup.folder + "/suppress.csv"
         do {
             let read = try await FeedbackClient.read(
                 FeedbackClient.Configuration(

@@ -21,17 +21,10 @@ import Testing
         let folder = TestScratch.root.appendingPathComponent("salvo-esc-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         for (name, contents) in files { try Data(contents.utf8).write(to: folder.appendingPathComponent(name)) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.currentDirectoryURL = folder
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let bytes = [UInt8](pipe.fileHandleForReading.readDataToEndOfFile())
-        process.waitUntilExit()
-        return (process.terminationStatus, bytes)
+        // Both streams into one pipe, as a terminal would show them, read as bytes.
+        let run = try TestProcess(salvo, arguments, in: folder, output: .pipe)
+        let status = try run.waitBlocking(seconds: 120)
+        return (status, run.outputBytes)
     }
 
     /// What was printed shows the sequences as escapes, and holds no ESC or BEL byte.

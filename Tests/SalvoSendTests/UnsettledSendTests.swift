@@ -12,31 +12,16 @@ import Testing
 /// retries exactly those rows.
 @Suite(.tags(.network), .runs(.network), .takesATurn) struct UnsettledSendTests {
     @Test func rowsLeftUncertainAreListedAndSendingTheFileAgainRetriesExactlyThem() async throws {
-        let here = TestScratch.root.appendingPathComponent("salvo-uns-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: here, withIntermediateDirectories: true)
-        let certificates = try CertificateFactory()
-        let paths = try certificates.write(to: here + "/certs", topic: "com.example.salvo")
         var generator = TokenGenerator(seed: 31)
         let tokens = (0..<4000).map { _ in generator.next() }
         var plan = FaultPlan()
         plan.reset = .init(probability: 1, scope: .connection, withinNotifications: 1500)
-        let resetting = try await Simulator.start(SimulatorConfiguration.testing(certificates, plan: plan))
-        let input = here + "/tokens.csv"
-        try Data(("token\n" + tokens.map(\.hexString).joined(separator: "\n") + "\n").utf8)
-            .write(to: URL(fileURLWithPath: input))
+        let setup = try await BinarySimulatorSetup.start("salvo-uns", plan: plan)
+        let resetting = setup.simulator
+        let here = setup.folder
+        let input = try setup.tokenFile(tokens)
         func configuration(port: Int) throws -> BinaryJobConfiguration {
-            var job = BinaryJobConfiguration(
-                host: "127.0.0.1",
-                port: port,
-                credentials: GatewayCredentials(
-                    identity: .pem(certificateChainFile: paths.client, privateKeyFile: paths.clientKey),
-                    trustedCAFile: paths.ca
-                ),
-                template: try FrameTemplate(command: .framed, payload: try Payload(json: #"{"aps":{"alert":"hi"}}"#)),
-                connections: 2
-            )
-            job.settle = .milliseconds(200)
-            job.reconnect.minimumInterval = .zero
+            var job = try setup.job(port: port)
             job.onUncertain = .report
             return job
         }
@@ -79,7 +64,7 @@ import Testing
         #expect(first.report.delivered + listed.count == tokens.count)
 
         // The file is a token file: sending it again sends exactly its rows.
-        let clean = try await Simulator.start(SimulatorConfiguration.testing(certificates))
+        let clean = try await Simulator.start(SimulatorConfiguration.testing(setup.certificates))
         let second: SendResult
         do {
             second = try await BulkSend.prepare(

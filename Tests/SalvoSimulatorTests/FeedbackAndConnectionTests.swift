@@ -42,7 +42,9 @@ import Testing
             let outcome = try await h.send([Frames.valid(TestTokens.token(1), identifier: 1)], withoutCertificate: true)
             #expect(outcome.received.isEmpty)
             #expect(outcome.error != nil)
-            #expect(await eventually { h.simulator.ledger.snapshot().connectionsRefused["tls"] == 1 })
+            try await eventually("one connection counted refused at TLS", timeout: .seconds(10)) {
+                h.simulator.ledger.snapshot().connectionsRefused["tls"] == 1
+            }
             #expect(h.simulator.ledger.snapshot().accepted == 0)
         }
     }
@@ -53,7 +55,9 @@ import Testing
             let outcome = try await h.send([Frames.valid(TestTokens.token(1), identifier: 1)], identity: foreign)
             #expect(outcome.received.isEmpty)
             #expect(outcome.error != nil)
-            #expect(await eventually { h.simulator.ledger.snapshot().connectionsRefused["tls"] == 1 })
+            try await eventually("one connection counted refused at TLS", timeout: .seconds(10)) {
+                h.simulator.ledger.snapshot().connectionsRefused["tls"] == 1
+            }
             #expect(h.simulator.ledger.snapshot().accepted == 0)
             // The feedback service applies the same rule.
             let feedback = try await h.readFeedback(identity: foreign)
@@ -113,7 +117,9 @@ import Testing
             )
             var idleOpen = true
             defer { if idleOpen { close(idle) } }
-            #expect(await eventually { h.simulator.ledger.snapshot().connectionsAccepted == 1 })
+            try await eventually("one connection counted accepted", timeout: .seconds(10)) {
+                h.simulator.ledger.snapshot().connectionsAccepted == 1
+            }
             let second = try await h.send([Frames.framed(token: nil, payload: Frames.payload, identifier: 1)])
             #expect(second.received.isEmpty && second.error != nil)
             #expect(h.simulator.ledger.snapshot().connectionsRefused["maxOpen"] == 1)

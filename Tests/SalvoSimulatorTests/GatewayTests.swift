@@ -164,7 +164,9 @@ import Testing
             #expect(snapshot.errorResponses.isEmpty)
             // The close reaches the client before the read that discarded the third frame ends
             // and is merged into the ledger.
-            #expect(await eventually { h.simulator.ledger.snapshot().discardedAfterError == 1 })
+            try await eventually("one frame counted discarded after the error", timeout: .seconds(10)) {
+                h.simulator.ledger.snapshot().discardedAfterError == 1
+            }
         }
     }
 
@@ -179,7 +181,9 @@ import Testing
             #expect(outcome.received == Frames.errorResponse(8, 2))
             #expect(h.simulator.ledger.record(for: t1) != nil)
             #expect(h.simulator.ledger.record(for: t3) == nil && h.simulator.ledger.record(for: t4) == nil)
-            #expect(await eventually { h.simulator.ledger.snapshot().discardedAfterError == 2 })
+            try await eventually("two frames counted discarded after the error", timeout: .seconds(10)) {
+                h.simulator.ledger.snapshot().discardedAfterError == 2
+            }
             #expect(h.simulator.ledger.snapshot().accepted == 1)
         }
     }
@@ -196,7 +200,9 @@ import Testing
             // A sender resends from 104 on a new connection, which shuts down after its third.
             let second = try await h.send(Array(frames[3...]) + [Frames.valid(TestTokens.token(6), identifier: 106)])
             #expect(second.received == Frames.errorResponse(10, 106))
-            #expect(await eventually { h.simulator.ledger.snapshot().discardedAfterError == 2 })
+            try await eventually("two frames counted discarded after the error", timeout: .seconds(10)) {
+                h.simulator.ledger.snapshot().discardedAfterError == 2
+            }
             let snapshot = h.simulator.ledger.snapshot()
             #expect(snapshot.accepted == 6 && snapshot.tokensAcceptedMoreThanOnce == 0 && snapshot.errors(10) == 2)
         }
@@ -258,7 +264,9 @@ import Testing
                 let frames = (1...10).map { Frames.valid(TestTokens.token(UInt32($0)), identifier: UInt32($0)) }
                 let outcome = try await h.send(frames)
                 #expect(outcome.received.isEmpty && outcome.error != nil)
-                #expect(await eventually { h.simulator.ledger.snapshot().resets == 1 })
+                try await eventually("one reset counted", timeout: .seconds(10)) {
+                    h.simulator.ledger.snapshot().resets == 1
+                }
                 let snapshot = h.simulator.ledger.snapshot()
                 #expect(snapshot.errorResponses.isEmpty)
                 #expect(snapshot.accepted < 8)

@@ -120,7 +120,9 @@ import Testing
             #expect(!frames.contains { $0.type == 7 }, "no GOAWAY")
             #expect(try Self.statuses(frames).isEmpty)
             #expect(Self.recorded(harness, first: 200, count: 3).isEmpty)
-            #expect(await eventually { harness.simulator.ledger.snapshot().resets == 1 })
+            try await eventually("one reset counted", timeout: .seconds(10)) {
+                harness.simulator.ledger.snapshot().resets == 1
+            }
         }
     }
 

@@ -75,7 +75,9 @@ import Testing
             try? await channel.closeFuture.get()
 
             let ledger = harness.simulator.ledger
-            #expect(await eventually(timeout: .seconds(5)) { ledger.snapshot().accepted == tokens.count })
+            try await eventually("every token counted accepted", timeout: .seconds(5)) {
+                ledger.snapshot().accepted == tokens.count
+            }
             #expect(ledger.snapshot().accepted == tokens.count)
             #expect(tokens.allSatisfy { ledger.record(for: $0)?.count == 1 })
         }

@@ -102,15 +102,3 @@ enum TestClient {
         }
     }
 }
-
-/// Waits (bounded) until `condition` holds, for counters the server updates after the client saw
-/// the connection end.
-func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while clock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return condition()
-}

@@ -62,26 +62,22 @@ private let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first 
     }
 
     /// `html` as the browser's DOM after its scripts ran (`--dump-dom`). Bounded: a browser still running after
-    /// 60 s is ended.
+    /// 60 s is killed, and the test fails.
     private static func render(_ html: String, with browser: String) throws -> String {
         let folder = TestScratch.root.appendingPathComponent("salvo-chart-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let page = folder.appendingPathComponent("soak.html")
         try Data(html.utf8).write(to: page)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: browser)
-        process.arguments = [
-            "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(folder.path)/profile",
-            "--virtual-time-budget=5000", "--dump-dom", page.absoluteString,
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 60) { if process.isRunning { process.terminate() } }
-        // Read while it runs (a DOM larger than the pipe's buffer would otherwise hold the browser), then reap it.
-        let dom = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        // Its standard output into a file (a DOM larger than a pipe's buffer never holds the browser).
+        let (_, dom) = try TestProcess.runToEnd(
+            browser,
+            [
+                "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(folder.path)/profile",
+                "--virtual-time-budget=5000", "--dump-dom", page.absoluteString,
+            ],
+            output: .standardOutputOnly,
+            seconds: 60
+        )
         return dom
     }
 }
