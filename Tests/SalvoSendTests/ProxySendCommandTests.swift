@@ -26,8 +26,8 @@ struct ProxySendCommandTests {
 
     /// Every place the password could leak to: what the run printed (standard output and error, debug log lines
     /// included) and the files it wrote.
-    private func expectNoPassword(_ run: BackgroundRun, in folder: URL, _ password: String = Self.user.password) {
-        var texts = [run.output()]
+    private func expectNoPassword(_ run: TestProcess, in folder: URL, _ password: String = Self.user.password) {
+        var texts = [run.output]
         for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [] {
             texts.append((try? String(contentsOf: folder.appendingPathComponent(name), encoding: .utf8)) ?? "")
         }
@@ -47,18 +47,18 @@ struct ProxySendCommandTests {
         _ arguments: [String],
         in folder: URL,
         environment: [String: String] = [:]
-    ) async throws -> (status: Int32, run: BackgroundRun) {
+    ) async throws -> (status: Int32, run: TestProcess) {
         // No proxy of the machine's own leaks in: each run says what it uses.
         var clean = [
             "HTTPS_PROXY": "", "https_proxy": "", "ALL_PROXY": "", "all_proxy": "", "NO_PROXY": "", "no_proxy": "",
         ]
         clean.merge(environment) { _, new in new }
-        let run = try BackgroundRun.start(salvo, arguments, in: folder, environment: clean)
+        let run = try TestProcess(salvo, arguments, in: folder, environment: clean)
         return (try await run.wait(seconds: 90), run)
     }
 
     @Test func http2ThroughEachProxyByFlagAndByEnvironment() async throws {
-        guard let salvo = BackgroundRun.salvo else { return }
+        guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
         configuration.http2 = HTTP2EndpointConfiguration()
@@ -85,7 +85,7 @@ struct ProxySendCommandTests {
                 in: folder,
                 environment: environment
             )
-            #expect(status == 0, "\(name): \(run.output().suffix(3000))")
+            #expect(status == 0, "\(name): \(run.output.suffix(3000))")
             self.expectNoPassword(run, in: folder)
             expected += tokens
         }
@@ -120,7 +120,7 @@ struct ProxySendCommandTests {
     }
 
     @Test func binaryThroughEachProxy() async throws {
-        guard let salvo = BackgroundRun.salvo else { return }
+        guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         let simulator = try await Simulator.start(SimulatorConfiguration.testing(CertificateFactory.shared))
         let tinyproxy = try ProxyServer.tinyproxy(user: Self.user)
@@ -139,7 +139,7 @@ struct ProxySendCommandTests {
                 ],
                 in: folder
             )
-            #expect(status == 0, "\(name): \(run.output().suffix(3000))")
+            #expect(status == 0, "\(name): \(run.output.suffix(3000))")
             self.expectNoPassword(run, in: folder)
             expected += tokens
         }
@@ -150,7 +150,7 @@ struct ProxySendCommandTests {
     }
 
     @Test func aRefusingProxyExits3NamingItAndThePasswordStaysUnprinted() async throws {
-        guard let salvo = BackgroundRun.salvo else { return }
+        guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
         configuration.http2 = HTTP2EndpointConfiguration()
@@ -174,7 +174,7 @@ struct ProxySendCommandTests {
                 ] + extra,
                 in: folder
             )
-            let output = run.output()
+            let output = run.output
             #expect(status == 3, "\(name): \(output.suffix(3000))")
             #expect(
                 output.contains("the proxy http://salvo@127.0.0.1:\(tinyproxy.port)"),
@@ -189,7 +189,7 @@ struct ProxySendCommandTests {
     }
 
     @Test func checkReportsTheProxyAsItsOwnLine() async throws {
-        guard let salvo = BackgroundRun.salvo else { return }
+        guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
         configuration.http2 = HTTP2EndpointConfiguration()
@@ -204,7 +204,7 @@ struct ProxySendCommandTests {
             "--topic", CertificateFactory.sharedTopic,
         ]
         let (status, run) = try await self.send(salvo, arguments + ["--proxy", tinyproxy.url()], in: folder)
-        let output = run.output()
+        let output = run.output
         #expect(status == 0, "\(output)")
         let lines = output.split(separator: "\n")
         let proxyLine = lines.firstIndex { $0.contains("proxy h2") }
@@ -222,9 +222,9 @@ struct ProxySendCommandTests {
             arguments + ["--proxy", tinyproxy.url(user: (Self.user.name, "Wr0ng-Proxy-Pw"))],
             in: folder
         )
-        #expect(refused != 0, "\(refusedRun.output())")
-        #expect(refusedRun.output().contains("proxy h2"), "\(refusedRun.output())")
-        #expect(refusedRun.output().contains("refused the user and password"), "\(refusedRun.output())")
+        #expect(refused != 0, "\(refusedRun.output)")
+        #expect(refusedRun.output.contains("proxy h2"), "\(refusedRun.output)")
+        #expect(refusedRun.output.contains("refused the user and password"), "\(refusedRun.output)")
         try await simulator.shutdown()
     }
 }
