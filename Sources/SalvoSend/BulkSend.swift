@@ -156,7 +156,7 @@ public struct BulkSend: Sendable {
         }
         if let finish = journal.manifest.finish {
             // The job is done: its report again, and no other file (the run that finished it wrote them).
-            var result = SendResult(
+            let result = SendResult(
                 report: finish.report,
                 inputRejects: [],
                 rejectedRows: [],
