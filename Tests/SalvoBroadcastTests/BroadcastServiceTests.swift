@@ -44,6 +44,27 @@ struct BroadcastService {
         return endpoint
     }
 
+    /// Creates a channel of `policy` for each of `names` (eight creates at once) over a connection of its own, with
+    /// its inventory at `inventory`; how many were created.
+    func createChannels(
+        _ names: [String],
+        policy: MessageStoragePolicy,
+        inventory: String
+    ) async throws -> Int {
+        let client = try await self.channels()
+        var creation = ChannelCreation(
+            bundleID: Self.app,
+            environment: .development,
+            policy: policy,
+            names: names,
+            inventoryPath: inventory
+        )
+        creation.concurrency = 8
+        let created = try await creation.run(client: client).created
+        await client.exchanger.close()
+        return created
+    }
+
     func channels(bundleID: String = Self.app, topic: String = Self.app) async throws -> ChannelClient {
         ChannelClient(
             exchanger: try await HTTP2Exchanger.connect(try self.endpoint(push: false, topic: topic)),
@@ -233,17 +254,8 @@ struct BroadcastServiceTests {
     @Test func anAppWideRefusalStopsTheJobAndARerunSendsItsRows() async throws {
         let service = try await BroadcastService.start()
         let folder = try scratchFolder("broadcast-app-refused")
-        let client = try await service.channels()
-        var creation = ChannelCreation(
-            bundleID: BroadcastService.app,
-            environment: .development,
-            policy: .none,
-            names: (1...40).map { "game-\($0)" },
-            inventoryPath: folder + "/inventory.csv"
-        )
-        creation.concurrency = 8
-        #expect(try await creation.run(client: client).created == 40)
-        await client.exchanger.close()
+        let names = (1...40).map { "game-\($0)" }
+        #expect(try await service.createChannels(names, policy: .none, inventory: folder + "/inventory.csv") == 40)
         try Data(Self.template.utf8).write(to: URL(fileURLWithPath: folder + "/update.json"))
 
         // An app without broadcast: its own certificate, FeatureNotEnabled (a plain list of ids: the inventory is
@@ -302,17 +314,9 @@ struct BroadcastServiceTests {
     @Test func aChannelListedTwiceGoesOnceAndABadPolicyIsRefused() async throws {
         let service = try await BroadcastService.start()
         let folder = try scratchFolder("broadcast-duplicates")
-        let client = try await service.channels()
-        var creation = ChannelCreation(
-            bundleID: BroadcastService.app,
-            environment: .development,
-            policy: .mostRecent,
-            names: ["a", "b"],
-            inventoryPath: folder + "/inventory.csv"
+        #expect(
+            try await service.createChannels(["a", "b"], policy: .mostRecent, inventory: folder + "/inventory.csv") == 2
         )
-        creation.concurrency = 2
-        #expect(try await creation.run(client: client).created == 2)
-        await client.exchanger.close()
         let ids = try ChannelInventory.read(folder + "/inventory.csv").entries.map(\.channelID)
         try Data(
             ("name,channel_id,policy\r\n" + "a,\(ids[0]),most-recent\r\n" + "again,\(ids[0]),most-recent\r\n"
