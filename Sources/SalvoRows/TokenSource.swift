@@ -457,14 +457,12 @@ public final class TokenSource: @unchecked Sendable {
         // An opened source's rows handed out are hashed for the repeat count here, in one loop (`takeTracked`
         // leaves them), before a failure returns or the summary is made.
         if state.streaming && !self.options.dedupe { Self.appendHashes(of: rows[...], to: &state.pass.hashes) }
+        if !rows.isEmpty && state.firstRowAt == nil { state.firstRowAt = DispatchTime.now().uptimeNanoseconds }
         if let failure {
             state.failure = failure
             // The rows read before the failure go out (the next step fails): each is counted valid already.
-            guard !rows.isEmpty else { return .failure(failure) }
-            if state.firstRowAt == nil { state.firstRowAt = DispatchTime.now().uptimeNanoseconds }
-            return .rows(rows)
+            return rows.isEmpty ? .failure(failure) : .rows(rows)
         }
-        if !rows.isEmpty && state.firstRowAt == nil { state.firstRowAt = DispatchTime.now().uptimeNanoseconds }
         if state.finished && state.streaming && state.summary == nil {
             if let resumed = state.resumed, !resumed.merged {
                 // Hand out what was read first; the next step waits for the rows before the checkpoint.

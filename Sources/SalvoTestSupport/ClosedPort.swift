@@ -9,22 +9,9 @@ public final class ClosedPort: @unchecked Sendable {
     private var descriptor: Int32
 
     public init() throws {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                bind(descriptor, raw, length) == 0 && getsockname(descriptor, raw, &length) == 0
-            }
-        }
-        guard descriptor >= 0, bound else {
-            if descriptor >= 0 { Glibc.close(descriptor) }
-            throw ClosedPortError()
-        }
+        guard let (descriptor, port) = LoopbackSocket.bound() else { throw ClosedPortError() }
         self.descriptor = descriptor
-        self.port = Int(UInt16(bigEndian: address.sin_port))
+        self.port = port
     }
 
     public func close() {
@@ -36,3 +23,27 @@ public final class ClosedPort: @unchecked Sendable {
 }
 
 public struct ClosedPortError: Error {}
+
+/// A loopback port that completes TCP connects (the kernel's backlog) and never reads or answers, held until
+/// `close()`: a peer that accepts and falls silent.
+public final class SilentPort: @unchecked Sendable {
+    public let port: Int
+    private var descriptor: Int32
+
+    public init() throws {
+        guard let (descriptor, port) = LoopbackSocket.bound() else { throw ClosedPortError() }
+        guard listen(descriptor, 64) == 0 else {
+            Glibc.close(descriptor)
+            throw ClosedPortError()
+        }
+        self.descriptor = descriptor
+        self.port = port
+    }
+
+    public func close() {
+        if self.descriptor >= 0 { Glibc.close(self.descriptor) }
+        self.descriptor = -1
+    }
+
+    deinit { self.close() }
+}

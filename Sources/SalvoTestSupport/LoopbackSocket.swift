@@ -28,4 +28,25 @@ public enum LoopbackSocket {
         }
         return descriptor
     }
+
+    /// A socket bound to a free port of 127.0.0.1 (not listening yet), its descriptor the caller's to close, and the
+    /// port; nil when it cannot be had.
+    public static func bound() -> (descriptor: Int32, port: Int)? {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { return nil }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(descriptor, raw, length) == 0 && getsockname(descriptor, raw, &length) == 0
+            }
+        }
+        guard bound else {
+            close(descriptor)
+            return nil
+        }
+        return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
+    }
 }

@@ -194,7 +194,7 @@ struct ProxyJobTests {
     @Test func aProxyThatAcceptsAndFallsSilentIsGivenUpOn() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let silent = try SilentListener()
+        let silent = try SilentPort()
         defer { silent.close() }
         let file = try TokenFile(count: 20, seed: 4107, in: folder)
         var configuration = jobConfigurationForTests(port: 443, authentication: clientCertificate)
@@ -250,38 +250,3 @@ struct ProxyJobTests {
         try await setup.simulator.shutdown()
     }
 }
-
-/// A loopback port that completes TCP connects (the kernel's backlog) and never reads or answers: a proxy that
-/// accepts and falls silent.
-final class SilentListener: @unchecked Sendable {
-    let port: Int
-    private var descriptor: Int32
-
-    init() throws {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                bind(descriptor, raw, length) == 0 && getsockname(descriptor, raw, &length) == 0
-            }
-        }
-        guard descriptor >= 0, bound, listen(descriptor, 64) == 0 else {
-            if descriptor >= 0 { Glibc.close(descriptor) }
-            throw SilentListenerError()
-        }
-        self.descriptor = descriptor
-        self.port = Int(UInt16(bigEndian: address.sin_port))
-    }
-
-    func close() {
-        if self.descriptor >= 0 { Glibc.close(self.descriptor) }
-        self.descriptor = -1
-    }
-
-    deinit { self.close() }
-}
-
-struct SilentListenerError: Error {}
