@@ -202,7 +202,14 @@ public struct JobReport: Codable, Hashable, Sendable {
         if let cutShort = self.cutShort { lines.append("cut short  \(cutShort)") }
         if let writeBack = self.writeBack { lines.append("write-back \(writeBack.summary)") }
         for failure in self.outputFailures ?? [] { lines.append("output     NOT WRITTEN: \(failure.summary)") }
-        lines.append(self.isComplete ? "result     every row delivered" : "result     NOT every row delivered")
+        if !self.isComplete {
+            lines.append("result     NOT every row delivered")
+        } else if self.stopped != nil {
+            // An input that failed midway: what was read went, and the rest was never read.
+            lines.append("result     every row read was delivered, but the job stopped before the end of its input")
+        } else {
+            lines.append("result     every row delivered")
+        }
         return lines.joined(separator: "\n")
     }
 
