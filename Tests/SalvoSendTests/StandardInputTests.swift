@@ -103,10 +103,11 @@ import SalvoTestTraits
     func aJournaledPipeKilledMidRunResumesAgainstItsSpool(wire: Wire) async throws {
         guard let salvo = InterruptionTests.builtExecutable else { return }
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
-        // Slow enough that the kill lands mid-flight (as `JournalResumeTests`).
+        // Slow enough that the kill lands mid-flight (as `JournalResumeTests`): about 6 s of reading over the binary
+        // interface (at 20 ms a chunk, 2.5 s, a loaded machine's late poll once found every row accepted).
         var pace: [String] = []
         if wire == .binary {
-            configuration.plan.slowReader = FaultPlan.SlowReader(chunkSize: 4096, delayMilliseconds: 20)
+            configuration.plan.slowReader = FaultPlan.SlowReader(chunkSize: 4096, delayMilliseconds: 50)
         } else {
             configuration.http2 = HTTP2EndpointConfiguration()
             pace = ["--rate", "2000"]
