@@ -31,6 +31,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // C libraries, each reachable from exactly one Swift module (see README, "Module map").
@@ -254,6 +258,47 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // The service's core, with no HTTP in it (`salvo serve` is a shell around it): notifications taken in
+        // batches and checked as values, kept in a store (the interface; SQLite through sqlite-nio for one node),
+        // fed to the same HTTP/2 job `salvo send` runs, their answers written back, idempotency keys and API keys.
+        .target(
+            name: "SalvoService",
+            dependencies: [
+                "APNSWire",
+                "SalvoRows",
+                "SalvoHTTP2",
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictness
+        ),
+
+        // The service's HTTP API on Hummingbird 2: routes checked against the OpenAPI document (`data/openapi`),
+        // bearer API keys, problem details, health, readiness and metrics. Holds no decision of its own.
+        .target(
+            name: "SalvoServer",
+            dependencies: [
+                "APNSWire",
+                "SalvoService",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictness
+        ),
+
         // Benchmark drivers and sinks behind `salvo bench` (not a product): the TLS transport benchmark, the
         // HTTP/2 client benchmark and its always-200 sink, and the gateway blast that loads the simulator.
         .target(
@@ -298,6 +343,7 @@ let package = Package(
             exclude: ["Resources/vectors", "Resources/fuzz-seeds"],
             resources: [
                 .copy("Resources/tokens"), .copy("Resources/payloads"), .copy("Resources/faults"),
+                .copy("Resources/openapi"),
             ],
             swiftSettings: strictness
         ),
@@ -360,6 +406,9 @@ let package = Package(
                 "SalvoSoak",
                 "SalvoBroadcast",
                 "SalvoProxy",
+                "SalvoService",
+                "SalvoServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -471,6 +520,21 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoServiceTests",
+            dependencies: [
+                "APNSWire", "SalvoRows", "SalvoHTTP2", "SalvoService", "SalvoServer", "SalvoSimulator",
+                "SalvoDevelopment", "SalvoTestSupport", "SalvoTestTraits",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: strictness
         ),

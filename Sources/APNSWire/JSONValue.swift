@@ -102,3 +102,21 @@ extension JSONValue {
         out.append(UInt8(ascii: "\""))
     }
 }
+
+/// Why a text is not JSON: the first error, with its line and column.
+public struct JSONParseError: Error, Hashable, Sendable, CustomStringConvertible {
+    public let message: String
+    public var description: String { self.message }
+}
+
+extension JSONValue {
+    /// Parses strict RFC 8259 text (as the push service reads a payload): the value and its compact bytes, in the
+    /// sender's order.
+    public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> (value: JSONValue, compact: [UInt8]) {
+        do {
+            return try JSONScanner.parse(bytes)
+        } catch {
+            throw JSONParseError(message: error.message)
+        }
+    }
+}

@@ -189,7 +189,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionCodec 
             let headers = template.headers(
                 token: item.row.token,
                 authorization: bearer?.authorization,
-                bodyLength: item.payload?.readableBytes
+                bodyLength: item.payload?.readableBytes,
+                rowHeaders: item.headers
             )
             context.write(
                 self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))),

@@ -25,5 +25,9 @@ extension HTTP2ConnectionMachine {
         var settingsTimeout: TimeAmount?
         /// The longest request body of the job (bytes), which a stream's whole window must take; 0: not checked.
         var largestBody = 0
+        /// How soon a connection that found no row ready looks again (a row given back by another connection, or
+        /// one that arrived): a bulk job's rows are read ahead, so 20 ms costs it nothing; a service's rows arrive
+        /// one request at a time, and the wait adds to each one's latency.
+        var lookAgain: TimeAmount = .milliseconds(20)
     }
 }

@@ -170,7 +170,7 @@ struct HTTP2ConnectionMachine {
     mutating func noRowsReady(now: NIODeadline, nextDelayed: NIODeadline?) -> NIODeadline? {
         guard case .open = self.state, !self.wakeUpScheduled else { return nil }
         self.wakeUpScheduled = true
-        let soon = now + .milliseconds(20)
+        let soon = now + self.configuration.lookAgain
         guard let due = nextDelayed else { return soon }
         return max(now + .milliseconds(1), min(soon, due))
     }

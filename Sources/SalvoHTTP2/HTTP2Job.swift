@@ -58,113 +58,44 @@ public enum HTTP2Job {
         report.onUncertain = configuration.onUncertain.rawValue
         guard summary.validRows > 0 || !summary.isFinal else { return HTTP2JobResult(report: report) }
 
-        let threads = min(client.maximumConnections ?? client.connections, System.coreCount)
-        let ownGroup: MultiThreadedEventLoopGroup? =
-            group == nil ? MultiThreadedEventLoopGroup(numberOfThreads: threads) : nil
-        let loops: any EventLoopGroup = group ?? ownGroup!
-        let start = ContinuousClock.now
-        let startDeadline = NIODeadline.now()
-        let finished = loops.next().makePromise(of: Void.self)
-        var connection = HTTP2ConnectionMachine.Configuration(
-            maximumStreams: client.maximumStreamsPerConnection ?? Int.max,
-            requestTimeout: TimeAmount(client.requestTimeout),
-            pingInterval: TimeAmount(client.pingInterval),
-            pingTimeout: TimeAmount(client.pingTimeout),
-            retry: configuration.retry,
-            recordDeliveries: configuration.recordDeliveries
-        )
-        // SETTINGS come right after TLS from a live server: as long as a connect may take.
-        connection.settingsTimeout = TimeAmount(client.connectTimeout)
+        var connection = Self.connectionConfiguration(configuration)
         connection.largestBody = source.maximumBodyLength ?? configuration.payload.byteCount
-        let job = HTTP2JobContext(
-            work: HTTP2WorkQueue(source: source, finished: finished),
-            template: HTTP2RequestTemplate(
-                authority: client.authority,
-                scheme: client.scheme,
-                headers: configuration.headers,
-                payload: configuration.payload
-            ),
-            token: client.authentication.providerToken,
-            rate: client.rate.map { HTTP2RateLimiter(perSecond: $0, now: .now()) },
-            connectionConfiguration: connection,
+        // An input read while it is sent: its rows as estimated from what was read so far.
+        var estimatedRows: (@Sendable () -> Int)?
+        if !summary.isFinal { estimatedRows = { source.estimatedValidRows } }
+        var tick: (@Sendable (HTTP2JobContext, ContinuousClock.Instant) -> Void)?
+        if let progress {
+            tick = { job, start in
+                let validRows = summary.isFinal ? summary.validRows : source.estimatedValidRows
+                progress(Self.progress(job, validRows: validRows, since: start))
+            }
+        }
+        let running = HTTP2JobRun(
+            configuration: configuration,
+            connection: connection,
+            factory: factory,
+            makeWork: { (finished: EventLoopPromise<Void>) -> HTTP2WorkQueue in
+                HTTP2WorkQueue(source: source, finished: finished)
+            },
             outcomes: RowOutcomes(
                 onUncertain: configuration.onUncertain,
                 files: source.files,
                 journal: configuration.journal
             ),
-            answerLatency: answerLatency,
-            reconnect: client.reconnect,
-            logger: client.logger
-        )
-        // An input read while it is sent: its rows as estimated from what was read so far.
-        var estimatedRows: (@Sendable () -> Int)?
-        if !summary.isFinal { estimatedRows = { source.estimatedValidRows } }
-        let pool = HTTP2ConnectionPool(
-            configuration: client,
-            factory: factory,
-            job: job,
-            group: loops,
+            answers: Optional<@Sendable (HTTP2Answers) -> Void>.none,
             rows: summary.isFinal ? summary.validRows : Int.max,
-            estimatedRows: estimatedRows
+            estimatedRows: estimatedRows,
+            group: group,
+            progressInterval: progressInterval,
+            progress: tick,
+            answerLatency: answerLatency,
+            stop: stop
         )
-        pool.start()
-        let ticker = progress.map { callback in
-            loops.next().scheduleRepeatedTask(
-                initialDelay: TimeAmount(progressInterval),
-                delay: TimeAmount(progressInterval)
-            ) { _ in
-                let validRows = summary.isFinal ? summary.validRows : source.estimatedValidRows
-                callback(Self.progress(job, validRows: validRows, since: start))
-            }
-        }
-        // The job ends when every row has its answer, or when a stop's grace runs out.
-        let ended = loops.next().makePromise(of: Void.self)
-        let endedOnce = NIOLockedValueBox(false)
-        let end: @Sendable () -> Void = {
-            if endedOnce.withLockedValue({ done in
-                defer { done = true }
-                return !done
-            }) {
-                ended.succeed()
-            }
-        }
-        finished.futureResult.whenComplete { _ in end() }
-        // The give-up: a job that has gone `--give-up-seconds` without an answer stops, however its connections
-        // stall (`HTTP2ProgressWatch`), and ends at once: nothing in flight is coming back.
-        let watchdog: RepeatedTask? =
-            client.reconnect.giveUpAfter > .zero
-            ? loops.next().scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .milliseconds(100)) { _ in
-                guard !job.work.isDone, let stall = job.stall(now: .now(), host: client.host, port: client.port)
-                else { return }
-                client.logger.error("giving up", metadata: ["cause": "\(stall.message)"])
-                job.work.stop(stall)
-                end()
-            } : nil
-        if let stop {
-            let loop = loops.next()
-            let grace = stop.grace
-            stop.install { [weak stop] immediate in
-                job.work.stop(HTTP2JobStop(reason: nil, message: stop?.reason ?? "interrupted"))
-                if immediate {
-                    end()
-                } else {
-                    loop.scheduleTask(in: TimeAmount(grace)) { end() }
-                }
-            }
-        }
-        // The promise is only ever succeeded.
-        try? await ended.futureResult.get()
-        // No signal acts on the loops from here on: they are shut down below.
-        stop?.detach()
-        ticker?.cancel()
-        watchdog?.cancel()
-        // The job's time ends with its last answer (or the stop): closing the connections (TLS close_notify, a
-        // round trip away) delivers nothing. Closing gives back the rows still in flight (they count as not sent).
-        // Every connection closes at once, and the wait for the server's goodbyes is bounded (`HTTP2JobEnding`).
-        let endedAt = ContinuousClock.now
-        let elapsed = endedAt - start
-        await pool.stop()
-        try? await ownGroup?.shutdownGracefully()
+        let endedAt = await running.waitForEnd()
+        let elapsed = endedAt - running.start
+        let job = running.job
+        let pool = running.pool
+        let startDeadline = running.startDeadline
 
         // Rows never answered because the job stopped: sent and unanswered, given back, never handed out, or
         // never read. The chunk being read ahead is waited for, and the rows no connection took are read on to the
@@ -209,14 +140,30 @@ public enum HTTP2Job {
         return result
     }
 
-    private static func seconds(_ duration: Duration) -> Double {
+    /// What each connection's state machine needs, from the job's configuration.
+    static func connectionConfiguration(_ configuration: HTTP2JobConfiguration) -> HTTP2ConnectionMachine.Configuration {
+        let client = configuration.client
+        var connection = HTTP2ConnectionMachine.Configuration(
+            maximumStreams: client.maximumStreamsPerConnection ?? Int.max,
+            requestTimeout: TimeAmount(client.requestTimeout),
+            pingInterval: TimeAmount(client.pingInterval),
+            pingTimeout: TimeAmount(client.pingTimeout),
+            retry: configuration.retry,
+            recordDeliveries: configuration.recordDeliveries
+        )
+        // SETTINGS come right after TLS from a live server: as long as a connect may take.
+        connection.settingsTimeout = TimeAmount(client.connectTimeout)
+        return connection
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
     }
 
-    private static func seconds(_ amount: TimeAmount) -> Double { Double(amount.nanoseconds) / 1e9 }
+    static func seconds(_ amount: TimeAmount) -> Double { Double(amount.nanoseconds) / 1e9 }
 
     /// The counts so far: what the connections recorded, and the rows they hold.
-    private static func progress(
+    static func progress(
         _ job: HTTP2JobContext,
         validRows: Int,
         since start: ContinuousClock.Instant

@@ -52,6 +52,9 @@ final class HTTP2JobContext: Sendable {
     /// Whether any connection of the job has passed its credentials: until then, a failure that cannot heal
     /// (`HTTP2ConnectFailure`) stops the job at once.
     let anyReady = NIOLockedValueBox(false)
+    /// Takes each batch of rows' answers as they come (a service writes them to its store); nil: the answers are
+    /// gathered in `recorded` for the job's end (a bulk job's files).
+    let answers: (@Sendable (HTTP2Answers) -> Void)?
     /// Takes one request-to-answer time per batch of answers (nanoseconds), for the latency metric.
     let answerLatency: (@Sendable (Int64) -> Void)?
     /// Called once, when the first TLS handshake tells the distance: the pool sizes its first step then, not on
@@ -67,11 +70,13 @@ final class HTTP2JobContext: Sendable {
         rate: HTTP2RateLimiter? = nil,
         connectionConfiguration: HTTP2ConnectionMachine.Configuration,
         outcomes: RowOutcomes,
+        answers: (@Sendable (HTTP2Answers) -> Void)? = nil,
         answerLatency: (@Sendable (Int64) -> Void)? = nil,
         reconnect: ReconnectPolicy = .default,
         logger: Logger = Logger(label: "salvo.h2", factory: { _ in SwiftLogNoOpLogHandler() }),
         now: NIODeadline = .now()
     ) {
+        self.answers = answers
         self.answerLatency = answerLatency
         self.logger = logger
         self.work = work
@@ -92,8 +97,11 @@ final class HTTP2JobContext: Sendable {
     /// Takes a connection's batch of results: the outcomes first, then the rows back to the queue, so the job
     /// never finishes without them.
     func record(_ results: HTTP2ConnectionMachine.Results, from connection: ObjectIdentifier) {
+        // Handed on as they come, the rows' answers are not kept: a job that never ends holds only counts.
+        if let answers = self.answers { answers(HTTP2Answers(results.outcomes, deliveries: results.deliveries)) }
+        let keepsRows = self.answers == nil
         self.recorded.withLockedValue {
-            $0.outcomes.merge(results.outcomes)
+            if keepsRows { $0.outcomes.merge(results.outcomes) } else { $0.outcomes.mergeCounts(results.outcomes) }
             $0.answered += results.finals
             $0.streamLimits[connection] = results.streamLimit
             if let roundTrip = results.roundTrip { $0.roundTrip = min($0.roundTrip ?? roundTrip, roundTrip) }
@@ -102,7 +110,7 @@ final class HTTP2JobContext: Sendable {
                 $0.watch.progressed(until: until)
                 $0.pacer.answered()
             }
-            $0.deliveries.append(contentsOf: results.deliveries)
+            if keepsRows { $0.deliveries.append(contentsOf: results.deliveries) }
             if results.flightCuts > 0 {
                 $0.flightCuts += results.flightCuts
                 if let window = results.smallestFlightWindow {

@@ -27,8 +27,14 @@ struct HTTP2RequestTemplate: Sendable {
     }
 
     /// The header block of the request for `token`; pseudo-headers first, as HTTP/2 requires. `bodyLength`: the
-    /// length of a row's own body (nil: `payload`'s).
-    func headers(token: DeviceToken, authorization: String?, bodyLength: Int? = nil) -> HPACKHeaders {
+    /// length of a row's own body (nil: `payload`'s). `rowHeaders`: the row's own fields, in place of the job's of
+    /// the same name.
+    func headers(
+        token: DeviceToken,
+        authorization: String?,
+        bodyLength: Int? = nil,
+        rowHeaders: HTTP2RowHeaders? = nil
+    ) -> HPACKHeaders {
         var headers = HPACKHeaders()
         headers.reserveCapacity(5 + self.fields.count)
         headers.add(name: ":method", value: "POST")
@@ -40,7 +46,21 @@ struct HTTP2RequestTemplate: Sendable {
         // Indexed: the same token rides every request for up to an hour, and the HPACK dynamic table turns its
         // ~200 bytes into one.
         if let authorization { headers.add(name: "authorization", value: authorization) }
-        for field in self.fields { headers.add(name: field.name, value: field.value) }
+        if let rowHeaders {
+            for field in self.fields where !rowHeaders.sets(field.name) {
+                headers.add(name: field.name, value: field.value)
+            }
+            // A row's own `apns-id` is never the same twice: kept out of the dynamic table, like `:path`.
+            for field in rowHeaders.fields {
+                headers.add(
+                    name: field.name,
+                    value: field.value,
+                    indexing: field.name == "apns-id" ? .nonIndexable : .indexable
+                )
+            }
+        } else {
+            for field in self.fields { headers.add(name: field.name, value: field.value) }
+        }
         headers.add(name: "content-length", value: bodyLength.map { String($0) } ?? self.contentLength)
         return headers
     }

@@ -1,3 +1,4 @@
+import APNSWire
 import NIOCore
 import SalvoRows
 
@@ -19,20 +20,43 @@ public struct HTTP2WorkItem: Hashable, Sendable {
     /// The row's own request body, rendered from a payload template (nil: the job's one payload). A slice of its
     /// chunk's buffer: rendered once, kept for a retry.
     public var payload: ByteBuffer?
+    /// The row's own `apns-*` headers (a service's notification names its own push type, topic, id…); nil: the
+    /// job's.
+    public var headers: HTTP2RowHeaders?
 
     public init(
         row: TokenRow,
         attempts: Int = 0,
         refusals: Int = 0,
         notBefore: NIODeadline = .uptimeNanoseconds(0),
-        payload: ByteBuffer? = nil
+        payload: ByteBuffer? = nil,
+        headers: HTTP2RowHeaders? = nil
     ) {
         self.row = row
         self.payload = payload
+        self.headers = headers
         self.attempts = attempts
         self.refusals = refusals
         self.notBefore = notBefore
     }
+}
+
+/// A row's own request header fields, which replace the job's fields of the same name on its request. Made once
+/// per row from `APNSRequestHeaders` (checked there), never per send.
+public struct HTTP2RowHeaders: Hashable, Sendable {
+    public struct Field: Hashable, Sendable {
+        public var name: String
+        public var value: String
+    }
+
+    public let fields: [Field]
+
+    public init(_ headers: APNSRequestHeaders) {
+        self.fields = headers.fields().map { Field(name: $0.name, value: $0.value) }
+    }
+
+    /// Whether the row sets the field `name`.
+    func sets(_ name: String) -> Bool { self.fields.contains { $0.name == name } }
 }
 
 /// Why a job stopped before every row had its answer.

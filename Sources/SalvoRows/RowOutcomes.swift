@@ -191,6 +191,11 @@ public struct RowOutcomes: Sendable {
         self.unsettledRows.append(contentsOf: other.unsettledRows)
     }
 
+    /// Adds another connection's counts to these, not its rows (a job whose rows' answers go elsewhere as they come).
+    public mutating func mergeCounts(_ other: RowOutcomes) {
+        self.report.merge(other.report)
+    }
+
     /// Takes the outcomes recorded so far, leaving these empty (a connection hands a batch to its job).
     public mutating func take() -> RowOutcomes {
         var taken = RowOutcomes(onUncertain: self.onUncertain, files: self.files, journal: self.journal)

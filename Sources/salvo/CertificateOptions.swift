@@ -1,4 +1,6 @@
 import APNSWire
+import Foundation
+import SalvoHTTP2
 import ArgumentParser
 import SalvoBinary
 import SalvoConsole
@@ -60,5 +62,39 @@ struct SigningKeyOptions: ParsableArguments {
                 throw ValidationError(problem)
             }
         }
+    }
+}
+
+/// The HTTP/2 credentials the options name (`send` and `serve`): a provider token file, a signing key (with its
+/// token cache), a PKCS#12 file, or a PEM certificate and key.
+func http2Authentication(
+    certificate: CertificateOptions,
+    signingKey: SigningKeyOptions,
+    providerTokenFile: String?,
+    tokenCache: String?
+) throws(UserError) -> APNSAuthentication {
+    do {
+        if let path = providerTokenFile {
+            let file = try ProviderTokenFile(
+                path: path,
+                warn: { message in printError(message, prefix: "warning: ") }
+            )
+            return .token(ProviderToken(file: file))
+        }
+        if let authKey = signingKey.authKey {
+            let signer = try JWTSigner(p8File: authKey, keyID: signingKey.keyID!, teamID: signingKey.teamID!)
+            let path = tokenCache ?? ProviderTokenCache.defaultPath(environment: ProcessInfo.processInfo.environment)
+            return .token(try ProviderToken(signer: signer, cache: try path.map(ProviderTokenCache.init(path:))))
+        }
+        if let pkcs12 = certificate.pkcs12 {
+            return try .pkcs12(file: pkcs12, passphrase: certificate.passphrase ?? "")
+        }
+        return try .certificate(
+            pemFile: certificate.cert!,
+            keyFile: certificate.key!,
+            passphrase: certificate.passphrase
+        )
+    } catch {
+        throw UserError(error.message)
     }
 }

@@ -15,7 +15,7 @@ struct Salvo: AsyncParsableCommand {
             SendCommand.self, FeedbackCommand.self, PruneCommand.self, DemoCommand.self, SimulateCommand.self,
             PayloadCommand.self, CheckCommand.self, TokensCommand.self, TokenCommand.self,
             ReportCommand.self,
-            SoakCommand.self, JournalCommand.self, ChannelsCommand.self, BroadcastCommand.self,
+            SoakCommand.self, JournalCommand.self, ChannelsCommand.self, BroadcastCommand.self, ServeCommand.self,
         ]
     )
 

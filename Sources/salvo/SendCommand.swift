@@ -361,37 +361,12 @@ extension SendCommand {
     }
 
     fileprivate func authentication() throws(UserError) -> APNSAuthentication {
-        do {
-            if let path = self.providerTokenFile {
-                let file = try ProviderTokenFile(
-                    path: path,
-                    warn: { message in printError(message, prefix: "warning: ") }
-                )
-                return .token(ProviderToken(file: file))
-            }
-            if let authKey = self.signingKey.authKey {
-                let signer = try JWTSigner(
-                    p8File: authKey,
-                    keyID: self.signingKey.keyID!,
-                    teamID: self.signingKey.teamID!
-                )
-                let path =
-                    self.tokenCache
-                    ?? ProviderTokenCache.defaultPath(environment: ProcessInfo.processInfo.environment)
-                return .token(try ProviderToken(signer: signer, cache: try path.map(ProviderTokenCache.init(path:))))
-            }
-            let certificate = self.certificate
-            if let pkcs12 = certificate.pkcs12 {
-                return try .pkcs12(file: pkcs12, passphrase: certificate.passphrase ?? "")
-            }
-            return try .certificate(
-                pemFile: certificate.cert!,
-                keyFile: certificate.key!,
-                passphrase: certificate.passphrase
-            )
-        } catch {
-            throw UserError(error.message)
-        }
+        try http2Authentication(
+            certificate: self.certificate,
+            signingKey: self.signingKey,
+            providerTokenFile: self.providerTokenFile,
+            tokenCache: self.tokenCache
+        )
     }
 
     /// Refuses header values APNs would refuse for every row, before connecting: an empty `--topic` or one with a line break or control character (also in `--collapse-id`, which would split

@@ -1,0 +1,51 @@
+import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import Logging
+import NIOCore
+import NIOSSL
+import SalvoService
+
+/// Runs the API: Hummingbird's HTTP/1.1 server (with TLS when given a certificate) around `ServiceResponder`.
+public enum ServiceServer {
+    /// The listener's TLS: a certificate chain and its key (PEM files).
+    public struct TLSFiles: Sendable {
+        public var certificate: String
+        public var key: String
+
+        public init(certificate: String, key: String) {
+            self.certificate = certificate
+            self.key = key
+        }
+    }
+
+    /// Serves until the task is cancelled (graceful: in-flight requests finish).
+    ///
+    /// - Parameter onRunning: called with the port once the server listens (a port 0 asked for any).
+    public static func run(
+        responder: ServiceResponder,
+        host: String,
+        port: Int,
+        tls: TLSFiles?,
+        logger: Logger,
+        onRunning: @escaping @Sendable (Int) async -> Void
+    ) async throws {
+        let server: HTTPServerBuilder
+        if let tls {
+            let chain = try NIOSSLCertificate.fromPEMFile(tls.certificate).map { NIOSSLCertificateSource.certificate($0) }
+            let key = try NIOSSLPrivateKey(file: tls.key, format: .pem)
+            let configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+            server = try .tls(.http1(), tlsConfiguration: configuration)
+        } else {
+            server = .http1()
+        }
+        let app = Application(
+            responder: responder,
+            server: server,
+            configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: "salvo"),
+            onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) },
+            logger: logger
+        )
+        try await app.run()
+    }
+}

@@ -1,0 +1,265 @@
+import APNSWire
+
+/// A request's notifications, read and checked: each one accepted (made into a `ServiceNotification`) or refused
+/// with the field and the reason, so that one bad notification never costs the rest of its batch. A value with no
+/// I/O: the store's templates come in as a lookup.
+public struct NotificationBatch: Sendable {
+    /// One notification of the request, by its index in `notifications`.
+    public enum Item: Sendable {
+        case accepted(ServiceNotification)
+        case refused(FieldError)
+    }
+
+    public var items: [Item]
+
+    public var accepted: [ServiceNotification] {
+        self.items.compactMap { if case .accepted(let notification) = $0 { notification } else { nil } }
+    }
+
+    public var refusedCount: Int {
+        self.items.count { if case .refused = $0 { true } else { false } }
+    }
+
+    /// The most notifications one request may carry.
+    public static let maximumNotifications = 1000
+
+    /// What the caller may leave out.
+    public struct Defaults: Sendable {
+        /// The topic of a notification that names none (`serve --topic`).
+        public var topic: String?
+
+        public init(topic: String? = nil) { self.topic = topic }
+    }
+
+    /// Reads `body`: a JSON object whose `notifications` is an array of 1 to `maximumNotifications` objects.
+    ///
+    /// - Parameters:
+    ///   - templates: the stored template of a name, or nil.
+    ///   - makeID: the id of the next accepted notification.
+    /// - Throws: `ServiceProblem` (400) when the body as a whole is not a batch.
+    public static func read(
+        _ body: [UInt8],
+        defaults: Defaults,
+        templates: (String) -> ServiceTemplate?,
+        makeID: () -> String
+    ) throws(ServiceProblem) -> NotificationBatch {
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(body).value
+        } catch {
+            throw ServiceProblem(.badJSON, detail: "the body is not JSON: \(error.message)")
+        }
+        guard case .object = value else {
+            throw ServiceProblem(.badRequest, detail: "the body must be a JSON object, not \(value.kindName)")
+        }
+        guard let list = value["notifications"] else {
+            throw ServiceProblem(.badRequest, detail: "the body has no notifications array", field: "notifications")
+        }
+        guard case .array(let notifications) = list else {
+            throw ServiceProblem(
+                .badRequest,
+                detail: "notifications must be an array, not \(list.kindName)",
+                field: "notifications"
+            )
+        }
+        guard (1...Self.maximumNotifications).contains(notifications.count) else {
+            throw ServiceProblem(
+                .badRequest,
+                detail: "notifications holds \(notifications.count); a request takes 1 to \(Self.maximumNotifications)",
+                field: "notifications"
+            )
+        }
+        var items: [Item] = []
+        items.reserveCapacity(notifications.count)
+        for (index, notification) in notifications.enumerated() {
+            switch Self.notification(notification, defaults: defaults, templates: templates) {
+            case .success(let (token, payload, headers)):
+                var headers = headers
+                let id = makeID()
+                if headers.id == nil { headers.id = id }
+                items.append(.accepted(ServiceNotification(id: id, token: token, payload: payload, headers: headers)))
+            case .failure(let error):
+                let field = error.field.isEmpty ? "notifications[\(index)]" : "notifications[\(index)].\(error.field)"
+                items.append(.refused(FieldError(field: field, reason: error.reason)))
+            }
+        }
+        return NotificationBatch(items: items)
+    }
+
+    /// A refusal naming the field within its notification (`token`, `payload`, …).
+    private struct Refusal: Error {
+        var field: String
+        var reason: String
+
+        init(_ field: String, _ reason: String) {
+            self.field = field
+            self.reason = reason
+        }
+    }
+
+    private static func notification(
+        _ value: JSONValue,
+        defaults: Defaults,
+        templates: (String) -> ServiceTemplate?
+    ) -> Result<(DeviceToken, [UInt8], APNSRequestHeaders), Refusal> {
+        Result { () throws(Refusal) in
+            guard case .object = value else {
+                throw Refusal("", "a notification must be a JSON object, not \(value.kindName)")
+            }
+            let token = try Self.token(value["token"])
+            let pushType = try Self.pushType(value["push_type"])
+            let payload = try Self.payload(value, templates: templates)
+            let priority = try Self.priority(value["priority"])
+            let topic = try Self.string(value["topic"], "topic") ?? defaults.topic
+            if let topic, let problem = APNSHeaderValueRules.topicProblem(topic) { throw Refusal("topic", problem) }
+            let collapseID = try Self.string(value["collapse_id"], "collapse_id")
+            if let collapseID, let problem = APNSHeaderValueRules.collapseIDProblem(collapseID) {
+                throw Refusal("collapse_id", problem)
+            }
+            let id = try Self.string(value["apns_id"], "apns_id")
+            if let id, !APNSRequestHeaders.isCanonicalUUID(id) {
+                throw Refusal("apns_id", "apns_id must be a lowercase UUID (8-4-4-4-12 hex digits), not \(id)")
+            }
+            let expiration = try Self.expiration(value["expiration"])
+            if let problem = pushType.problem(
+                topic: topic,
+                priority: priority,
+                priorityIsDefault: priority == nil,
+                naming: .headers
+            ) {
+                throw Refusal(priority != nil ? "priority" : "topic", problem.message)
+            }
+            let limit = pushType.payloadLimit
+            if payload.count > limit.bytes {
+                throw Refusal(
+                    "payload",
+                    "the payload is \(payload.count) bytes; \(limit.name) allows at most \(limit.bytes)"
+                )
+            }
+            do {
+                let headers = try APNSRequestHeaders(
+                    pushType: pushType,
+                    id: id,
+                    expiration: expiration,
+                    priority: priority,
+                    topic: topic,
+                    collapseID: collapseID
+                )
+                return (token, payload, headers)
+            } catch {
+                throw Refusal("", "the headers would be refused: \(error)")
+            }
+        }
+    }
+
+    private static func token(_ value: JSONValue?) throws(Refusal) -> DeviceToken {
+        guard let value else { throw Refusal("token", "a notification needs a token") }
+        guard case .string(let text) = value else {
+            throw Refusal("token", "the token must be a string of 64 hex digits, not \(value.kindName)")
+        }
+        do {
+            return try DeviceToken(hex: text)
+        } catch {
+            throw Refusal("token", "\(error): \(Self.shown(text))")
+        }
+    }
+
+    private static func pushType(_ value: JSONValue?) throws(Refusal) -> APNSPushType {
+        guard let text = try Self.string(value, "push_type") else { return .alert }
+        let pushType = APNSPushType(rawValue: text)
+        guard APNSPushType.known.contains(pushType) else {
+            let known = APNSPushType.known.map(\.rawValue).sorted().joined(separator: ", ")
+            throw Refusal("push_type", "unknown push type \(Self.shown(text)); known: \(known)")
+        }
+        return pushType
+    }
+
+    private static func payload(_ value: JSONValue, templates: (String) -> ServiceTemplate?) throws(Refusal) -> [UInt8] {
+        let payload = value["payload"]
+        let template = value["template"]
+        switch (payload, template) {
+        case (nil, nil):
+            throw Refusal("payload", "a notification needs a payload, or a template and its fields")
+        case (.some, .some):
+            throw Refusal("template", "a notification takes a payload or a template, not both")
+        case (let payload?, nil):
+            guard case .object = payload else {
+                throw Refusal("payload", "the payload must be a JSON object, not \(payload.kindName)")
+            }
+            do {
+                return try Payload(jsonBytes: payload.compactBytes).bytes
+            } catch {
+                throw Refusal("payload", error.message)
+            }
+        case (nil, let template?):
+            guard case .string(let name) = template else {
+                throw Refusal("template", "the template must be a name, not \(template.kindName)")
+            }
+            guard let stored = templates(name) else { throw Refusal("template", "no template named \(Self.shown(name))") }
+            var fields: [String: String] = [:]
+            switch value["fields"] {
+            case nil: break
+            case .object(let members)?:
+                for member in members {
+                    guard case .string(let text) = member.value else {
+                        throw Refusal("fields.\(member.key)", "a field must be a string, not \(member.value.kindName)")
+                    }
+                    fields[member.key] = text
+                }
+            case let other?:
+                throw Refusal("fields", "fields must be an object of strings, not \(other.kindName)")
+            }
+            switch stored.render(fields) {
+            case .success(let bytes): return bytes
+            case .failure(let error): throw Refusal(error.field.map { "fields.\($0)" } ?? "fields", error.reason)
+            }
+        }
+    }
+
+    private static func priority(_ value: JSONValue?) throws(Refusal) -> NotificationPriority? {
+        guard let value else { return nil }
+        guard case .number(let literal) = value, let number = UInt8(literal), [1, 5, 10].contains(number) else {
+            throw Refusal("priority", "the priority is 10, 5 or 1, not \(Self.shown(value))")
+        }
+        return NotificationPriority(rawValue: number)
+    }
+
+    private static func expiration(_ value: JSONValue?) throws(Refusal) -> UInt32? {
+        guard let value else { return nil }
+        guard case .number(let literal) = value, let seconds = UInt32(literal) else {
+            throw Refusal(
+                "expiration",
+                "the expiration is UNIX seconds, a whole number from 0 to \(UInt32.max), not \(Self.shown(value))"
+            )
+        }
+        return seconds
+    }
+
+    private static func string(_ value: JSONValue?, _ field: String) throws(Refusal) -> String? {
+        guard let value else { return nil }
+        guard case .string(let text) = value else {
+            throw Refusal(field, "\(field) must be a string, not \(value.kindName)")
+        }
+        return text
+    }
+
+    /// A value as a refusal quotes it: cut to 80 characters.
+    static func shown(_ text: String) -> String {
+        text.count > 80 ? "\"\(text.prefix(77))...\"" : "\"\(text)\""
+    }
+
+    static func shown(_ value: JSONValue) -> String {
+        Self.shown(String(decoding: value.compactBytes, as: UTF8.self))
+    }
+}
+
+/// A field of a request and why it is refused (`notifications[3].token`, "…").
+public struct FieldError: Error, Hashable, Sendable {
+    public var field: String
+    public var reason: String
+
+    public init(field: String, reason: String) {
+        self.field = field
+        self.reason = reason
+    }
+}

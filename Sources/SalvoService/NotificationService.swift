@@ -1,0 +1,628 @@
+import APNSWire
+import CoreMetrics
+import Crypto
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import SalvoHTTP2
+import SalvoRows
+
+/// The service: requests' notifications into the store, durably, in shared write cycles; the store's queued rows
+/// into the same HTTP/2 job `salvo send` runs (`HTTP2Job.serve`), over warm connections; the job's answers back
+/// into the store; and the waits of requests that want the outcome. The HTTP API (`SalvoServer`) is a shell
+/// around it.
+///
+/// Two tasks do the work: the writer (one store cycle at a time: accepts, outcomes, claims) and the sender (the
+/// HTTP/2 job, started again after it stops). Requests only enqueue and wait; nothing here blocks a thread.
+public final class NotificationService: Sendable {
+    public let configuration: ServiceConfiguration
+    let store: any NotificationStore
+    private let waiters = OutcomeWaiters()
+    private let state: NIOLockedValueBox<State>
+    private let loop: any EventLoop
+    private let group: MultiThreadedEventLoopGroup
+    private let jobStop: NIOLockedValueBox<JobStop?> = NIOLockedValueBox(nil)
+    private let logger: Logger
+    private let metrics = ServiceMetrics()
+    /// Succeeded when the writer has written its last cycle.
+    private let writerEnded: EventLoopPromise<Void>
+
+    private struct PendingRequest {
+        var accept: PendingAccept
+        var continuation: CheckedContinuation<Result<AcceptResult, StoreFailure>, Never>
+    }
+
+    private struct State {
+        var accepts: [PendingRequest] = []
+        var outcomes: [OutcomeUpdate] = []
+        /// Claim rows for the feed in the next cycle.
+        var wantsClaim = false
+        /// The writer, suspended until there is work.
+        var wake: CheckedContinuation<Void, Never>?
+        /// Notifications not final, with those reserved by requests not yet stored.
+        var depth = 0
+        /// Rows handed to the job: their ids and when they were accepted.
+        var inFlight: [Int: (id: String, acceptedAt: Int64)] = [:]
+        var feed: ServiceFeed?
+        var templates: [String: ServiceTemplate] = [:]
+        var keys: [[UInt8]: APIKeyRecord] = [:]
+        var stopping = false
+        /// The sender has ended for good (the service stops).
+        var senderEnded = false
+        /// The store's last write failed (readiness).
+        var storeProblem: String?
+        /// Why the sending job last stopped, until it answers again (readiness).
+        var senderProblem: String?
+        var recovered = StoreRecovery()
+    }
+
+    /// Opens the service on `store`: recovers the rows a stopped service was sending, loads templates and keys, and
+    /// starts the writer and the sender.
+    public static func start(
+        configuration: ServiceConfiguration,
+        store: any NotificationStore,
+        logger: Logger = Logger(label: "salvo.service", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) async throws(StoreFailure) -> NotificationService {
+        let recovery = try await store.recover(onUncertain: configuration.onUncertain, now: configuration.now())
+        let templates = try await store.allTemplates()
+        let keys = try await store.apiKeys()
+        let service = NotificationService(configuration: configuration, store: store, logger: logger)
+        service.state.withLockedValue { state in
+            state.depth = recovery.depth
+            state.recovered = recovery
+            for template in templates { state.templates[template.name] = template }
+            for key in keys where key.revokedAt == nil { state.keys[key.hash] = key }
+        }
+        if recovery.uncertain > 0 {
+            logger.warning(
+                "rows were being sent when the service stopped",
+                metadata: [
+                    "rows": "\(recovery.uncertain)", "on_uncertain": "\(configuration.onUncertain.rawValue)",
+                ]
+            )
+            service.metrics.uncertainAfterRestart.increment(by: recovery.uncertain)
+        }
+        service.metrics.depth.record(recovery.depth)
+        Task { await service.writerLoop() }
+        Task { await service.senderLoop() }
+        return service
+    }
+
+    private init(configuration: ServiceConfiguration, store: any NotificationStore, logger: Logger) {
+        self.configuration = configuration
+        self.store = store
+        self.logger = logger
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        self.loop = self.group.next()
+        self.writerEnded = self.loop.makePromise(of: Void.self)
+        self.state = NIOLockedValueBox(State())
+    }
+
+    /// What the last restart found: rows being sent when the service stopped.
+    public var recovery: StoreRecovery { self.state.withLockedValue { $0.recovered } }
+
+    /// Notifications not final (queued or being sent).
+    public var depth: Int { self.state.withLockedValue { $0.depth } }
+
+    // MARK: Requests
+
+    /// An answer to a request: status, JSON body, and the headers that go with it.
+    public struct Answer: Sendable {
+        public var status: Int
+        public var body: [UInt8]
+        /// The first answer of a repeated idempotency key.
+        public var replayed = false
+        public var retryAfter: Int?
+        public var isProblem: Bool
+
+        init(status: Int, body: [UInt8], replayed: Bool = false) {
+            self.status = status
+            self.body = body
+            self.replayed = replayed
+            self.isProblem = false
+        }
+
+        init(_ problem: ServiceProblem) {
+            self.status = problem.status
+            self.body = problem.json
+            self.retryAfter = problem.retryAfter
+            self.isProblem = true
+        }
+    }
+
+    /// Takes a request's notifications (`POST /v1/notifications`): answers once the accepted ones are durable.
+    public func submit(keyID: String, idempotencyKey: String?, body: [UInt8]) async -> Answer {
+        if let key = idempotencyKey, !Self.isValidIdempotencyKey(key) {
+            return Answer(
+                ServiceProblem(
+                    .badRequest,
+                    detail: "Idempotency-Key must be 1 to 255 visible ASCII characters",
+                    field: "Idempotency-Key"
+                )
+            )
+        }
+        guard !self.state.withLockedValue({ $0.stopping }) else {
+            return Answer(ServiceProblem(.unavailable, detail: "the service is shutting down", retryAfter: 5))
+        }
+        let templates = self.state.withLockedValue { $0.templates }
+        let batch: NotificationBatch
+        do {
+            batch = try NotificationBatch.read(
+                body,
+                defaults: self.configuration.defaults,
+                templates: { templates[$0] },
+                makeID: { Self.uuid() }
+            )
+        } catch {
+            return Answer(error)
+        }
+        let accepted = batch.accepted
+        var refusals: [FieldError] = []
+        for item in batch.items { if case .refused(let error) = item { refusals.append(error) } }
+        self.metrics.refused(refusals)
+        guard !accepted.isEmpty else {
+            return Answer(
+                ServiceProblem(
+                    .invalidNotifications,
+                    detail: "every notification of the request was refused",
+                    errors: refusals
+                )
+            )
+        }
+        let limit = self.configuration.queueLimit
+        let reserved = self.state.withLockedValue { state -> Bool in
+            guard state.depth + accepted.count <= limit else { return false }
+            state.depth += accepted.count
+            return true
+        }
+        guard reserved else {
+            return Answer(
+                ServiceProblem(
+                    .queueFull,
+                    detail: "the queue holds its limit of \(limit) notifications not yet sent; try again shortly",
+                    retryAfter: 1
+                )
+            )
+        }
+        let batchID = Self.uuid()
+        let answerBody = Self.acceptedBody(batch: batchID, batch)
+        let accept = PendingAccept(
+            keyID: keyID,
+            idempotencyKey: idempotencyKey,
+            bodyHash: Array(SHA256.hash(data: body)),
+            batch: batchID,
+            notifications: accepted,
+            answer: StoredAnswer(status: 202, body: answerBody)
+        )
+        let result = await withCheckedContinuation { continuation in
+            let wake = self.state.withLockedValue { state in
+                state.accepts.append(PendingRequest(accept: accept, continuation: continuation))
+                return Self.takeWake(&state)
+            }
+            wake?.resume()
+        }
+        switch result {
+        case .success(.stored):
+            self.metrics.accepted.increment(by: accepted.count)
+            return Answer(status: 202, body: answerBody)
+        case .success(.replay(let answer)):
+            self.release(accepted.count)
+            return Answer(status: answer.status, body: answer.body, replayed: true)
+        case .success(.conflict):
+            self.release(accepted.count)
+            return Answer(
+                ServiceProblem(
+                    .idempotencyConflict,
+                    detail: "Idempotency-Key \(NotificationBatch.shown(idempotencyKey ?? "")) was used with another body",
+                    field: "Idempotency-Key"
+                )
+            )
+        case .failure(let failure):
+            self.release(accepted.count)
+            return Answer(
+                ServiceProblem(.unavailable, detail: "the store cannot write: \(failure.message)", retryAfter: 5)
+            )
+        }
+    }
+
+    private func release(_ count: Int) {
+        self.state.withLockedValue { $0.depth -= count }
+    }
+
+    static func isValidIdempotencyKey(_ key: String) -> Bool {
+        (1...255).contains(key.utf8.count) && key.utf8.allSatisfy { $0 >= 0x21 && $0 <= 0x7E }
+    }
+
+    /// A notification's outcome (`GET /v1/notifications/{id}`), after waiting up to `wait` seconds for it to be
+    /// final.
+    public func notification(id: String, wait: Double) async -> Result<NotificationRecord, ServiceProblem> {
+        let id = id.lowercased()
+        do {
+            if wait > 0 {
+                await self.waiters.wait(for: [id], timeout: Self.timeAmount(wait), on: self.loop) {
+                    let records = try? await self.store.notifications(ids: [id])
+                    return Set(records?.filter { !$0.state.isFinal }.map(\.id) ?? [])
+                }
+            }
+            guard let record = try await self.store.notifications(ids: [id]).first else {
+                return .failure(ServiceProblem(.notFound, detail: "no notification \(id)"))
+            }
+            return .success(record)
+        } catch {
+            return .failure(ServiceProblem(.unavailable, detail: "the store cannot read: \(error.message)"))
+        }
+    }
+
+    /// A batch's notifications (`GET /v1/batches/{id}`), after waiting up to `wait` seconds for all to be final.
+    public func batch(id: String, wait: Double) async -> Result<[NotificationRecord], ServiceProblem> {
+        let id = id.lowercased()
+        do {
+            let first = try await self.store.batch(id)
+            guard !first.isEmpty else { return .failure(ServiceProblem(.notFound, detail: "no batch \(id)")) }
+            let open = Set(first.filter { !$0.state.isFinal }.map(\.id))
+            guard wait > 0, !open.isEmpty else { return .success(first) }
+            await self.waiters.wait(for: open, timeout: Self.timeAmount(wait), on: self.loop) {
+                let records = try? await self.store.notifications(ids: Array(open))
+                return Set(records?.filter { !$0.state.isFinal }.map(\.id) ?? [])
+            }
+            return .success(try await self.store.batch(id))
+        } catch {
+            return .failure(ServiceProblem(.unavailable, detail: "the store cannot read: \(error.message)"))
+        }
+    }
+
+    private static func timeAmount(_ seconds: Double) -> TimeAmount { .nanoseconds(Int64(seconds * 1e9)) }
+
+    // MARK: Templates and keys
+
+    public func putTemplate(name: String, body: [UInt8]) async -> Result<ServiceTemplate, ServiceProblem> {
+        guard ServiceTemplate.isValidName(name) else {
+            return .failure(
+                ServiceProblem(.badRequest, detail: "a template name is 1 to 64 of A-Z a-z 0-9 . _ -", field: "name")
+            )
+        }
+        let template: ServiceTemplate
+        do {
+            template = try ServiceTemplate(name: name, text: body)
+        } catch {
+            return .failure(ServiceProblem(.badRequest, detail: error.reason, field: "template"))
+        }
+        do {
+            try await self.store.putTemplate(template, now: self.configuration.now())
+        } catch {
+            return .failure(ServiceProblem(.unavailable, detail: "the store cannot write: \(error.message)"))
+        }
+        self.state.withLockedValue { $0.templates[name] = template }
+        return .success(template)
+    }
+
+    public func template(name: String) -> ServiceTemplate? {
+        self.state.withLockedValue { $0.templates[name] }
+    }
+
+    public func deleteTemplate(name: String) async -> Result<Bool, ServiceProblem> {
+        do {
+            let existed = try await self.store.deleteTemplate(named: name)
+            self.state.withLockedValue { _ = $0.templates.removeValue(forKey: name) }
+            return .success(existed)
+        } catch {
+            return .failure(ServiceProblem(.unavailable, detail: "the store cannot write: \(error.message)"))
+        }
+    }
+
+    /// The id of the API key `bearer` is, when it is an active key. A key unknown here is looked up in the store
+    /// (made by `salvo serve keys create` while the service runs); a revoked one is refused once the store says so.
+    public func keyID(bearer: String) async -> String? {
+        let hash = APIKeys.hash(bearer)
+        if let key = self.state.withLockedValue({ $0.keys[hash] }) { return key.id }
+        guard let keys = try? await self.store.apiKeys() else { return nil }
+        return self.state.withLockedValue { state -> String? in
+            state.keys.removeAll()
+            for key in keys where key.revokedAt == nil { state.keys[key.hash] = key }
+            return state.keys[hash]?.id
+        }
+    }
+
+    /// Drops the keys held in memory, so that a revocation made elsewhere takes effect at the next request.
+    public func reloadKeys() async {
+        guard let keys = try? await self.store.apiKeys() else { return }
+        self.state.withLockedValue { state in
+            state.keys.removeAll()
+            for key in keys where key.revokedAt == nil { state.keys[key.hash] = key }
+        }
+    }
+
+    // MARK: Readiness
+
+    public struct Readiness: Sendable {
+        public var store: String?
+        public var sender: String?
+        public var isReady: Bool { self.store == nil && self.sender == nil }
+    }
+
+    /// What keeps the service from its work: the store's last failure, the sending job's last stop.
+    public func readiness() async -> Readiness {
+        var readiness = self.state.withLockedValue { Readiness(store: $0.storeProblem, sender: $0.senderProblem) }
+        if readiness.store == nil {
+            do {
+                try await self.store.checkWritable()
+            } catch {
+                readiness.store = error.message
+            }
+        }
+        if self.state.withLockedValue({ $0.stopping }) { readiness.sender = "shutting down" }
+        return readiness
+    }
+
+    // MARK: Shutdown
+
+    /// Stops taking requests, gives the rows in flight the configuration's `shutdownGrace` to be answered, records
+    /// what became of every row (unanswered ones per `onUncertain`), and closes the store. Queued rows stay for the
+    /// next start.
+    public func shutdown() async {
+        let already = self.state.withLockedValue { state -> Bool in
+            defer { state.stopping = true }
+            return state.stopping
+        }
+        guard !already else {
+            try? await self.writerEnded.futureResult.get()
+            return
+        }
+        let job = self.jobStop.withLockedValue { $0 }
+        job?.request(reason: "the service is shutting down")
+        _ = self.state.withLockedValue { $0.feed }?.close()
+        self.kick()
+        // The sender ends within the stop's grace (and the job's bounded close); the writer then records its last
+        // answers and ends.
+        try? await self.writerEnded.futureResult.get()
+        self.waiters.endAll()
+        await self.store.close()
+        try? await self.group.shutdownGracefully()
+    }
+
+    // MARK: Writer
+
+    private static func takeWake(_ state: inout State) -> CheckedContinuation<Void, Never>? {
+        defer { state.wake = nil }
+        return state.wake
+    }
+
+    private func kick(claim: Bool = false) {
+        let wake = self.state.withLockedValue { state in
+            if claim { state.wantsClaim = true }
+            return Self.takeWake(&state)
+        }
+        wake?.resume()
+    }
+
+    /// One cycle at a time, each holding everything that arrived while the last one was written.
+    private func writerLoop() async {
+        var failures = 0
+        while true {
+            let (accepts, outcomes, claim, feed, done) = await self.nextWork()
+            if done { break }
+            var cycle = StoreCycle(now: self.configuration.now())
+            cycle.accepts = accepts.map(\.accept)
+            cycle.outcomes = outcomes
+            cycle.claim = claim ? feed?.wanted ?? 0 : 0
+            do {
+                let result = try await self.store.write(cycle)
+                failures = 0
+                self.state.withLockedValue { $0.storeProblem = nil }
+                for (request, outcome) in zip(accepts, result.accepts) { request.continuation.resume(returning: .success(outcome)) }
+                self.finish(outcomes, result: result, feed: feed)
+            } catch {
+                failures += 1
+                self.logger.error("the store cannot write", metadata: ["cause": "\(error.message)"])
+                for request in accepts { request.continuation.resume(returning: .failure(error)) }
+                // The outcomes are kept for the next cycle; the wait between attempts is bounded and grows.
+                self.state.withLockedValue { state in
+                    state.storeProblem = error.message
+                    state.outcomes.insert(contentsOf: outcomes, at: 0)
+                }
+                try? await Task.sleep(for: .milliseconds(min(2000, 50 << min(failures, 6))))
+            }
+        }
+        self.writerEnded.succeed()
+    }
+
+    /// Waits for work: requests, outcomes, or a claim the feed wants. `done` once the service stops and the sender
+    /// has ended with nothing left to write.
+    private func nextWork() async -> ([PendingRequest], [OutcomeUpdate], Bool, ServiceFeed?, Bool) {
+        while true {
+            let taken = self.state.withLockedValue {
+                state -> ([PendingRequest], [OutcomeUpdate], Bool, ServiceFeed?, Bool)? in
+                // Every cycle with a sender running claims what its feed wants: new rows go out in the cycle that
+                // stores them, rows given back in the one that queues them again.
+                let claim = state.feed != nil
+                if !state.accepts.isEmpty || !state.outcomes.isEmpty || (state.wantsClaim && claim) {
+                    defer {
+                        state.accepts.removeAll()
+                        state.outcomes.removeAll()
+                        state.wantsClaim = false
+                    }
+                    return (state.accepts, state.outcomes, claim, state.feed, false)
+                }
+                if state.stopping && state.feed == nil && state.senderEnded { return ([], [], false, nil, true) }
+                return nil
+            }
+            if let taken { return taken }
+            await withCheckedContinuation { continuation in
+                let now = self.state.withLockedValue { state -> Bool in
+                    let ready =
+                        !state.accepts.isEmpty || !state.outcomes.isEmpty || (state.wantsClaim && state.feed != nil)
+                        || (state.stopping && state.feed == nil && state.senderEnded)
+                    if !ready { state.wake = continuation }
+                    return ready
+                }
+                if now { continuation.resume() }
+            }
+        }
+    }
+
+    /// After a cycle: the rows claimed go to the feed, final rows leave the depth and wake their waiters.
+    private func finish(_ outcomes: [OutcomeUpdate], result: StoreCycleResult, feed: ServiceFeed?) {
+        let now = self.configuration.now()
+        var finalIDs: [String] = []
+        var latencies: [Int64] = []
+        let items = self.state.withLockedValue { state -> [HTTP2WorkItem] in
+            for outcome in outcomes {
+                guard let entry = state.inFlight.removeValue(forKey: outcome.seq) else { continue }
+                if outcome.state.isFinal {
+                    finalIDs.append(entry.id)
+                    state.depth -= 1
+                    if outcome.state == .delivered { latencies.append(now - entry.acceptedAt) }
+                }
+            }
+            for expired in result.expired {
+                finalIDs.append(expired.id)
+                state.depth -= 1
+            }
+            var items: [HTTP2WorkItem] = []
+            items.reserveCapacity(result.claimed.count)
+            for row in result.claimed {
+                state.inFlight[row.seq] = (row.notification.id, row.acceptedAt)
+                items.append(Self.workItem(row))
+            }
+            return items
+        }
+        if !items.isEmpty, let feed, !feed.push(items) {
+            // The feed closed meanwhile (the sender stopped): the rows go back to the queue next cycle.
+            let at = now
+            self.state.withLockedValue { state in
+                for item in items {
+                    state.outcomes.append(OutcomeUpdate(seq: item.row.line, state: .queued, at: at))
+                }
+            }
+            self.kick()
+        }
+        self.metrics.outcomes(outcomes, expired: result.expired.count)
+        for latency in latencies { self.metrics.endToEnd.recordMilliseconds(latency) }
+        self.metrics.depth.record(self.depth)
+        if !finalIDs.isEmpty { self.waiters.settled(finalIDs) }
+        // Rows were there to claim, and the feed takes more: claim again rather than wait for it to run low.
+        if let feed, !result.claimed.isEmpty, feed.wanted > feed.target / 2 { self.kick(claim: true) }
+    }
+
+    static func workItem(_ row: ClaimedRow) -> HTTP2WorkItem {
+        HTTP2WorkItem(
+            row: TokenRow(token: row.notification.token, line: row.seq),
+            payload: ByteBuffer(bytes: row.notification.payload),
+            headers: HTTP2RowHeaders(row.notification.headers)
+        )
+    }
+
+    // MARK: Sender
+
+    /// The HTTP/2 job, started again (after a bounded, growing pause) whenever it stops, until the service stops.
+    private func senderLoop() async {
+        var delay = self.configuration.restartDelay
+        while !self.state.withLockedValue({ $0.stopping }) {
+            let feed = ServiceFeed(target: self.configuration.feedRows) { [weak self] in self?.kick(claim: true) }
+            let stop = JobStop(grace: self.configuration.shutdownGrace)
+            self.jobStop.withLockedValue { $0 = stop }
+            self.state.withLockedValue { $0.feed = feed }
+            self.kick(claim: true)
+            let onUncertain = self.configuration.onUncertain
+            let now = self.configuration.now
+            let result: HTTP2ServeResult
+            do {
+                result = try await HTTP2Job.serve(
+                    configuration: self.configuration.job,
+                    feed: feed,
+                    answers: { [weak self] answers in
+                        self?.answered(AnswerOutcomes.updates(answers, onUncertain: onUncertain, at: now()))
+                    },
+                    answerLatency: nil,
+                    stop: stop
+                )
+            } catch {
+                self.logger.error("the sending job cannot start", metadata: ["cause": "\(error)"])
+                self.state.withLockedValue { $0.senderProblem = "\(error)" }
+                self.requeue(feed.close())
+                self.state.withLockedValue { $0.feed = nil }
+                try? await Task.sleep(for: self.configuration.maximumRestartDelay)
+                continue
+            }
+            self.requeue(feed.close())
+            let answered = result.report.confirmed + result.report.rejected.values.reduce(0, +) > 0
+            self.state.withLockedValue { state in
+                state.feed = nil
+                state.senderProblem = result.stopped.map { "the sending job stopped: \($0.message)" }
+            }
+            if let stopped = result.stopped, !self.state.withLockedValue({ $0.stopping }) {
+                self.logger.error("the sending job stopped", metadata: ["cause": "\(stopped.message)"])
+            }
+            if self.state.withLockedValue({ $0.stopping }) { break }
+            delay = answered ? self.configuration.restartDelay : min(delay * 2, self.configuration.maximumRestartDelay)
+            try? await Task.sleep(for: delay)
+        }
+        self.state.withLockedValue { $0.senderEnded = true }
+        self.kick()
+    }
+
+    /// Rows the feed held when the job stopped: never sent, back to the queue.
+    private func requeue(_ items: [HTTP2WorkItem]) {
+        guard !items.isEmpty else { return }
+        let at = self.configuration.now()
+        self.answered(items.map { OutcomeUpdate(seq: $0.row.line, state: .queued, at: at) })
+    }
+
+    /// The sending job's answers (on its event loops): to the next cycle.
+    private func answered(_ updates: [OutcomeUpdate]) {
+        guard !updates.isEmpty else { return }
+        let wake = self.state.withLockedValue { state in
+            state.outcomes.append(contentsOf: updates)
+            return Self.takeWake(&state)
+        }
+        wake?.resume()
+    }
+
+    // MARK: Answers' bodies
+
+    static func uuid() -> String {
+        var generator = SystemRandomNumberGenerator()
+        var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        bytes[6] = bytes[6] & 0x0F | 0x40
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        let hex = Hex.string(bytes)
+        let characters = Array(hex)
+        let parts = [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }
+        return parts.joined(separator: "-")
+    }
+
+    static func acceptedBody(batch: String, _ items: NotificationBatch) -> [UInt8] {
+        var accepted = 0
+        var list: [JSONValue] = []
+        list.reserveCapacity(items.items.count)
+        for (index, item) in items.items.enumerated() {
+            switch item {
+            case .accepted(let notification):
+                accepted += 1
+                list.append(
+                    .object([
+                        JSONMember("index", .int(index)), JSONMember("id", .string(notification.id)),
+                        JSONMember("state", .string("queued")),
+                    ])
+                )
+            case .refused(let error):
+                list.append(
+                    .object([
+                        JSONMember("index", .int(index)),
+                        JSONMember(
+                            "error",
+                            .object([JSONMember("field", .string(error.field)), JSONMember("reason", .string(error.reason))])
+                        ),
+                    ])
+                )
+            }
+        }
+        return JSONValue.object([
+            JSONMember("batch", .string(batch)),
+            JSONMember("accepted", .int(accepted)),
+            JSONMember("refused", .int(items.items.count - accepted)),
+            JSONMember("notifications", .array(list)),
+        ]).compactBytes
+    }
+}

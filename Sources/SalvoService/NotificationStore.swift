@@ -1,0 +1,183 @@
+import APNSWire
+import SalvoRows
+
+/// Where the service keeps what it accepted, durably: the notifications and their outcomes, idempotency keys and
+/// their first answers, stored templates and API keys. One node keeps them in a file (`SQLiteNotificationStore`);
+/// a fleet would keep them in a shared database behind the same interface.
+///
+/// Writes come in cycles (`write`): one transaction, made durable once, holds every request's notifications that
+/// arrived since the last cycle, the outcomes the sending job reported, and the rows handed to it next. However
+/// many requests arrive at once, they share one sync.
+public protocol NotificationStore: Sendable {
+    /// Applies `cycle` in one durable transaction.
+    func write(_ cycle: StoreCycle) async throws(StoreFailure) -> StoreCycleResult
+
+    /// After a restart: rows handed to a sending job that never reported them may have reached the push service.
+    /// With `.resend` they are queued again and counted as uncertain resends; with `.report` they end uncertain.
+    ///
+    /// - Returns: the rows found so, and the notifications not final (the queue's depth).
+    func recover(onUncertain: OnUncertain, now: Int64) async throws(StoreFailure) -> StoreRecovery
+
+    /// The notifications with these ids that exist, in no particular order.
+    func notifications(ids: [String]) async throws(StoreFailure) -> [NotificationRecord]
+
+    /// A batch's notifications in the order they were posted; empty when there is no such batch.
+    func batch(_ id: String) async throws(StoreFailure) -> [NotificationRecord]
+
+    func template(named name: String) async throws(StoreFailure) -> ServiceTemplate?
+    func allTemplates() async throws(StoreFailure) -> [ServiceTemplate]
+    func putTemplate(_ template: ServiceTemplate, now: Int64) async throws(StoreFailure)
+    /// - Returns: whether there was such a template.
+    func deleteTemplate(named name: String) async throws(StoreFailure) -> Bool
+
+    func apiKeys() async throws(StoreFailure) -> [APIKeyRecord]
+    func addAPIKey(_ key: APIKeyRecord) async throws(StoreFailure)
+    /// - Returns: whether a key with this id was active.
+    func revokeAPIKey(id: String, now: Int64) async throws(StoreFailure) -> Bool
+
+    /// Forgets idempotency keys first used before `before` (milliseconds since 1970).
+    func forgetIdempotencyKeys(before: Int64) async throws(StoreFailure)
+
+    /// Whether the store can still write (a small write, made durable).
+    func checkWritable() async throws(StoreFailure)
+
+    func close() async
+}
+
+/// Why the store failed: the file and what went wrong.
+public struct StoreFailure: Error, Hashable, Sendable, CustomStringConvertible {
+    public var message: String
+
+    public init(_ message: String) { self.message = message }
+
+    public var description: String { self.message }
+}
+
+/// What one write cycle holds.
+public struct StoreCycle: Sendable {
+    public var accepts: [PendingAccept] = []
+    public var outcomes: [OutcomeUpdate] = []
+    /// Queued rows to hand to the sending job (oldest first), at most.
+    public var claim = 0
+    /// Milliseconds since 1970.
+    public var now: Int64
+
+    public init(now: Int64) { self.now = now }
+}
+
+/// A request's accepted notifications, to store with the answer it gets (for its idempotency key).
+public struct PendingAccept: Sendable {
+    /// The API key that posted it (idempotency keys are per API key).
+    public var keyID: String
+    public var idempotencyKey: String?
+    /// SHA-256 of the request's body: the same key with another body is a conflict.
+    public var bodyHash: [UInt8]
+    public var batch: String
+    public var notifications: [ServiceNotification]
+    /// The answer the request gets once stored, and any retry of it with the same key.
+    public var answer: StoredAnswer
+
+    public init(
+        keyID: String,
+        idempotencyKey: String?,
+        bodyHash: [UInt8],
+        batch: String,
+        notifications: [ServiceNotification],
+        answer: StoredAnswer
+    ) {
+        self.keyID = keyID
+        self.idempotencyKey = idempotencyKey
+        self.bodyHash = bodyHash
+        self.batch = batch
+        self.notifications = notifications
+        self.answer = answer
+    }
+}
+
+/// An HTTP answer kept for an idempotency key.
+public struct StoredAnswer: Hashable, Sendable {
+    public var status: Int
+    public var body: [UInt8]
+
+    public init(status: Int, body: [UInt8]) {
+        self.status = status
+        self.body = body
+    }
+}
+
+/// What became of a pending accept.
+public enum AcceptResult: Hashable, Sendable {
+    /// Stored, durable: its answer stands.
+    case stored
+    /// Its idempotency key was used before with the same body: that request's answer; nothing was stored.
+    case replay(StoredAnswer)
+    /// Its idempotency key was used before with another body: nothing was stored.
+    case conflict
+}
+
+/// A row's new state, as the sending job reported it (or the service decided: expired, queued again).
+public struct OutcomeUpdate: Hashable, Sendable {
+    public var seq: Int
+    public var state: NotificationState
+    public var status: Int?
+    public var reason: String?
+    public var apnsID: String?
+    public var unregisteredAt: Int64?
+    /// Milliseconds since 1970.
+    public var at: Int64
+    /// The row goes again because an earlier send of it may or may not have arrived (counted).
+    public var uncertainResend = false
+
+    public init(seq: Int, state: NotificationState, at: Int64) {
+        self.seq = seq
+        self.state = state
+        self.at = at
+    }
+}
+
+/// A row handed to the sending job.
+public struct ClaimedRow: Sendable {
+    /// The store's sequence number: the row's `line` in the sending job.
+    public var seq: Int
+    /// When it was accepted (milliseconds since 1970), for the end-to-end latency.
+    public var acceptedAt: Int64
+    public var notification: ServiceNotification
+}
+
+public struct StoreCycleResult: Sendable {
+    /// One per pending accept, in order.
+    public var accepts: [AcceptResult] = []
+    /// The rows handed to the sending job, oldest first (rows whose expiration had passed are not among them).
+    public var claimed: [ClaimedRow] = []
+    /// Rows found expired when claimed: now final (`expired`).
+    public var expired: [(seq: Int, id: String)] = []
+    /// Notifications stored by this cycle (the pending accepts that were `stored`).
+    public var stored = 0
+
+    public init() {}
+}
+
+public struct StoreRecovery: Hashable, Sendable {
+    /// Rows that were being sent when the service stopped: queued again (`.resend`) or ended uncertain.
+    public var uncertain = 0
+    /// Notifications not final: queued, or being sent.
+    public var depth = 0
+}
+
+/// An API key as stored: only a hash of the key itself.
+public struct APIKeyRecord: Hashable, Sendable {
+    public var id: String
+    public var name: String
+    /// SHA-256 of the key.
+    public var hash: [UInt8]
+    public var createdAt: Int64
+    public var revokedAt: Int64?
+
+    public init(id: String, name: String, hash: [UInt8], createdAt: Int64, revokedAt: Int64? = nil) {
+        self.id = id
+        self.name = name
+        self.hash = hash
+        self.createdAt = createdAt
+        self.revokedAt = revokedAt
+    }
+}

@@ -1,0 +1,44 @@
+import CoreMetrics
+
+/// The service's metrics, through swift-metrics (the command line bootstraps Prometheus): notifications accepted and
+/// refused, outcomes by state and reason, the queue's depth, and the time from acceptance to the push service's
+/// answer.
+struct ServiceMetrics: Sendable {
+    let accepted = Counter(label: "salvo_service_accepted_total")
+    let depth = Gauge(label: "salvo_service_queue_depth")
+    let endToEnd = Timer(label: "salvo_service_end_to_end_seconds", preferredDisplayUnit: .seconds)
+    let uncertainAfterRestart = Counter(label: "salvo_service_uncertain_after_restart_total")
+
+    /// Refused notifications, by the field at fault (`token`, `payload`, …).
+    func refused(_ errors: [FieldError]) {
+        var byField: [String: Int] = [:]
+        for error in errors {
+            let field = error.field.split(separator: ".", maxSplits: 1).dropFirst().first.map(String.init) ?? "notification"
+            byField[field.split(separator: ".").first.map(String.init) ?? field, default: 0] += 1
+        }
+        for (field, count) in byField {
+            Counter(label: "salvo_service_refused_total", dimensions: [("field", field)]).increment(by: count)
+        }
+    }
+
+    /// Final outcomes, by state and reason.
+    func outcomes(_ updates: [OutcomeUpdate], expired: Int) {
+        var counts: [String: [String: Int]] = [:]
+        for update in updates where update.state.isFinal {
+            counts[update.state.description, default: [:]][update.reason ?? "", default: 0] += 1
+        }
+        if expired > 0 { counts["expired", default: [:]]["", default: 0] += expired }
+        for (state, reasons) in counts {
+            for (reason, count) in reasons {
+                Counter(label: "salvo_service_outcomes_total", dimensions: [("state", state), ("reason", reason)])
+                    .increment(by: count)
+            }
+        }
+    }
+}
+
+extension Timer {
+    func recordMilliseconds(_ milliseconds: Int64) {
+        self.recordNanoseconds(max(0, milliseconds) * 1_000_000)
+    }
+}

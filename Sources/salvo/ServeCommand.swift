@@ -1,0 +1,322 @@
+import APNSWire
+import ArgumentParser
+import CoreMetrics
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import Prometheus
+import SalvoConsole
+import SalvoData
+import SalvoDevelopment
+import SalvoHTTP2
+import SalvoObservability
+import SalvoRows
+import SalvoServer
+import SalvoService
+import SalvoSimulator
+
+/// `salvo serve`: the service. Takes notifications over HTTP, keeps them in its store, sends them with the HTTP/2
+/// job `send` runs, and answers what became of each (docs/service.md).
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run Salvo as a service: an HTTP API that takes notifications, keeps them durably and sends each once.",
+        subcommands: [ServeKeysCommand.self]
+    )
+
+    @Option(help: "HOST:PORT the API listens on (port 0: any free port).")
+    var listen = "127.0.0.1:8080"
+
+    @Option(help: "The folder of the service's store (created if missing).")
+    var store = "salvo-store"
+
+    @Option(name: .customLong("tls-cert"), help: "The listener's certificate chain (PEM), for HTTPS.")
+    var tlsCert: String?
+
+    @Option(name: .customLong("tls-key"), help: "The listener's private key (PEM), with --tls-cert.")
+    var tlsKey: String?
+
+    @Option(help: "The gateway: production, sandbox, or HOST:PORT.")
+    var gateway = "production"
+
+    @OptionGroup var certificate: CertificateOptions
+    @OptionGroup var signingKey: SigningKeyOptions
+    @OptionGroup var proxy: ProxyOptions
+
+    @Option(help: "The topic (bundle id) of a notification that names none.")
+    var topic: String?
+
+    @Option(help: "Notifications not yet final beyond which a request is answered 429.")
+    var queueLimit = 1_000_000
+
+    @Option(help: "Rows whose request got no answer: resend (at least once) or report (at most once).")
+    var onUncertain: OnUncertain = .resend
+
+    @Option(help: "Seconds the rows in flight may take to be answered after SIGTERM.")
+    var shutdownGrace = 10
+
+    @Option(help: "HTTP/2 connections to the gateway, 1 to 64.")
+    var connections = 2
+
+    @Flag(help: "Run against an embedded simulator with a demo API key (printed), to try the API.")
+    var demo = false
+
+    @Option(help: "With --demo: write the demo API key to this file.")
+    var demoKeyFile: String?
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: Logger.Level = .info
+
+    @Option(name: .customLong("log-format"), help: "text or json (one object per line), on standard error.")
+    var logFormat: LogFormat = .json
+
+    func validate() throws {
+        if (self.tlsCert == nil) != (self.tlsKey == nil) {
+            throw ValidationError("--tls-cert and --tls-key go together")
+        }
+        guard ServeListen(self.listen) != nil else {
+            throw ValidationError("--listen is HOST:PORT (got \(self.listen))")
+        }
+        guard self.queueLimit >= 1 else { throw ValidationError("--queue-limit is at least 1") }
+        guard (1...64).contains(self.connections) else { throw ValidationError("--connections is 1 to 64") }
+        guard self.shutdownGrace >= 0 else { throw ValidationError("--shutdown-grace is 0 or more seconds") }
+        if !self.demo {
+            guard self.certificate.isGiven || self.signingKey.authKey != nil else {
+                throw ValidationError(
+                    "the gateway credentials: --auth-key with --key-id and --team-id, or --cert and --key (or --demo)"
+                )
+            }
+            if self.signingKey.authKey != nil, self.signingKey.keyID == nil || self.signingKey.teamID == nil {
+                throw ValidationError("--auth-key needs --key-id and --team-id")
+            }
+            try self.signingKey.validateIdentifiers()
+        }
+        if let topic, let problem = APNSHeaderValueRules.topicProblem(topic) { throw ValidationError(problem) }
+    }
+
+    func run() async throws {
+        Observability.bootstrapLogging(format: self.logFormat, level: self.logLevel)
+        let logger = Logger(label: "salvo.serve")
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        let listen = ServeListen(self.listen)!
+
+        var simulator: Simulator?
+        var folder: String?
+        let job: HTTP2JobConfiguration
+        var topic = self.topic
+        if self.demo {
+            let demo = try await ServeDemo.start()
+            simulator = demo.simulator
+            folder = demo.folder
+            job = demo.job
+            topic = topic ?? ServeDemo.topic
+        } else {
+            job = try self.jobConfiguration()
+        }
+        defer { if let folder { try? FileManager.default.removeItem(atPath: folder) } }
+
+        let store: SQLiteNotificationStore
+        do {
+            store = try await SQLiteNotificationStore.open(directory: self.store)
+        } catch {
+            throw UserError(error.message)
+        }
+        var configuration = ServiceConfiguration(job: job, defaults: .init(topic: topic))
+        configuration.queueLimit = self.queueLimit
+        configuration.shutdownGrace = .seconds(self.shutdownGrace)
+        let service: NotificationService
+        do {
+            service = try await NotificationService.start(configuration: configuration, store: store, logger: logger)
+        } catch {
+            throw UserError(error.message)
+        }
+        if service.recovery.uncertain > 0 {
+            logger.warning(
+                "recovered rows that were being sent",
+                metadata: ["rows": "\(service.recovery.uncertain)", "on_uncertain": "\(self.onUncertain.rawValue)"]
+            )
+        }
+        var demoKey: String?
+        if self.demo {
+            let (key, record) = APIKeys.make(name: "demo", now: ServiceClock.milliseconds())
+            do {
+                try await store.addAPIKey(record)
+            } catch {
+                throw UserError(error.message)
+            }
+            demoKey = key
+            if let file = self.demoKeyFile { try Data((key + "\n").utf8).write(to: URL(fileURLWithPath: file)) }
+        }
+        guard let document = SalvoData.path("openapi/salvo-v1.json").flatMap({ FileManager.default.contents(atPath: $0) })
+        else {
+            throw UserError("the OpenAPI document (openapi/salvo-v1.json) is not shipped with this build")
+        }
+        let responder = ServiceResponder(
+            service: service,
+            document: Array(document),
+            metricsText: { String(decoding: registry.emitToBuffer(), as: UTF8.self) },
+            logger: logger
+        )
+        let key = demoKey
+        let scheme = self.tlsCert == nil ? "http" : "https"
+        let tls = self.tlsCert.map { ServiceServer.TLSFiles(certificate: $0, key: self.tlsKey!) }
+        let stopped = NIOLockedValueBox(false)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try await ServiceServer.run(
+                    responder: responder,
+                    host: listen.host,
+                    port: listen.port,
+                    tls: tls,
+                    logger: logger
+                ) { port in
+                    let base = "\(scheme)://\(listen.host):\(port)"
+                    print("salvo serve: listening on \(base) (store \(store.path))")
+                    if let demoKey = key {
+                        print("demo API key: \(demoKey)")
+                        print(
+                            """
+                            try: curl -s \(base)/v1/notifications -H 'Authorization: Bearer \(demoKey)' \
+                            -H 'Content-Type: application/json' \
+                            -d '{"notifications":[{"token":"\(String(repeating: "ab", count: 32))",\
+                            "payload":{"aps":{"alert":"hello"}}}]}'
+                            """
+                        )
+                    }
+                }
+            }
+            group.addTask {
+                // SIGTERM or SIGINT: stop taking requests (503), let the rows in flight settle, keep the rest.
+                await ServeSignals.wait()
+                stopped.withLockedValue { $0 = true }
+                logger.notice("shutting down", metadata: ["grace_seconds": "\(self.shutdownGrace)"])
+                await service.shutdown()
+            }
+            try await group.next()
+            group.cancelAll()
+        }
+        try? await simulator?.shutdown()
+        if !stopped.withLockedValue({ $0 }) { await service.shutdown() }
+    }
+
+    private func jobConfiguration() throws -> HTTP2JobConfiguration {
+        guard let gateway = GatewayAddress(parsing: self.gateway, for: .http2) else {
+            throw ValidationError("--gateway is HOST:PORT, production or sandbox (got \(self.gateway))")
+        }
+        var client = HTTP2ClientConfiguration(
+            host: gateway.host,
+            port: gateway.port,
+            authentication: try http2Authentication(
+                certificate: self.certificate,
+                signingKey: self.signingKey,
+                providerTokenFile: nil,
+                tokenCache: nil
+            )
+        )
+        client.serverName = self.certificate.serverName
+        client.proxy = try self.proxy.configuration(forHost: gateway.host)
+        client.connections = self.connections
+        client.maximumConnections = nil
+        if let ca = self.certificate.ca { client.trustRoots = try trustRoots(caFile: ca) }
+        var configuration = HTTP2JobConfiguration(
+            client: client,
+            headers: try APNSRequestHeaders(topic: self.topic),
+            payload: try Payload(json: #"{"aps":{}}"#)
+        )
+        configuration.onUncertain = self.onUncertain
+        return configuration
+    }
+}
+
+/// `--listen HOST:PORT`.
+struct ServeListen {
+    var host: String
+    var port: Int
+
+    init?(_ text: String) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65535).contains(port)
+        else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { return nil }
+        self.host = host
+        self.port = port
+    }
+}
+
+/// The first SIGTERM or SIGINT.
+enum ServeSignals {
+    static func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let once = NIOLockedValueBox(false)
+            var sources: [DispatchSourceSignal] = []
+            for number in [SIGTERM, SIGINT] {
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+                source.setEventHandler {
+                    if once.withLockedValue({ done in
+                        defer { done = true }
+                        return !done
+                    }) {
+                        continuation.resume()
+                    }
+                }
+                source.resume()
+                sources.append(source)
+            }
+            // The sources live as long as the process: the handler may fire at any time.
+            ServeSignals.sources = sources
+        }
+    }
+
+    /// Set once, by the one wait of the process.
+    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
+}
+
+/// `serve --demo`: an embedded simulator with certificates and a signing key made for this run.
+enum ServeDemo {
+    static let topic = "com.example.salvo.demo"
+
+    struct Started {
+        var simulator: Simulator
+        var folder: String
+        var job: HTTP2JobConfiguration
+    }
+
+    static func start(plan: FaultPlan? = nil, expectedTokens: Int? = nil) async throws -> Started {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-serve-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let certificates = try CertificateFactory()
+        let paths = try certificates.write(to: folder + "/certificates", topic: Self.topic)
+        var simulatorConfiguration = SimulatorConfiguration(tls: .init(certificates))
+        if let plan { simulatorConfiguration.plan = plan }
+        if let expectedTokens {
+            simulatorConfiguration.expectedTokens = expectedTokens
+            simulatorConfiguration.maximumTokens = max(1 << 16, expectedTokens * 2)
+        }
+        let signingKey = try DevelopmentSigningKey.ensure(in: paths.folder)
+        simulatorConfiguration.http2 = HTTP2EndpointConfiguration(providerKeys: [signingKey.providerKey])
+        let simulator = try await Simulator.start(simulatorConfiguration)
+        let signer = try JWTSigner(
+            p8File: signingKey.path,
+            keyID: DevelopmentSigningKey.keyID,
+            teamID: DevelopmentSigningKey.teamID
+        )
+        var client = HTTP2ClientConfiguration(
+            host: "127.0.0.1",
+            port: simulator.http2Port!,
+            authentication: .token(try ProviderToken(signer: signer))
+        )
+        client.serverName = "localhost"
+        client.connections = 2
+        client.trustRoots = try trustRoots(caFile: paths.ca)
+        let job = HTTP2JobConfiguration(
+            client: client,
+            headers: try APNSRequestHeaders(topic: Self.topic),
+            payload: try Payload(json: #"{"aps":{}}"#)
+        )
+        return Started(simulator: simulator, folder: folder, job: job)
+    }
+}
