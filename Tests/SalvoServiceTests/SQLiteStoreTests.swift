@@ -1,0 +1,125 @@
+import APNSWire
+import SalvoRows
+import SalvoService
+import SalvoTestTraits
+import Testing
+
+/// The store's write cycles, idempotency keys and restart rule, on a file in a scratch folder.
+@Suite(.tags(.pure), .runs(.pure)) struct SQLiteStoreTests {
+    static func accept(_ notifications: [ServiceNotification], key: String? = nil, hash: UInt8 = 1) -> PendingAccept {
+        PendingAccept(
+            keyID: "key_1",
+            idempotencyKey: key,
+            bodyHash: [hash],
+            batch: "10000000-0000-4000-8000-000000000000",
+            notifications: notifications,
+            answer: StoredAnswer(status: 202, body: Array("first".utf8))
+        )
+    }
+
+    @Test func aCycleStoresClaimsAndRecordsOutcomes() async throws {
+        let store = try await SQLiteNotificationStore.open(directory: try scratchFolder("store"))
+        var cycle = StoreCycle(now: 1_000)
+        cycle.accepts = [Self.accept((0..<3).map { notification($0) })]
+        cycle.claim = 2
+        let first = try await store.write(cycle)
+        #expect(first.accepts == [.stored])
+        #expect(first.claimed.map(\.notification.id) == [notification(0).id, notification(1).id])
+        #expect(first.claimed.first?.notification.headers.topic == serviceTopic)
+        var answered = StoreCycle(now: 2_000)
+        var delivered = OutcomeUpdate(seq: first.claimed[0].seq, state: .delivered, at: 2_000)
+        delivered.status = 200
+        delivered.apnsID = "apns"
+        var refused = OutcomeUpdate(seq: first.claimed[1].seq, state: .refused, at: 2_000)
+        refused.status = 410
+        refused.reason = "Unregistered"
+        refused.unregisteredAt = 1_500
+        answered.outcomes = [delivered, refused]
+        answered.claim = 10
+        let second = try await store.write(answered)
+        #expect(second.claimed.map(\.notification.id) == [notification(2).id])
+        let records = try await store.batch("10000000-0000-4000-8000-000000000000")
+        #expect(records.map(\.state) == [.delivered, .refused, .sending])
+        #expect(records[0].apnsID == "apns")
+        #expect(records[1].reason == "Unregistered" && records[1].status == 410 && records[1].unregisteredAt == 1_500)
+        #expect(records[0].answeredAt == 2_000 && records[0].sentAt == 1_000)
+        await store.close()
+    }
+
+    @Test func anIdempotencyKeyReplaysTheFirstAnswerOrConflicts() async throws {
+        let store = try await SQLiteNotificationStore.open(directory: try scratchFolder("store"))
+        var cycle = StoreCycle(now: 1)
+        // Two requests with one key in the same cycle: the second is a replay, not a second insert.
+        cycle.accepts = [Self.accept([notification(0)], key: "k"), Self.accept([notification(1)], key: "k")]
+        let first = try await store.write(cycle)
+        #expect(first.accepts == [.stored, .replay(StoredAnswer(status: 202, body: Array("first".utf8)))])
+        #expect(first.stored == 1)
+        var later = StoreCycle(now: 2)
+        later.accepts = [Self.accept([notification(2)], key: "k", hash: 2), Self.accept([notification(3)], key: "other")]
+        let second = try await store.write(later)
+        #expect(second.accepts == [.conflict, .stored])
+        #expect(try await store.notifications(ids: (0..<4).map { notification($0).id }).count == 2)
+        await store.close()
+    }
+
+    @Test(arguments: [OnUncertain.resend, .report])
+    func rowsBeingSentWhenTheServiceStoppedFollowThePolicy(policy: OnUncertain) async throws {
+        let folder = try scratchFolder("store")
+        let store = try await SQLiteNotificationStore.open(directory: folder)
+        var cycle = StoreCycle(now: 1)
+        cycle.accepts = [Self.accept((0..<4).map { notification($0) })]
+        cycle.claim = 3
+        _ = try await store.write(cycle)
+        await store.close()
+        // As after a kill: three rows were handed to the job and never reported.
+        let reopened = try await SQLiteNotificationStore.open(directory: folder)
+        let recovery = try await reopened.recover(onUncertain: policy, now: 5)
+        #expect(recovery.uncertain == 3)
+        let records = try await reopened.batch("10000000-0000-4000-8000-000000000000")
+        switch policy {
+        case .resend:
+            #expect(recovery.depth == 4)
+            #expect(records.map(\.state) == [.queued, .queued, .queued, .queued])
+            #expect(records.map(\.uncertainResends) == [1, 1, 1, 0])
+        case .report:
+            #expect(recovery.depth == 1)
+            #expect(records.map(\.state) == [.uncertain, .uncertain, .uncertain, .queued])
+            #expect(records[0].reason == "UncertainAfterRestart")
+        }
+        await reopened.close()
+    }
+
+    @Test func aRowPastItsExpirationIsExpiredWhenClaimed() async throws {
+        let store = try await SQLiteNotificationStore.open(directory: try scratchFolder("store"))
+        var old = notification(0)
+        old.headers.expiration = 100
+        var cycle = StoreCycle(now: 200_000)
+        cycle.accepts = [Self.accept([old, notification(1)])]
+        cycle.claim = 5
+        let result = try await store.write(cycle)
+        #expect(result.expired.map(\.id) == [old.id])
+        #expect(result.claimed.map(\.notification.id) == [notification(1).id])
+        #expect(try await store.notifications(ids: [old.id]).first?.state == .expired)
+        await store.close()
+    }
+
+    @Test func templatesAndKeysAreKept() async throws {
+        let folder = try scratchFolder("store")
+        let store = try await SQLiteNotificationStore.open(directory: folder)
+        let template = try ServiceTemplate(name: "t", text: Array(#"{"aps":{"alert":"{{a}}"}}"#.utf8))
+        try await store.putTemplate(template, now: 1)
+        let (key, record) = APIKeys.make(name: "backend", now: 1)
+        try await store.addAPIKey(record)
+        #expect(key.hasPrefix("salvo_"))
+        #expect(try await store.revokeAPIKey(id: record.id, now: 2))
+        #expect(try await !store.revokeAPIKey(id: record.id, now: 3))
+        await store.close()
+        let reopened = try await SQLiteNotificationStore.open(directory: folder)
+        #expect(try await reopened.template(named: "t")?.fields == ["a"])
+        let keys = try await reopened.apiKeys()
+        #expect(keys.map(\.hash) == [APIKeys.hash(key)] && keys[0].revokedAt == 2)
+        #expect(try await reopened.deleteTemplate(named: "t"))
+        #expect(try await !reopened.deleteTemplate(named: "t"))
+        await reopened.close()
+    }
+}

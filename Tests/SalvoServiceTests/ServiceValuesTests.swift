@@ -1,0 +1,62 @@
+import NIOCore
+import NIOPosix
+import SalvoHTTP2
+import SalvoRows
+import SalvoTestTraits
+import Testing
+
+@testable import SalvoService
+
+/// The pure parts of the service: the job's answers as states, the waits for outcomes, API keys.
+@Suite(.tags(.pure), .runs(.pure)) struct ServiceValuesTests {
+    @Test func theJobsEndsOfARowBecomeStates() {
+        let row = { (line: Int, outcome: UnsettledRow.Outcome) in
+            UnsettledRow(token: "", file: "", line: line, outcome: outcome)
+        }
+        let resend = [
+            AnswerOutcomes.unsettled(row(1, .unsent), onUncertain: .resend, at: 5),
+            AnswerOutcomes.unsettled(row(2, .unanswered), onUncertain: .resend, at: 5),
+            AnswerOutcomes.unsettled(row(3, .uncertain), onUncertain: .resend, at: 5),
+        ]
+        #expect(resend.map(\.state) == [.queued, .queued, .uncertain])
+        #expect(resend.map(\.uncertainResend) == [false, true, false])
+        let report = AnswerOutcomes.unsettled(row(2, .unanswered), onUncertain: .report, at: 5)
+        #expect(report.state == .uncertain && report.reason == "Unanswered")
+        #expect(NotificationState.allCases.filter(\.isFinal) == [.delivered, .refused, .expired, .uncertain])
+    }
+
+    @Test func aWaitEndsWhenItsIDsAreFinalOrItsTimeIsUp() async {
+        let waiters = OutcomeWaiters()
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        // Final before the wait asked the store: no wait at all.
+        await waiters.wait(for: ["a"], timeout: .seconds(60), on: loop) { [] }
+        // Final while the wait asked the store: not missed.
+        await waiters.wait(for: ["b", "c"], timeout: .seconds(60), on: loop) {
+            waiters.settled(["b", "c"])
+            return ["b", "c"]
+        }
+        // Final later.
+        async let later: Void = waiters.wait(for: ["d"], timeout: .seconds(60), on: loop) { ["d"] }
+        _ = try? await eventually("the wait is registered", timeout: .seconds(10)) { waiters.count == 1 }
+        waiters.settled(["d"])
+        await later
+        // Never final: the timeout ends it.
+        await waiters.wait(for: ["e"], timeout: .milliseconds(20), on: loop) { ["e"] }
+        #expect(waiters.count == 0)
+    }
+
+    @Test func aKeyIsShownOnceAndStoredAsItsHash() {
+        let (key, record) = APIKeys.make(name: "backend", now: 7)
+        #expect(key.hasPrefix("salvo_") && key.count == 49)
+        #expect(record.hash == APIKeys.hash(key) && record.hash.count == 32)
+        #expect(record.id.hasPrefix("key_") && record.name == "backend")
+        #expect(APIKeys.make(name: "x", now: 7).key != key)
+    }
+
+    @Test func idempotencyKeysAreVisibleASCII() {
+        #expect(NotificationService.isValidIdempotencyKey("order-42"))
+        #expect(!NotificationService.isValidIdempotencyKey(""))
+        #expect(!NotificationService.isValidIdempotencyKey("has space"))
+        #expect(!NotificationService.isValidIdempotencyKey(String(repeating: "k", count: 256)))
+    }
+}
