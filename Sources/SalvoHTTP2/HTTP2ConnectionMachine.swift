@@ -503,7 +503,14 @@ struct HTTP2ConnectionMachine {
             self.growWindow()
             self.outcomes.confirm(item.row)
             if self.configuration.recordDeliveries {
-                self.deliveries.append(HTTP2Delivery(line: item.row.line, token: item.row.token, apnsID: apnsID))
+                self.deliveries.append(
+                    HTTP2Delivery(
+                        line: item.row.line,
+                        token: item.row.token,
+                        apnsID: apnsID,
+                        afterLoss: item.losses > 0
+                    )
+                )
             }
             self.finals += 1
         case .rejected(let status, let reason):

@@ -81,6 +81,13 @@ extension HTTP2Job {
     /// and a request's rows should reach a connection at once rather than wait behind a long read-ahead.
     public static let servedChunkRows = 512
 
+    /// A served job's own headers: none (each row's are whole).
+    private static let noHeaders: APNSRequestHeaders = {
+        var headers = try! APNSRequestHeaders()  // Nothing to check: every field is nil.
+        headers.topic = nil
+        return headers
+    }()
+
     /// How soon a served job's idle connection looks for a row again (`HTTP2ConnectionMachine.Configuration`).
     public static let servedLookAgain = TimeAmount.milliseconds(1)
 
@@ -92,9 +99,8 @@ extension HTTP2Job {
     /// job took and did not settle goes to `answers` as unsettled before this returns: `unsent` ones (never written)
     /// may be sent again; unanswered ones may have arrived.
     ///
-    /// - Parameter configuration: the client, the job's default headers (a row's own replace them), the retry and
-    ///   uncertainty policies. Its payload is not sent (rows carry their own). The `nio` engine is used: a row's
-    ///   own headers need a header block of their own, which the wire engine encodes once per connection.
+    /// - Parameter configuration: the client, the retry and uncertainty policies. Its headers and payload are not
+    ///   sent: each row carries its own (a row's headers are whole, so the job's would repeat them).
     public static func serve(
         configuration: HTTP2JobConfiguration,
         feed: some HTTP2RowFeed,
@@ -104,7 +110,7 @@ extension HTTP2Job {
         stop: JobStop? = nil
     ) async throws(HTTP2ClientError) -> HTTP2ServeResult {
         var configuration = configuration
-        configuration.client.engine = .nio
+        configuration.headers = Self.noHeaders
         configuration.recordDeliveries = true
         let client = configuration.client
         try client.validate()

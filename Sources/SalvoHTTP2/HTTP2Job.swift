@@ -141,7 +141,8 @@ public enum HTTP2Job {
     }
 
     /// What each connection's state machine needs, from the job's configuration.
-    static func connectionConfiguration(_ configuration: HTTP2JobConfiguration) -> HTTP2ConnectionMachine.Configuration {
+    static func connectionConfiguration(_ configuration: HTTP2JobConfiguration) -> HTTP2ConnectionMachine.Configuration
+    {
         let client = configuration.client
         var connection = HTTP2ConnectionMachine.Configuration(
             maximumStreams: client.maximumStreamsPerConnection ?? Int.max,

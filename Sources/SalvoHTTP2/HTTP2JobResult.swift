@@ -6,6 +6,9 @@ public struct HTTP2Delivery: Hashable, Sendable {
     public var line: Int
     public var token: DeviceToken
     public var apnsID: String?
+    /// An earlier send of the row was lost with its stream or connection (no answer) before this one was accepted:
+    /// that one may have arrived too.
+    public var afterLoss = false
 }
 
 /// Everything an HTTP/2 job did: the same `JobReport` the binary job writes, the rows the service refused, the

@@ -273,16 +273,28 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionCo
         var written = 0
         for item in items {
             let body = item.payload ?? self.payload
-            self.writeRequest(streamID: id, token: item.row.token, authorization: bearer?.authorization, body: body)
+            self.writeRequest(
+                streamID: id,
+                token: item.row.token,
+                authorization: bearer?.authorization,
+                rowHeaders: item.headers,
+                body: body
+            )
             written += body.readableBytes
             id &+= 2
         }
         self.framing.wrote(bodyBytes: written)
     }
 
-    /// One request: HEADERS (`:path`, then the block the other headers share, then `content-length`) and DATA with
-    /// END_STREAM.
-    private func writeRequest(streamID: UInt32, token: DeviceToken, authorization: String?, body: ByteBuffer) {
+    /// One request: HEADERS (`:path`, then the block the other headers share, then the row's own headers, then
+    /// `content-length`) and DATA with END_STREAM.
+    private func writeRequest(
+        streamID: UInt32,
+        token: DeviceToken,
+        authorization: String?,
+        rowHeaders: HTTP2RowHeaders?,
+        body: ByteBuffer
+    ) {
         let headerIndex = self.outbound.writerIndex
         let endStream: UInt8 = body.readableBytes == 0 ? 0x1 : 0
         HTTP2FrameWriter.frameHeader(
@@ -302,6 +314,11 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionCo
             self.outbound.writeImmutableBuffer(steady)
         } else {
             self.writeEncodedBlock(token: token, authorization: authorization)
+        }
+        if let rowHeaders {
+            for field in rowHeaders.fields {
+                Self.writeLiteral(name: field.name, value: field.value, into: &self.outbound)
+            }
         }
         Self.writeContentLength(body.readableBytes, into: &self.outbound)
         let blockLength = self.outbound.writerIndex - blockStart
@@ -356,6 +373,31 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionCo
             maximumFrameSize: Self.maximumFrameSize,
             into: &self.outbound
         )
+    }
+
+    /// A row's own header as a literal without indexing with a literal name (RFC 7541 §6.2.2): it changes no table,
+    /// so the block the shared headers reuse stays valid, and a value seen once (`apns-id`) evicts nothing.
+    static func writeLiteral(name: String, value: String, into buffer: inout ByteBuffer) {
+        buffer.writeInteger(UInt8(0))
+        Self.writeStringLength(name.utf8.count, into: &buffer)
+        buffer.writeString(name)
+        Self.writeStringLength(value.utf8.count, into: &buffer)
+        buffer.writeString(value)
+    }
+
+    /// A string's length as an HPACK integer with a 7-bit prefix and no Huffman coding (RFC 7541 §5.1, §5.2).
+    private static func writeStringLength(_ length: Int, into buffer: inout ByteBuffer) {
+        guard length >= 127 else {
+            buffer.writeInteger(UInt8(length))
+            return
+        }
+        buffer.writeInteger(UInt8(127))
+        var rest = length - 127
+        while rest >= 128 {
+            buffer.writeInteger(UInt8(rest & 0x7F | 0x80))
+            rest >>= 7
+        }
+        buffer.writeInteger(UInt8(rest))
     }
 
     /// `content-length` as a literal without indexing, named by the static table (index 28, RFC 7541 §6.2.2): the

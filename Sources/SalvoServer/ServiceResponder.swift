@@ -60,7 +60,10 @@ public struct ServiceResponder: HTTPResponder {
                 response = await self.route(name, path: path, request: request, context: context, requestID: requestID)
             } else {
                 response = Self.problem(
-                    ServiceProblem(.methodNotAllowed, detail: "\(name) takes \(methods.map(\.rawValue).joined(separator: ", "))")
+                    ServiceProblem(
+                        .methodNotAllowed,
+                        detail: "\(name) takes \(methods.map(\.rawValue).joined(separator: ", "))"
+                    )
                 )
                 response.headers[.allow] = methods.map(\.rawValue).joined(separator: ", ")
             }
@@ -178,7 +181,9 @@ public struct ServiceResponder: HTTPResponder {
 
     private func notification(_ id: String, request: Request) async -> Response {
         guard APNSRequestHeaders.isCanonicalUUID(id.lowercased()) else {
-            return Self.problem(ServiceProblem(.badRequest, detail: "a notification id is a UUID, not \(id)", field: "id"))
+            return Self.problem(
+                ServiceProblem(.badRequest, detail: "a notification id is a UUID, not \(id)", field: "id")
+            )
         }
         let wait: Double
         switch self.wait(request) {

@@ -32,9 +32,14 @@ public enum ServiceServer {
     ) async throws {
         let server: HTTPServerBuilder
         if let tls {
-            let chain = try NIOSSLCertificate.fromPEMFile(tls.certificate).map { NIOSSLCertificateSource.certificate($0) }
+            let chain = try NIOSSLCertificate.fromPEMFile(tls.certificate).map {
+                NIOSSLCertificateSource.certificate($0)
+            }
             let key = try NIOSSLPrivateKey(file: tls.key, format: .pem)
-            let configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+            let configuration = TLSConfiguration.makeServerConfiguration(
+                certificateChain: chain,
+                privateKey: .privateKey(key)
+            )
             server = try .tls(.http1(), tlsConfiguration: configuration)
         } else {
             server = .http1()

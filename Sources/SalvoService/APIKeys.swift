@@ -7,7 +7,9 @@ public enum APIKeys {
         var generator = SystemRandomNumberGenerator()
         let secret = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
         let key = "salvo_" + Self.base64URL(secret)
-        let id = "key_" + (0..<6).map { _ in String(UInt8.random(in: 0...255, using: &generator), radix: 16) }
+        let id =
+            "key_"
+            + (0..<6).map { _ in String(UInt8.random(in: 0...255, using: &generator), radix: 16) }
             .map { $0.count == 1 ? "0" + $0 : $0 }.joined()
         return (key, APIKeyRecord(id: id, name: name, hash: Self.hash(key), createdAt: now))
     }

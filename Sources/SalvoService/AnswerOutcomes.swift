@@ -12,6 +12,8 @@ enum AnswerOutcomes {
             var update = OutcomeUpdate(seq: delivery.line, state: .delivered, at: at)
             update.status = 200
             update.apnsID = delivery.apnsID
+            // Sent again after a send that went unanswered: the first may have arrived too.
+            update.uncertainResend = delivery.afterLoss
             updates.append(update)
         }
         for refusal in answers.refused {

@@ -174,7 +174,8 @@ public struct NotificationBatch: Sendable {
         return pushType
     }
 
-    private static func payload(_ value: JSONValue, templates: (String) -> ServiceTemplate?) throws(Refusal) -> [UInt8] {
+    private static func payload(_ value: JSONValue, templates: (String) -> ServiceTemplate?) throws(Refusal) -> [UInt8]
+    {
         let payload = value["payload"]
         let template = value["template"]
         switch (payload, template) {
@@ -195,7 +196,9 @@ public struct NotificationBatch: Sendable {
             guard case .string(let name) = template else {
                 throw Refusal("template", "the template must be a name, not \(template.kindName)")
             }
-            guard let stored = templates(name) else { throw Refusal("template", "no template named \(Self.shown(name))") }
+            guard let stored = templates(name) else {
+                throw Refusal("template", "no template named \(Self.shown(name))")
+            }
             var fields: [String: String] = [:]
             switch value["fields"] {
             case nil: break

@@ -25,8 +25,17 @@ public final class NotificationService: Sendable {
     private let jobStop: NIOLockedValueBox<JobStop?> = NIOLockedValueBox(nil)
     private let logger: Logger
     private let metrics = ServiceMetrics()
+    /// What the sending job did with each row, kept across a kill (nil: every row handed out and unreported at a
+    /// restart counts as written).
+    private let marks: ServiceMarks?
     /// Succeeded when the writer has written its last cycle.
     private let writerEnded: EventLoopPromise<Void>
+
+    private struct InFlight {
+        var seq: Int
+        var id: String
+        var acceptedAt: Int64
+    }
 
     private struct PendingRequest {
         var accept: PendingAccept
@@ -42,8 +51,10 @@ public final class NotificationService: Sendable {
         var wake: CheckedContinuation<Void, Never>?
         /// Notifications not final, with those reserved by requests not yet stored.
         var depth = 0
-        /// Rows handed to the job: their ids and when they were accepted.
-        var inFlight: [Int: (id: String, acceptedAt: Int64)] = [:]
+        /// Rows handed to the job, by their line in it (`ServiceMarks.line`).
+        var inFlight: [Int: InFlight] = [:]
+        /// When the marks were last written to the disk.
+        var marksSynced = ContinuousClock.now
         var feed: ServiceFeed?
         var templates: [String: ServiceTemplate] = [:]
         var keys: [[UInt8]: APIKeyRecord] = [:]
@@ -62,12 +73,19 @@ public final class NotificationService: Sendable {
     public static func start(
         configuration: ServiceConfiguration,
         store: any NotificationStore,
+        marks: ServiceMarks? = nil,
         logger: Logger = Logger(label: "salvo.service", factory: { _ in SwiftLogNoOpLogHandler() })
     ) async throws(StoreFailure) -> NotificationService {
-        let recovery = try await store.recover(onUncertain: configuration.onUncertain, now: configuration.now())
+        let recovery = try await store.recover(
+            onUncertain: configuration.onUncertain,
+            now: configuration.now(),
+            marks: marks?.marks()
+        )
+        // Every row the marks told about is settled in the store now: the ring starts empty.
+        if let marks { await BlockingWork.run { marks.clear() } }
         let templates = try await store.allTemplates()
         let keys = try await store.apiKeys()
-        let service = NotificationService(configuration: configuration, store: store, logger: logger)
+        let service = NotificationService(configuration: configuration, store: store, marks: marks, logger: logger)
         service.state.withLockedValue { state in
             state.depth = recovery.depth
             state.recovered = recovery
@@ -89,8 +107,14 @@ public final class NotificationService: Sendable {
         return service
     }
 
-    private init(configuration: ServiceConfiguration, store: any NotificationStore, logger: Logger) {
+    private init(
+        configuration: ServiceConfiguration,
+        store: any NotificationStore,
+        marks: ServiceMarks?,
+        logger: Logger
+    ) {
         self.configuration = configuration
+        self.marks = marks
         self.store = store
         self.logger = logger
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -214,7 +238,8 @@ public final class NotificationService: Sendable {
             return Answer(
                 ServiceProblem(
                     .idempotencyConflict,
-                    detail: "Idempotency-Key \(NotificationBatch.shown(idempotencyKey ?? "")) was used with another body",
+                    detail:
+                        "Idempotency-Key \(NotificationBatch.shown(idempotencyKey ?? "")) was used with another body",
                     field: "Idempotency-Key"
                 )
             )
@@ -410,7 +435,9 @@ public final class NotificationService: Sendable {
                 let result = try await self.store.write(cycle)
                 failures = 0
                 self.state.withLockedValue { $0.storeProblem = nil }
-                for (request, outcome) in zip(accepts, result.accepts) { request.continuation.resume(returning: .success(outcome)) }
+                for (request, outcome) in zip(accepts, result.accepts) {
+                    request.continuation.resume(returning: .success(outcome))
+                }
                 self.finish(outcomes, result: result, feed: feed)
             } catch {
                 failures += 1
@@ -466,9 +493,12 @@ public final class NotificationService: Sendable {
         let now = self.configuration.now()
         var finalIDs: [String] = []
         var latencies: [Int64] = []
+        for row in result.claimed { self.marks?.handOut(row.seq) }
         let items = self.state.withLockedValue { state -> [HTTP2WorkItem] in
             for outcome in outcomes {
-                guard let entry = state.inFlight.removeValue(forKey: outcome.seq) else { continue }
+                let line = ServiceMarks.line(outcome.seq)
+                guard let entry = state.inFlight[line], entry.seq == outcome.seq else { continue }
+                state.inFlight[line] = nil
                 if outcome.state.isFinal {
                     finalIDs.append(entry.id)
                     state.depth -= 1
@@ -482,32 +512,38 @@ public final class NotificationService: Sendable {
             var items: [HTTP2WorkItem] = []
             items.reserveCapacity(result.claimed.count)
             for row in result.claimed {
-                state.inFlight[row.seq] = (row.notification.id, row.acceptedAt)
+                state.inFlight[ServiceMarks.line(row.seq)] = InFlight(
+                    seq: row.seq,
+                    id: row.notification.id,
+                    acceptedAt: row.acceptedAt
+                )
                 items.append(Self.workItem(row))
             }
             return items
         }
         if !items.isEmpty, let feed, !feed.push(items) {
             // The feed closed meanwhile (the sender stopped): the rows go back to the queue next cycle.
-            let at = now
-            self.state.withLockedValue { state in
-                for item in items {
-                    state.outcomes.append(OutcomeUpdate(seq: item.row.line, state: .queued, at: at))
-                }
-            }
-            self.kick()
+            self.requeue(items)
         }
         self.metrics.outcomes(outcomes, expired: result.expired.count)
         for latency in latencies { self.metrics.endToEnd.recordMilliseconds(latency) }
         self.metrics.depth.record(self.depth)
         if !finalIDs.isEmpty { self.waiters.settled(finalIDs) }
+        if let marks = self.marks {
+            let due = self.state.withLockedValue { state -> Bool in
+                guard ContinuousClock.now - state.marksSynced >= .seconds(1) else { return false }
+                state.marksSynced = ContinuousClock.now
+                return true
+            }
+            if due { marks.sync() }
+        }
         // Rows were there to claim, and the feed takes more: claim again rather than wait for it to run low.
         if let feed, !result.claimed.isEmpty, feed.wanted > feed.target / 2 { self.kick(claim: true) }
     }
 
     static func workItem(_ row: ClaimedRow) -> HTTP2WorkItem {
         HTTP2WorkItem(
-            row: TokenRow(token: row.notification.token, line: row.seq),
+            row: TokenRow(token: row.notification.token, line: ServiceMarks.line(row.seq)),
             payload: ByteBuffer(bytes: row.notification.payload),
             headers: HTTP2RowHeaders(row.notification.headers)
         )
@@ -528,8 +564,10 @@ public final class NotificationService: Sendable {
             let now = self.configuration.now
             let result: HTTP2ServeResult
             do {
+                var job = self.configuration.job
+                job.journal = self.marks?.journal
                 result = try await HTTP2Job.serve(
-                    configuration: self.configuration.job,
+                    configuration: job,
                     feed: feed,
                     answers: { [weak self] answers in
                         self?.answered(AnswerOutcomes.updates(answers, onUncertain: onUncertain, at: now()))
@@ -569,11 +607,16 @@ public final class NotificationService: Sendable {
         self.answered(items.map { OutcomeUpdate(seq: $0.row.line, state: .queued, at: at) })
     }
 
-    /// The sending job's answers (on its event loops): to the next cycle.
+    /// The sending job's answers (on its event loops), each naming its row by its line: to the next cycle, by
+    /// the row's sequence number.
     private func answered(_ updates: [OutcomeUpdate]) {
         guard !updates.isEmpty else { return }
         let wake = self.state.withLockedValue { state in
-            state.outcomes.append(contentsOf: updates)
+            for var update in updates {
+                guard let entry = state.inFlight[update.seq] else { continue }
+                update.seq = entry.seq
+                state.outcomes.append(update)
+            }
             return Self.takeWake(&state)
         }
         wake?.resume()
@@ -612,7 +655,9 @@ public final class NotificationService: Sendable {
                         JSONMember("index", .int(index)),
                         JSONMember(
                             "error",
-                            .object([JSONMember("field", .string(error.field)), JSONMember("reason", .string(error.reason))])
+                            .object([
+                                JSONMember("field", .string(error.field)), JSONMember("reason", .string(error.reason)),
+                            ])
                         ),
                     ])
                 )

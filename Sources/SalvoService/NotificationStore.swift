@@ -12,11 +12,17 @@ public protocol NotificationStore: Sendable {
     /// Applies `cycle` in one durable transaction.
     func write(_ cycle: StoreCycle) async throws(StoreFailure) -> StoreCycleResult
 
-    /// After a restart: rows handed to a sending job that never reported them may have reached the push service.
-    /// With `.resend` they are queued again and counted as uncertain resends; with `.report` they end uncertain.
+    /// After a restart: the rows handed to a sending job that never reported them, each settled by its mark
+    /// (`marks`: nil when there are none, and every such row counts as written). Never written: queued again. Answered
+    /// before the store heard: the answer recorded. Written and unanswered, it may have reached the push service:
+    /// with `.resend` it is queued again and counted as an uncertain resend; with `.report` it ends uncertain.
     ///
     /// - Returns: the rows found so, and the notifications not final (the queue's depth).
-    func recover(onUncertain: OnUncertain, now: Int64) async throws(StoreFailure) -> StoreRecovery
+    func recover(
+        onUncertain: OnUncertain,
+        now: Int64,
+        marks: (@Sendable (Int) -> RowMark)?
+    ) async throws(StoreFailure) -> StoreRecovery
 
     /// The notifications with these ids that exist, in no particular order.
     func notifications(ids: [String]) async throws(StoreFailure) -> [NotificationRecord]
@@ -158,8 +164,12 @@ public struct StoreCycleResult: Sendable {
 }
 
 public struct StoreRecovery: Hashable, Sendable {
-    /// Rows that were being sent when the service stopped: queued again (`.resend`) or ended uncertain.
+    /// Rows written and unanswered when the service stopped: queued again (`.resend`) or ended uncertain.
     public var uncertain = 0
+    /// Rows handed to the job and never written: queued again, without doubt.
+    public var neverWritten = 0
+    /// Rows answered before the store heard: their answers recorded.
+    public var answered = 0
     /// Notifications not final: queued, or being sent.
     public var depth = 0
 }

@@ -195,7 +195,8 @@ public final class SQLiteNotificationStore: NotificationStore {
                 "INSERT INTO idempotency (key_id, key, body_hash, status, body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 [
                     .text(accept.keyID), .text(key), .blob(ByteBuffer(bytes: accept.bodyHash)),
-                    .integer(accept.answer.status), .blob(ByteBuffer(bytes: accept.answer.body)), .integer(Int(cycle.now)),
+                    .integer(accept.answer.status), .blob(ByteBuffer(bytes: accept.answer.body)),
+                    .integer(Int(cycle.now)),
                 ]
             )
         }
@@ -342,28 +343,45 @@ public final class SQLiteNotificationStore: NotificationStore {
         return (claimed, expired)
     }
 
-    public func recover(onUncertain: OnUncertain, now: Int64) async throws(StoreFailure) -> StoreRecovery {
+    public func recover(
+        onUncertain: OnUncertain,
+        now: Int64,
+        marks: (@Sendable (Int) -> RowMark)?
+    ) async throws(StoreFailure) -> StoreRecovery {
         try await self.gate.run { () throws(StoreFailure) -> StoreRecovery in
             try await self.transaction { db in
                 var recovery = StoreRecovery()
-                let sending = try await db.query("SELECT count(*) AS n FROM notifications WHERE state = 1")
-                recovery.uncertain = Int(sending.first?.column("n")?.integer ?? 0)
-                if onUncertain == .resend {
-                    _ = try await db.query(
-                        """
-                        UPDATE notifications SET state = 0, uncertain_resends = uncertain_resends + 1
-                        WHERE state = 1
-                        """
-                    )
-                } else {
-                    _ = try await db.query(
-                        """
-                        UPDATE notifications SET state = 5, reason = 'UncertainAfterRestart', answered_at = ?
-                        WHERE state = 1
-                        """,
-                        [.integer(Int(now))]
-                    )
+                let sending = try await db.query("SELECT seq FROM notifications WHERE state = 1")
+                var updates: [OutcomeUpdate] = []
+                updates.reserveCapacity(sending.count)
+                for row in sending {
+                    let seq = Int(row.column("seq")?.integer ?? 0)
+                    let mark = marks?(seq) ?? RowMark(state: .written)
+                    var update = OutcomeUpdate(seq: seq, state: .queued, at: now)
+                    switch mark.state {
+                    case .none:
+                        recovery.neverWritten += 1
+                    case .confirmed:
+                        recovery.answered += 1
+                        update.state = .delivered
+                        update.status = 200
+                    case .rejected:
+                        recovery.answered += 1
+                        update.state = .refused
+                        update.status = mark.status
+                        update.reason = mark.reason ?? "Refused"
+                    case .written, .presumed, .expired:
+                        recovery.uncertain += 1
+                        if onUncertain == .resend {
+                            update.uncertainResend = true
+                        } else {
+                            update.state = .uncertain
+                            update.reason = "UncertainAfterRestart"
+                        }
+                    }
+                    updates.append(update)
                 }
+                try await Self.update(updates, db)
                 let open = try await db.query("SELECT count(*) AS n FROM notifications WHERE state < 2")
                 recovery.depth = Int(open.first?.column("n")?.integer ?? 0)
                 return recovery

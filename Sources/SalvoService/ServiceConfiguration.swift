@@ -27,7 +27,7 @@ public struct ServiceConfiguration: Sendable {
     /// Milliseconds since 1970 (injected: the tests' own clock).
     public var now: @Sendable () -> Int64 = { ServiceClock.milliseconds() }
     /// Rows the feed holds ready for the sending job, claimed from the store ahead of the connections' need.
-    public var feedRows = 2048
+    public var feedRows = 1024
 
     public var onUncertain: OnUncertain { self.job.onUncertain }
 

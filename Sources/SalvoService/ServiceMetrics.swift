@@ -13,7 +13,8 @@ struct ServiceMetrics: Sendable {
     func refused(_ errors: [FieldError]) {
         var byField: [String: Int] = [:]
         for error in errors {
-            let field = error.field.split(separator: ".", maxSplits: 1).dropFirst().first.map(String.init) ?? "notification"
+            let field =
+                error.field.split(separator: ".", maxSplits: 1).dropFirst().first.map(String.init) ?? "notification"
             byField[field.split(separator: ".").first.map(String.init) ?? field, default: 0] += 1
         }
         for (field, count) in byField {

@@ -1,9 +1,9 @@
 import APNSWire
-import Foundation
-import SalvoHTTP2
 import ArgumentParser
+import Foundation
 import SalvoBinary
 import SalvoConsole
+import SalvoHTTP2
 import SalvoRows
 
 /// The client certificate and the trust for a TLS server (shared by `send` and `feedback`).

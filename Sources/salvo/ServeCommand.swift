@@ -20,8 +20,18 @@ import SalvoSimulator
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run Salvo as a service: an HTTP API that takes notifications, keeps them durably and sends each once.",
-        subcommands: [ServeKeysCommand.self]
+        abstract:
+            "Run Salvo as a service: an HTTP API that takes notifications, keeps them durably and sends each once.",
+        subcommands: [ServeRunCommand.self, ServeKeysCommand.self],
+        defaultSubcommand: ServeRunCommand.self
+    )
+}
+
+/// `salvo serve [run]`: the service itself.
+struct ServeRunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Serve the API (the default: `salvo serve --demo` is `salvo serve run --demo`)."
     )
 
     @Option(help: "HOST:PORT the API listens on (port 0: any free port).")
@@ -127,14 +137,23 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.shutdownGrace = .seconds(self.shutdownGrace)
         let service: NotificationService
         do {
-            service = try await NotificationService.start(configuration: configuration, store: store, logger: logger)
+            service = try await NotificationService.start(
+                configuration: configuration,
+                store: store,
+                marks: try ServiceMarks(directory: self.store),
+                logger: logger
+            )
         } catch {
             throw UserError(error.message)
         }
-        if service.recovery.uncertain > 0 {
+        let recovery = service.recovery
+        if recovery.uncertain + recovery.neverWritten + recovery.answered > 0 {
             logger.warning(
-                "recovered rows that were being sent",
-                metadata: ["rows": "\(service.recovery.uncertain)", "on_uncertain": "\(self.onUncertain.rawValue)"]
+                "rows were being sent when the service stopped",
+                metadata: [
+                    "written_unanswered": "\(recovery.uncertain)", "never_written": "\(recovery.neverWritten)",
+                    "answered": "\(recovery.answered)", "on_uncertain": "\(self.onUncertain.rawValue)",
+                ]
             )
         }
         var demoKey: String?
@@ -148,7 +167,8 @@ struct ServeCommand: AsyncParsableCommand {
             demoKey = key
             if let file = self.demoKeyFile { try Data((key + "\n").utf8).write(to: URL(fileURLWithPath: file)) }
         }
-        guard let document = SalvoData.path("openapi/salvo-v1.json").flatMap({ FileManager.default.contents(atPath: $0) })
+        guard
+            let document = SalvoData.path("openapi/salvo-v1.json").flatMap({ FileManager.default.contents(atPath: $0) })
         else {
             throw UserError("the OpenAPI document (openapi/salvo-v1.json) is not shipped with this build")
         }
@@ -291,6 +311,8 @@ enum ServeDemo {
         let certificates = try CertificateFactory()
         let paths = try certificates.write(to: folder + "/certificates", topic: Self.topic)
         var simulatorConfiguration = SimulatorConfiguration(tls: .init(certificates))
+        // Room for a million distinct tokens (the table's size is fixed when it starts).
+        simulatorConfiguration.maximumTokens = 1 << 20
         if let plan { simulatorConfiguration.plan = plan }
         if let expectedTokens {
             simulatorConfiguration.expectedTokens = expectedTokens

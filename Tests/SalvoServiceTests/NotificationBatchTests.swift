@@ -9,7 +9,10 @@ import Testing
 @Suite(.tags(.pure), .runs(.pure)) struct NotificationBatchTests {
     static let token = String(repeating: "ab", count: 32)
 
-    static func read(_ json: String, templates: [String: ServiceTemplate] = [:]) throws(ServiceProblem)
+    static func read(
+        _ json: String,
+        templates: [String: ServiceTemplate] = [:]
+    ) throws(ServiceProblem)
         -> NotificationBatch
     {
         var next = 0
@@ -74,7 +77,10 @@ import Testing
         (#"{"token":"TOKEN","payload":{"aps":{}},"collapse_id":"COLLAPSE"}"#, "notifications[0].collapse_id"),
         (#"{"token":"TOKEN","payload":{"aps":{}},"template":"t"}"#, "notifications[0].template"),
         (#"{"token":"TOKEN","template":"missing"}"#, "notifications[0].template"),
-        (#"{"token":"TOKEN","payload":{"aps":{}},"push_type":"background","priority":10}"#, "notifications[0].priority"),
+        (
+            #"{"token":"TOKEN","payload":{"aps":{}},"push_type":"background","priority":10}"#,
+            "notifications[0].priority"
+        ),
         (#""just text""#, "notifications[0]"),
     ])
     func eachBadFieldIsNamed(notification: String, field: String) throws {

@@ -55,7 +55,9 @@ import Testing
         #expect(first.accepts == [.stored, .replay(StoredAnswer(status: 202, body: Array("first".utf8)))])
         #expect(first.stored == 1)
         var later = StoreCycle(now: 2)
-        later.accepts = [Self.accept([notification(2)], key: "k", hash: 2), Self.accept([notification(3)], key: "other")]
+        later.accepts = [
+            Self.accept([notification(2)], key: "k", hash: 2), Self.accept([notification(3)], key: "other"),
+        ]
         let second = try await store.write(later)
         #expect(second.accepts == [.conflict, .stored])
         #expect(try await store.notifications(ids: (0..<4).map { notification($0).id }).count == 2)
@@ -73,18 +75,26 @@ import Testing
         await store.close()
         // As after a kill: three rows were handed to the job and never reported.
         let reopened = try await SQLiteNotificationStore.open(directory: folder)
-        let recovery = try await reopened.recover(onUncertain: policy, now: 5)
-        #expect(recovery.uncertain == 3)
+        // Marks: the first row was never written, the second answered 410 before the store heard, the rest written.
+        let recovery = try await reopened.recover(onUncertain: policy, now: 5) { seq in
+            switch seq {
+            case 1: RowMark(state: .none)
+            case 2: RowMark(state: .rejected, status: 410, reason: "Unregistered")
+            default: RowMark(state: .written)
+            }
+        }
+        #expect(recovery.uncertain == 1 && recovery.neverWritten == 1 && recovery.answered == 1)
         let records = try await reopened.batch("10000000-0000-4000-8000-000000000000")
+        #expect(records[1].state == .refused && records[1].status == 410 && records[1].reason == "Unregistered")
         switch policy {
         case .resend:
-            #expect(recovery.depth == 4)
-            #expect(records.map(\.state) == [.queued, .queued, .queued, .queued])
-            #expect(records.map(\.uncertainResends) == [1, 1, 1, 0])
+            #expect(recovery.depth == 3)
+            #expect(records.map(\.state) == [.queued, .refused, .queued, .queued])
+            #expect(records.map(\.uncertainResends) == [0, 0, 1, 0])
         case .report:
-            #expect(recovery.depth == 1)
-            #expect(records.map(\.state) == [.uncertain, .uncertain, .uncertain, .queued])
-            #expect(records[0].reason == "UncertainAfterRestart")
+            #expect(recovery.depth == 2)
+            #expect(records.map(\.state) == [.queued, .refused, .uncertain, .queued])
+            #expect(records[2].reason == "UncertainAfterRestart")
         }
         await reopened.close()
     }

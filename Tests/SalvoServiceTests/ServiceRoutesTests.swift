@@ -51,7 +51,8 @@ struct ServiceRoutesTests {
             documented.insert(path.key)
         }
         let routes: [[Substring]] = [
-            ["healthz"], ["readyz"], ["metrics"], ["openapi.json"], ["v1", "notifications"], ["v1", "notifications", "x"],
+            ["healthz"], ["readyz"], ["metrics"], ["openapi.json"], ["v1", "notifications"],
+            ["v1", "notifications", "x"],
             ["v1", "batches", "x"], ["v1", "templates", "x"],
         ]
         for route in routes {
@@ -91,7 +92,12 @@ struct ServiceRoutesTests {
             }
             var text = bearer
             text[.contentType] = "text/plain"
-            try await client.execute(uri: "/v1/notifications", method: .post, headers: text, body: ByteBuffer(string: "{}")) {
+            try await client.execute(
+                uri: "/v1/notifications",
+                method: .post,
+                headers: text,
+                body: ByteBuffer(string: "{}")
+            ) {
                 #expect($0.status == .unsupportedMediaType)
             }
             let large = ByteBuffer(repeating: UInt8(ascii: " "), count: ServiceResponder.maximumBodyBytes + 1)
@@ -101,7 +107,11 @@ struct ServiceRoutesTests {
             try await client.execute(uri: "/v1/notifications/not-a-uuid", method: .get, headers: bearer) {
                 #expect($0.status == .badRequest)
             }
-            try await client.execute(uri: "/v1/notifications/\(UUID().uuidString)?wait=31", method: .get, headers: bearer) {
+            try await client.execute(
+                uri: "/v1/notifications/\(UUID().uuidString)?wait=31",
+                method: .get,
+                headers: bearer
+            ) {
                 #expect($0.status == .badRequest)
             }
             let body = #"{"notifications":[{"token":"\#(notification(1).token.hexString)","payload":{"aps":{}}}]}"#
@@ -113,9 +123,11 @@ struct ServiceRoutesTests {
             ) { response -> String in
                 #expect(response.status == .accepted)
                 let value = try JSONValue.parse(Array(response.body.readableBytesView)).value
-                guard case .string(let id)? = value["notifications"].flatMap({ list -> JSONValue? in
-                    if case .array(let items) = list { items.first?["id"] } else { nil }
-                }) else { return "" }
+                guard
+                    case .string(let id)? = value["notifications"].flatMap({ list -> JSONValue? in
+                        if case .array(let items) = list { items.first?["id"] } else { nil }
+                    })
+                else { return "" }
                 return id
             }
             try await client.execute(uri: "/v1/notifications/\(id)?wait=10", method: .get, headers: bearer) {

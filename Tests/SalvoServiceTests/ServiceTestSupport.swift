@@ -19,9 +19,8 @@ let serviceTopic = "com.example.service"
 
 /// A notification for a store or a service, with a token of its own.
 func notification(_ index: Int, id: String? = nil) -> ServiceNotification {
-    var bytes = [UInt8](repeating: 0, count: 32)
-    withUnsafeBytes(of: UInt64(index + 1).bigEndian) { bytes.replaceSubrange(24..<32, with: $0) }
-    bytes[0] = 0x5A
+    // Spread over all 32 bytes, as real tokens are (the simulator's table hashes them).
+    let bytes = Array(SHA256.hash(data: Array("service-token-\(index)".utf8)))
     let id = id ?? String(format: "00000000-0000-4000-8000-%012x", index)
     return ServiceNotification(
         id: id,
@@ -38,13 +37,17 @@ struct ServiceSimulator {
 
     let simulator: Simulator
     let configuration: ServiceConfiguration
+    /// The signing key the simulator trusts (a child `salvo serve` reads it from a .p8 file).
+    let signingKey: P256.Signing.PrivateKey
+    /// The CA of the simulator's certificate (PEM).
+    let caPEM: String
 
-    static func start(plan: FaultPlan = FaultPlan()) async throws -> ServiceSimulator {
+    static func start(plan: FaultPlan = FaultPlan(), maximumTokens: Int = 1 << 16) async throws -> ServiceSimulator {
         let certificates = try CertificateFactory()
         let key = P256.Signing.PrivateKey()
         var simulatorConfiguration = SimulatorConfiguration(tls: .init(certificates))
         simulatorConfiguration.plan = plan
-        simulatorConfiguration.maximumTokens = 1 << 16
+        simulatorConfiguration.maximumTokens = maximumTokens
         simulatorConfiguration.http2 = HTTP2EndpointConfiguration(
             providerKeys: [
                 .init(
@@ -74,7 +77,9 @@ struct ServiceSimulator {
         )
         return ServiceSimulator(
             simulator: simulator,
-            configuration: ServiceConfiguration(job: job, defaults: .init(topic: serviceTopic))
+            configuration: ServiceConfiguration(job: job, defaults: .init(topic: serviceTopic)),
+            signingKey: key,
+            caPEM: certificates.ca.certificatePEM
         )
     }
 }
