@@ -48,6 +48,13 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: "With --broadcast: how many channels (1 to 10000), 25 simulated subscribers each.")
     var channels: Int = 20
 
+    @Flag(
+        help: """
+            The service instead: start salvo serve on the simulator, post transactional notifications over HTTP             (at most 20000 of --tokens; some to unregistered tokens), and check the outcomes against the ledger.
+            """
+    )
+    var serve = false
+
     @OptionGroup var delivery: DeliveryOptions
     @OptionGroup var output: OutputOptions
     @OptionGroup var observe: ObservabilityOptions
@@ -70,6 +77,12 @@ struct DemoCommand: AsyncParsableCommand {
             guard (1...10_000).contains(self.channels) else { throw ValidationError("--channels is 1 to 10000") }
             try await exitingOnUserError {
                 if !(try await BroadcastDemo.run(channels: self.channels, subscribers: 25)) { throw ExitCode(1) }
+            }
+            return
+        }
+        if self.serve {
+            try await exitingOnUserError {
+                if !(try await ServeDemoRun.run(notifications: max(1, min(self.tokens, 20_000)))) { throw ExitCode(1) }
             }
             return
         }
