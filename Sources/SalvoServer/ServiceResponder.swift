@@ -143,6 +143,10 @@ public struct ServiceResponder: HTTPResponder {
             response.headers[.wwwAuthenticate] = "Bearer"
             return response
         }
+        // Shutting down: the rows in flight settle, nothing new is taken, and no wait is held.
+        if self.service.isStopping {
+            return Self.problem(ServiceProblem(.unavailable, detail: "the service is shutting down", retryAfter: 5))
+        }
         switch (route, request.method) {
         case ("/v1/notifications", _):
             return await self.post(request: request, context: context, keyID: keyID)

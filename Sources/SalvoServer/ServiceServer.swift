@@ -5,9 +5,11 @@ import Logging
 import NIOCore
 import NIOSSL
 import SalvoService
+import ServiceLifecycle
 
-/// Runs the API: Hummingbird's HTTP/1.1 server (with TLS when given a certificate) around `ServiceResponder`.
-public enum ServiceServer {
+/// Runs the API: Hummingbird's HTTP/1.1 server (with TLS when given a certificate) around `ServiceResponder`, until
+/// `stop`, which shuts it down gracefully: the listener closes, requests in flight get their answers.
+public final class ServiceServer: Sendable {
     /// The listener's TLS: a certificate chain and its key (PEM files).
     public struct TLSFiles: Sendable {
         public var certificate: String
@@ -19,17 +21,17 @@ public enum ServiceServer {
         }
     }
 
-    /// Serves until the task is cancelled (graceful: in-flight requests finish).
-    ///
+    private let group: ServiceGroup
+
     /// - Parameter onRunning: called with the port once the server listens (a port 0 asked for any).
-    public static func run(
+    public init(
         responder: ServiceResponder,
         host: String,
         port: Int,
         tls: TLSFiles?,
         logger: Logger,
         onRunning: @escaping @Sendable (Int) async -> Void
-    ) async throws {
+    ) throws {
         let server: HTTPServerBuilder
         if let tls {
             let chain = try NIOSSLCertificate.fromPEMFile(tls.certificate).map {
@@ -51,6 +53,16 @@ public enum ServiceServer {
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) },
             logger: logger
         )
-        try await app.run()
+        self.group = ServiceGroup(services: [app], logger: logger)
+    }
+
+    /// Serves until `stop` (or the task is cancelled).
+    public func run() async throws {
+        try await self.group.run()
+    }
+
+    /// Shuts the server down gracefully; `run` then returns.
+    public func stop() async {
+        await self.group.triggerGracefulShutdown()
     }
 }

@@ -129,6 +129,9 @@ public final class NotificationService: Sendable {
     /// Notifications not final (queued or being sent).
     public var depth: Int { self.state.withLockedValue { $0.depth } }
 
+    /// Whether the service is shutting down (its API answers 503 from then on).
+    public var isStopping: Bool { self.state.withLockedValue { $0.stopping } }
+
     // MARK: Requests
 
     /// An answer to a request: status, JSON body, and the headers that go with it.

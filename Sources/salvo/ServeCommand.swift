@@ -181,43 +181,45 @@ struct ServeRunCommand: AsyncParsableCommand {
         let key = demoKey
         let scheme = self.tlsCert == nil ? "http" : "https"
         let tls = self.tlsCert.map { ServiceServer.TLSFiles(certificate: $0, key: self.tlsKey!) }
-        let stopped = NIOLockedValueBox(false)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                try await ServiceServer.run(
-                    responder: responder,
-                    host: listen.host,
-                    port: listen.port,
-                    tls: tls,
-                    logger: logger
-                ) { port in
-                    let base = "\(scheme)://\(listen.host):\(port)"
-                    print("salvo serve: listening on \(base) (store \(store.path))")
-                    if let demoKey = key {
-                        print("demo API key: \(demoKey)")
-                        print(
-                            """
-                            try: curl -s \(base)/v1/notifications -H 'Authorization: Bearer \(demoKey)' \
-                            -H 'Content-Type: application/json' \
-                            -d '{"notifications":[{"token":"\(String(repeating: "ab", count: 32))",\
-                            "payload":{"aps":{"alert":"hello"}}}]}'
-                            """
-                        )
-                    }
-                }
+        let server = try ServiceServer(
+            responder: responder,
+            host: listen.host,
+            port: listen.port,
+            tls: tls,
+            logger: logger
+        ) { port in
+            let base = "\(scheme)://\(listen.host):\(port)"
+            print("salvo serve: listening on \(base) (store \(store.path))")
+            if let demoKey = key {
+                print("demo API key: \(demoKey)")
+                print(
+                    """
+                    try: curl -s \(base)/v1/notifications -H 'Authorization: Bearer \(demoKey)' \
+                    -H 'Content-Type: application/json' \
+                    -d '{"notifications":[{"token":"\(String(repeating: "ab", count: 32))",\
+                    "payload":{"aps":{"alert":"hello"}}}]}'
+                    """
+                )
             }
-            group.addTask {
-                // SIGTERM or SIGINT: stop taking requests (503), let the rows in flight settle, keep the rest.
-                await ServeSignals.wait()
-                stopped.withLockedValue { $0 = true }
-                logger.notice("shutting down", metadata: ["grace_seconds": "\(self.shutdownGrace)"])
-                await service.shutdown()
-            }
-            try await group.next()
-            group.cancelAll()
         }
+        let signals = Task {
+            // SIGTERM or SIGINT: stop taking requests (503), let the rows in flight settle, keep the rest; then the
+            // listener closes.
+            await ServeSignals.wait()
+            logger.notice("shutting down", metadata: ["grace_seconds": "\(self.shutdownGrace)"])
+            await service.shutdown()
+            await server.stop()
+        }
+        do {
+            try await server.run()
+        } catch {
+            signals.cancel()
+            await service.shutdown()
+            try? await simulator?.shutdown()
+            throw UserError("--listen \(self.listen): \(error)")
+        }
+        await signals.value
         try? await simulator?.shutdown()
-        if !stopped.withLockedValue({ $0 }) { await service.shutdown() }
     }
 
     private func jobConfiguration() throws -> HTTP2JobConfiguration {

@@ -48,15 +48,14 @@ enum ServeDemoRun {
             logger: Logger(label: "salvo.serve", factory: { _ in SwiftLogNoOpLogHandler() })
         )
         let listening = AsyncStream<Int>.makeStream()
-        let server = Task {
-            try await ServiceServer.run(
-                responder: responder,
-                host: "127.0.0.1",
-                port: 0,
-                tls: nil,
-                logger: Logger(label: "salvo.serve", factory: { _ in SwiftLogNoOpLogHandler() })
-            ) { port in listening.continuation.yield(port) }
-        }
+        let server = try ServiceServer(
+            responder: responder,
+            host: "127.0.0.1",
+            port: 0,
+            tls: nil,
+            logger: Logger(label: "salvo.serve", factory: { _ in SwiftLogNoOpLogHandler() })
+        ) { port in listening.continuation.yield(port) }
+        let serving = Task { try await server.run() }
         var ports = listening.stream.makeAsyncIterator()
         guard let port = await ports.next() else { return false }
         let base = "http://127.0.0.1:\(port)"
@@ -105,9 +104,9 @@ enum ServeDemoRun {
             print("error: \(error)")
         }
         try? await client.shutdown()
-        server.cancel()
-        _ = try? await server.value
         await service.shutdown()
+        await server.stop()
+        _ = try? await serving.value
 
         let verdict = demo.simulator.verdict(expected: ExpectedTokens(tokens))
         try? await demo.simulator.shutdown()
