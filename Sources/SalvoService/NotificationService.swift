@@ -397,6 +397,8 @@ public final class NotificationService: Sendable {
             try? await self.writerEnded.futureResult.get()
             return
         }
+        // Held answers go at once (with the state of the moment); the API takes no new wait from here on.
+        self.waiters.endAll()
         let job = self.jobStop.withLockedValue { $0 }
         job?.request(reason: "the service is shutting down")
         _ = self.state.withLockedValue { $0.feed }?.close()

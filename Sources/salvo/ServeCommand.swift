@@ -37,8 +37,11 @@ struct ServeRunCommand: AsyncParsableCommand {
     @Option(help: "HOST:PORT the API listens on (port 0: any free port).")
     var listen = "127.0.0.1:8080"
 
-    @Option(help: "The folder of the service's store (created if missing).")
-    var store = "salvo-store"
+    @Option(
+        help:
+            "The folder of the service's store (created if missing; default salvo-store, with --demo a throwaway one)."
+    )
+    var store: String?
 
     @Option(name: .customLong("tls-cert"), help: "The listener's certificate chain (PEM), for HTTPS.")
     var tlsCert: String?
@@ -125,10 +128,11 @@ struct ServeRunCommand: AsyncParsableCommand {
             job = try self.jobConfiguration()
         }
         defer { if let folder { try? FileManager.default.removeItem(atPath: folder) } }
+        let storeFolder = self.store ?? folder.map { $0 + "/store" } ?? "salvo-store"
 
         let store: SQLiteNotificationStore
         do {
-            store = try await SQLiteNotificationStore.open(directory: self.store)
+            store = try await SQLiteNotificationStore.open(directory: storeFolder)
         } catch {
             throw UserError(error.message)
         }
@@ -140,7 +144,7 @@ struct ServeRunCommand: AsyncParsableCommand {
             service = try await NotificationService.start(
                 configuration: configuration,
                 store: store,
-                marks: try ServiceMarks(directory: self.store),
+                marks: try ServiceMarks(directory: storeFolder),
                 logger: logger
             )
         } catch {
