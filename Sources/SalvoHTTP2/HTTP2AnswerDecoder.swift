@@ -18,6 +18,8 @@ public struct HTTP2AnswerDecoder {
     public struct Fields: Hashable, Sendable {
         public var status: Int?
         public var apnsID: String?
+        /// `apns-unique-id`: what Apple's development environment adds to an accepted request, for its delivery log.
+        public var apnsUniqueID: String?
         /// `Retry-After` in seconds.
         public var retryAfter: Int64?
     }
@@ -46,6 +48,7 @@ public struct HTTP2AnswerDecoder {
             switch name {
             case ":status": fields.status = Int(value)
             case "apns-id": fields.apnsID = value
+            case "apns-unique-id": fields.apnsUniqueID = value
             case "retry-after": fields.retryAfter = Int64(value)
             default: break
             }

@@ -89,6 +89,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionCodec 
                     streamID: id,
                     status: fields.first(name: ":status").flatMap { Int($0) },
                     apnsID: fields.first(name: "apns-id"),
+                    apnsUniqueID: fields.first(name: "apns-unique-id"),
                     retryAfter: fields.first(name: "retry-after").flatMap { Int64($0) },
                     endStream: headers.endStream,
                     now: now

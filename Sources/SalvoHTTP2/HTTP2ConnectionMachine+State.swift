@@ -20,6 +20,7 @@ extension HTTP2ConnectionMachine {
         var bearer: ProviderToken.Bearer?
         var status: Int?
         var apnsID: String?
+        var apnsUniqueID: String?
         var retryAfter: Int64?
         var body: ByteBuffer?
         var sentAt: NIODeadline

@@ -236,6 +236,7 @@ struct HTTP2ConnectionMachine {
         streamID: Int32,
         status: Int?,
         apnsID: String?,
+        apnsUniqueID: String? = nil,
         retryAfter: Int64?,
         endStream: Bool,
         now: NIODeadline
@@ -246,6 +247,7 @@ struct HTTP2ConnectionMachine {
             guard let status, status >= 200 else { return Actions() }
             stream.status = status
             stream.apnsID = apnsID
+            stream.apnsUniqueID = apnsUniqueID
             stream.retryAfter = retryAfter
         }
         if endStream {
@@ -508,6 +510,7 @@ struct HTTP2ConnectionMachine {
                         line: item.row.line,
                         token: item.row.token,
                         apnsID: apnsID,
+                        apnsUniqueID: stream.apnsUniqueID,
                         afterLoss: item.losses > 0
                     )
                 )

@@ -6,6 +6,8 @@ public struct HTTP2Delivery: Hashable, Sendable {
     public var line: Int
     public var token: DeviceToken
     public var apnsID: String?
+    /// The `apns-unique-id` Apple's development environment answers with.
+    public var apnsUniqueID: String? = nil
     /// An earlier send of the row was lost with its stream or connection (no answer) before this one was accepted:
     /// that one may have arrived too.
     public var afterLoss = false

@@ -136,6 +136,7 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionCo
                     streamID: Int32(streamID),
                     status: fields.status,
                     apnsID: fields.apnsID,
+                    apnsUniqueID: fields.apnsUniqueID,
                     retryAfter: fields.retryAfter,
                     endStream: endStream,
                     now: now

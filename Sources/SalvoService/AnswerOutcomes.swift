@@ -12,6 +12,7 @@ enum AnswerOutcomes {
             var update = OutcomeUpdate(seq: delivery.line, state: .delivered, at: at)
             update.status = 200
             update.apnsID = delivery.apnsID
+            update.apnsUniqueID = delivery.apnsUniqueID
             // Sent again after a send that went unanswered: the first may have arrived too.
             update.uncertainResend = delivery.afterLoss
             updates.append(update)

@@ -128,6 +128,7 @@ public struct OutcomeUpdate: Hashable, Sendable {
     public var status: Int?
     public var reason: String?
     public var apnsID: String?
+    public var apnsUniqueID: String?
     public var unregisteredAt: Int64?
     /// Milliseconds since 1970.
     public var at: Int64

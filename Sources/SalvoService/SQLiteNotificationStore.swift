@@ -108,7 +108,11 @@ public final class SQLiteNotificationStore: NotificationStore {
                 answered_at INTEGER, uncertain_resends INTEGER NOT NULL DEFAULT 0)
             """,
             "CREATE INDEX notifications_batch ON notifications (batch, seq)",
-            "CREATE INDEX notifications_open ON notifications (state, seq) WHERE state < 2",
+            // The rows to claim and the rows being sent, each by an index of its own: a partial index is used only
+            // for the very condition it names (SQLite does not read `state = 0` as within `state < 2`), and a claim
+            // that walked the delivered rows would slow down as the store grows.
+            "CREATE INDEX notifications_queued ON notifications (seq) WHERE state = 0",
+            "CREATE INDEX notifications_sending ON notifications (seq) WHERE state = 1",
             """
             CREATE TABLE idempotency (
                 key_id TEXT NOT NULL, key TEXT NOT NULL, body_hash BLOB NOT NULL, status INTEGER NOT NULL,
@@ -250,7 +254,7 @@ public final class SQLiteNotificationStore: NotificationStore {
         }
     }
 
-    /// Rows per UPDATE statement (8 values each).
+    /// Rows per UPDATE statement (9 values each).
     private static let updateRows = 1000
 
     private static func update(_ outcomes: [OutcomeUpdate], _ db: SQLiteConnection) async throws {
@@ -259,23 +263,25 @@ public final class SQLiteNotificationStore: NotificationStore {
             let slice = outcomes[start..<min(outcomes.count, start + Self.updateRows)]
             start += slice.count
             var binds: [SQLiteData] = []
-            binds.reserveCapacity(slice.count * 8)
+            binds.reserveCapacity(slice.count * 9)
             for outcome in slice {
                 binds.append(.integer(outcome.seq))
                 binds.append(.integer(outcome.state.rawValue))
                 binds.append(outcome.status.map { .integer($0) } ?? .null)
                 binds.append(outcome.reason.map { .text($0) } ?? .null)
                 binds.append(outcome.apnsID.map { .text($0) } ?? .null)
+                binds.append(outcome.apnsUniqueID.map { .text($0) } ?? .null)
                 binds.append(outcome.unregisteredAt.map { .integer(Int($0)) } ?? .null)
                 binds.append(outcome.state.isFinal ? .integer(Int(outcome.at)) : .null)
                 binds.append(.integer(outcome.uncertainResend ? 1 : 0))
             }
-            let values = Array(repeating: "(?,?,?,?,?,?,?,?)", count: slice.count).joined(separator: ",")
+            let values = Array(repeating: "(?,?,?,?,?,?,?,?,?)", count: slice.count).joined(separator: ",")
             _ = try await db.query(
                 """
-                WITH v (seq, state, status, reason, apns_id, unregistered_at, answered_at, resend) AS (VALUES \(values))
+                WITH v (seq, state, status, reason, apns_id, apns_unique_id, unregistered_at, answered_at, resend)
+                    AS (VALUES \(values))
                 UPDATE notifications SET state = v.state, status = v.status, reason = v.reason,
-                    apns_id = coalesce(v.apns_id, notifications.apns_id), unregistered_at = v.unregistered_at,
+                    apns_id = coalesce(v.apns_id, notifications.apns_id), apns_unique_id = v.apns_unique_id, unregistered_at = v.unregistered_at,
                     answered_at = v.answered_at, uncertain_resends = notifications.uncertain_resends + v.resend
                 FROM v WHERE notifications.seq = v.seq AND notifications.state < 2
                 """,
