@@ -4,6 +4,7 @@
   service-client.py reset CONTROL TOKEN
   service-client.py throughput --url URL --key KEY --control CONTROL --control-token TOKEN --batch B
                     --notifications N --payload FILE --lua FILE [--threads 2] [--connections 16] [--phase P]
+                    [--timeline FILE]
   service-client.py warm --url URL --key KEY
   service-client.py latency --url URL --key KEY --payload FILE [--rate 1000] [--seconds 20] [--connections 64]
 
@@ -77,16 +78,25 @@ def throughput(args):
     delivered_at = None
     ledger = {}
     deadline = start + args.timeout
+    timeline = open(args.timeline, "w") if args.timeline else None
+    next_mark = start
     try:
         while time.monotonic() < deadline:
             with lock:
                 finished = len(done) == threads
                 accepted = sum(d[1] for d in done.values())
             ledger = control(args.control, args.control_token, "GET", "/ledger")
+            if timeline is not None and time.monotonic() >= next_mark:
+                timeline.write(f"{time.monotonic() - start:.2f} {ledger.get('accepted', 0)}\n")
+                timeline.flush()
+                next_mark += 1
             if finished and ledger.get("accepted", 0) >= accepted:
                 delivered_at = time.monotonic()
                 break
             if wrk.poll() is not None and not finished:
+                break
+            if args.serve_pid and not os.path.exists(f"/proc/{args.serve_pid}"):
+                print(f"the service (process {args.serve_pid}) is gone", file=sys.stderr)
                 break
             time.sleep(0.01)
     finally:
@@ -258,6 +268,8 @@ def main():
     load.add_argument("--connections", type=int, default=16)
     load.add_argument("--phase", type=int, default=0)
     load.add_argument("--timeout", type=int, default=600)
+    load.add_argument("--serve-pid", type=int, help="stop waiting when this process is gone")
+    load.add_argument("--timeline", help="write the ledger's count once a second here (seconds, notifications)")
     first = commands.add_parser("warm")
     for name in ("url", "key"):
         first.add_argument("--" + name, required=True)

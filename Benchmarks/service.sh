@@ -9,13 +9,14 @@
 #   of 1 carry ROWS / 10 notifications (SINGLE_ROWS);
 # - latency: one notification a request at a fixed RATE a second for DURATION seconds (Benchmarks/service-client.py,
 #   open loop), the time from each request to the push service's answer (`answered_at` of each notification, read
-#   afterwards), p50 and p99, with the simulator holding every byte 0 and 50 ms each way (LATENCIES).
+#   afterwards), p50 and p99, with the simulator holding every byte 0 and 50 ms each way (LATENCIES; empty: none).
 # Prints every run, the medians and each service rate as a ratio to send's.
 #
 #   Benchmarks/service.sh SALVO [ROWS] [RUNS]
 #
 # e.g. Benchmarks/service.sh .build/release/salvo 200000 3
-# PERF=FILE records the serve process (perf record -g) during the first run's requests of 100.
+# PERF=FILE records the serve process (perf record -g) during the first run's requests of 100; TIMELINE=DIR writes
+# the ledger's count once a second of each service run there; BATCHES="1 100 1000" chooses the request sizes.
 # Needs wrk (Debian's) and python3. Loopback only; throwaway folders; every wait is bounded.
 set -euo pipefail
 salvo=$(realpath "${1:?usage: service.sh SALVO [ROWS] [RUNS]}")
@@ -24,9 +25,11 @@ runs=${3:-3}
 single=${SINGLE_ROWS:-$((rows / 10))}
 rate=${RATE:-1000}
 duration=${DURATION:-20}
-latencies=${LATENCIES:-0 50}
+latencies=${LATENCIES-0 50}
 clients=${CLIENTS:-16}
 perf_file=${PERF:-}
+timeline=${TIMELINE:-}
+batches=${BATCHES:-1 100 1000}
 connections=2
 topic=com.example.bench
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,6 +44,7 @@ export XDG_CACHE_HOME=$work/cache
 simulators=()
 serve_pid=""
 perf_pid=""
+serves=0
 finish() {
     [ -n "$perf_pid" ] && kill -INT "$perf_pid" 2>/dev/null
     [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null
@@ -85,11 +89,14 @@ start_serve() {
     # `serve keys create` is checked as `serve` is (it wants the gateway credentials too), and its --store is taken
     # by `serve`'s own: the key goes to ./salvo-store, whatever --store says. Hence the store's default name, here.
     key=$(cd "$work" && "$salvo" serve keys create --name bench "${credentials[@]}" | awk '/^key:/ { print $2 }')
+    # A file of its own each time: the last one's line must not be read before the shell truncates it.
+    serves=$((serves + 1))
+    local out=$work/serve-$serves.txt
     "$salvo" serve --listen 127.0.0.1:0 --store "$store" "${credentials[@]}" --no-proxy --topic "$topic" \
-        --connections "$connections" >"$work/serve.txt" 2>"$work/serve.log" &
+        --connections "$connections" >"$out" 2>"$work/serve.log" &
     serve_pid=$!
-    wait_line "$work/serve.txt" 'listening on' "$serve_pid"
-    url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$work/serve.txt")
+    wait_line "$out" 'listening on' "$serve_pid"
+    url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$out")
     python3 "$client" warm --url "$url" --key "$key"
 }
 
@@ -131,7 +138,7 @@ for run in $(seq "$runs"); do
     seconds=$(cat "$work/time")
     echo "$seconds" >>"$work/send"
     awk -v s="$seconds" -v n="$rows" 'BEGIN { printf "run %d  send            %7d rows  %6.2f s  %7.0f/s\n", '"$run"', n, s, n / s }'
-    for batch in 1 100 1000; do
+    for batch in $batches; do
         notifications=$rows
         [ "$batch" = 1 ] && notifications=$single
         start_serve
@@ -142,7 +149,8 @@ for run in $(seq "$runs"); do
         fi
         line=$(python3 "$client" throughput --url "$url" --key "$key" --control "$control" \
             --control-token "$control_token" --batch "$batch" --notifications "$notifications" --payload "$payload" \
-            --lua "$lua" --connections "$clients" --phase $((run * 10000 + batch)) --timeout 300)
+            --lua "$lua" --connections "$clients" --phase $((run * 10000 + batch)) --timeout 300 --serve-pid "$serve_pid" \
+            ${timeline:+--timeline "$timeline/run$run-batch$batch.txt"})
         if [ -n "$perf_pid" ]; then
             kill -INT "$perf_pid"
             wait "$perf_pid" || true
@@ -167,7 +175,7 @@ done
 echo
 send_median=$(median "$work/send")
 awk -v s="$send_median" -v n="$rows" 'BEGIN { printf "median  send            %7d rows  %6.2f s  %7.0f/s\n", n, s, n / s }'
-for batch in 1 100 1000; do
+for batch in $batches; do
     n=$(head -1 "$work/service-$batch" | cut -d' ' -f1)
     cut -d' ' -f2 "$work/service-$batch" >"$work/service-$batch.seconds"
     awk -v b="$batch" -v n="$n" -v d="$(median "$work/service-$batch.seconds")" -v s="$send_median" -v r="$rows" 'BEGIN {
