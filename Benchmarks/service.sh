@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# `salvo serve` beside `salvo send` of the same rows, measured in the same run, against `salvo simulate` (HTTP/2,
+# provider tokens) on the same cores:
+# - send: `salvo send` of ROWS generated tokens, start to exit (wall clock), 2 connections;
+# - the service: `salvo serve` on a fresh store (2 connections, warmed by one notification), then the same number
+#   of notifications posted by wrk (Benchmarks/service-load.lua: 2 threads, CLIENTS connections, every
+#   notification to a token of its own) in requests of 1, 100 and 1000, timed from wrk's start to the moment the
+#   simulator's ledger holds every accepted notification (polled every 10 ms through its control endpoint); requests
+#   of 1 carry ROWS / 10 notifications (SINGLE_ROWS);
+# - latency: one notification a request at a fixed RATE a second for DURATION seconds (Benchmarks/service-client.py,
+#   open loop), the time from each request to the push service's answer (`answered_at` of each notification, read
+#   afterwards), p50 and p99, with the simulator holding every byte 0 and 50 ms each way (LATENCIES; empty: none).
+# Prints every run, the medians and each service rate as a ratio to send's.
+#
+#   Benchmarks/service.sh SALVO [ROWS] [RUNS]
+#
+# e.g. Benchmarks/service.sh .build/release/salvo 200000 3
+# PERF=FILE records the serve process (perf record -g) during the first run's requests of 100; TIMELINE=DIR writes
+# the ledger's count once a second of each service run there; BATCHES="1 100 1000" chooses the request sizes.
+# Needs wrk (Debian's) and python3. Loopback only; throwaway folders; every wait is bounded.
+set -euo pipefail
+salvo=$(realpath "${1:?usage: service.sh SALVO [ROWS] [RUNS]}")
+rows=${2:-200000}
+runs=${3:-3}
+single=${SINGLE_ROWS:-$((rows / 10))}
+rate=${RATE:-1000}
+duration=${DURATION:-20}
+latencies=${LATENCIES-0 50}
+clients=${CLIENTS:-16}
+perf_file=${PERF:-}
+timeline=${TIMELINE:-}
+batches=${BATCHES:-1 100 1000}
+connections=2
+topic=com.example.bench
+here=$(cd "$(dirname "$0")" && pwd)
+payload=$here/../data/payloads/bench-100.json
+client=$here/service-client.py
+lua=$here/service-load.lua
+for n in "$rows" "$single"; do
+    [ $((n % 2000)) = 0 ] || { echo "ROWS and SINGLE_ROWS are multiples of 2000 (got $n)" >&2; exit 2; }
+done
+work=$(mktemp -d /tmp/salvo-bench-service-XXXXXX)
+export XDG_CACHE_HOME=$work/cache
+simulators=()
+serve_pid=""
+perf_pid=""
+serves=0
+finish() {
+    [ -n "$perf_pid" ] && kill -INT "$perf_pid" 2>/dev/null
+    [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null
+    for pid in "${simulators[@]}"; do kill "$pid" 2>/dev/null; done
+    wait 2>/dev/null
+    rm -rf "$work"
+}
+trap finish EXIT
+# Waits up to 30 s for a line matching PATTERN in FILE while PID lives.
+wait_line() {
+    for _ in $(seq 300); do
+        grep -q "$2" "$1" 2>/dev/null && return
+        kill -0 "$3" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "no '$2' in $1:" >&2
+    cat "$1" >&2
+    exit 1
+}
+
+# A simulator with its own certificates and signing key; sets control, control_token and credentials.
+start_simulator() {
+    local folder=$work/simulator-$1 latency=()
+    [ "$1" != 0 ] && latency=(--latency-ms "$1")
+    mkdir -p "$folder"
+    "$salvo" simulate --gateway-port 0 --feedback-port 0 --h2-port 0 --control-port 0 --topic "$topic" \
+        --certificates "$folder/certs" "${latency[@]}" >"$folder/simulator.txt" 2>&1 &
+    simulators+=($!)
+    wait_line "$folder/simulator.txt" '^  control' $!
+    local port
+    port=$(awk '/^  http2/ { split($2, a, ":"); print a[2] }' "$folder/simulator.txt")
+    control=$(awk '/^  control/ { sub(",", "", $2); print $2 }' "$folder/simulator.txt")
+    control_token=$(cat "$folder/certs/control-token")
+    credentials=(--gateway "127.0.0.1:$port" --auth-key "$folder/certs/AuthKey_SALVODEV01.p8" --key-id SALVODEV01
+        --team-id SALVOTEAM1 --ca "$(awk '/^  CA/ { print $2 }' "$folder/simulator.txt")" --server-name localhost)
+}
+
+# `salvo serve` on a fresh store, warmed by one notification; sets serve_pid, url and key.
+start_serve() {
+    local store=$work/salvo-store
+    rm -rf "$store"
+    # `serve keys create` is checked as `serve` is (it wants the gateway credentials too), and its --store is taken
+    # by `serve`'s own: the key goes to ./salvo-store, whatever --store says. Hence the store's default name, here.
+    key=$(cd "$work" && "$salvo" serve keys create --name bench "${credentials[@]}" | awk '/^key:/ { print $2 }')
+    # A file of its own each time: the last one's line must not be read before the shell truncates it.
+    serves=$((serves + 1))
+    local out=$work/serve-$serves.txt
+    "$salvo" serve --listen 127.0.0.1:0 --store "$store" "${credentials[@]}" --no-proxy --topic "$topic" \
+        --connections "$connections" >"$out" 2>"$work/serve.log" &
+    serve_pid=$!
+    wait_line "$out" 'listening on' "$serve_pid"
+    url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$out")
+    python3 "$client" warm --url "$url" --key "$key"
+}
+
+# SIGTERM, then up to 20 s to stop.
+stop_serve() {
+    kill -TERM "$serve_pid"
+    for _ in $(seq 200); do
+        kill -0 "$serve_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -9 "$serve_pid" 2>/dev/null && echo "serve did not stop within 20 s of SIGTERM" >&2
+    wait "$serve_pid" 2>/dev/null || true
+    serve_pid=""
+}
+
+median() { sort -n "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+start_simulator 0
+"$salvo" tokens generate "$rows" --seed 42 --output "$work/tokens.csv" >/dev/null
+send() {
+    python3 "$client" reset "$control" "$control_token"
+    /usr/bin/time -f %e -o "$work/time" "$salvo" send "$work/tokens.csv" --payload "$payload" --protocol h2 \
+        --topic "$topic" --push-type alert "${credentials[@]}" --no-proxy --connections "$connections" \
+        --report "$work/report.json" --quiet >/dev/null
+    python3 - "$work/report.json" "$rows" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+delivered = report.get("confirmed", 0) + report.get("presumed", 0)
+if delivered != int(sys.argv[2]):
+    sys.exit(f"send: delivered {delivered} of {sys.argv[2]}")
+PY
+}
+# The simulator's ledger grows its table on a first run: a warm-up send before the measured ones.
+send
+
+echo "$rows rows, $runs runs; requests of 1 carry $single notifications; wrk: 2 threads, $clients connections"
+for run in $(seq "$runs"); do
+    send
+    seconds=$(cat "$work/time")
+    echo "$seconds" >>"$work/send"
+    awk -v s="$seconds" -v n="$rows" 'BEGIN { printf "run %d  send            %7d rows  %6.2f s  %7.0f/s\n", '"$run"', n, s, n / s }'
+    for batch in $batches; do
+        notifications=$rows
+        [ "$batch" = 1 ] && notifications=$single
+        start_serve
+        if [ -n "$perf_file" ] && [ "$batch" = 100 ] && [ "$run" = 1 ]; then
+            perf record -F 499 -g -p "$serve_pid" -o "$perf_file" >/dev/null 2>&1 &
+            perf_pid=$!
+            sleep 0.5
+        fi
+        line=$(python3 "$client" throughput --url "$url" --key "$key" --control "$control" \
+            --control-token "$control_token" --batch "$batch" --notifications "$notifications" --payload "$payload" \
+            --lua "$lua" --connections "$clients" --phase $((run * 10000 + batch)) --timeout 300 --serve-pid "$serve_pid" \
+            ${timeline:+--timeline "$timeline/run$run-batch$batch.txt"})
+        if [ -n "$perf_pid" ]; then
+            kill -INT "$perf_pid"
+            wait "$perf_pid" || true
+            perf_pid=""
+        fi
+        stop_serve
+        # delivered S answered S accepted N refused N repeated N ledger N requests-p50 MS requests-p99 MS
+        read -r _ delivered _ answered _ accepted _ refused _ repeated _ ledger _ p50 _ p99 <<<"$line"
+        echo "$notifications $delivered" >>"$work/service-$batch"
+        awk -v b="$batch" -v n="$notifications" -v d="$delivered" -v a="$answered" -v s="$seconds" -v r="$rows" \
+            -v p50="$p50" -v p99="$p99" 'BEGIN {
+            printf "run %d  service, %4d a request %7d notifications  %6.2f s  %7.0f/s delivered (all answered 202 at %.2f s; request p50 %s ms, p99 %s ms)  ratio to send %.3f\n",
+                '"$run"', b, n, d, n / d, a, p50, p99, (n / d) / (r / s)
+        }'
+        if [ "$refused" != 0 ] || [ "$accepted" != "$notifications" ] || [ "$repeated" != 0 ] \
+            || [ "$ledger" != "$notifications" ]; then
+            echo "  !! accepted $accepted of $notifications, refused $refused, ledger $ledger, repeated tokens $repeated" >&2
+        fi
+    done
+done
+
+echo
+send_median=$(median "$work/send")
+awk -v s="$send_median" -v n="$rows" 'BEGIN { printf "median  send            %7d rows  %6.2f s  %7.0f/s\n", n, s, n / s }'
+for batch in $batches; do
+    n=$(head -1 "$work/service-$batch" | cut -d' ' -f1)
+    cut -d' ' -f2 "$work/service-$batch" >"$work/service-$batch.seconds"
+    awk -v b="$batch" -v n="$n" -v d="$(median "$work/service-$batch.seconds")" -v s="$send_median" -v r="$rows" 'BEGIN {
+        printf "median  service, %4d a request %7d notifications  %6.2f s  %7.0f/s  ratio to send %.3f%s\n",
+            b, n, d, n / d, (n / d) / (r / s), (b == 100) ? ((n / d) / (r / s) >= 0.5 ? " (goal >= 0.5: met)" : " (goal >= 0.5: not met)") : ""
+    }'
+done
+
+echo
+for latency in $latencies; do
+    [ "$latency" != 0 ] && start_simulator "$latency"
+    start_serve
+    echo "latency: the simulator $latency ms each way (round trip $((2 * latency)) ms; goal p99 <= $((2 * latency + 10)) ms), $rate notifications/s for $duration s, one a request"
+    python3 "$client" latency --url "$url" --key "$key" --payload "$payload" --rate "$rate" --seconds "$duration" \
+        --phase "$latency" | tee "$work/latency-$latency"
+    stop_serve
+    awk -v goal=$((2 * latency + 10)) '/^request to answer/ { printf "  p99 %s ms: goal %s\n", $8, ($8 + 0 <= goal) ? "met" : "not met" }' \
+        "$work/latency-$latency"
+done
