@@ -206,23 +206,29 @@ struct ServeRunCommand: AsyncParsableCommand {
                 )
             }
         }
+        let serving = Task { try await server.run() }
         let signals = Task {
             // SIGTERM or SIGINT: stop taking requests (503), let the rows in flight settle, keep the rest; then the
-            // listener closes.
+            // listener closes, and connections a client keeps busy are cut after a bounded wait.
             await ServeSignals.wait()
             logger.notice("shutting down", metadata: ["grace_seconds": "\(self.shutdownGrace)"])
             await service.shutdown()
             await server.stop()
+            try? await Task.sleep(for: .seconds(5))
+            serving.cancel()
         }
         do {
-            try await server.run()
+            try await serving.value
         } catch {
+            // Cut after the bounded wait of a shutdown, or the listener failed (its port taken, its certificate).
+            let cut = service.isStopping
             signals.cancel()
             await service.shutdown()
             try? await simulator?.shutdown()
+            if cut { return }
             throw UserError("--listen \(self.listen): \(error)")
         }
-        await signals.value
+        signals.cancel()
         try? await simulator?.shutdown()
     }
 
