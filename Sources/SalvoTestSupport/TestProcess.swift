@@ -65,6 +65,8 @@ public final class TestProcess: Sendable {
     private let errorFile: URL?
     private let drained: Drain?
     private let mode: Output
+    /// Its end, as `Process` reports it (waited for without polling).
+    private let ending = Ending()
 
     /// `salvo`, built next to the test bundle by `swift build`; nil when it is not there.
     public static var salvoPath: String? {
@@ -182,6 +184,8 @@ public final class TestProcess: Sendable {
         }
 
         self.process = process
+        let ending = self.ending
+        process.terminationHandler = { _ in ending.ended() }
         do {
             try process.run()
         } catch {
@@ -226,10 +230,9 @@ public final class TestProcess: Sendable {
 
     deinit {
         // Let go while running (a test that threw before its wait): not left behind.
-        if self.process.isRunning {
+        if !self.ending.hasEnded {
             Glibc.kill(self.process.processIdentifier, SIGKILL)
-            let deadline = ContinuousClock.now + .seconds(30)
-            while self.process.isRunning && ContinuousClock.now < deadline { usleep(5000) }
+            _ = self.ending.waitBlocking(seconds: 30)
         }
     }
 
@@ -257,26 +260,20 @@ public final class TestProcess: Sendable {
     /// thrown, with the end of what it printed.
     @discardableResult
     public func wait(seconds: Double) async throws -> Int32 {
-        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-        while self.process.isRunning && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        return try self.ended(within: seconds)
+        let ended = await self.ending.wait(seconds: seconds)
+        return try self.ended(ended, within: seconds)
     }
 
     /// `wait(seconds:)`, blocking this thread (for a synchronous caller).
     @discardableResult
     public func waitBlocking(seconds: Double) throws -> Int32 {
-        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-        while self.process.isRunning && ContinuousClock.now < deadline { usleep(10_000) }
-        return try self.ended(within: seconds)
+        try self.ended(self.ending.waitBlocking(seconds: seconds), within: seconds)
     }
 
-    private func ended(within seconds: Double) throws -> Int32 {
-        if self.process.isRunning {
+    private func ended(_ ended: Bool, within seconds: Double) throws -> Int32 {
+        if !ended {
             Glibc.kill(self.process.processIdentifier, SIGKILL)
-            let reaped = ContinuousClock.now + .seconds(30)
-            while self.process.isRunning && ContinuousClock.now < reaped { usleep(5000) }
+            _ = self.ending.waitBlocking(seconds: 30)
             throw Overrun(
                 description: "\(self.commandLine) did not end within \(seconds) s, so it was killed; it printed:\n"
                     + self.output.suffix(2000)
@@ -342,6 +339,81 @@ public final class TestProcess: Sendable {
         )
         let status = try run.waitBlocking(seconds: seconds)
         return (status, run.output)
+    }
+
+    /// `runToEnd`, for an `async` caller: it waits without holding a thread.
+    public static func run(
+        _ executable: String,
+        _ arguments: [String],
+        in folder: URL? = nil,
+        environment: [String: String] = [:],
+        input: Input = .inherited,
+        output: Output = .together,
+        seconds: Double = 120
+    ) async throws -> (status: Int32, output: String) {
+        let run = try TestProcess(
+            executable,
+            arguments,
+            in: folder,
+            environment: environment,
+            input: input,
+            output: output
+        )
+        let status = try await run.wait(seconds: seconds)
+        return (status, run.output)
+    }
+}
+
+/// A child's end, told by `Process`'s termination handler, waited for by tasks (without holding a thread) and by
+/// threads (blocking), each wait bounded.
+private final class Ending: Sendable {
+    private struct State {
+        var ended = false
+        var next = 0
+        var waiting: [Int: CheckedContinuation<Bool, Never>] = [:]
+    }
+
+    private let state = Mutex(State())
+    private let blocking = DispatchSemaphore(value: 0)
+
+    var hasEnded: Bool { self.state.withLock { $0.ended } }
+
+    /// The child ended and was reaped.
+    func ended() {
+        let waiting = self.state.withLock { state in
+            state.ended = true
+            defer { state.waiting.removeAll() }
+            return state.waiting.values
+        }
+        for continuation in waiting { continuation.resume(returning: true) }
+        self.blocking.signal()
+    }
+
+    /// Whether the child ended within `seconds`.
+    func wait(seconds: Double) async -> Bool {
+        let id = self.state.withLock { state in
+            state.next += 1
+            return state.next
+        }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let ended = self.state.withLock { state in
+                if !state.ended { state.waiting[id] = continuation }
+                return state.ended
+            }
+            if ended { return continuation.resume(returning: true) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + max(0, seconds)) {
+                self.state.withLock { $0.waiting.removeValue(forKey: id) }?.resume(returning: false)
+            }
+        }
+    }
+
+    /// `wait(seconds:)`, blocking this thread.
+    func waitBlocking(seconds: Double) -> Bool {
+        if self.hasEnded { return true }
+        guard self.blocking.wait(timeout: .now() + max(0, seconds)) == .success else { return self.hasEnded }
+        // Passed on to the next thread that waits.
+        self.blocking.signal()
+        return true
     }
 }
 
