@@ -9,7 +9,7 @@ import Testing
 
 @testable import SalvoHTTP2
 
-@Suite(.tags(.pure), .runs(.pure), .offThePool) struct WorkQueueTests {
+@Suite(.tags(.pure), .runs(.pure)) struct WorkQueueTests {
     @Test func retriesWaitForTheirTimeAndGoFirstAndTheJobFinishesOnlyWhenAllIsBack() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
