@@ -46,6 +46,9 @@ public final class TestProcess: Sendable {
         case nothing
         /// Both into one pipe, drained as the child writes (for a test about what the child does with a pipe).
         case pipe
+        /// Standard output into a descriptor the caller holds and reads itself (a pipe's write end, which the caller
+        /// closes once the child has started); standard error stays this process's.
+        case handle(FileHandle)
     }
 
     /// A wait that passed its bound: the child was killed.
@@ -157,6 +160,8 @@ public final class TestProcess: Sendable {
             pipe = both
             process.standardOutput = both
             process.standardError = both
+        case .handle(let handle):
+            process.standardOutput = handle
         }
         self.outputFile = outputFile
         self.errorFile = errorFile
@@ -248,6 +253,29 @@ public final class TestProcess: Sendable {
     public func signal(_ signal: Int32) {
         guard self.process.isRunning else { return }
         Glibc.kill(self.process.processIdentifier, signal)
+    }
+
+    /// Whether the child catches `signal` now (the `SigCgt` mask of its `/proc` status). A child that watches for a
+    /// signal through Dispatch catches it once the watch is registered, so a test that sends it that signal waits for
+    /// this first, instead of pausing for a time a loaded machine may not keep.
+    public func catches(_ signal: Int32) -> Bool {
+        guard
+            let status = try? String(contentsOfFile: "/proc/\(self.process.processIdentifier)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigCgt:") }),
+            let mask = UInt64(line.dropFirst("SigCgt:".count).trimmingCharacters(in: .whitespaces), radix: 16)
+        else { return false }
+        return mask & (UInt64(1) << UInt64(signal - 1)) != 0
+    }
+
+    /// Whether the child holds `path` open now (a descriptor of its `/proc` entry leads there): a wait on a file's lock
+    /// has begun once the file is open.
+    public func holdsOpen(_ path: String) -> Bool {
+        let folder = "/proc/\(self.process.processIdentifier)/fd"
+        let wanted = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return false }
+        return descriptors.contains { descriptor in
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: folder + "/" + descriptor)) == wanted
+        }
     }
 
     /// Kills the child (SIGKILL) and waits for its reaping (bounded: it cannot outlive a SIGKILL by much).
