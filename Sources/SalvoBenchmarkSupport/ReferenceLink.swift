@@ -1,4 +1,5 @@
 import Foundation
+import SalvoTestSupport
 
 /// The reference link: a C sender and receiver (`Benchmarks/reference`, OpenSSL and liburing) that measure what this
 /// host's TLS link carries for binary-interface frames, with nothing of a real job on the path. Its rate is the
@@ -131,20 +132,18 @@ public struct ReferenceLink: Sendable {
         // Built beside, then renamed: two benchmarks starting at once never run a half-written program.
         let partial = binary + ".\(getpid())"
         let arguments = ["cc", "-O2", "-Wall", "-o", partial, source, "-luring", "-lssl", "-lcrypto", "-lpthread"]
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
+        let status: Int32
+        let output: String
         do {
-            try process.run()
+            (status, output) = try TestProcess.runToEnd("/usr/bin/env", arguments, input: .nothing, seconds: 600)
         } catch {
             throw ReferenceLinkError("cannot run cc to build \(binary): \(error)")
         }
-        process.waitUntilExit()
-        guard process.terminationStatus == 0, rename(partial, binary) == 0 else {
+        guard status == 0, rename(partial, binary) == 0 else {
             unlink(partial)
             throw ReferenceLinkError(
-                "`\(arguments.joined(separator: " "))` failed (status \(process.terminationStatus)); it needs a C "
-                    + "compiler, libssl-dev and liburing-dev"
+                "`\(arguments.joined(separator: " "))` failed (status \(status)); it needs a C compiler, libssl-dev "
+                    + "and liburing-dev:\n" + output.suffix(2000)
             )
         }
     }
@@ -157,21 +156,16 @@ public struct ReferenceLink: Sendable {
     ) throws(ReferenceLinkError) -> [String:
         String]
     {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
+        let status: Int32
+        let text: String
         do {
-            try process.run()
+            (status, text) = try TestProcess.runToEnd(program, arguments, input: .nothing, output: .apart, seconds: 600)
         } catch {
-            throw ReferenceLinkError("cannot run \(program): \(error)")
+            throw ReferenceLinkError("cannot run \(program) to its end: \(error)")
         }
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0, let fields = Self.fields(text, line: line) else {
+        guard status == 0, let fields = Self.fields(text, line: line) else {
             throw ReferenceLinkError(
-                "\(program) \(arguments.joined(separator: " ")) failed (status \(process.terminationStatus))"
+                "\(program) \(arguments.joined(separator: " ")) failed (status \(status)):\n\(text)"
             )
         }
         return fields
@@ -194,7 +188,7 @@ public struct ReferenceLink: Sendable {
 public final class ReferenceReceiver: @unchecked Sendable {
     /// The port it listens on.
     public let port: Int
-    private let process: Process
+    private let process: TestProcess
     private let input: Pipe
     private let output: Pipe
 
@@ -210,7 +204,7 @@ public final class ReferenceReceiver: @unchecked Sendable {
         public var systemSeconds: Double
     }
 
-    private init(port: Int, process: Process, input: Pipe, output: Pipe) {
+    private init(port: Int, process: TestProcess, input: Pipe, output: Pipe) {
         self.port = port
         self.process = process
         self.input = input
@@ -223,19 +217,23 @@ public final class ReferenceReceiver: @unchecked Sendable {
         certificate: String,
         key: String
     ) throws(ReferenceLinkError) -> ReferenceReceiver {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: link.receiver)
         // It stops when its standard input ends: when `stop` closes it, or when this process exits by any way.
-        process.arguments = ["--cert", certificate, "--key", key, "--port", "0", "--stdin-control"]
         let input = Pipe()
         let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
+        let process: TestProcess
         do {
-            try process.run()
+            process = try TestProcess(
+                link.receiver,
+                ["--cert", certificate, "--key", key, "--port", "0", "--stdin-control"],
+                input: .handle(input.fileHandleForReading),
+                output: .handle(output.fileHandleForWriting)
+            )
         } catch {
             throw ReferenceLinkError("cannot run \(link.receiver): \(error)")
         }
+        // The child holds its own ends: the output ends when it exits.
+        try? input.fileHandleForReading.close()
+        try? output.fileHandleForWriting.close()
         // The first line, `listening 127.0.0.1 PORT`; an end of output first means it failed (it said why).
         var first = Data()
         while !first.contains(UInt8(ascii: "\n")) {
@@ -245,8 +243,8 @@ public final class ReferenceReceiver: @unchecked Sendable {
         }
         let words = String(decoding: first, as: UTF8.self).split(whereSeparator: \.isWhitespace)
         guard words.count >= 3, words[0] == "listening", let port = Int(words[2]) else {
-            process.waitUntilExit()
-            throw ReferenceLinkError("\(link.receiver) did not start (status \(process.terminationStatus))")
+            let status = try? process.waitBlocking(seconds: 30)
+            throw ReferenceLinkError("\(link.receiver) did not start (status \(status.map(String.init) ?? "unknown"))")
         }
         return ReferenceReceiver(port: port, process: process, input: input, output: output)
     }
@@ -255,7 +253,11 @@ public final class ReferenceReceiver: @unchecked Sendable {
     public func stop() throws(ReferenceLinkError) -> Counts {
         try? self.input.fileHandleForWriting.close()
         let text = String(decoding: self.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        self.process.waitUntilExit()
+        do {
+            _ = try self.process.waitBlocking(seconds: 30)
+        } catch {
+            throw ReferenceLinkError("the reference receiver did not stop: \(error)")
+        }
         guard let fields = ReferenceLink.fields(text, line: "receiver") else {
             throw ReferenceLinkError("the reference receiver ended without its counts")
         }

@@ -47,10 +47,11 @@ public enum BinaryJob {
         precondition(configuration.connections >= 1 && configuration.connections <= 64, "1 to 64 connections")
         let capacity = max(1024, configuration.windowRows / configuration.connections)
         let tls = try configuration.credentials.makeContext()
+        let clock = configuration.clock
         let pacer = ConnectPacer(
             floor: configuration.reconnect.minimumInterval.nanoseconds,
             ceiling: configuration.reconnect.maximumDelay.nanoseconds,
-            now: DispatchTime.now().uptimeNanoseconds,
+            now: clock.now,
             opening: configuration.connections
         )
         let shards: [Shard]
@@ -69,8 +70,8 @@ public enum BinaryJob {
             // The transport cannot be set up here (io_uring refused): no connection could be made.
             throw JobError(.configuration, "\(error)")
         }
-        let started = DispatchTime.now().uptimeNanoseconds
-        let seconds = { @Sendable in Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9 }
+        let started = clock.now
+        let seconds = { @Sendable in Double(clock.now &- started) / 1e9 }
 
         let ticker = progress.map { callback in
             let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "salvo.progress"))

@@ -59,6 +59,10 @@ public struct BinaryJobConfiguration: Sendable {
     /// Where the job marks each row it writes and settles (`send --journal`); nil: no journal. The token source
     /// reads the same journal to skip what an earlier run settled.
     public var journal: RowJournal?
+    /// Where the job reads the time and sets its timers: the settle and answer timeouts, the flush delay, the
+    /// reconnect backoff, the connect spacing and the give-up deadline, and the drain's grace all run on it. A test
+    /// drives a `ManualJobClock`.
+    public var clock: any JobClock = SystemJobClock()
 
     public init(
         host: String,

@@ -41,7 +41,8 @@ final class Shard: @unchecked Sendable {
     @exclusivity(unchecked) private var fields = RowFields()
     @exclusivity(unchecked) private var refetched = RowFields()
     private var renderFailure: InputError?
-    private var timer: DispatchSourceTimer?
+    /// Where the shard reads the time and sets its timers (`BinaryJobConfiguration.clock`).
+    private let clock: any JobClock
     private var completion: ((Result<Void, JobError>) -> Void)?
     private var logger: Logger
 
@@ -58,6 +59,7 @@ final class Shard: @unchecked Sendable {
         self.addressTurn = index
         self.queue = DispatchQueue(label: "salvo.shard.\(index)")
         self.configuration = configuration
+        self.clock = configuration.clock
         self.tls = tls
         self.context = try IOContext(queue: self.queue, transport: configuration.transport?.kind)
         self.source = source
@@ -80,19 +82,22 @@ final class Shard: @unchecked Sendable {
 
     var transportKind: TransportKind { self.context.transport }
 
-    private static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
-
     /// Starts the shard; `completion` runs on `queue` once every row it took is settled, or the job cannot go on.
     func start(completion: @escaping @Sendable (Result<Void, JobError>) -> Void) {
         self.queue.async {
             self.completion = completion
-            let tick = DispatchSource.makeTimerSource(queue: self.queue)
-            let period = max(self.configuration.settle.nanoseconds / 8, 1_000_000)
-            tick.schedule(deadline: .now() + .nanoseconds(Int(period)), repeating: .nanoseconds(Int(period)))
-            tick.setEventHandler { [weak self] in self?.tick() }
-            tick.resume()
-            self.timer = tick
-            self.perform(self.machine.start(now: Self.now()))
+            self.scheduleTick()
+            self.perform(self.machine.start(now: self.clock.now))
+        }
+    }
+
+    /// The watchdog: every eighth of the settle time, until the shard ends.
+    private func scheduleTick() {
+        let period = max(self.configuration.settle.nanoseconds / 8, 1_000_000)
+        self.clock.schedule(after: period, on: self.queue) { [weak self] in
+            guard let self, self.completion != nil else { return }
+            self.tick()
+            self.scheduleTick()
         }
     }
 
@@ -101,7 +106,7 @@ final class Shard: @unchecked Sendable {
         self.queue.async {
             guard self.completion != nil else { return }
             self.perform(self.machine.interrupt())
-            self.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(grace.nanoseconds))) {
+            self.clock.schedule(after: grace.nanoseconds, on: self.queue) {
                 guard self.completion != nil else { return }
                 self.machine.stop()
                 self.end(.success(()), abort: true)
@@ -126,27 +131,27 @@ final class Shard: @unchecked Sendable {
             break
         case .connect:
             // Every connect of the job takes a slot from the shared pacer.
-            let now = Self.now()
+            let now = self.clock.now
             let giveUpAfter = self.configuration.reconnect.giveUpAfter.nanoseconds
             let at = self.pacer.slot(
                 earliest: now,
                 latest: giveUpAfter > 0 ? self.pacer.lastProgressAt &+ giveUpAfter : .max
             )
             guard at > now else { return self.connect() }
-            self.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(at - now))) { [weak self] in
+            self.clock.schedule(after: at - now, on: self.queue) { [weak self] in
                 guard let self, case .connecting = self.machine.state else { return }
                 self.connect()
             }
         case .reconnect(let delay):
             self.logger.info("reconnect", metadata: ["after-ms": "\(delay / 1_000_000)"])
-            self.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay))) { [weak self] in
+            self.clock.schedule(after: delay, on: self.queue) { [weak self] in
                 guard let self else { return }
-                self.perform(self.machine.reconnectDue(now: Self.now()))
+                self.perform(self.machine.reconnectDue(now: self.clock.now))
             }
         case .write, .needRows, .flush, .writeBarrier:
             self.pump(first: action)
         case .scheduleFlush(let delay):
-            self.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay))) { [weak self] in
+            self.clock.schedule(after: delay, on: self.queue) { [weak self] in
                 guard let self else { return }
                 self.perform(self.machine.flushDue())
             }
@@ -200,7 +205,7 @@ final class Shard: @unchecked Sendable {
                     self.addressTurn &+= 1
                 }
                 self.machine.noteProgress(at: self.pacer.lastProgressAt)
-                self.perform(self.machine.connectFailed(failure, now: Self.now()))
+                self.perform(self.machine.connectFailed(failure, now: self.clock.now))
             }
         }
     }
@@ -262,7 +267,7 @@ final class Shard: @unchecked Sendable {
                 action = self.outbound.withUnsafeMutableWritableBytes { out in
                     self.machine.writeSized(
                         queuedBytes: connection.queuedBytes,
-                        now: Self.now(),
+                        now: self.clock.now,
                         wallSeconds: wallClockSeconds()
                     ) { row, identifier in
                         let size = self.encode(
@@ -283,7 +288,7 @@ final class Shard: @unchecked Sendable {
                 action = self.outbound.withUnsafeMutableWritableBytes { out in
                     self.machine.write(
                         queuedBytes: connection.queuedBytes,
-                        now: Self.now(),
+                        now: self.clock.now,
                         wallSeconds: wallClockSeconds()
                     ) { row, identifier in
                         written &+= template.write(
@@ -350,7 +355,7 @@ final class Shard: @unchecked Sendable {
             bytes: count,
             ciphertextStart: start,
             ciphertextEnd: connection.ciphertextBytesWritten,
-            now: Self.now()
+            now: self.clock.now
         )
         self.outbound.clear()
         return true
@@ -368,7 +373,7 @@ final class Shard: @unchecked Sendable {
                         "identifier": "\(response.identifier)",
                     ]
                 )
-                self.perform(self.machine.received(response, now: Self.now(), resolve: self.resolve))
+                self.perform(self.machine.received(response, now: self.clock.now, resolve: self.resolve))
             }
             self.reportProgress()
         } catch {
@@ -384,7 +389,7 @@ final class Shard: @unchecked Sendable {
         let settled = self.machine.outcomes.settled
         guard settled > self.settledReported else { return }
         self.settledReported = settled
-        self.pacer.progressed(at: Self.now())
+        self.pacer.progressed(at: self.clock.now)
     }
 
     private func resolve(_ journaled: SentWindow.Journaled) throws(InputError) -> DeviceToken {
@@ -393,7 +398,7 @@ final class Shard: @unchecked Sendable {
 
     private func tick() {
         guard let connection = self.connection else { return }
-        self.perform(self.machine.tick(acknowledged: connection.ciphertextBytesAcknowledged, now: Self.now()))
+        self.perform(self.machine.tick(acknowledged: connection.ciphertextBytesAcknowledged, now: self.clock.now))
         self.reportProgress()
     }
 
@@ -415,7 +420,7 @@ final class Shard: @unchecked Sendable {
                 cause,
                 sentThrough: sent,
                 acknowledged: connection.ciphertextBytesAcknowledgedAtEnd,
-                now: Self.now(),
+                now: self.clock.now,
                 resolve: self.resolve
             )
         )
@@ -429,8 +434,6 @@ final class Shard: @unchecked Sendable {
             connection.onClose = nil
             if abort { connection.abort() } else { connection.close() }
         }
-        self.timer?.cancel()
-        self.timer = nil
         self.completion?(result)
         self.completion = nil
     }

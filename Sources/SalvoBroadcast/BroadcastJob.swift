@@ -50,6 +50,9 @@ public struct BroadcastJob: Sendable {
     public var stop: JobStop?
     /// About twice a second, and once at the end.
     public var progress: (@Sendable (JobProgress) -> Void)?
+    /// Where the job reads the time and waits: the retries' backoff, the rate cap's waits, the pause before a
+    /// reconnect, and the report's seconds (a test's `ManualJobClock`).
+    public var clock: any JobClock = SystemJobClock()
 
     public init(options: Options) {
         self.options = options
@@ -147,7 +150,7 @@ public struct BroadcastJob: Sendable {
 
     /// Runs the job; `connect` opens (and after a lost connection reopens) the connection to the push host.
     public func run(connect: @escaping @Sendable () async throws -> HTTP2Exchanger) async throws -> Result {
-        let start = NIODeadline.now()
+        let start = self.now()
         let (table, builder, channelColumn, policyColumn) = try self.prepare()
         let lineCount = (table.rows.last?.line ?? 1) + 1
         let opened = try self.openJournal(lineCount: lineCount)
@@ -240,7 +243,7 @@ public struct BroadcastJob: Sendable {
                 default: false
                 }
             }.count
-        report.seconds = Double((NIODeadline.now() - start).nanoseconds) / 1e9
+        report.seconds = Double((self.now() - start).nanoseconds) / 1e9
         report.notificationsPerSecond = report.seconds > 0 ? Double(report.confirmed) / report.seconds : 0
         report.stopped = self.stop?.reason ?? report.stopped
         journal?.sync()
@@ -251,6 +254,9 @@ public struct BroadcastJob: Sendable {
         self.writeOutputs(&result)
         return result
     }
+
+    /// The time on the job's clock.
+    private func now() -> NIODeadline { .uptimeNanoseconds(self.clock.now) }
 
     private static func count(_ state: RowState, into report: inout JobReport) {
         switch state {
@@ -271,10 +277,10 @@ public struct BroadcastJob: Sendable {
     ) async throws -> [RowEnd?] {
         var ends = [RowEnd?](repeating: nil, count: work.count)
         guard !work.isEmpty else { return ends }
-        let link = Link(connect: connect)
-        var limiter = self.options.rate.map { HTTP2RateLimiter(perSecond: $0, now: .now()) }
-        var lastProgress = NIODeadline.now()
-        var lastSync = NIODeadline.now()
+        let link = Link(connect: connect, clock: self.clock)
+        var limiter = self.options.rate.map { HTTP2RateLimiter(perSecond: $0, now: self.now()) }
+        var lastProgress = self.now()
+        var lastSync = self.now()
         let validRows = counts.withLockedValue { $0.validRows }
         let inFlight = NIOLockedValueBox(0)
         // The first refusal of the app itself: nothing more is sent once it came (what is in flight is answered).
@@ -287,11 +293,12 @@ public struct BroadcastJob: Sendable {
                     && appRefusal == nil
                 {
                     if var bucket = limiter {
-                        if bucket.take(upTo: 1, now: .now()) == 0 {
-                            let wait = bucket.nextAvailable(now: .now()) - .now()
+                        let now = self.now()
+                        if bucket.take(upTo: 1, now: now) == 0 {
+                            let wait = bucket.nextAvailable(now: now) - now
                             limiter = bucket
                             if running > 0 { break }
-                            try? await Task.sleep(nanoseconds: UInt64(max(0, wait.nanoseconds)))
+                            await self.clock.sleep(nanoseconds: UInt64(max(0, wait.nanoseconds)))
                             continue
                         }
                         limiter = bucket
@@ -338,7 +345,7 @@ public struct BroadcastJob: Sendable {
                         }
                     }
                 }
-                let now = NIODeadline.now()
+                let now = self.now()
                 if now - lastSync > .milliseconds(200) {
                     journal?.sync()
                     lastSync = now
@@ -396,7 +403,7 @@ public struct BroadcastJob: Sendable {
                 return onlyRefusals ? .notSent(last) : .uncertain("\(attempts) attempts, the last \(last)")
             }
             let delay = self.options.retry.delay(attempts: attempts, retryAfter: retryAfter, random: .random(in: 0..<1))
-            try? await Task.sleep(nanoseconds: delay)
+            await self.clock.sleep(nanoseconds: delay)
         }
     }
 }
@@ -410,14 +417,16 @@ extension BroadcastJob.RowEnd: Equatable {}
 /// again), so a job holds one connection and a lost connection is one reconnect.
 actor Link {
     private let connect: @Sendable () async throws -> HTTP2Exchanger
+    private let clock: any JobClock
     private var exchanger: HTTP2Exchanger?
     private var connecting: Task<HTTP2Exchanger?, Never>?
     private var reconnects = 0
     private(set) var failure: String?
     static let maximumReconnects = 5
 
-    init(connect: @escaping @Sendable () async throws -> HTTP2Exchanger) {
+    init(connect: @escaping @Sendable () async throws -> HTTP2Exchanger, clock: any JobClock) {
         self.connect = connect
+        self.clock = clock
     }
 
     /// The open connection, or nil once it cannot be opened.
@@ -435,8 +444,9 @@ actor Link {
         }
         let pause = Duration.milliseconds(again ? 200 * self.reconnects : 0)
         let connect = self.connect
+        let clock = self.clock
         let attempt = Task<HTTP2Exchanger?, Never> {
-            if pause > .zero { try? await Task.sleep(for: pause) }
+            await clock.sleep(for: pause)
             do {
                 let exchanger = try await connect()
                 self.opened(exchanger)

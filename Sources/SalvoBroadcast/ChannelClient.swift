@@ -1,4 +1,5 @@
 import SalvoHTTP2
+import SalvoRows
 
 /// The channel management calls over one connection, each answered or failed with Apple's reason. Reads, lists
 /// and deletes are sent again after 429, 500, 503, a refused stream or a lost answer (with the retry policy's
@@ -11,6 +12,8 @@ public struct ChannelClient: Sendable {
     /// The longest one call may take, its retries and their pauses included (each request is bounded by the
     /// exchanger's `requestTimeout` too); nil: the retry policy's attempts alone bound it.
     public var giveUp: Duration?
+    /// Where the bound is measured and the retries' pauses are waited (a test's `ManualJobClock`).
+    public var clock: any JobClock = SystemJobClock()
 
     public init(exchanger: HTTP2Exchanger, bundleID: String) {
         self.exchanger = exchanger
@@ -33,7 +36,7 @@ public struct ChannelClient: Sendable {
         guard ChannelID.isWellFormed(id) else { return .failure(Self.badID(id)) }
         var lostBefore = false
         var attempts = 0
-        let start = ContinuousClock.now
+        let start = self.clock.now
         while true {
             attempts += 1
             let failure: ChannelFailure
@@ -94,7 +97,7 @@ public struct ChannelClient: Sendable {
         _ decode: (HTTP2Response) -> Result<Value, ChannelFailure>
     ) async -> Result<Value, ChannelFailure> {
         var attempts = 0
-        let start = ContinuousClock.now
+        let start = self.clock.now
         while true {
             attempts += 1
             let failure: ChannelFailure
@@ -117,12 +120,12 @@ public struct ChannelClient: Sendable {
     /// `failure`, saying the call gave up, when another attempt would begin past `giveUp`; nil while time is left.
     private func outOfTime(
         _ failure: ChannelFailure,
-        since start: ContinuousClock.Instant,
+        since start: UInt64,
         attempts: Int
     )
         -> ChannelFailure?
     {
-        guard let giveUp = self.giveUp, ContinuousClock.now - start >= giveUp else { return nil }
+        guard let giveUp = self.giveUp, self.clock.now &- start >= giveUp.nanoseconds else { return nil }
         var late = failure
         late.reason += " (gave up after \(attempts) attempts in \(giveUp.components.seconds) s)"
         return late
@@ -130,7 +133,7 @@ public struct ChannelClient: Sendable {
 
     func pause(attempts: Int) async {
         let nanoseconds = self.retry.delay(attempts: attempts, retryAfter: nil, random: Double.random(in: 0..<1))
-        try? await Task.sleep(nanoseconds: nanoseconds)
+        await self.clock.sleep(nanoseconds: nanoseconds)
     }
 
     static func badID(_ id: String) -> ChannelFailure {

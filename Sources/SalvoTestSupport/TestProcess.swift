@@ -46,6 +46,9 @@ public final class TestProcess: Sendable {
         case nothing
         /// Both into one pipe, drained as the child writes (for a test about what the child does with a pipe).
         case pipe
+        /// Standard output into a descriptor the caller holds and reads itself (a pipe's write end, which the caller
+        /// closes once the child has started); standard error stays this process's.
+        case handle(FileHandle)
     }
 
     /// A wait that passed its bound: the child was killed.
@@ -65,6 +68,8 @@ public final class TestProcess: Sendable {
     private let errorFile: URL?
     private let drained: Drain?
     private let mode: Output
+    /// Its end, as `Process` reports it (waited for without polling).
+    private let ending = Ending()
 
     /// `salvo`, built next to the test bundle by `swift build`; nil when it is not there.
     public static var salvoPath: String? {
@@ -155,6 +160,8 @@ public final class TestProcess: Sendable {
             pipe = both
             process.standardOutput = both
             process.standardError = both
+        case .handle(let handle):
+            process.standardOutput = handle
         }
         self.outputFile = outputFile
         self.errorFile = errorFile
@@ -182,6 +189,8 @@ public final class TestProcess: Sendable {
         }
 
         self.process = process
+        let ending = self.ending
+        process.terminationHandler = { _ in ending.ended() }
         do {
             try process.run()
         } catch {
@@ -226,10 +235,9 @@ public final class TestProcess: Sendable {
 
     deinit {
         // Let go while running (a test that threw before its wait): not left behind.
-        if self.process.isRunning {
+        if !self.ending.hasEnded {
             Glibc.kill(self.process.processIdentifier, SIGKILL)
-            let deadline = ContinuousClock.now + .seconds(30)
-            while self.process.isRunning && ContinuousClock.now < deadline { usleep(5000) }
+            _ = self.ending.waitBlocking(seconds: 30)
         }
     }
 
@@ -247,6 +255,29 @@ public final class TestProcess: Sendable {
         Glibc.kill(self.process.processIdentifier, signal)
     }
 
+    /// Whether the child catches `signal` now (the `SigCgt` mask of its `/proc` status). A child that watches for a
+    /// signal through Dispatch catches it once the watch is registered, so a test that sends it that signal waits for
+    /// this first, instead of pausing for a time a loaded machine may not keep.
+    public func catches(_ signal: Int32) -> Bool {
+        guard
+            let status = try? String(contentsOfFile: "/proc/\(self.process.processIdentifier)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigCgt:") }),
+            let mask = UInt64(line.dropFirst("SigCgt:".count).trimmingCharacters(in: .whitespaces), radix: 16)
+        else { return false }
+        return mask & (UInt64(1) << UInt64(signal - 1)) != 0
+    }
+
+    /// Whether the child holds `path` open now (a descriptor of its `/proc` entry leads there): a wait on a file's lock
+    /// has begun once the file is open.
+    public func holdsOpen(_ path: String) -> Bool {
+        let folder = "/proc/\(self.process.processIdentifier)/fd"
+        let wanted = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return false }
+        return descriptors.contains { descriptor in
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: folder + "/" + descriptor)) == wanted
+        }
+    }
+
     /// Kills the child (SIGKILL) and waits for its reaping (bounded: it cannot outlive a SIGKILL by much).
     public func kill() async throws {
         self.signal(SIGKILL)
@@ -257,26 +288,20 @@ public final class TestProcess: Sendable {
     /// thrown, with the end of what it printed.
     @discardableResult
     public func wait(seconds: Double) async throws -> Int32 {
-        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-        while self.process.isRunning && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        return try self.ended(within: seconds)
+        let ended = await self.ending.wait(seconds: seconds)
+        return try self.ended(ended, within: seconds)
     }
 
     /// `wait(seconds:)`, blocking this thread (for a synchronous caller).
     @discardableResult
     public func waitBlocking(seconds: Double) throws -> Int32 {
-        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-        while self.process.isRunning && ContinuousClock.now < deadline { usleep(10_000) }
-        return try self.ended(within: seconds)
+        try self.ended(self.ending.waitBlocking(seconds: seconds), within: seconds)
     }
 
-    private func ended(within seconds: Double) throws -> Int32 {
-        if self.process.isRunning {
+    private func ended(_ ended: Bool, within seconds: Double) throws -> Int32 {
+        if !ended {
             Glibc.kill(self.process.processIdentifier, SIGKILL)
-            let reaped = ContinuousClock.now + .seconds(30)
-            while self.process.isRunning && ContinuousClock.now < reaped { usleep(5000) }
+            _ = self.ending.waitBlocking(seconds: 30)
             throw Overrun(
                 description: "\(self.commandLine) did not end within \(seconds) s, so it was killed; it printed:\n"
                     + self.output.suffix(2000)
@@ -342,6 +367,81 @@ public final class TestProcess: Sendable {
         )
         let status = try run.waitBlocking(seconds: seconds)
         return (status, run.output)
+    }
+
+    /// `runToEnd`, for an `async` caller: it waits without holding a thread.
+    public static func run(
+        _ executable: String,
+        _ arguments: [String],
+        in folder: URL? = nil,
+        environment: [String: String] = [:],
+        input: Input = .inherited,
+        output: Output = .together,
+        seconds: Double = 120
+    ) async throws -> (status: Int32, output: String) {
+        let run = try TestProcess(
+            executable,
+            arguments,
+            in: folder,
+            environment: environment,
+            input: input,
+            output: output
+        )
+        let status = try await run.wait(seconds: seconds)
+        return (status, run.output)
+    }
+}
+
+/// A child's end, told by `Process`'s termination handler, waited for by tasks (without holding a thread) and by
+/// threads (blocking), each wait bounded.
+private final class Ending: Sendable {
+    private struct State {
+        var ended = false
+        var next = 0
+        var waiting: [Int: CheckedContinuation<Bool, Never>] = [:]
+    }
+
+    private let state = Mutex(State())
+    private let blocking = DispatchSemaphore(value: 0)
+
+    var hasEnded: Bool { self.state.withLock { $0.ended } }
+
+    /// The child ended and was reaped.
+    func ended() {
+        let waiting = self.state.withLock { state in
+            state.ended = true
+            defer { state.waiting.removeAll() }
+            return state.waiting.values
+        }
+        for continuation in waiting { continuation.resume(returning: true) }
+        self.blocking.signal()
+    }
+
+    /// Whether the child ended within `seconds`.
+    func wait(seconds: Double) async -> Bool {
+        let id = self.state.withLock { state in
+            state.next += 1
+            return state.next
+        }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let ended = self.state.withLock { state in
+                if !state.ended { state.waiting[id] = continuation }
+                return state.ended
+            }
+            if ended { return continuation.resume(returning: true) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + max(0, seconds)) {
+                self.state.withLock { $0.waiting.removeValue(forKey: id) }?.resume(returning: false)
+            }
+        }
+    }
+
+    /// `wait(seconds:)`, blocking this thread.
+    func waitBlocking(seconds: Double) -> Bool {
+        if self.hasEnded { return true }
+        guard self.blocking.wait(timeout: .now() + max(0, seconds)) == .success else { return self.hasEnded }
+        // Passed on to the next thread that waits.
+        self.blocking.signal()
+        return true
     }
 }
 

@@ -56,9 +56,8 @@ struct BinaryProxyTests {
         var configuration = try harness.configuration()
         configuration.proxy = try ProxyConfiguration(url: proxy.url())
         let job = Task { try await harness.run(configuration) }
-        let deadline = ContinuousClock.now + .seconds(30)
-        while harness.simulator.ledger.snapshot().accepted < 2000, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
+        try await eventually("2,000 rows accepted", timeout: .seconds(30), every: .milliseconds(10)) {
+            harness.simulator.ledger.snapshot().accepted >= 2000
         }
         let before = harness.simulator.ledger.snapshot().accepted
         #expect(before >= 2000 && before < rows, "\(before) accepted when the proxy was killed")

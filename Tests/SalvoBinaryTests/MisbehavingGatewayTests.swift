@@ -5,9 +5,12 @@ import SalvoRows
 import SalvoSimulator
 import SalvoTestSupport
 import SalvoTestTraits
+import Synchronization
 import Testing
 
-/// Real TLS against gateways that misbehave: every wait ends after a stated time.
+/// Real TLS against gateways that misbehave: every wait ends after a stated time. The jobs run on a clock of the
+/// test's (`ManualJobClock`): a timeout is reached by moving the clock, not by waiting for it, and a job that must stop
+/// at once is shown to stop with its clock standing still (no retry, backoff or give-up on the way).
 @Suite(.tags(.network), .runs(.network), .takesATurn) struct MisbehavingGatewayTests {
     static let paths = CertificateFactory.sharedFolder
 
@@ -44,50 +47,133 @@ import Testing
         )
     }
 
-    static func run(_ configuration: BinaryJobConfiguration, file: String) async throws -> JobResult {
+    static func run(
+        _ configuration: BinaryJobConfiguration,
+        file: String,
+        stop: JobStop? = nil
+    ) async throws -> JobResult {
         let source = TokenSource(files: [file])
         let summary = try source.validate()
         let result = try await BinaryJob.run(
             configuration: configuration,
             source: source,
             summary: summary,
-            inputRows: summary.validRows
+            inputRows: summary.validRows,
+            stop: stop
         )
         // A job that stops returns its result; the cause is what these tests check.
         if let error = result.error { throw error }
         return result
     }
 
+    /// A job running in a task of its own, on a clock the test moves.
+    struct Running: Sendable {
+        let clock: ManualJobClock
+        let task: Task<JobResult, any Error>
+        private let done: Flag
+        private let stop: JobStop
+
+        init(_ configuration: BinaryJobConfiguration, file: String) {
+            let clock = ManualJobClock()
+            var configured = configuration
+            configured.clock = clock
+            let job = configured
+            let done = Flag()
+            let stop = JobStop(grace: .zero)
+            self.clock = clock
+            self.done = done
+            self.stop = stop
+            self.task = Task {
+                defer { done.set() }
+                return try await MisbehavingGatewayTests.run(job, file: file, stop: stop)
+            }
+        }
+
+        var ended: Bool { self.done.isSet }
+
+        /// The job's result, or what stopped it; a job that has not ended by then is stopped first (a second request
+        /// stops it at once), so that a failed test does not leave it running.
+        func result() async throws -> JobResult {
+            if !self.ended {
+                self.stop.request(reason: "the test gave up on it")
+                self.stop.request(reason: "the test gave up on it")
+            }
+            return try await self.task.value
+        }
+    }
+
+    final class Flag: Sendable {
+        private let value = Mutex(false)
+        var isSet: Bool { self.value.withLock { $0 } }
+        func set() { self.value.withLock { $0 = true } }
+    }
+
+    /// Runs a job whose clock never moves: a job that ends this way needed no timer, backoff or give-up to get there
+    /// (one that waited for any would never end, and is stopped once the bound has passed).
+    static func runWithTheClockStill(_ configuration: BinaryJobConfiguration, file: String) async throws -> JobResult {
+        let job = Running(configuration, file: file)
+        try await eventually("the job ended with its clock standing still", timeout: .seconds(30)) { job.ended }
+        #expect(job.clock.elapsed == .zero)
+        return try await job.result()
+    }
+
     @Test func aGatewayThatReadsAndNeverAnswersIsLeftAfterTheAnswerTimeout() async throws {
         let gateway = try MisbehavingGateway(.silent, paths: Self.paths)
         defer { gateway.stop() }
         let file = try Self.tokenFile(200)
-        let clock = ContinuousClock()
-        let started = clock.now
-        let result = try await Self.run(try Self.configuration(port: gateway.port), file: file)
-        let elapsed = clock.now - started
-        // The answer timeout is 1 s here; the job is bounded (it once waited forever). Under a loaded test run the
-        // job itself takes seconds.
-        #expect(elapsed < .seconds(30), "the barrier waited \(elapsed)")
+        let configuration = try Self.configuration(port: gateway.port)
+        let rowBytes = 200 * configuration.template.frameByteCount
+        let job = Running(configuration, file: file)
+        // Every row and the barrier go out with the clock still: the input ends, so nothing waits for a flush delay.
+        try await eventually("the gateway read every row", timeout: .seconds(30)) {
+            gateway.plaintextBytesRead >= rowBytes
+        }
+        // The answer timeout is 1 s here: short of it the job still waits for the barrier's answer.
+        job.clock.advance(by: .milliseconds(900))
+        #expect(!job.ended, "left before the answer timeout")
+        // Past it the connection is left (the job is bounded: it once waited forever).
+        try await eventually("the job ended once its clock passed the answer timeout", timeout: .seconds(30)) {
+            job.clock.advance(by: .milliseconds(25))
+            return job.ended
+        }
+        let result = try await job.result()
+        #expect(job.clock.elapsed >= .seconds(1), "the answer timeout ran on the job's clock")
         #expect(result.report.unansweredBarriers == 1)
         #expect(result.report.presumed == 200, "every row was read by the gateway, long enough ago")
         #expect(result.report.confirmed == 0)
         #expect(gateway.plaintextBytesRead > 0)
     }
 
+    /// A port that refuses every connect is retried (with backoff) until the give-up deadline has passed on the job's
+    /// clock with no row settled: 60 s of it here, in a few seconds of real time.
+    @Test func aPortThatRefusesEveryConnectIsGivenUpAtTheDeadline() async throws {
+        let port = try ClosedPort()
+        defer { port.close() }
+        let file = try Self.tokenFile(5)
+        let job = Running(try Self.configuration(port: port.port, giveUpAfter: .seconds(60)), file: file)
+        try await eventually("the job gave up", timeout: .seconds(60)) {
+            job.clock.advance(by: .seconds(1))
+            return job.ended
+        }
+        let error = await #expect(throws: JobError.self) { _ = try await job.result() }
+        #expect(error?.code == .unreachable)
+        #expect(
+            error?.message.contains("failed connects in a row and no row settled for") == true,
+            "\(String(describing: error))"
+        )
+        #expect(job.clock.elapsed >= .seconds(60), "not before the deadline")
+    }
+
     @Test func aGatewayThatAnswersJunkEndsTheJobAtOnceWithTheCause() async throws {
         let gateway = try MisbehavingGateway(.junk(Array("HTTP/1.1 400 Bad Request\r\n\r\n".utf8)), paths: Self.paths)
         defer { gateway.stop() }
         let file = try Self.tokenFile(50)
-        let clock = ContinuousClock()
-        let started = clock.now
+        let configuration = try Self.configuration(port: gateway.port, giveUpAfter: .seconds(60))
         let error = await #expect(throws: JobError.self) {
-            _ = try await Self.run(try Self.configuration(port: gateway.port, giveUpAfter: .seconds(60)), file: file)
+            _ = try await Self.runWithTheClockStill(configuration, file: file)
         }
         #expect(error?.code == .unreachable)
         #expect(error?.message.contains("not an APNs error response (first bytes 48545450") == true)
-        // At once, against retrying until the 60 s give-up: a loaded test run adds seconds to the handshake.
-        #expect(clock.now - started < .seconds(30))
         #expect(gateway.acceptedConnections == 1, "junk is not retried")
     }
 
@@ -95,15 +181,11 @@ import Testing
         let file = try Self.tokenFile(5)
         var configuration = try Self.configuration(port: 2195, giveUpAfter: .seconds(60))
         configuration.host = "no-such-host.invalid"
-        let clock = ContinuousClock()
-        let started = clock.now
         let error = await #expect(throws: JobError.self) {
-            _ = try await Self.run(configuration, file: file)
+            _ = try await Self.runWithTheClockStill(configuration, file: file)
         }
         #expect(error?.code == .unreachable)
         #expect(error?.message.contains("cannot resolve host no-such-host.invalid") == true)
-        // At once, against retrying until the 60 s give-up.
-        #expect(clock.now - started < .seconds(30))
     }
 
     @Test func aPlainTextServiceOnThePortStopsAtOnce() async throws {
@@ -111,14 +193,11 @@ import Testing
         let listener = try PlainTextListener(answer: "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
         defer { listener.stop() }
         let file = try Self.tokenFile(5)
-        let clock = ContinuousClock()
-        let started = clock.now
+        let configuration = try Self.configuration(port: listener.port, giveUpAfter: .seconds(60))
         let error = await #expect(throws: JobError.self) {
-            _ = try await Self.run(try Self.configuration(port: listener.port, giveUpAfter: .seconds(60)), file: file)
+            _ = try await Self.runWithTheClockStill(configuration, file: file)
         }
         #expect(error?.code == .unreachable)
         #expect(error?.message.contains("is not a TLS handshake") == true, "\(String(describing: error))")
-        // At once, against retrying until the 60 s give-up: a loaded test run adds seconds to the handshake.
-        #expect(clock.now - started < .seconds(30))
     }
 }

@@ -308,6 +308,44 @@ struct BroadcastServiceTests {
         try await service.simulator.shutdown()
     }
 
+    /// The broadcast's backoff runs on the job's clock: broadcasts refused with 429 (three in ten) are sent again after
+    /// pauses of up to a minute (the retry policy here), which a clock the pauses move passes in no real time, and every
+    /// channel still gets its update once.
+    @Test func refusedBroadcastsWaitTheirBackoffOnTheJobsClock() async throws {
+        var plan = FaultPlan()
+        plan.broadcast = BroadcastFaults(tooManyRequestsRate: 0.3)
+        let service = try await BroadcastService.start(plan: plan)
+        let folder = try scratchFolder("broadcast-backoff")
+        let names = (1...40).map { "backoff-\($0)" }
+        #expect(try await service.createChannels(names, policy: .none, inventory: folder + "/inventory.csv") == 40)
+        try Data(Self.template.utf8).write(to: URL(fileURLWithPath: folder + "/update.json"))
+        var options = BroadcastJob.Options(
+            inputPath: folder + "/inventory.csv",
+            templateFile: folder + "/update.json",
+            bundleID: BroadcastService.app
+        )
+        options.window = 4
+        options.retry = HTTP2RetryPolicy(
+            initialDelay: .seconds(10),
+            maximumDelay: .seconds(60),
+            maximumAttempts: 30,
+            maximumRetryAfter: .seconds(60)
+        )
+        let clock = ManualJobClock(sleepsMoveIt: true)
+        var job = BroadcastJob(options: options)
+        job.clock = clock
+        let endpoint = try service.endpoint(push: true)
+        let result = try await job.run { try await HTTP2Exchanger.connect(endpoint) }
+        #expect(result.report.confirmed == 40 && result.report.notSent == 0, "\(result.report)")
+        #expect((service.registry.snapshot().broadcastRefusals["TooManyRequests"] ?? 0) > 0, "some were refused")
+        #expect(clock.elapsed >= .seconds(1), "the pauses ran on the job's clock: \(clock.elapsed)")
+        let inventory = try ChannelInventory.read(folder + "/inventory.csv")
+        let expected = Dictionary(uniqueKeysWithValues: inventory.entries.map { ($0.channelID, 1) })
+        let verdict = service.registry.verdict(expected: expected)
+        #expect(verdict.passed && verdict.broadcastsAccepted == 40, "\(verdict.summary)")
+        try await service.simulator.shutdown()
+    }
+
     /// A channel listed twice is broadcast once (the later row refused, naming the first line); a policy that is
     /// neither `none` nor `most-recent` refuses its row before it is sent; a field with a line break is quoted in
     /// the rejects file, so that it reads back as one row a refusal.

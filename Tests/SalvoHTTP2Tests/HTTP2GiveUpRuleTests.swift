@@ -12,7 +12,7 @@ import Testing
 /// The one give-up rule of an HTTP/2 job, with a fake clock: a wait for the job's own input (nothing to send,
 /// nothing in flight, the source not read to its end) is not the server's stall; and the job's reconnect spacing
 /// after connections that were answered.
-@Suite(.tags(.pure), .runs(.pure), .offThePool) struct HTTP2GiveUpRuleTests {
+@Suite(.tags(.pure), .runs(.pure)) struct HTTP2GiveUpRuleTests {
     static let start = NIODeadline.uptimeNanoseconds(5_000_000_000)
 
     @Test func onlyAJobWithNothingToSendNothingInFlightAndInputToComeWaitsForItsInput() {

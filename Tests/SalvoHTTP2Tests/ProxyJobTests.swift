@@ -229,9 +229,8 @@ struct ProxyJobTests {
         )
         let job = Task { try await self.run(configuration, file) }
         // The proxy goes away with the job under way, and comes back on the same port.
-        let deadline = ContinuousClock.now + .seconds(30)
-        while setup.simulator.ledger.snapshot().accepted < 500, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
+        try await eventually("500 rows accepted", timeout: .seconds(30), every: .milliseconds(10)) {
+            setup.simulator.ledger.snapshot().accepted >= 500
         }
         let before = setup.simulator.ledger.snapshot().accepted
         #expect(before >= 500)

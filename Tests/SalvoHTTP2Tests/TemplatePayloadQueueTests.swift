@@ -11,7 +11,7 @@ import Testing
 /// Rows with payloads of their own (a payload template) on their way through the work queue: rendered once per
 /// chunk into one buffer that the chunk's rows share, and never more of them waiting than a fixed number of rows and
 /// bytes, however slowly they are taken and however many rows the input has.
-@Suite(.tags(.pure), .runs(.pure), .offThePool) struct TemplatePayloadQueueTests {
+@Suite(.tags(.pure), .runs(.pure)) struct TemplatePayloadQueueTests {
     static let template = #"{"aps":{"alert":"Hello {{name}}, {{count}} new"},"campaign":"c-0001"}"#
 
     /// A validated source over `count` rows with a name and a count per row, rendered with `template`.

@@ -3,7 +3,7 @@ import SalvoTestSupport
 import SalvoTestTraits
 import Testing
 
-@Suite("Loading certificates and keys", .tags(.pure), .runs(.pure), .offThePool)
+@Suite("Loading certificates and keys", .tags(.pure), .runs(.pure))
 struct CredentialTests {
     let c = TLSFixtures.certificates
 

@@ -7,7 +7,7 @@ import Testing
 
 /// A file read while another thread of the process writes it (`GrowingInput`): the reader waits past the end of
 /// what is written, and ends where the writer says, with the writer's failure, or when the writer goes quiet too long.
-@Suite(.tags(.pure), .runs(.pure), .offThePool) struct GrowingInputTests {
+@Suite(.tags(.pure), .runs(.pure)) struct GrowingInputTests {
     /// A file registered as growing, and a writer that appends to it and says how far it is.
     final class Writer: @unchecked Sendable {
         let path: String

@@ -14,28 +14,33 @@ import Testing
     private static let token = String(repeating: "ab", count: 32)
 
     /// `salvo check --no-handshake` in a folder holding `files`: its status and standard output.
-    private func check(_ extra: [String], files: [String: String]) throws -> (status: Int32, output: String)? {
+    private func check(_ extra: [String], files: [String: String]) async throws -> (status: Int32, output: String)? {
         let paths = CertificateFactory.sharedFolder
         let arguments =
             [
                 "check", "--gateway", "127.0.0.1:9", "--cert", paths.client, "--key", paths.clientKey, "--topic",
                 CertificateFactory.sharedTopic, "--no-handshake",
             ] + extra
-        return try runSalvo(arguments, files: files, folderPrefix: "salvo-check-as-send", readStandardError: false)
-            .map { ($0.status, $0.text) }
+        return try await runSalvo(
+            arguments,
+            files: files,
+            folderPrefix: "salvo-check-as-send",
+            readStandardError: false
+        )
+        .map { ($0.status, $0.text) }
     }
 
-    @Test func aFileWhoseFirstRowsHoldNoTokenFailsAsSendRefusesIt() throws {
+    @Test func aFileWhoseFirstRowsHoldNoTokenFailsAsSendRefusesIt() async throws {
         // 1000 bad rows, then a good one: send refuses the file before connecting, so check fails it.
         let late = "token\n" + String(repeating: "nothex\n", count: 1000) + Self.token + "\n"
-        guard let (status, output) = try self.check(["late.csv"], files: ["late.csv": late]) else { return }
+        guard let (status, output) = try await self.check(["late.csv"], files: ["late.csv": late]) else { return }
         #expect(status == 3, "\(output)")
         #expect(output.contains("no valid token in its first 1000 row(s)"), "\(output)")
         #expect(output.contains("a send refuses this before its first connection"), "\(output)")
 
         // The good row within the first 1000: send starts, and so check passes (the bad rows are warned of).
         let early = "token\n" + String(repeating: "nothex\n", count: 999) + Self.token + "\n" + "nothex\n"
-        guard let (passed, said) = try self.check(["early.csv"], files: ["early.csv": early]) else { return }
+        guard let (passed, said) = try await self.check(["early.csv"], files: ["early.csv": early]) else { return }
         #expect(passed == 0, "\(said)")
         #expect(said.contains("a token within the first 1000 rows of the file, as send needs"), "\(said)")
         #expect(said.contains("WARNING  bad rows"), "\(said)")
@@ -53,12 +58,12 @@ import Testing
         #expect(wide.first?.status == .ok, "\(wide)")
     }
 
-    @Test func aTemplateIsCheckedAgainstTheHeaderAndEachRowsRendering() throws {
+    @Test func aTemplateIsCheckedAgainstTheHeaderAndEachRowsRendering() async throws {
         let csv =
             "token,name,n\n\(Self.token),Ana,3\n\(Self.token.uppercased()),\(String(repeating: "é", count: 1100)),4\n"
         let template = #"{"aps":{"alert":"Hi {{name}}","badge":"{{n:int}}"}}"#
         guard
-            let (status, output) = try self.check(
+            let (status, output) = try await self.check(
                 ["tokens.csv", "--payload-template", "t.json"],
                 files: ["tokens.csv": csv, "t.json": template]
             )
@@ -75,7 +80,7 @@ import Testing
         // A placeholder the header lacks fails, naming the template and where the placeholder is.
         let city = #"{"aps":{"alert":"Hi {{city}}"}}"#
         guard
-            let (missing, said) = try self.check(
+            let (missing, said) = try await self.check(
                 ["tokens.csv", "--payload-template", "t.json"],
                 files: ["tokens.csv": csv, "t.json": city]
             )
@@ -86,7 +91,7 @@ import Testing
 
         // A template that does not compile fails with its file and position.
         guard
-            let (broken, text) = try self.check(
+            let (broken, text) = try await self.check(
                 ["--payload-template", "t.json"],
                 files: ["t.json": #"{"aps":{"alert":"Hi {{name"}}"#]
             )
@@ -95,10 +100,10 @@ import Testing
         #expect(text.contains("FAIL     payload") && text.contains("t.json"), "\(text)")
     }
 
-    @Test func aFolderOfTemplatesIsCheckedAndAMissingDefaultIsAWarning() throws {
+    @Test func aFolderOfTemplatesIsCheckedAndAMissingDefaultIsAWarning() async throws {
         let csv = "token,name,lang\n\(Self.token),Ana,pt-BR\n\(Self.token),Bo,de\n"
         guard
-            let (status, output) = try self.check(
+            let (status, output) = try await self.check(
                 ["tokens.csv", "--payload-dir", "templates", "--language-column", "lang", "--protocol", "h2"],
                 files: [
                     "tokens.csv": csv, "templates/pt.json": #"{"aps":{"alert":"Olá {{name}}"}}"#,
@@ -113,7 +118,7 @@ import Testing
         // The row in German has no template and no default: refused with its line, as send refuses it.
         #expect(output.contains("tokens.csv:3") && output.contains("no template for language 'de'"), "\(output)")
 
-        guard let (both, _) = try self.check(["--payload", "p.json", "--payload-template", "t.json"], files: [:])
+        guard let (both, _) = try await self.check(["--payload", "p.json", "--payload-template", "t.json"], files: [:])
         else { return }
         #expect(both == 64, "one payload option at a time")
     }

@@ -17,8 +17,8 @@ import Testing
     }
 
     /// Runs `salvo` in a fresh folder holding `tokens.csv` and `payload.json`; its status and standard output.
-    private func salvo(_ arguments: [String]) throws -> (status: Int32, output: String)? {
-        try runSalvo(
+    private func salvo(_ arguments: [String]) async throws -> (status: Int32, output: String)? {
+        try await runSalvo(
             arguments,
             files: [
                 "tokens.csv": "token\n" + String(repeating: "ab", count: 32) + "\nbad\n",
@@ -40,7 +40,7 @@ import Testing
 
     @Test func goodCredentialsAgainstTheSimulatorExit0WithATable() async throws {
         let simulator = try await Simulator.start(.testing(CertificateFactory.shared))
-        let result = try self.salvo(self.arguments(port: simulator.gatewayPort))
+        let result = try await self.salvo(self.arguments(port: simulator.gatewayPort))
         try await simulator.shutdown()
         guard let (status, output) = result else { return }
         #expect(status == 0, "\(output)")
@@ -51,9 +51,9 @@ import Testing
         #expect(simulator.ledger.snapshot().accepted == 0, "nothing was sent")
     }
 
-    @Test func aClosedPortExits3AndSaysWhyInJSON() throws {
+    @Test func aClosedPortExits3AndSaysWhyInJSON() async throws {
         // Port 9 (discard) on the loopback: nothing listens.
-        guard let (status, output) = try self.salvo(self.arguments(port: 9, ["--json", "--timeout", "5"])) else {
+        guard let (status, output) = try await self.salvo(self.arguments(port: 9, ["--json", "--timeout", "5"])) else {
             return
         }
         #expect(status == 3, "\(output)")
@@ -64,13 +64,13 @@ import Testing
         #expect(decoded.checks.filter { $0.status == "fail" }.count == 1, "only the handshake: \(output)")
     }
 
-    @Test func anExpiredCertificateExits3WithoutAHandshake() throws {
+    @Test func anExpiredCertificateExits3WithoutAHandshake() async throws {
         let paths = CertificateFactory.sharedFolder
         let arguments = [
             "check", "--gateway", "127.0.0.1:9", "--cert", paths.expiredClient, "--key", paths.expiredClientKey,
             "--no-handshake",
         ]
-        guard let (status, output) = try self.salvo(arguments) else { return }
+        guard let (status, output) = try await self.salvo(arguments) else { return }
         #expect(status == 3, "\(output)")
         #expect(output.contains("FAIL     expiry"), "\(output)")
         #expect(!output.contains("handshake"), "\(output)")

@@ -25,8 +25,8 @@ import Testing
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
         configuration.http2 = HTTP2EndpointConfiguration()
         let simulator = try await Simulator.start(configuration)
-        func check(_ pushType: String) throws -> (status: Int32, text: String)? {
-            try runSalvo(
+        func check(_ pushType: String) async throws -> (status: Int32, text: String)? {
+            try await runSalvo(
                 [
                     "check", "--protocol", "h2", "--gateway", "127.0.0.1:\(simulator.http2Port ?? 0)",
                     "--server-name", "localhost", "--ca", CertificateFactory.sharedFolder.ca,
@@ -41,8 +41,8 @@ import Testing
         let alert: (status: Int32, text: String)?
         let voip: (status: Int32, text: String)?
         do {
-            alert = try check("alert")
-            voip = try check("voip")
+            alert = try await check("alert")
+            voip = try await check("voip")
         } catch {
             try await simulator.shutdown()
             throw error

@@ -9,8 +9,8 @@ import Testing
 @Suite(.tags(.process), .runs(.process), .takesATurn) struct CommandLineTests {
     /// Runs `salvo` with `arguments` in a fresh folder holding `tokens.csv` and `payload.json`; its exit status
     /// and standard error.
-    private func salvo(_ arguments: [String]) throws -> (status: Int32, error: String)? {
-        try runSalvo(
+    private func salvo(_ arguments: [String]) async throws -> (status: Int32, error: String)? {
+        try await runSalvo(
             arguments,
             files: [
                 "tokens.csv": "token\n" + String(repeating: "ab", count: 32) + "\n",
@@ -36,39 +36,39 @@ import Testing
         (["--collapse-id", "a\r\nx-injected: 1"], "--collapse-id holds a line break"),
         (["--collapse-id", String(repeating: "c", count: 65)], "--collapse-id is 65 bytes"),
     ])
-    func http2HeaderOptionsAreCheckedBeforeConnecting(extra: [String], message: String) throws {
-        guard let (status, error) = try self.salvo(self.http2Send(extra)) else { return }
+    func http2HeaderOptionsAreCheckedBeforeConnecting(extra: [String], message: String) async throws {
+        guard let (status, error) = try await self.salvo(self.http2Send(extra)) else { return }
         #expect(status == 64, "\(error)")
         #expect(error.contains(message), "\(error)")
     }
 
     @Test(arguments: [("", "--topic is empty"), ("com.example.app\r\n", "--topic holds a line break")])
-    func http2TopicsAreCheckedBeforeConnecting(topic: String, message: String) throws {
-        guard let (status, error) = try self.salvo(self.http2Send([], topic: topic)) else { return }
+    func http2TopicsAreCheckedBeforeConnecting(topic: String, message: String) async throws {
+        guard let (status, error) = try await self.salvo(self.http2Send([], topic: topic)) else { return }
         #expect(status == 64, "\(error)")
         #expect(error.contains(message), "\(error)")
         var check = self.http2Send([], topic: topic)
         check[0] = "check"
-        guard let (checkStatus, checkError) = try self.salvo(check) else { return }
+        guard let (checkStatus, checkError) = try await self.salvo(check) else { return }
         #expect(checkStatus == 64 && checkError.contains(message), "check: \(checkError)")
     }
 
     /// `send` and `check` judge the signing key's ids and the topic by the same rules (`APNSHeaderValueRules`).
-    @Test(arguments: ["send", "check"]) func aKeyIDThatIsNotTenCharactersIsRefused(command: String) throws {
+    @Test(arguments: ["send", "check"]) func aKeyIDThatIsNotTenCharactersIsRefused(command: String) async throws {
         let arguments = [
             command, "tokens.csv", "--protocol", "h2", "--payload", "payload.json", "--gateway", "127.0.0.1:9",
             "--auth-key", "AuthKey.p8", "--key-id", "ABC123", "--team-id", "DEF123GHIJ", "--topic", "com.example.app",
         ]
-        guard let (status, error) = try self.salvo(arguments) else { return }
+        guard let (status, error) = try await self.salvo(arguments) else { return }
         #expect(status == 64, "\(error)")
         #expect(error.contains("--key-id is 10 letters and digits"), "\(error)")
     }
 
-    @Test func anHTTP2SendToNothingListeningStopsAtOnceWithExitStatus3AndWritesTheRecord() throws {
+    @Test func anHTTP2SendToNothingListeningStopsAtOnceWithExitStatus3AndWritesTheRecord() async throws {
         let folder = TestScratch.root.appendingPathComponent("salvo-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let report = folder.appendingPathComponent("report.json").path
-        guard let (status, error) = try self.salvo(self.http2Send(["--report", report])) else { return }
+        guard let (status, error) = try await self.salvo(self.http2Send(["--report", report])) else { return }
         #expect(status == 3, "\(error)")
         let unsettled = try String(
             contentsOfFile: folder.appendingPathComponent("report.unsettled.csv").path,
@@ -94,9 +94,9 @@ import Testing
         (["--connections", "0"], "--connections is 1 to 64 or auto"),
         (["--max-connections", "100000"], "--max-connections is 1 to 256"),
     ])
-    func numericSendOptionsAreRangeChecked(extra: [String], message: String) throws {
+    func numericSendOptionsAreRangeChecked(extra: [String], message: String) async throws {
         let arguments = ["send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:9"] + extra
-        guard let (status, error) = try self.salvo(arguments) else { return }
+        guard let (status, error) = try await self.salvo(arguments) else { return }
         #expect(status == 64, "\(error)")
         #expect(error.contains(message), "\(error)")
         #expect(!error.contains("Fatal error") && !error.contains("Stack dump"), "\(error)")
@@ -107,29 +107,29 @@ import Testing
         (["--gateway-port", "99999"], "--gateway-port is 0 to 65535"),
         (["--h2-port=-1"], "--h2-port is 0 to 65535"),
     ])
-    func numericSimulatorOptionsAreRangeChecked(extra: [String], message: String) throws {
-        guard let (status, error) = try self.salvo(["simulate"] + extra) else { return }
+    func numericSimulatorOptionsAreRangeChecked(extra: [String], message: String) async throws {
+        guard let (status, error) = try await self.salvo(["simulate"] + extra) else { return }
         #expect(status == 64, "\(error)")
         #expect(error.contains(message), "\(error)")
     }
 
     /// A token file that cannot be written (a full device) is an error with the path, exit 3, not a trap.
-    @Test func tokensGenerateReportsAFailedWrite() throws {
+    @Test func tokensGenerateReportsAFailedWrite() async throws {
         guard FileManager.default.fileExists(atPath: "/dev/full") else { return }
-        guard let (status, error) = try self.salvo(["tokens", "generate", "100000", "-o", "/dev/full"]) else {
+        guard let (status, error) = try await self.salvo(["tokens", "generate", "100000", "-o", "/dev/full"]) else {
             return
         }
         #expect(status == 3, "\(error)")
         #expect(error.contains("/dev/full: cannot write"), "\(error)")
     }
 
-    @Test func payloadCheckRefusesAPriorityAppleDoesNotDefine() throws {
-        guard let (status, error) = try self.salvo(["payload", "check", "payload.json", "--priority", "7"]) else {
+    @Test func payloadCheckRefusesAPriorityAppleDoesNotDefine() async throws {
+        guard let (status, error) = try await self.salvo(["payload", "check", "payload.json", "--priority", "7"]) else {
             return
         }
         #expect(status == 64, "\(error)")
         #expect(error.contains("--priority is 10, 5 for --format binary, not 7"), "\(error)")
-        guard let (accepted, _) = try self.salvo(["payload", "check", "payload.json", "--priority", "5"]) else {
+        guard let (accepted, _) = try await self.salvo(["payload", "check", "payload.json", "--priority", "5"]) else {
             return
         }
         #expect(accepted == 0)
@@ -142,7 +142,7 @@ import Testing
         ("header.csv", "token\n", "header.csv: no row to send"),
         ("-", "token\n", "standard input: no row to send"),
     ])
-    func anInputWithNoRowIsAJobThatCouldNotRun(input: String, text: String, message: String) throws {
+    func anInputWithNoRowIsAJobThatCouldNotRun(input: String, text: String, message: String) async throws {
         guard let salvo = InterruptionTests.builtExecutable else { return }
         let folder = TestScratch.root.appendingPathComponent("salvo-empty-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -159,13 +159,14 @@ import Testing
     }
 
     /// `check` takes `--token-cache` as `send` does (a send's command line checked as it is), and only with a key.
-    @Test func checkTakesTheTokenCacheASendTakes() throws {
+    @Test func checkTakesTheTokenCacheASendTakes() async throws {
         let paths = CertificateFactory.sharedFolder
         let check = [
             "check", "--gateway", "127.0.0.1:9", "--protocol", "h2", "--no-handshake", "--token-cache", "c.json",
             "--topic", "com.example.app",
         ]
-        guard let (refused, usage) = try self.salvo(check + ["--cert", paths.client, "--key", paths.clientKey]) else {
+        guard let (refused, usage) = try await self.salvo(check + ["--cert", paths.client, "--key", paths.clientKey])
+        else {
             return
         }
         #expect(refused == 64 && usage.contains("--token-cache goes with --auth-key"), "\(usage)")
@@ -173,7 +174,7 @@ import Testing
         let withKey = [
             "--auth-key", key.path, "--key-id", DevelopmentSigningKey.keyID, "--team-id", DevelopmentSigningKey.teamID,
         ]
-        guard let (status, error) = try self.salvo(check + withKey) else { return }
+        guard let (status, error) = try await self.salvo(check + withKey) else { return }
         #expect(status == 0, "taken with --auth-key: \(error)")
     }
 }

@@ -71,9 +71,7 @@ struct FullDiskOutputTests {
                 "--ca", paths.ca, "--give-up-seconds", "1", "--report", "report.json", "--unsettled", unsettled,
                 "--quiet", "--gateway", "127.0.0.1:\(closed.port)",
             ] + (interface == .h2 ? h2SendArguments : [])
-        let (status, errors) = try await offThePool {
-            try TestProcess.runToEnd(salvo, arguments, in: folder, output: .standardErrorOnly)
-        }
+        let (status, errors) = try await TestProcess.run(salvo, arguments, in: folder, output: .standardErrorOnly)
         #expect(status == 3, "\(errors)")
         #expect(errors.contains("the unsettled file \(unsettled) is missing (\(count) rows not listed)"), "\(errors)")
         #expect(errors.contains("No space left on device"), "\(errors)")
@@ -106,9 +104,7 @@ struct FullDiskOutputTests {
         )
         let outcome: (Int32, String)
         do {
-            outcome = try await offThePool {
-                try TestProcess.runToEnd(salvo, arguments, in: folder, output: .standardErrorOnly)
-            }
+            outcome = try await TestProcess.run(salvo, arguments, in: folder, output: .standardErrorOnly)
         } catch {
             try await simulator.shutdown()
             throw error
@@ -147,21 +143,17 @@ struct FullDiskOutputTests {
         let second: (Int32, String)
         let accepted: (Int, Int)
         do {
-            first = try await offThePool {
-                try TestProcess.runToEnd(salvo, arguments, in: folder, output: .standardErrorOnly)
-            }
+            first = try await TestProcess.run(salvo, arguments, in: folder, output: .standardErrorOnly)
             let afterFirst = simulator.ledger.snapshot().accepted
             // Room on the disk: the same command again.
-            let grown = try TestProcess.runToEnd(
+            let grown = try await TestProcess.run(
                 "/bin/mount",
                 ["-o", "remount,size=1m", disk.path],
                 in: folder,
                 output: .standardErrorOnly
             )
             #expect(grown.0 == 0, "remount: \(grown.1)")
-            second = try await offThePool {
-                try TestProcess.runToEnd(salvo, arguments, in: folder, output: .standardErrorOnly)
-            }
+            second = try await TestProcess.run(salvo, arguments, in: folder, output: .standardErrorOnly)
             accepted = (afterFirst, simulator.ledger.snapshot().accepted)
         } catch {
             try await simulator.shutdown()

@@ -14,7 +14,7 @@ import SalvoTestTraits
 /// A state file is checked whole before any row of it is trusted: cut short, overwritten, another job's or holding a
 /// byte that is not a state, it is refused before anything can be sent, says what is wrong and what to do, and is
 /// left as it was; `--journal-restart` begins the job again; `JournalVerification` says what can be trusted.
-@Suite(.tags(.pure), .runs(.pure), .offThePool) struct JournalIntegrityTests {
+@Suite(.tags(.pure), .runs(.pure)) struct JournalIntegrityTests {
     /// An unfinished job in a fresh journal: a new job prepared (its manifest and state file written) and a few of
     /// its rows marked, then dropped. Returns the input and the journal folder.
     static func unfinishedJob(_ prefix: String) async throws -> (input: String, directory: String) {

@@ -106,10 +106,10 @@ import SalvoTestTraits
         #expect(JournalLock.holder(directory)?.contains("pid \(getpid())") == true)
     }
 
-    @Test func theJournalFlagsNeedAJournal() throws {
+    @Test func theJournalFlagsNeedAJournal() async throws {
         let paths = CertificateFactory.sharedFolder
         for flags in [["--journal-restart"], ["--wait-for-journal", "5"]] {
-            let result = try runSalvo(
+            let result = try await runSalvo(
                 [
                     "send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:9", "--cert",
                     paths.client, "--key", paths.clientKey, "--quiet",

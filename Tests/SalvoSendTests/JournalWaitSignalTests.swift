@@ -30,8 +30,16 @@ import Glibc
             output: .apart
         )
         // Waiting: the lock is held for as long as the test lives (the fixed pause is the behaviour: it still waits
-        // after it).
+        // after it). The signal goes once salvo watches for it and waits on the journal's lock: a loaded machine can
+        // take longer than the pause to get it there, and a signal before then ends it otherwise.
         try await Task.sleep(for: .milliseconds(1500))
+        let lock = JournalLock.path(folder.appendingPathComponent("journal").path)
+        try await eventually(
+            "salvo waiting on the journal's lock, watching for signal \(signal)",
+            timeout: .seconds(30)
+        ) {
+            run.catches(signal) && run.holdsOpen(lock)
+        }
         #expect(run.isRunning, "waits for the journal: \(run.standardError)")
         run.signal(signal)
         let status = try await run.wait(seconds: 10)

@@ -29,14 +29,12 @@ import Testing
                 "send", "tokens.csv", "--payload", "payload.json", "--cert", paths.client, "--key", paths.clientKey,
                 "--ca", paths.ca, "--quiet",
             ]
-            let result = try await offThePool {
-                try runSalvo(
-                    command + arguments + outputs,
-                    files: ["tokens.csv": tokens, "payload.json": #"{"aps":{"alert":"hi"}}"#],
-                    folderPrefix: "salvo-out",
-                    readStandardError: true
-                )
-            }
+            let result = try await runSalvo(
+                command + arguments + outputs,
+                files: ["tokens.csv": tokens, "payload.json": #"{"aps":{"alert":"hi"}}"#],
+                folderPrefix: "salvo-out",
+                readStandardError: true
+            )
             guard let (status, error) = result else { break }
             #expect(status == 3, "\(error)")
             #expect(error.contains(message), "\(error)")

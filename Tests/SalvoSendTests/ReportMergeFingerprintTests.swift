@@ -75,8 +75,8 @@ import Testing
         let simulator = try await Simulator.start(SimulatorConfiguration.testing(CertificateFactory.shared))
         let (folder, _) = try sendFolder("salvo-merge-fp", tokens: 40, seed: 44)
         try Data(#"{"aps":{"alert":"other"}}"#.utf8).write(to: folder.appendingPathComponent("other.json"))
-        @Sendable func send(_ partition: String, _ payload: String, _ report: String) throws -> Int32 {
-            try TestProcess.runToEnd(
+        func send(_ partition: String, _ payload: String, _ report: String) async throws -> Int32 {
+            try await TestProcess.run(
                 salvo,
                 [
                     "send", "tokens.csv", "--payload", payload, "--partition", partition, "--cert", paths.client,
@@ -89,38 +89,32 @@ import Testing
         }
         let statuses: [Int32]
         do {
-            statuses = try await offThePool {
-                [
-                    try send("0/2", "payload.json", "a0.json"), try send("1/2", "payload.json", "a1.json"),
-                    try send("1/2", "other.json", "b1.json"),
-                ]
-            }
+            statuses = [
+                try await send("0/2", "payload.json", "a0.json"), try await send("1/2", "payload.json", "a1.json"),
+                try await send("1/2", "other.json", "b1.json"),
+            ]
         } catch {
             try await simulator.shutdown()
             throw error
         }
         try await simulator.shutdown()
         #expect(statuses == [0, 0, 0])
-        let refused = try await offThePool {
-            try TestProcess.runToEnd(
-                salvo,
-                ["report", "merge", "a0.json", "b1.json", "--output", "merged.json"],
-                in: folder,
-                output: .standardErrorOnly
-            )
-        }
+        let refused = try await TestProcess.run(
+            salvo,
+            ["report", "merge", "a0.json", "b1.json", "--output", "merged.json"],
+            in: folder,
+            output: .standardErrorOnly
+        )
         #expect(refused.status == 3, "\(refused.output)")
         #expect(refused.output.contains("report 2 is not the job of report 1"), "\(refused.output)")
         #expect(refused.output.contains("payload: sha256"), "\(refused.output)")
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("merged.json").path))
-        let merged = try await offThePool {
-            try TestProcess.runToEnd(
-                salvo,
-                ["report", "merge", "a0.json", "a1.json", "--output", "merged.json"],
-                in: folder,
-                output: .standardErrorOnly
-            )
-        }
+        let merged = try await TestProcess.run(
+            salvo,
+            ["report", "merge", "a0.json", "a1.json", "--output", "merged.json"],
+            in: folder,
+            output: .standardErrorOnly
+        )
         #expect(merged.status == 0, "\(merged.output)")
         let report = try JSONDecoder().decode(
             JobReport.self,

@@ -25,11 +25,11 @@ func runSalvo(
     files: [String: String],
     folderPrefix: String,
     readStandardError: Bool
-) throws -> (status: Int32, text: String)? {
+) async throws -> (status: Int32, text: String)? {
     guard let salvo = InterruptionTests.builtExecutable else { return nil }
     let folder = try folderHolding(files, prefix: folderPrefix)
     let output: TestProcess.Output = readStandardError ? .standardErrorOnly : .standardOutputOnly
-    let (status, text) = try TestProcess.runToEnd(salvo, arguments, in: folder, output: output)
+    let (status, text) = try await TestProcess.run(salvo, arguments, in: folder, output: output)
     return (status, text)
 }
 

@@ -4,27 +4,14 @@ import SalvoTestSupport
 import SalvoTestTraits
 import Testing
 
-/// Runs `body` on a Dispatch thread, not on the concurrency pool: waiting for a child process there would hold
-/// one of the pool's few threads and stall the tests that run alongside.
-func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
-    }
-}
-
 /// `salvo soak` as a person runs it: the real executable, its exit status, its lines and its files.
 @Suite(.tags(.process), .runs(.process), .takesATurn) struct SoakCommandTests {
     private func soak(plan: String) async throws -> (status: Int32, output: String, report: String, chart: String)? {
-        try await offThePool { try Self.soakNow(plan: plan) }
-    }
-
-    private static func soakNow(plan: String) throws -> (status: Int32, output: String, report: String, chart: String)?
-    {
         guard let salvo = InterruptionTests.builtExecutable else { return nil }
         let folder = TestScratch.root.appendingPathComponent("salvo-soak-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         try Data(plan.utf8).write(to: folder.appendingPathComponent("plan.json"))
-        let (status, text) = try TestProcess.runToEnd(
+        let (status, text) = try await TestProcess.run(
             salvo,
             [
                 "soak", "--plan", "plan.json", "--rounds", "2", "--tokens", "1000", "--duration", "60s", "--progress",

@@ -128,11 +128,9 @@ import Testing
             // Once the server has seen it close, a new connection is admitted again.
             let probe = Frames.framed(token: nil, payload: Frames.payload, identifier: 3)
             var third = try await h.send([probe])
-            var attempts = 1
-            while third.received.isEmpty && attempts < 20 {
-                try await Task.sleep(for: .milliseconds(20))
-                third = try await h.send([probe])
-                attempts += 1
+            try await eventually("a new connection admitted once the idle one closed", timeout: .seconds(10)) {
+                if third.received.isEmpty { third = try await h.send([probe]) }
+                return !third.received.isEmpty
             }
             #expect(third.received == Frames.errorResponse(2, 3))
         }

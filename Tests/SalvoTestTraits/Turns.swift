@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Synchronization
 import Testing
@@ -11,8 +12,8 @@ import Testing
 /// tests' time limits and clocks start with the turn; at most `Turns.count` such suites run together (the
 /// environment variable `SALVO_TEST_TURNS` sets it; 2 per core when unset). Suites of values and state machines
 /// (`.pure`) take no turn and run beside them, on the concurrency pool; a suite in its turn runs on Dispatch threads
-/// (as `.offThePool` runs a test, so a suite with a turn needs no `.offThePool`), so that its awaits resume without
-/// queueing behind the pure suites' synchronous tests, and its tests that block hold no thread of the pool.
+/// (`DispatchTaskExecutor`), so that its awaits resume without queueing behind the pure suites' synchronous tests, and
+/// its tests that block hold no thread of the pool.
 ///
 /// Measured on two cores (`swift test`, every kind, PostgreSQL up), each network and process test's time against the
 /// same test's time in a run of one suite at a time (`--no-parallel`): every suite at once, median 23× and one in ten
@@ -86,5 +87,20 @@ final class Turns: Sendable {
             return state.waiting.removeFirst()
         }
         next?.resume()
+    }
+}
+
+/// A task executor that runs each job on a Dispatch global-queue thread.
+final class DispatchTaskExecutor: TaskExecutor {
+    static let shared = DispatchTaskExecutor()
+
+    /// Runs `function`, and the child tasks it starts, on Dispatch threads.
+    static func run(_ function: @Sendable () async throws -> Void) async throws {
+        try await withTaskExecutorPreference(Self.shared) { try await function() }
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        DispatchQueue.global().async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
