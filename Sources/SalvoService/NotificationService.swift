@@ -517,17 +517,14 @@ public final class NotificationService: Sendable {
                 finalIDs.append(expired.id)
                 state.depth -= 1
             }
-            var items: [HTTP2WorkItem] = []
-            items.reserveCapacity(result.claimed.count)
             for row in result.claimed {
                 state.inFlight[ServiceMarks.line(row.seq)] = InFlight(
                     seq: row.seq,
                     id: row.notification.id,
                     acceptedAt: row.acceptedAt
                 )
-                items.append(Self.workItem(row))
             }
-            return items
+            return Self.workItems(result.claimed)
         }
         if !items.isEmpty, let feed, !feed.push(items) {
             // The feed closed meanwhile (the sender stopped): the rows go back to the queue next cycle.
@@ -549,12 +546,27 @@ public final class NotificationService: Sendable {
         if let feed, !result.claimed.isEmpty, feed.wanted > feed.target / 2 { self.kick(claim: true) }
     }
 
-    static func workItem(_ row: ClaimedRow) -> HTTP2WorkItem {
-        HTTP2WorkItem(
-            row: TokenRow(token: row.notification.token, line: ServiceMarks.line(row.seq)),
-            payload: ByteBuffer(bytes: row.notification.payload),
-            headers: HTTP2RowHeaders(row.notification.headers)
-        )
+    /// The claimed rows as the job's work items: every body a slice of one buffer for the claim (one allocation per
+    /// claim, none per row, as `TokenSource` does for a chunk's rendered payloads; the buffer is whole before the
+    /// first slice is cut, so no slice copies it).
+    static func workItems(_ rows: [ClaimedRow]) -> [HTTP2WorkItem] {
+        var buffer = ByteBufferAllocator().buffer(capacity: rows.reduce(0) { $0 + $1.notification.payload.count })
+        for row in rows { buffer.writeBytes(row.notification.payload) }
+        var items: [HTTP2WorkItem] = []
+        items.reserveCapacity(rows.count)
+        var start = 0
+        for row in rows {
+            let count = row.notification.payload.count
+            items.append(
+                HTTP2WorkItem(
+                    row: TokenRow(token: row.notification.token, line: ServiceMarks.line(row.seq)),
+                    payload: buffer.getSlice(at: start, length: count),
+                    headers: HTTP2RowHeaders(row.notification.headers)
+                )
+            )
+            start += count
+        }
+        return items
     }
 
     // MARK: Sender
