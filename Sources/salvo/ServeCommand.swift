@@ -108,6 +108,11 @@ struct ServeRunCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // A service that cannot run (its store, its port, its credentials) exits 3, as a job that could not run.
+        try await exitingOnUserError { try await self.serve() }
+    }
+
+    private func serve() async throws {
         Observability.bootstrapLogging(format: self.logFormat, level: self.logLevel)
         let logger = Logger(label: "salvo.serve")
         let registry = PrometheusCollectorRegistry()

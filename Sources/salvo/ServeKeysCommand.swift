@@ -32,7 +32,9 @@ struct ServeKeysCommand: AsyncParsableCommand {
         @Option(help: "What the key is for (a name to recognise it by).")
         var name: String
 
-        func run() async throws {
+        func run() async throws { try await exitingOnUserError { try await self.perform() } }
+
+        private func perform() async throws {
             let store = try await self.store.open()
             let (key, record) = APIKeys.make(name: self.name, now: ServiceClock.milliseconds())
             do {
@@ -53,7 +55,9 @@ struct ServeKeysCommand: AsyncParsableCommand {
 
         @OptionGroup var store: StoreOption
 
-        func run() async throws {
+        func run() async throws { try await exitingOnUserError { try await self.perform() } }
+
+        private func perform() async throws {
             let store = try await self.store.open()
             let keys: [APIKeyRecord]
             do {
@@ -80,7 +84,9 @@ struct ServeKeysCommand: AsyncParsableCommand {
         @Argument(help: "The key's id (from list).")
         var id: String
 
-        func run() async throws {
+        func run() async throws { try await exitingOnUserError { try await self.perform() } }
+
+        private func perform() async throws {
             let store = try await self.store.open()
             let revoked: Bool
             do {
