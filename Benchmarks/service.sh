@@ -86,9 +86,7 @@ start_simulator() {
 start_serve() {
     local store=$work/salvo-store
     rm -rf "$store"
-    # `serve keys create` is checked as `serve` is (it wants the gateway credentials too), and its --store is taken
-    # by `serve`'s own: the key goes to ./salvo-store, whatever --store says. Hence the store's default name, here.
-    key=$(cd "$work" && "$salvo" serve keys create --name bench "${credentials[@]}" | awk '/^key:/ { print $2 }')
+    key=$("$salvo" serve keys create --store "$store" --name bench | awk '/^key:/ { print $2 }')
     # A file of its own each time: the last one's line must not be read before the shell truncates it.
     serves=$((serves + 1))
     local out=$work/serve-$serves.txt
