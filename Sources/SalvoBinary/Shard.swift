@@ -86,6 +86,9 @@ final class Shard: @unchecked Sendable {
     func start(completion: @escaping @Sendable (Result<Void, JobError>) -> Void) {
         self.queue.async {
             self.completion = completion
+            // Stopped before it started (another shard failed first, while this one's start waited for its turn):
+            // it ends at once, having taken no row. Started, its machine would refuse the start and never end.
+            if case .failed = self.machine.state { return self.end(.success(()), abort: true) }
             self.scheduleTick()
             self.perform(self.machine.start(now: self.clock.now))
         }
