@@ -288,3 +288,51 @@ public final class PayloadTemplate: Sendable {
         return offset + Self.sendTimeDigits
     }
 }
+
+extension PayloadTemplate {
+    /// The template filled with text fields, one per column in `columns`' order (nil: the row has no such field), and
+    /// `sendTime` for `"{{$now}}"`: for payloads made one at a time (a broadcast's row, a service's notification). The
+    /// bulk path renders from a chunk's field store instead (`RowPayloads`).
+    ///
+    /// - Returns: the payload, or why it cannot be made: a field missing or unfit (`column` names it), or a payload
+    ///   over `limit` (`tooLarge`, measured before anything is rendered).
+    public func render(
+        fields: [String?],
+        sendTime: Int64 = 0,
+        limit: PayloadLimit? = nil
+    ) -> Result<[UInt8], PayloadRowError> {
+        var bytes: [UInt8] = []
+        var bounds: [UInt32] = []
+        bounds.reserveCapacity(2 * self.columns.count)
+        for index in self.columns.indices {
+            guard index < fields.count, let field = fields[index] else {
+                bounds.append(contentsOf: [PayloadFields.missing, 0])
+                continue
+            }
+            bounds.append(UInt32(bytes.count))
+            bytes.append(contentsOf: field.utf8)
+            bounds.append(UInt32(bytes.count))
+        }
+        return bytes.withUnsafeBytes { raw in
+            bounds.withUnsafeBufferPointer { bounds in
+                let row = PayloadFields(bytes: raw, bounds: bounds, sendTime: sendTime)
+                switch self.renderedCount(row) {
+                case .failure(let error):
+                    return .failure(error)
+                case .success(let count) where count > limit?.bytes ?? .max:
+                    let limit = limit!
+                    return .failure(
+                        PayloadRowError(
+                            code: .tooLarge,
+                            message: "the payload is \(count) bytes; \(limit.name) allows at most \(limit.bytes)"
+                        )
+                    )
+                case .success(let count):
+                    var out = [UInt8](repeating: 0, count: count)
+                    let written = out.withUnsafeMutableBytes { self.render(row, into: $0) }
+                    return .success(Array(out.prefix(written)))
+                }
+            }
+        }
+    }
+}

@@ -39,16 +39,20 @@ public struct PayloadRowError: Error, Hashable, Sendable, CustomStringConvertibl
 
     public let code: Code
     public let message: String
+    /// The column (a field's name) at fault, when one is.
+    public let column: String?
     public var description: String { self.message }
 
-    public init(code: Code, message: String) {
+    public init(code: Code, message: String, column: String? = nil) {
         self.code = code
         self.message = message
+        self.column = column
     }
 
     @usableFromInline
     init(_ code: Code, column: String, value: UnsafeRawBufferPointer? = nil) {
         self.code = code
+        self.column = column
         switch code {
         case .missingField: self.message = "the row has no field for column '\(column)'"
         case .notUTF8: self.message = "column '\(column)' is not UTF-8 text"

@@ -120,37 +120,10 @@ public struct BroadcastRequestBuilder: Sendable {
 
     /// The template filled with the row (and the send time).
     func render(_ fields: [String], now: Int64) -> Result<[UInt8], BroadcastRowError> {
-        var bytes: [UInt8] = []
-        var bounds: [UInt32] = []
-        for source in self.sources {
-            guard source < fields.count else {
-                bounds.append(contentsOf: [PayloadFields.missing, 0])
-                continue
-            }
-            bounds.append(UInt32(bytes.count))
-            bytes.append(contentsOf: fields[source].utf8)
-            bounds.append(UInt32(bytes.count))
-        }
-        return bytes.withUnsafeBytes { raw in
-            bounds.withUnsafeBufferPointer { bounds in
-                let row = PayloadFields(bytes: raw, bounds: bounds, sendTime: now)
-                switch self.template.renderedCount(row) {
-                case .failure(let error):
-                    return .failure(BroadcastRowError("BadRequestPayload", "\(error)"))
-                case .success(let count):
-                    guard count <= broadcastPayloadLimit else {
-                        return .failure(
-                            BroadcastRowError(
-                                "PayloadTooLarge",
-                                "the payload is \(count) bytes; a broadcast takes at most \(broadcastPayloadLimit)"
-                            )
-                        )
-                    }
-                    var out = [UInt8](repeating: 0, count: count)
-                    let written = out.withUnsafeMutableBytes { self.template.render(row, into: $0) }
-                    return .success(Array(out.prefix(written)))
-                }
-            }
+        let row = self.sources.map { $0 < fields.count ? fields[$0] : nil }
+        let limit = PayloadLimit(bytes: broadcastPayloadLimit, name: "a broadcast")
+        return self.template.render(fields: row, sendTime: now, limit: limit).mapError { error in
+            BroadcastRowError(error.code == .tooLarge ? "PayloadTooLarge" : "BadRequestPayload", error.message)
         }
     }
 

@@ -38,33 +38,8 @@ public struct ServiceTemplate: Sendable {
     /// The payload for `fields` (by name; a field the template does not name is ignored), or the field that is
     /// missing or unfit and why.
     public func render(_ fields: [String: String], now: Int64 = 0) -> Result<[UInt8], RenderFailure> {
-        let columns = self.template.columns
-        var bytes: [UInt8] = []
-        var bounds: [UInt32] = []
-        bounds.reserveCapacity(2 * columns.count)
-        for column in columns {
-            guard let value = fields[column] else {
-                bounds.append(PayloadFields.missing)
-                bounds.append(PayloadFields.missing)
-                continue
-            }
-            bounds.append(UInt32(bytes.count))
-            bytes.append(contentsOf: value.utf8)
-            bounds.append(UInt32(bytes.count))
-        }
-        return bytes.withUnsafeBytes { raw in
-            bounds.withUnsafeBufferPointer { bounds in
-                let row = PayloadFields(bytes: raw, bounds: bounds, sendTime: now)
-                switch self.template.renderedCount(row) {
-                case .failure(let error):
-                    let field = columns.first { error.message.contains("'\($0)'") }
-                    return .failure(RenderFailure(field: field, reason: Self.reason(error, field: field)))
-                case .success(let count):
-                    var out = [UInt8](repeating: 0, count: count)
-                    let written = out.withUnsafeMutableBytes { self.template.render(row, into: $0) }
-                    return .success(Array(out.prefix(written)))
-                }
-            }
+        self.template.render(fields: self.template.columns.map { fields[$0] }, sendTime: now).mapError { error in
+            RenderFailure(field: error.column, reason: Self.reason(error, field: error.column))
         }
     }
 
