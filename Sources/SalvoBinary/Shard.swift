@@ -192,16 +192,12 @@ final class Shard: @unchecked Sendable {
         ) { result in
             switch result {
             case .success(let connection):
-                self.logger.info(
-                    "connected",
-                    metadata: ["gateway": "\(self.configuration.host):\(self.configuration.port)"]
-                )
+                self.logger.info("connected", metadata: self.peers)
                 self.opened(connection)
             case .failure(let error):
-                self.logger.warning(
-                    "connect failed",
-                    metadata: ["gateway": "\(self.configuration.host):\(self.configuration.port)", "error": "\(error)"]
-                )
+                var metadata = self.peers
+                metadata["error"] = "\(error)"
+                self.logger.warning("connect failed", metadata: metadata)
                 let failure = BinaryConnectionMachine.ConnectFailure(error)
                 if case .unreachable = failure {
                     self.pacer.refused()
@@ -211,6 +207,14 @@ final class Shard: @unchecked Sendable {
                 self.perform(self.machine.connectFailed(failure, now: self.clock.now))
             }
         }
+    }
+
+    /// Who a connection's log lines name: the gateway, and the proxy when the connection goes through one (its
+    /// TCP peer is then the proxy, not the gateway; the description holds no password).
+    private var peers: Logger.Metadata {
+        var metadata: Logger.Metadata = ["gateway": "\(self.configuration.host):\(self.configuration.port)"]
+        if let proxy = self.configuration.proxy { metadata["proxy"] = "\(proxy)" }
+        return metadata
     }
 
     private func opened(_ connection: TLSConnection) {

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOHTTP2
 import NIOPosix
@@ -145,10 +146,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                 self.connecting = false
                 switch result {
                 case .success(let channel):
-                    self.configuration.logger.info(
-                        "connected",
-                        metadata: ["gateway": "\(self.configuration.host):\(self.configuration.port)"]
-                    )
+                    self.configuration.logger.info("connected", metadata: self.peers)
                     let id = ObjectIdentifier(channel)
                     self.channels[id] = channel
                     self.current = id
@@ -169,11 +167,12 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                     }
                     if self.stopped { channel.close(promise: nil) }
                 case .failure(let error):
-                    self.configuration.logger.warning(
-                        "connect failed",
-                        metadata: ["error": "\(error)"]
-                    )
+                    // The described failure, not the raw error: a connect to the proxy fails with the proxy's
+                    // address alone, which would read as the gateway's.
                     let failure = self.factory.describe(connectError: error)
+                    var metadata = self.peers
+                    metadata["error"] = "\(failure.message)"
+                    self.configuration.logger.warning("connect failed", metadata: metadata)
                     self.job.noteConnectionError(failure.message)
                     if let hopeless = failure.hopeless { self.stopJob(hopeless) }
                     self.failures += 1
@@ -181,6 +180,14 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                     self.scheduleReconnect(answered: false)
                 }
             }
+    }
+
+    /// Who a connection's log lines name: the gateway, and the proxy when the connection goes through one (its
+    /// TCP peer is then the proxy, not the gateway; the description holds no password).
+    private var peers: Logger.Metadata {
+        var metadata: Logger.Metadata = ["gateway": "\(self.configuration.host):\(self.configuration.port)"]
+        if let proxy = self.factory.proxy { metadata["proxy"] = "\(proxy)" }
+        return metadata
     }
 
     /// A failure that cannot heal, before any connection of the job worked: the job stops at once with the cause.

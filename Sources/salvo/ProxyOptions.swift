@@ -34,6 +34,21 @@ struct ProxyOptions: ParsableArguments {
         if self.noProxy && (self.proxy != nil || self.passwordFile != nil) {
             throw ValidationError("--no-proxy connects directly: it takes no --proxy or --proxy-password-file")
         }
+        if let refusal = self.passwordFileWithoutProxy(environment: ProcessInfo.processInfo.environment) {
+            throw ValidationError(refusal)
+        }
+    }
+
+    /// Why `--proxy-password-file` cannot be used, when there is no proxy for it at all: no `--proxy` and none of
+    /// the proxy variables set. A password file is given for a proxy, so one without any most likely means a
+    /// mistyped or unexported variable, and the job would otherwise connect directly without a word. A variable
+    /// that is set but bypassed by `no_proxy` for this gateway is not a mistake: the file is then unused.
+    func passwordFileWithoutProxy(environment: [String: String]) -> String? {
+        guard let file = self.passwordFile, self.proxy == nil, ProxyEnvironment(environment).proxy == nil else {
+            return nil
+        }
+        return "--proxy-password-file \(file) gives a proxy password, but there is no proxy: no --proxy, and none of "
+            + "https_proxy, HTTPS_PROXY, all_proxy, ALL_PROXY is set"
     }
 
     /// The proxy for a connection to `host`, or nil for a direct connection.

@@ -188,6 +188,87 @@ struct ProxySendCommandTests {
         try await simulator.shutdown()
     }
 
+    @Test func aPasswordFileWithoutAnyProxyIsAUsageErrorNamingTheFile() async throws {
+        guard let salvo = InterruptionTests.builtExecutable else { return }
+        let paths = CertificateFactory.sharedFolder
+        let simulator = try await Simulator.start(SimulatorConfiguration.testing(CertificateFactory.shared))
+        let (folder, _) = try sendFolder("salvo-proxy-password-alone", tokens: 20, seed: 4151)
+        try Data("\(Self.user.password)\n".utf8).write(to: folder.appendingPathComponent("proxy-password"))
+        let arguments = [
+            "send", "tokens.csv", "--payload", "payload.json", "--cert", paths.client, "--key", paths.clientKey,
+            "--ca", paths.ca, "--gateway", "127.0.0.1:\(simulator.gatewayPort)", "--report", "report.json",
+            "--progress", "none", "--proxy-password-file", "proxy-password",
+        ]
+        // No --proxy and no proxy variable: without the refusal the job would send directly, silently.
+        let (status, run) = try await self.send(salvo, arguments, in: folder)
+        #expect(status == 64, "\(run.output)")
+        #expect(
+            run.output.contains("--proxy-password-file proxy-password gives a proxy password, but there is no proxy"),
+            "\(run.output)"
+        )
+        #expect(simulator.ledger.snapshot().accepted == 0)
+        try? FileManager.default.removeItem(at: folder.appendingPathComponent("proxy-password"))
+        self.expectNoPassword(run, in: folder)
+        try await simulator.shutdown()
+    }
+
+    /// The "connected" and "connect failed" log lines: the gateway always, and the proxy beside it when the
+    /// connection goes through one; a proxy that cannot be reached is named as the proxy in the error.
+    @Test func theConnectionLogNamesTheProxyBesideTheGateway() async throws {
+        guard let salvo = InterruptionTests.builtExecutable else { return }
+        let paths = CertificateFactory.sharedFolder
+        var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
+        configuration.http2 = HTTP2EndpointConfiguration()
+        let simulator = try await Simulator.start(configuration)
+        let tinyproxy = try ProxyServer.tinyproxy(user: Self.user)
+        defer { tinyproxy.remove() }
+        let closed = try ClosedPort()
+        defer { closed.close() }
+        let absent = "http://127.0.0.1:\(closed.port)"
+        // swift-log's text lines end with `[module] message`, the metadata before it.
+        func lines(_ output: String, _ message: String) -> [Substring] {
+            output.split(separator: "\n").filter { $0.hasSuffix("] \(message)") }
+        }
+        var seed: UInt64 = 4160
+        for (name, gateway, extra) in [
+            ("h2", "127.0.0.1:\(simulator.http2Port ?? 0)", h2SendArguments),
+            ("binary", "127.0.0.1:\(simulator.gatewayPort)", []),
+        ] {
+            for (proxy, expectedStatus) in [(tinyproxy.url(), Int32(0)), (absent, 3)] {
+                seed += 1
+                let (folder, _) = try sendFolder("salvo-proxy-log-\(name)", tokens: 20, seed: seed)
+                let (status, run) = try await self.send(
+                    salvo,
+                    [
+                        "send", "tokens.csv", "--payload", "payload.json", "--cert", paths.client, "--key",
+                        paths.clientKey, "--ca", paths.ca, "--gateway", gateway, "--report", "report.json",
+                        "--log-level", "debug", "--progress", "none", "--proxy", proxy, "--give-up-seconds", "5",
+                    ] + extra,
+                    in: folder
+                )
+                let output = run.output
+                #expect(status == expectedStatus, "\(name) \(proxy): \(output.suffix(3000))")
+                if expectedStatus == 0 {
+                    let connected = lines(output, "connected")
+                    #expect(!connected.isEmpty, "\(name): \(output.suffix(3000))")
+                    for line in connected {
+                        #expect(line.contains("gateway=\(gateway)"), "\(name): \(line)")
+                        #expect(line.contains("proxy=http://salvo@127.0.0.1:\(tinyproxy.port)"), "\(name): \(line)")
+                    }
+                    self.expectNoPassword(run, in: folder)
+                } else {
+                    let failed = lines(output, "connect failed")
+                    #expect(!failed.isEmpty, "\(name): \(output.suffix(3000))")
+                    for line in failed {
+                        #expect(line.contains("proxy=\(absent)"), "\(name): \(line)")
+                        #expect(line.contains("the proxy \(absent) cannot be reached"), "\(name): \(line)")
+                    }
+                }
+            }
+        }
+        try await simulator.shutdown()
+    }
+
     @Test func checkReportsTheProxyAsItsOwnLine() async throws {
         guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
