@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # A send through a proxy against the same send direct, measured in the same run: each job start to exit (wall
-# clock), direct, through tinyproxy (HTTP CONNECT, Basic authentication) and through danted (SOCKS5), alternately,
-# RUNS times each, for each interface; prints every run, the medians, the ratio of each proxied median to the direct
-# one, and the proxy's own CPU seconds for the job (user + system, read from /proc before and after).
+# clock), direct, through tinyproxy (HTTP CONNECT, Basic authentication), through the same tinyproxy with TCP_NODELAY
+# on its sockets (`nodelay`: Benchmarks/tcp-nodelay.c, built with cc and loaded with LD_PRELOAD) and through danted
+# (SOCKS5), alternately, RUNS times each, for each interface (TCP_NODELAY_ON=accepted or connected: on that side of
+# tinyproxy only; QUICKACK=1: every `salvo send` acknowledges each read at once, Benchmarks/tcp-quickack.c); prints every run, the medians, the ratio of each proxied median to the direct
+# one, and the proxy's own CPU seconds for the job (user + system, read from /proc before and after). Each run is
+# checked against the simulator's ledger (emptied before it): every token accepted once.
 #
 #   Benchmarks/proxy.sh SALVO [ROWS] [RUNS]
 #
@@ -25,11 +28,13 @@ trap 'for c in "${cleanup[@]}"; do eval "$c" >/dev/null 2>&1 || true; done' EXIT
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 300); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.05; done; exit 1; }
 
-"$salvo" simulate --gateway-port 0 --feedback-port 0 --h2-port 0 --topic com.example.bench \
+"$salvo" simulate --gateway-port 0 --feedback-port 0 --h2-port 0 --control-port 0 --topic com.example.bench \
     --certificates "$work/certs" >"$work/simulator.txt" 2>&1 &
 simulator=$!
 cleanup=("kill $simulator" "${cleanup[@]}")
-for _ in $(seq 300); do grep -q '^  http2' "$work/simulator.txt" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q '^  control' "$work/simulator.txt" && break; sleep 0.1; done
+control=$(awk '/^  control/ { sub(",", "", $2); print $2 }' "$work/simulator.txt")
+control_token=$(cat "$work/certs/control-token")
 gateway=$(awk '/^  gateway/ { split($2, a, ":"); print a[2] }' "$work/simulator.txt")
 http2=$(awk '/^  http2/ { split($2, a, ":"); print a[2] }' "$work/simulator.txt")
 credentials=(--cert "$(awk '/^  client/ { print $2 }' "$work/simulator.txt")"
@@ -51,6 +56,18 @@ CONF
 tinyproxy -d -c "$work/tinyproxy.conf" >"$work/tinyproxy.log" 2>&1 &
 tinyproxy=$!
 cleanup=("kill $tinyproxy" "${cleanup[@]}")
+# The same tinyproxy with TCP_NODELAY on its sockets (it sets none: Nagle's algorithm holds its small relayed writes
+# until the peer's acknowledgement), to tell that cost apart from the rest of the proxy's.
+cc -shared -fPIC -O2 -o "$work/tcp-nodelay.so" "$here/tcp-nodelay.c" -ldl
+nodelay_port=$(free_port)
+sender_preload=()
+if [ "${QUICKACK:-}" = 1 ]; then
+    cc -shared -fPIC -O2 -o "$work/tcp-quickack.so" "$here/tcp-quickack.c" -ldl
+    sender_preload=(env "LD_PRELOAD=$work/tcp-quickack.so")
+fi
+sed "s/^Port .*/Port $nodelay_port/" "$work/tinyproxy.conf" >"$work/tinyproxy-nodelay.conf"
+TCP_NODELAY_ON=${TCP_NODELAY_ON:-} LD_PRELOAD=$work/tcp-nodelay.so tinyproxy -d -c "$work/tinyproxy-nodelay.conf" >"$work/tinyproxy-nodelay.log" 2>&1 &
+cleanup=("kill $!" "${cleanup[@]}")
 dante_port=$(free_port)
 {
     echo "logoutput: $work/danted.log"
@@ -66,6 +83,7 @@ danted -f "$work/danted.conf" -p "$work/danted.pid" >"$work/danted.out" 2>&1 &
 danted=$!
 cleanup=("kill $danted" "${cleanup[@]}")
 wait_port "$tiny_port"
+wait_port "$nodelay_port"
 wait_port "$dante_port"
 
 # CPU seconds (user + system) of a proxy's processes so far: tinyproxy is one process (threads); danted forks
@@ -93,21 +111,28 @@ run() {
     fi
     case $kind in
     http) proxy=(--proxy "http://bench:bench-password@127.0.0.1:$tiny_port") process=tinyproxy ;;
+    nodelay) proxy=(--proxy "http://bench:bench-password@127.0.0.1:$nodelay_port") process=tinyproxy ;;
     socks) proxy=(--proxy "socks5://127.0.0.1:$dante_port") process=danted ;;
     *) proxy=(--no-proxy) ;;
     esac
     local before=0 after=0
+    curl -sf -X POST -H "Authorization: Bearer $control_token" "$control/reset" >/dev/null
     [ -n "$process" ] && before=$(cpu "$process")
-    /usr/bin/time -f %e -o "$work/time" "$salvo" send "$work/tokens.csv" --payload "$payload" \
+    /usr/bin/time -f %e -o "$work/time" "${sender_preload[@]}" "$salvo" send "$work/tokens.csv" --payload "$payload" \
         --gateway "127.0.0.1:$port" "${credentials[@]}" "${arguments[@]}" "${proxy[@]}" \
         --connections "$connections" --report "$work/report.json" --quiet >/dev/null
     [ -n "$process" ] && after=$(cpu "$process")
-    python3 - "$work/report.json" "$rows" <<'PY'
+    # Every run delivers each token once: by the report, and by the simulator's ledger (emptied before the run).
+    curl -sf -H "Authorization: Bearer $control_token" "$control/ledger" >"$work/ledger.json"
+    python3 - "$work/report.json" "$work/ledger.json" "$rows" "$protocol $kind" <<'PY'
 import json, sys
-report = json.load(open(sys.argv[1]))
+report, ledger, rows, run = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3]), sys.argv[4]
 delivered = report.get("confirmed", 0) + report.get("presumed", 0)
-if delivered != int(sys.argv[2]):
-    sys.exit(f"delivered {delivered} of {sys.argv[2]}")
+if delivered != rows:
+    sys.exit(f"{run}: the report delivered {delivered} of {rows}")
+if (ledger["accepted"], ledger["distinctTokens"], ledger["tokensAcceptedMoreThanOnce"]) != (rows, rows, 0):
+    sys.exit(f"{run}: the ledger accepted {ledger['accepted']} ({ledger['distinctTokens']} distinct tokens, "
+             f"{ledger['tokensAcceptedMoreThanOnce']} more than once) of {rows}")
 PY
     [ "$kind" = - ] && return
     local proxy_cpu
@@ -124,13 +149,14 @@ for protocol in $protocols; do
     for _ in $(seq "$runs"); do
         run "$protocol" direct
         run "$protocol" http
+        run "$protocol" nodelay
         run "$protocol" socks
     done
 done
 echo
 for protocol in $protocols; do
     direct=$(median "$work/$protocol-direct")
-    for kind in http socks; do
+    for kind in http nodelay socks; do
         awk -v p="$protocol" -v k="$kind" -v rows="$rows" -v d="$direct" -v t="$(median "$work/$protocol-$kind")" \
             -v c="$(median "$work/$protocol-$kind.cpu")" 'BEGIN {
             printf "%-6s %d rows: direct %.2f s, through %-5s %.2f s; ratio %.2f; the proxy'"'"'s CPU %.2f s (%.0f %% of the proxied job)\n",
