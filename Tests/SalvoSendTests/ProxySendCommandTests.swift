@@ -6,7 +6,7 @@ import SalvoTestSupport
 import SalvoTestTraits
 import Testing
 
-/// The real `salvo send` and `salvo check` through real proxies (tinyproxy for CONNECT with Basic authentication,
+/// The real `salvo send`, `salvo check` and `salvo feedback` through real proxies (tinyproxy for CONNECT with Basic authentication,
 /// danted for SOCKS5) to the simulator, over HTTP/2 and the binary interface: by `--proxy`, by `HTTPS_PROXY`, past
 /// them with `NO_PROXY` and `--no-proxy`; every token once in the ledger, failures exit 3 naming the proxy, and the
 /// proxy's password in no output.
@@ -266,6 +266,28 @@ struct ProxySendCommandTests {
                 }
             }
         }
+        try await simulator.shutdown()
+    }
+
+    @Test func feedbackThroughTheProxyFromTheCommandLine() async throws {
+        guard let salvo = InterruptionTests.builtExecutable else { return }
+        let paths = CertificateFactory.sharedFolder
+        let simulator = try await Simulator.start(SimulatorConfiguration.testing(CertificateFactory.shared))
+        let tinyproxy = try ProxyServer.tinyproxy(user: Self.user)
+        defer { tinyproxy.remove() }
+        let (folder, _) = try sendFolder("salvo-proxy-feedback", tokens: 1, seed: 4171)
+        let (status, run) = try await self.send(
+            salvo,
+            [
+                "feedback", "--gateway", "127.0.0.1:\(simulator.feedbackPort)", "--cert", paths.client, "--key",
+                paths.clientKey, "--ca", paths.ca, "--output", "feedback.csv", "--proxy", tinyproxy.url(),
+            ],
+            in: folder
+        )
+        #expect(status == 0, "\(run.output)")
+        #expect(self.connects(tinyproxy, to: simulator.feedbackPort) == 1, "\(tinyproxy.log)")
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("feedback.csv").path))
+        self.expectNoPassword(run, in: folder)
         try await simulator.shutdown()
     }
 
