@@ -87,6 +87,8 @@ public enum PostgresSpool {
     public struct Stream: Sendable {
         /// The file the job reads (`/proc/self/fd/N` of a file unlinked at once).
         public var path: String
+        /// What the job's reader of `path` waits on at its end (`InputSpools.Spool.growing`).
+        public var growing: GrowingInput
         /// The query's columns, in order: the header row.
         public var columns: [String]
         /// Waits for the copy's end: what it wrote, or why it failed (the job's reader has been told either way).
@@ -112,7 +114,6 @@ public enum PostgresSpool {
         let file = try SpoolFile.temporary(in: folder, prefix: "salvo-postgres", what: "the snapshot of the query")
         let path = file.path
         let growing = GrowingInput(writerName: "the query's rows from \(location.redacted)", stallLimit: stallLimit)
-        GrowingInput.register(growing, path: path)
         let started = StreamStart()
         let copying = Task { () -> Result<Snapshot, JobError> in
             do throws(JobError) {
@@ -137,7 +138,7 @@ public enum PostgresSpool {
         }
         switch await started.result() {
         case .success(let columns):
-            return Stream(path: path, columns: columns, ended: { await copying.value })
+            return Stream(path: path, growing: growing, columns: columns, ended: { await copying.value })
         case .failure(let error):
             file.discard()
             throw error

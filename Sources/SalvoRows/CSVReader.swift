@@ -87,12 +87,17 @@ package final class CSVReader {
     /// The file offset of `buffer[0]`.
     @exclusivity(unchecked) private var bufferOffset = 0
 
-    /// Opens `path` for reading.
+    /// Opens `path` for reading: the file of that name, or its spool among `spools` (`-`: standard input's).
     ///
     /// - Throws: `InputError` naming the file when it cannot be opened.
-    package init(path: String, chunkSize: Int = 1 << 20, maximumRecordBytes: Int = 1 << 20) throws(InputError) {
-        // `-` opens the spool of standard input; the name stays `-` in every message.
-        let opened = StandardInputName.path(of: path)
+    package init(
+        path: String,
+        spools: InputSpools = InputSpools(),
+        chunkSize: Int = 1 << 20,
+        maximumRecordBytes: Int = 1 << 20
+    ) throws(InputError) {
+        // A spool is opened under its input's name: the name stays `-` (or `postgres`) in every message.
+        let opened = spools.path(of: path)
         let descriptor = open(opened, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             throw InputError(
@@ -108,7 +113,7 @@ package final class CSVReader {
         self.buffer = .allocate(capacity: self.capacity)
         self.fieldList = FieldList(capacity: 16)
         self.maximumRecordBytes = maximumRecordBytes
-        self.growing = GrowingInput.registered(path: opened)
+        self.growing = spools.growing(of: path)
     }
 
     deinit {

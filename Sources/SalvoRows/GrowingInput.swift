@@ -1,5 +1,4 @@
 import Foundation
-import NIOConcurrencyHelpers
 
 /// An input file that another part of the process is still writing (the rows of a PostgreSQL query as they arrive):
 /// its reader, at the end of what is written so far, waits for more instead of taking it for the end of the input,
@@ -10,7 +9,7 @@ import NIOConcurrencyHelpers
 /// line it had reached). A reader waits at most `stallLimit` for a writer that has gone quiet: then the input fails,
 /// so no job waits on its input without a bound.
 ///
-/// Registered by the path the readers open (`register(_:path:)`); a file not registered is read as written.
+/// Named in the job's `InputSpools` with the file it grows; a file without one is read as written.
 public final class GrowingInput: @unchecked Sendable {
     /// What a reader at the end of the written bytes is told.
     public enum Wait: Equatable, Sendable {
@@ -86,17 +85,5 @@ public final class GrowingInput: @unchecked Sendable {
         self.condition.lock()
         defer { self.condition.unlock() }
         return self.ended || self.failure != nil
-    }
-
-    private static let registry = NIOLockedValueBox<[String: GrowingInput]>([:])
-
-    /// From now on, readers of the file at `path` wait on `input` at its end.
-    public static func register(_ input: GrowingInput, path: String) {
-        Self.registry.withLockedValue { $0[path] = input }
-    }
-
-    /// The growing input of the file at `path`, if one was registered.
-    public static func registered(path: String) -> GrowingInput? {
-        Self.registry.withLockedValue { $0[path] }
     }
 }

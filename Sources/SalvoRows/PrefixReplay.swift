@@ -111,7 +111,12 @@ extension TokenSource {
         let columnCount = self.payloads?.templates.columns.count ?? 0
         for fileIndex in 0..<min(checkpoint.file + 1, self.files.count) {
             if fileIndex == checkpoint.file && checkpoint.offset == 0 { break }
-            let reader = try RowReader(path: self.files[fileIndex], fileIndex: fileIndex, options: self.options)
+            let reader = try RowReader(
+                path: self.files[fileIndex],
+                spools: self.spools,
+                fileIndex: fileIndex,
+                options: self.options
+            )
             found.pass.lastLine = 0
             while let row = try reader.next() {
                 if fileIndex == checkpoint.file && reader.recordOffset >= checkpoint.offset { break }

@@ -51,12 +51,17 @@ final class RowReader {
         try self.csv.seek(offset: offset, line: line)
     }
 
-    init(path: String, fileIndex: Int, options: TokenSource.Options) throws(InputError) {
+    init(
+        path: String,
+        spools: InputSpools = InputSpools(),
+        fileIndex: Int,
+        options: TokenSource.Options
+    ) throws(InputError) {
         self.path = path
         self.fileIndex = fileIndex
         self.options = options
         self.encoding = options.encoding
-        self.csv = try CSVReader(path: path)
+        self.csv = try CSVReader(path: path, spools: spools)
         try self.readHeader()
         // After the header (blank lines before it are passed over): every blank line is a row, refused.
         self.csv.keepsBlankLines = true

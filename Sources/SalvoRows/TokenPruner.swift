@@ -7,6 +7,8 @@ public enum TokenPruner {
     /// What to prune and where the rows go.
     public struct Configuration: Sendable {
         public var input: String
+        /// The file that holds `input` when it is not a file of its name (`-`: standard input's spool).
+        public var spools = InputSpools()
         /// The token column: a header name, or a 1-based number.
         public var column: TokenColumn
         /// The column with each device's last registration (UNIX seconds or ISO 8601), by header name or number;
@@ -65,7 +67,7 @@ public enum TokenPruner {
 
     private static func run(_ configuration: Configuration, suppression: SuppressionList) throws -> Summary {
         let path = configuration.input
-        let reader = try CSVReader(path: path)
+        let reader = try CSVReader(path: path, spools: configuration.spools)
         let kept = try AtomicFileWriter(path: configuration.kept)
         let dropped = try configuration.dropped.map { path throws(JobError) in try AtomicFileWriter(path: path) }
         var summary = Summary()

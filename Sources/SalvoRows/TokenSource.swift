@@ -108,6 +108,8 @@ public enum HeaderMode: String, Hashable, Sendable, CaseIterable {
 /// shards on different queues take once per chunk, not per row.
 public final class TokenSource: @unchecked Sendable {
     public let files: [String]
+    /// The files that hold inputs named otherwise (`-`, `postgres`).
+    public let spools: InputSpools
     public let options: Options
     /// Tokens not to send (Apple's rule, with `Options.registeredAt` when given): their rows are counted as
     /// suppressed.
@@ -191,6 +193,7 @@ public final class TokenSource: @unchecked Sendable {
 
     public init(
         files: [String],
+        spools: InputSpools = InputSpools(),
         options: Options = Options(),
         suppression: SuppressionList? = nil,
         payloads: RowPayloads? = nil,
@@ -198,6 +201,7 @@ public final class TokenSource: @unchecked Sendable {
         checkpointRows: Int = TokenSource.defaultCheckpointRows
     ) {
         self.files = files
+        self.spools = spools
         self.options = options
         self.suppression = suppression
         self.payloads = payloads
@@ -257,7 +261,7 @@ public final class TokenSource: @unchecked Sendable {
         if !self.options.dedupe {
             let bytes = self.files.reduce(0) { total, file in
                 var status = stat()
-                return total + (stat(StandardInputName.path(of: file), &status) == 0 ? Int(status.st_size) : 0)
+                return total + (stat(self.spools.path(of: file), &status) == 0 ? Int(status.st_size) : 0)
             }
             hashes.reserveCapacity(self.mostValidRows(inBytes: bytes))
         }
@@ -275,8 +279,8 @@ public final class TokenSource: @unchecked Sendable {
         }
         for (fileIndex, file) in self.files.enumerated() {
             var rejected = Set<Int>()
-            let reader = try RowReader(path: file, fileIndex: fileIndex, options: self.options)
-            let descriptor = Glibc.open(StandardInputName.path(of: file), O_RDONLY | O_CLOEXEC)
+            let reader = try RowReader(path: file, spools: self.spools, fileIndex: fileIndex, options: self.options)
+            let descriptor = Glibc.open(self.spools.path(of: file), O_RDONLY | O_CLOEXEC)
             guard descriptor >= 0 else {
                 throw InputError(file: file, line: nil, message: "cannot open: \(String(cString: strerror(errno)))")
             }
@@ -397,6 +401,7 @@ public final class TokenSource: @unchecked Sendable {
                     }
                     state.reader = try RowReader(
                         path: self.files[state.fileIndex],
+                        spools: self.spools,
                         fileIndex: state.fileIndex,
                         options: self.options
                     )
@@ -503,7 +508,7 @@ extension TokenSource {
             if !opened { for descriptor in descriptors { close(descriptor) } }
         }
         for (fileIndex, file) in self.files.enumerated() {
-            let reader = try RowReader(path: file, fileIndex: fileIndex, options: self.options)
+            let reader = try RowReader(path: file, spools: self.spools, fileIndex: fileIndex, options: self.options)
             columns.append(reader.tokenColumn)
             payloadColumns.append(try self.payloads?.columns(in: file, header: reader.headerNames) ?? [])
             var rows = 0
@@ -532,7 +537,7 @@ extension TokenSource {
                         + "is it the right file, and is the token in \(self.options.column)?"
                 )
             }
-            let descriptor = Glibc.open(StandardInputName.path(of: file), O_RDONLY | O_CLOEXEC)
+            let descriptor = Glibc.open(self.spools.path(of: file), O_RDONLY | O_CLOEXEC)
             guard descriptor >= 0 else {
                 throw InputError(file: file, line: nil, message: "cannot open: \(String(cString: strerror(errno)))")
             }
@@ -540,14 +545,19 @@ extension TokenSource {
             var status = stat()
             fileSizes.append(fstat(descriptor, &status) == 0 ? Int(status.st_size) : 0)
             totalBytes += fileSizes.last!
-            if GrowingInput.registered(path: StandardInputName.path(of: file)) != nil { growingFiles.append(fileIndex) }
+            if self.spools.growing(of: file) != nil { growingFiles.append(fileIndex) }
         }
         if small { return try self.validate() }
         // Resumed at a checkpoint: reading starts there (the header of its file is read as usual).
         let point = self.state.withLockedValue { $0.resumePoint }
         var reader: RowReader?
         if let point, point.file < self.files.count, point.offset > 0 {
-            reader = try RowReader(path: self.files[point.file], fileIndex: point.file, options: self.options)
+            reader = try RowReader(
+                path: self.files[point.file],
+                spools: self.spools,
+                fileIndex: point.file,
+                options: self.options
+            )
             try reader!.seek(offset: point.offset, line: point.line)
         }
         opened = true

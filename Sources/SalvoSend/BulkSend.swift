@@ -58,6 +58,7 @@ public struct BulkSend: Sendable {
         }
         let source = TokenSource(
             files: request.files,
+            spools: request.inputSpools,
             options: request.input,
             suppression: suppression,
             payloads: request.payloads.map { RowPayloads(templates: $0, limit: request.payloadLimit) },
@@ -65,10 +66,10 @@ public struct BulkSend: Sendable {
         )
         let inputFiles = request.files.map { path in
             var status = stat()
-            // `-` is standard input's spool (`StandardInputName`), named `-` in the report.
+            // `-` is standard input's spool (`InputSpools`), named `-` in the report.
             return InputFile(
                 path: path,
-                bytes: stat(StandardInputName.path(of: path), &status) == 0 ? Int(status.st_size) : 0
+                bytes: stat(request.inputSpools.path(of: path), &status) == 0 ? Int(status.st_size) : 0
             )
         }
         var session: JournalSession?
@@ -106,9 +107,11 @@ public struct BulkSend: Sendable {
     /// query's rows) measured again now that the job has read it to its end.
     private var inputFilesAtTheEnd: [InputFile] {
         self.inputFiles.map { file in
-            let path = StandardInputName.path(of: file.path)
+            let spools = self.request.inputSpools
             var status = stat()
-            guard GrowingInput.registered(path: path) != nil, stat(path, &status) == 0 else { return file }
+            guard spools.growing(of: file.path) != nil, stat(spools.path(of: file.path), &status) == 0 else {
+                return file
+            }
             return InputFile(path: file.path, bytes: Int(status.st_size))
         }
     }

@@ -99,21 +99,28 @@ public final class JobJournal: @unchecked Sendable {
     /// journals of earlier builds recorded).
     public static func fingerprint(
         _ files: [String],
+        spools: InputSpools = InputSpools(),
         sha256: Bool = false,
         whole: Bool = false
     ) throws(JobError) -> [JournalManifest.Input] {
-        try Self.addingWholeFingerprints(to: Self.scan(files, countLines: false).inputs, sha256: sha256, whole: whole)
+        try Self.addingWholeFingerprints(
+            to: Self.scan(files, spools: spools, countLines: false).inputs,
+            spools: spools,
+            sha256: sha256,
+            whole: whole
+        )
     }
 
     /// `inputs` (as `scan` fingerprinted them) with their files' SHA-256 (`sha256`) and whole-file XXH64 (`whole`) as
     /// well: a second read of each file, one thread, for the manifest of a journal an earlier build made.
     static func addingWholeFingerprints(
         to inputs: [JournalManifest.Input],
+        spools: InputSpools,
         sha256: Bool,
         whole: Bool
     ) throws(JobError) -> [JournalManifest.Input] {
         guard sha256 || whole else { return inputs }
-        let wholeFiles = try Self.wholeFingerprints(inputs.map(\.path), sha256: sha256)
+        let wholeFiles = try Self.wholeFingerprints(inputs.map(\.path), spools: spools, sha256: sha256)
         var inputs = inputs
         for index in inputs.indices {
             inputs[index].sha256 = wholeFiles[index].sha256
@@ -127,12 +134,16 @@ public final class JobJournal: @unchecked Sendable {
     ///
     /// SHA-256, when asked for, runs straight over the read buffer (swift-crypto: BoringSSL, with the CPU's SHA
     /// extensions where it has them); XXH64 (`XXH64`) in the same pass.
-    static func wholeFingerprints(_ files: [String], sha256: Bool = false) throws(JobError) -> [JournalManifest.Input] {
+    static func wholeFingerprints(
+        _ files: [String],
+        spools: InputSpools,
+        sha256: Bool = false
+    ) throws(JobError) -> [JournalManifest.Input] {
         var inputs: [JournalManifest.Input] = []
         for path in files {
             var hash = sha256 ? SHA256() : nil
             var fast = XXH64()
-            let bytes = try Self.read(path) { piece in
+            let bytes = try Self.read(path, spools: spools) { piece in
                 hash?.update(bufferPointer: piece)
                 fast.update(piece)
             }
@@ -160,12 +171,15 @@ public final class JobJournal: @unchecked Sendable {
     /// cores (4 % of a 10 M-row job's time against 2 % in this read).
     static func scan(
         _ files: [String],
+        spools: InputSpools = InputSpools(),
         countLines: Bool = true
     ) throws(JobError) -> (inputs: [JournalManifest.Input], lineCounts: [Int]) {
         var inputs: [JournalManifest.Input] = []
         var lineCounts: [Int] = []
         for path in files {
-            let scanned = try Self.withDescriptor(path) { descriptor, size throws(JobError) -> Scanned in
+            let scanned = try Self.withDescriptor(path, spools: spools) {
+                descriptor,
+                size throws(JobError) -> Scanned in
                 let piece = Self.fingerprintPiece
                 let pieces = (size + piece - 1) / piece
                 let slots = UnsafeMutableBufferPointer<Scanned>.allocate(capacity: max(pieces, 1))
@@ -284,9 +298,10 @@ public final class JobJournal: @unchecked Sendable {
     /// 0.07 s in the kernel, reading it into a 256 KiB buffer 0.05 s, on this project's machine.
     private static func read(
         _ path: String,
+        spools: InputSpools,
         _ body: (UnsafeRawBufferPointer) -> Void
     ) throws(JobError) -> Int {
-        try Self.withDescriptor(path) { descriptor, _ throws(JobError) -> Int in
+        try Self.withDescriptor(path, spools: spools) { descriptor, _ throws(JobError) -> Int in
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.block, alignment: 64)
             defer { buffer.deallocate() }
             var offset = 0
@@ -299,12 +314,13 @@ public final class JobJournal: @unchecked Sendable {
         }
     }
 
-    /// Opens `path` and calls `body` with its descriptor and size.
+    /// Opens `path` (its spool, if `spools` has one) and calls `body` with its descriptor and size.
     private static func withDescriptor<Result>(
         _ path: String,
+        spools: InputSpools,
         _ body: (Int32, Int) throws(JobError) -> Result
     ) throws(JobError) -> Result {
-        let descriptor = open(StandardInputName.path(of: path), O_RDONLY | O_CLOEXEC)
+        let descriptor = open(spools.path(of: path), O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             throw JobError(.input, "\(path): cannot open: \(String(cString: strerror(errno)))")
         }
@@ -637,11 +653,17 @@ final class FileFingerprints: @unchecked Sendable {
 
     /// Starts reading `files`: their line ends are counted with `countLines` (a new job's; a resumed job's state
     /// file is sized already); with `sha256` and `whole`, the whole files' SHA-256 and XXH64 are read after.
-    init(_ files: [String], countLines: Bool = true, sha256: Bool = false, whole: Bool = false) {
+    init(
+        _ files: [String],
+        spools: InputSpools,
+        countLines: Bool = true,
+        sha256: Bool = false,
+        whole: Bool = false
+    ) {
         let thread = Thread { [self] in
             let scanned: [JournalManifest.Input]
             do throws(JobError) {
-                let (inputs, lineCounts) = try JobJournal.scan(files, countLines: countLines)
+                let (inputs, lineCounts) = try JobJournal.scan(files, spools: spools, countLines: countLines)
                 self.lineCountsResult = .success(lineCounts)
                 scanned = inputs
             } catch {
@@ -654,7 +676,12 @@ final class FileFingerprints: @unchecked Sendable {
             self.counted.signal()
             do throws(JobError) {
                 self.result = .success(
-                    try JobJournal.addingWholeFingerprints(to: scanned, sha256: sha256, whole: whole)
+                    try JobJournal.addingWholeFingerprints(
+                        to: scanned,
+                        spools: spools,
+                        sha256: sha256,
+                        whole: whole
+                    )
                 )
             } catch {
                 self.result = .failure(error)

@@ -41,6 +41,7 @@ struct JournalSession {
         // build) is compared by those.
         self.hashing = FileFingerprints(
             request.files,
+            spools: request.inputSpools,
             countLines: stored == nil,
             sha256: stored?.inputs.contains { !$0.sha256.isEmpty } == true,
             whole: stored?.inputs.contains { $0.xxh64 != nil } == true
@@ -86,7 +87,7 @@ struct JournalSession {
             let manifest = JournalManifest(
                 inputs: try self.hashing.value().map { input in
                     var input = input
-                    input.modified = Self.modificationTime(input.path)
+                    input.modified = Self.modificationTime(input.path, spools: self.request.inputSpools)
                     return input
                 },
                 settings: settings,
@@ -99,7 +100,7 @@ struct JournalSession {
         }
         let inputs = try self.hashing.value().map { input in
             var input = input
-            input.modified = Self.modificationTime(input.path)
+            input.modified = Self.modificationTime(input.path, spools: self.request.inputSpools)
             return input
         }
         switch JournalManifest.decide(
@@ -129,9 +130,9 @@ struct JournalSession {
     }
 
     /// The file's modification time in nanoseconds since 1970, nil when it cannot be read.
-    static func modificationTime(_ path: String) -> Int? {
+    static func modificationTime(_ path: String, spools: InputSpools) -> Int? {
         var status = stat()
-        guard stat(StandardInputName.path(of: path), &status) == 0 else { return nil }
+        guard stat(spools.path(of: path), &status) == 0 else { return nil }
         return Int(status.st_mtim.tv_sec) * 1_000_000_000 + Int(status.st_mtim.tv_nsec)
     }
 }

@@ -51,6 +51,8 @@ public enum Preflight {
         /// checked).
         public var pushType: APNSPushType?
         public var tokenFiles: [String] = []
+        /// The files that hold the token inputs named otherwise (`-`, `postgres`).
+        public var tokenSpools = InputSpools()
         public var input = TokenSource.Options()
         /// Rows of each token file a send reads before its first connection (`SendRequest.firstChunkRows`).
         public var firstChunkRows = TokenSource.defaultFirstChunkRows
@@ -98,6 +100,7 @@ public enum Preflight {
         if !request.tokenFiles.isEmpty {
             results += Self.tokens(
                 files: request.tokenFiles,
+                spools: request.tokenSpools,
                 options: request.input,
                 payloads: payloads,
                 firstChunkRows: request.firstChunkRows
@@ -257,17 +260,24 @@ public enum Preflight {
     /// rendered, or renders over the limit, is a bad row).
     public static func tokens(
         files: [String],
+        spools: InputSpools = InputSpools(),
         options: TokenSource.Options,
         payloads: RowPayloads? = nil,
         firstChunkRows: Int = TokenSource.defaultFirstChunkRows
     ) -> [CheckResult] {
         let summary: TokenSource.Summary
         do {
-            let opened = TokenSource(files: files, options: options, payloads: payloads, firstChunkRows: firstChunkRows)
+            let opened = TokenSource(
+                files: files,
+                spools: spools,
+                options: options,
+                payloads: payloads,
+                firstChunkRows: firstChunkRows
+            )
             if let small = try opened.open() {
                 summary = small
             } else {
-                summary = try TokenSource(files: files, options: options, payloads: payloads).validate()
+                summary = try TokenSource(files: files, spools: spools, options: options, payloads: payloads).validate()
             }
         } catch {
             return [.fail("tokens", "\(error.description) (a send refuses this before its first connection)")]

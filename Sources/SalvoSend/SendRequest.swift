@@ -15,6 +15,9 @@ public struct SendRequest: Sendable {
 
     /// CSV files of device tokens, sent in order.
     public var files: [String]
+    /// The files that hold the inputs among `files` that are not files of their name: `-` (standard input) and
+    /// `postgres` (a query's rows), spooled by the caller before the job.
+    public var inputSpools = InputSpools()
     public var input: TokenSource.Options
     public var interface: Interface
     public var outputs: SendOutputs

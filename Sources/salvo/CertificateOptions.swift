@@ -65,35 +65,43 @@ struct SigningKeyOptions: ParsableArguments {
     }
 }
 
-/// The HTTP/2 credentials the options name (`send` and `serve`): a provider token file, a signing key (with its
-/// token cache), a PKCS#12 file, or a PEM certificate and key.
+/// The HTTP/2 credentials the options name (`send`, `channels`, `broadcast`, `serve`), for the library to choose
+/// among and load (`HTTP2Credentials`).
+func http2Credentials(
+    certificate: CertificateOptions,
+    signingKey: SigningKeyOptions,
+    providerTokenFile: String?,
+    tokenCache: String?
+) -> HTTP2Credentials {
+    HTTP2Credentials(
+        providerTokenFile: providerTokenFile,
+        authKey: signingKey.authKey,
+        keyID: signingKey.keyID,
+        teamID: signingKey.teamID,
+        tokenCache: tokenCache,
+        certificate: certificate.cert,
+        key: certificate.key,
+        pkcs12: certificate.pkcs12,
+        passphrase: certificate.passphrase
+    )
+}
+
+/// The credential the options name, loaded (`HTTP2Credentials.authentication`); one that cannot be read is a
+/// `UserError` naming it (exit 3).
 func http2Authentication(
     certificate: CertificateOptions,
     signingKey: SigningKeyOptions,
     providerTokenFile: String?,
     tokenCache: String?
 ) throws(UserError) -> APNSAuthentication {
+    let credentials = http2Credentials(
+        certificate: certificate,
+        signingKey: signingKey,
+        providerTokenFile: providerTokenFile,
+        tokenCache: tokenCache
+    )
     do {
-        if let path = providerTokenFile {
-            let file = try ProviderTokenFile(
-                path: path,
-                warn: { message in printError(message, prefix: "warning: ") }
-            )
-            return .token(ProviderToken(file: file))
-        }
-        if let authKey = signingKey.authKey {
-            let signer = try JWTSigner(p8File: authKey, keyID: signingKey.keyID!, teamID: signingKey.teamID!)
-            let path = tokenCache ?? ProviderTokenCache.defaultPath(environment: ProcessInfo.processInfo.environment)
-            return .token(try ProviderToken(signer: signer, cache: try path.map(ProviderTokenCache.init(path:))))
-        }
-        if let pkcs12 = certificate.pkcs12 {
-            return try .pkcs12(file: pkcs12, passphrase: certificate.passphrase ?? "")
-        }
-        return try .certificate(
-            pemFile: certificate.cert!,
-            keyFile: certificate.key!,
-            passphrase: certificate.passphrase
-        )
+        return try credentials.authentication(warn: { message in printError(message, prefix: "warning: ") })
     } catch {
         throw UserError(error.message)
     }

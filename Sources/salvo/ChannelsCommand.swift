@@ -46,17 +46,10 @@ struct BroadcastServiceOptions: ParsableArguments {
         if self.bundleID.contains(".push-type.") {
             throw ValidationError("--bundle-id takes no push-type suffix (APNs would answer TopicDisallowed)")
         }
-        let given = [self.providerTokenFile != nil, self.signingKey.authKey != nil, self.certificate.isAnyGiven]
-        guard given.filter({ $0 }).count == 1 else {
-            throw ValidationError(
-                "give one of --auth-key (with --key-id and --team-id), --provider-token-file, or --cert and --key / --pkcs12"
-            )
-        }
-        if self.signingKey.authKey != nil, self.signingKey.keyID == nil || self.signingKey.teamID == nil {
-            throw ValidationError("--auth-key needs --key-id and --team-id")
-        }
-        if self.certificate.isAnyGiven, !self.certificate.isGiven {
-            throw ValidationError("give --cert and --key, or --pkcs12")
+        do {
+            _ = try self.credentials.choice()
+        } catch {
+            throw ValidationError(error.message)
         }
         guard (1...600).contains(self.timeout) else {
             throw ValidationError("--timeout is 1 to 600 seconds (got \(self.timeout))")
@@ -105,33 +98,23 @@ struct BroadcastServiceOptions: ParsableArguments {
         }
     }
 
+    /// The one credential the options name, as `send` loads it.
+    private var credentials: HTTP2Credentials {
+        http2Credentials(
+            certificate: self.certificate,
+            signingKey: self.signingKey,
+            providerTokenFile: self.providerTokenFile,
+            tokenCache: self.tokenCache
+        )
+    }
+
     private func authentication() throws -> APNSAuthentication {
-        do {
-            if let path = self.providerTokenFile {
-                let file = try ProviderTokenFile(path: path, warn: { printError($0, prefix: "warning: ") })
-                return .token(ProviderToken(file: file))
-            }
-            if let authKey = self.signingKey.authKey {
-                let signer = try JWTSigner(
-                    p8File: authKey,
-                    keyID: self.signingKey.keyID!,
-                    teamID: self.signingKey.teamID!
-                )
-                let path =
-                    self.tokenCache ?? ProviderTokenCache.defaultPath(environment: ProcessInfo.processInfo.environment)
-                return .token(try ProviderToken(signer: signer, cache: try path.map(ProviderTokenCache.init(path:))))
-            }
-            if let pkcs12 = self.certificate.pkcs12 {
-                return try .pkcs12(file: pkcs12, passphrase: self.certificate.passphrase ?? "")
-            }
-            return try .certificate(
-                pemFile: self.certificate.cert!,
-                keyFile: self.certificate.key!,
-                passphrase: self.certificate.passphrase
-            )
-        } catch {
-            throw UserError(error.message)
-        }
+        try http2Authentication(
+            certificate: self.certificate,
+            signingKey: self.signingKey,
+            providerTokenFile: self.providerTokenFile,
+            tokenCache: self.tokenCache
+        )
     }
 }
 

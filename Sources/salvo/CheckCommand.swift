@@ -168,7 +168,7 @@ struct CheckCommand: AsyncParsableCommand {
         let pushType = APNSPushType(rawValue: self.pushType)
         request.priority = NotificationPriority(rawValue: self.priority ?? (pushType == .background ? 5 : 10))
         request.pushType = pushType
-        try await exitingOnUserError { try StandardInputOption.prepare(self.tokens) }
+        try await exitingOnUserError { request.tokenSpools = try StandardInputOption.prepare(self.tokens) }
         request.tokenFiles = self.tokens
         request.input = self.input.tokenSourceOptions
         if self.postgres.isGiven {
@@ -176,7 +176,11 @@ struct CheckCommand: AsyncParsableCommand {
             request.input.header = .present
             let column = request.input.column
             try await exitingOnUserError {
-                request.tokenFiles = try await self.postgres.prepare(self.tokens, column: column)
+                request.tokenFiles = try await self.postgres.prepare(
+                    self.tokens,
+                    column: column,
+                    spools: &request.tokenSpools
+                )
             }
         }
         request.handshake = !self.noHandshake

@@ -74,8 +74,8 @@ struct PostgresSourceOptions: ParsableArguments {
         return ["--from-postgres": server ?? "", "--query": self.query ?? ""]
     }
 
-    /// Runs the query into its spool and registers it as the input `postgres`; returns the input files for the job
-    /// (`files` unchanged without `--from-postgres`).
+    /// Runs the query into its spool and names it in `spools` as the input `postgres`; returns the input files for
+    /// the job (`files` unchanged without `--from-postgres`). Which spool is `PostgresSourcePlan`'s decision:
     ///
     /// With a journal: a folder that holds the snapshot and the job of an earlier run resumes against that snapshot,
     /// and the table is not read again (a note says so, with the snapshot's time); otherwise the rows are snapshotted
@@ -88,7 +88,8 @@ struct PostgresSourceOptions: ParsableArguments {
         _ files: [String],
         column: TokenColumn,
         journal: String? = nil,
-        restart: Bool = false
+        restart: Bool = false,
+        spools: inout InputSpools
     ) async throws -> [String] {
         guard let url, let query else { return files }
         let location: PostgresLocation
@@ -98,24 +99,28 @@ struct PostgresSourceOptions: ParsableArguments {
             throw UserError(error.message)
         }
         let name = PostgresSpool.inputName
-        if let journal, !restart, Self.canResume(journal: journal) {
-            StandardInputName.use(spool: PostgresSpool.journalPath(journal), for: name)
-            // A journal of another query or server is the journal's to refuse, naming the option.
-            let stored = try? JobJournal.loadManifest(journal)
-            if stored?.settings["--query"] == query && stored?.settings["--from-postgres"] == location.server {
+        let found = journal.map { directory in
+            PostgresSourcePlan.Journal(
+                directory: directory,
+                restart: restart,
+                holdsSnapshotAndJob: Self.canResume(journal: directory),
+                storedSettings: (try? JobJournal.loadManifest(directory))?.settings
+            )
+        }
+        switch PostgresSourcePlan.decide(journal: found, query: query, server: location.server) {
+        case .resume(let snapshot, let announce):
+            spools.read(name, from: snapshot)
+            if announce, let journal {
                 let taken = PostgresSpool.snapshotTime(journal: journal).map {
                     UnixTime.iso8601(Int64($0.timeIntervalSince1970))
                 }
                 printError(
-                    "resuming against the snapshot taken at \(taken ?? "an unknown time") "
-                        + "(\(PostgresSpool.journalPath(journal))); the table is not read again",
+                    "resuming against the snapshot taken at \(taken ?? "an unknown time") (\(snapshot)); the table is "
+                        + "not read again",
                     prefix: "note: "
                 )
             }
-            return [name]
-        }
-        guard let journal else {
-            // No journal keeps the rows: they are sent as they arrive, the job reading the file while it is written.
+        case .stream:
             let stream: PostgresSpool.Stream
             do {
                 stream = try await PostgresSpool.streamToTemporaryFile(
@@ -126,25 +131,25 @@ struct PostgresSourceOptions: ParsableArguments {
             } catch {
                 throw UserError(error.message)
             }
-            StandardInputName.use(spool: stream.path, for: name)
+            spools.read(name, from: InputSpools.Spool(path: stream.path, growing: stream.growing))
             Task {
                 if case .success(let snapshot) = await stream.ended() { Self.warnOfNullTokens(snapshot) }
             }
-            return [name]
+        case .snapshot(let journal):
+            let snapshot: PostgresSpool.Snapshot
+            do {
+                snapshot = try await PostgresSpool.spool(
+                    query: query,
+                    from: location,
+                    tokenColumn: column,
+                    intoJournal: journal
+                )
+            } catch {
+                throw UserError(error.message)
+            }
+            spools.read(name, from: snapshot.path)
+            Self.warnOfNullTokens(snapshot)
         }
-        let snapshot: PostgresSpool.Snapshot
-        do {
-            snapshot = try await PostgresSpool.spool(
-                query: query,
-                from: location,
-                tokenColumn: column,
-                intoJournal: journal
-            )
-        } catch {
-            throw UserError(error.message)
-        }
-        StandardInputName.use(spool: snapshot.path, for: name)
-        Self.warnOfNullTokens(snapshot)
         return [name]
     }
 

@@ -45,20 +45,21 @@ struct PruneCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await exitingOnUserError {
-            try StandardInputOption.prepare([self.tokens])
+            let spools = try StandardInputOption.prepare([self.tokens])
             let suppression: SuppressionList
             do {
                 suppression = try SuppressionList.load(path: self.suppress)
             } catch {
                 throw UserError("--suppress \(error)")
             }
-            let configuration = TokenPruner.Configuration(
+            var configuration = TokenPruner.Configuration(
                 input: self.tokens,
                 column: Self.column(self.column),
                 registeredAt: self.registeredAt.map(Self.column),
                 kept: self.output,
                 dropped: self.dropped
             )
+            configuration.spools = spools
             let summary: TokenPruner.Summary
             do {
                 summary = try TokenPruner.prune(configuration, suppression: suppression)

@@ -185,7 +185,7 @@ struct SendCommand: AsyncParsableCommand {
         // from the start: a signal while a query's rows or standard input are read (before the job) ends the process
         // at once, nothing sent, rather than by the default action.
         let stop = JobStop(grace: .seconds(2))
-        let record = CutShortRecord()
+        let record = CutShortRecord(stop: stop)
         let signals = SignalStop(stop: stop, record: record, endsBeforeStart: true)
         defer { signals.cancel() }
         let interface: SendRequest.Interface
@@ -218,7 +218,7 @@ struct SendCommand: AsyncParsableCommand {
         var input = self.input.tokenSourceOptions
         input.registeredAt = self.registeredAt.map { Int($0).map(TokenColumn.number) ?? .name($0) }
         // `-`: standard input, spooled whole before the job opens its input or a connection.
-        try StandardInputOption.prepare(
+        var spools = try StandardInputOption.prepare(
             self.tokens,
             journal: self.journal,
             restart: self.journalOptions.journalRestart
@@ -229,7 +229,8 @@ struct SendCommand: AsyncParsableCommand {
             self.tokens,
             column: input.column,
             journal: self.journal,
-            restart: self.journalOptions.journalRestart
+            restart: self.journalOptions.journalRestart,
+            spools: &spools
         )
         var request = SendRequest(
             files: files,
@@ -240,6 +241,7 @@ struct SendCommand: AsyncParsableCommand {
             journal: try self.journalOptions.journal(self.journal, settings: self.journalSettings),
             payloads: templates
         )
+        request.inputSpools = spools
         request.payloadFiles = templateFiles?.files ?? []
         request.settings = self.journalSettings
         request.writeBack = try self.writeBack.recorder(

@@ -81,11 +81,28 @@ final class SignalStop: @unchecked Sendable {
         self.queue.asyncAfter(deadline: .now() + Self.interval(deadline)) {
             // The first signal's number decides the status, as it does when the job returns.
             let status = self.received ?? number
-            if let record {
-                record.deadlinePassed(signal: status, second: name, after: deadline)
-            } else {
-                exit(128 + status)
-            }
+            guard let record else { exit(128 + status) }
+            Self.end(record.deadlinePassed(second: name, after: deadline), status: status)
+        }
+    }
+
+    /// Ends the process as the record's deadline says: at once when the send never began, with the record printed
+    /// when it was written; a job that returned or whose record was whole ends by itself.
+    private static func end(_ ending: CutShortRecord.Ending, status: Int32) {
+        switch ending {
+        case .jobReturned, .jobRecordWhole:
+            return
+        case .notStarted(let message):
+            printError(message)
+            _exit(128 + status)
+        case .written(let report, let errors, let outputs):
+            print(SendConsole.terminalSafe(report.summary))
+            for error in errors { printError(error) }
+            fflush(nil)
+            // Once more: a file the job began meanwhile (its spill's first row) is not left behind.
+            outputs.clearLeftovers()
+            // Not `exit`: the job's threads still run, and the process's exit handlers must not run under them.
+            _exit(128 + status)
         }
     }
 
@@ -112,120 +129,5 @@ final class SignalStop: @unchecked Sendable {
 
     static func seconds(_ duration: Duration) -> String {
         String(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
-    }
-}
-
-/// The record of a send that a second signal's deadline ends before it returned: the report, built from the last
-/// progress snapshot (with what earlier runs of a journaled job settled) and marked `cutShort`, naming the outputs it
-/// could not write (the unsettled list above all); the journal synced; the summary printed. Then the process exits
-/// 128 + the signal.
-///
-/// Fed by `SendConsole.run` (the prepared send, every progress snapshot, the job's return). The job's own writing
-/// passes the send's `OutputGate`, which the deadline closes first: no file of the job's lands after the record, and
-/// a job whose record was already whole (or that returned) is left to end by itself.
-///
-/// `@unchecked Sendable`: every field is guarded by `lock`.
-final class CutShortRecord: @unchecked Sendable {
-    private let lock = NSLock()
-    private var send: BulkSend?
-    private var earlier = EarlierRuns()
-    private var latest: JobProgress?
-    private var returned = false
-
-    /// How long the deadline waits for a rename of the job's in progress, and for the journal's queue.
-    static let commitWait: Duration = .milliseconds(300)
-
-    /// The send is prepared: its request, input and journal are known. What earlier runs settled is read now, before
-    /// this run marks anything.
-    func begin(_ send: BulkSend) {
-        let earlier = EarlierRuns(before: send)
-        self.lock.withLock {
-            self.send = send
-            self.earlier = earlier
-        }
-    }
-
-    /// Whether the send is prepared (before, the process only waits: for the journal, the input's first chunk).
-    var hasBegun: Bool { self.lock.withLock { self.send != nil } }
-
-    /// A progress snapshot (about twice a second).
-    func progress(_ snapshot: JobProgress) {
-        self.lock.withLock { self.latest = snapshot }
-    }
-
-    /// The job returned: its own record is written, the deadline has nothing to do.
-    func jobReturned() {
-        self.lock.withLock { self.returned = true }
-    }
-
-    /// Writes the record and ends the process, unless the job returned or wrote its whole record first. Holds the
-    /// lock and the send's output gate to the end, so that nothing of the job's is written over the record.
-    func deadlinePassed(signal: Int32, second name: String, after deadline: Duration) {
-        self.lock.lock()
-        guard !self.returned else {
-            self.lock.unlock()
-            return
-        }
-        guard let send = self.send else {
-            printError("\(name): the job had not started; no report written")
-            _exit(128 + signal)
-        }
-        let closing = send.outputGate.close(within: Self.commitWait)
-        guard closing != .completed else {
-            // The job's record is whole: the job returns in a moment with it.
-            self.lock.unlock()
-            return
-        }
-        if let journal = send.journal { Self.sync(journal, within: Self.commitWait) }
-        var report = send.cutShortReport(latest: self.latest, earlier: self.earlier)
-        report.stopped = "interrupted by \(SignalStop.name(signal)), then \(name): stopped at once"
-        let at = self.latest.map { "\(SignalStop.seconds(.milliseconds(Int($0.seconds * 1000)))) s into the job" }
-        let estimated = send.summary.isFinal ? "" : "; the valid rows are estimated from the part of the input read"
-        let busy =
-            closing == .busy
-            ? "; a file the job was renaming into place did not finish within "
-                + "\(SignalStop.seconds(Self.commitWait)) s and may be its own" : ""
-        report.cutShort =
-            "the job had not returned \(SignalStop.seconds(deadline)) s after the second signal: the counts are the "
-            + "last progress snapshot's (\(at ?? "none taken")), rows then in flight are counted not settled, and "
-            + "the unsettled list is incomplete\(estimated)\(busy)"
-        send.request.outputs.clearLeftovers()
-        if let path = send.request.outputs.report {
-            do throws(JobError) {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                let writer = try AtomicFileWriter(path: path)
-                try writer.write((try? encoder.encode(report)) ?? Data())
-                try writer.commit()
-            } catch {
-                report.outputFailures =
-                    (report.outputFailures ?? []) + [
-                        OutputFailure(output: "report", path: path, error: error.message)
-                    ]
-            }
-        }
-        print(SendConsole.terminalSafe(report.summary))
-        for failure in report.outputFailures ?? [] { printError(failure.summary) }
-        printError(
-            "\(name): the job did not stop within \(SignalStop.seconds(deadline)) s; ended with the record of its last "
-                + "progress"
-                + (send.request.outputs.report.map { " (in \($0))" } ?? "")
-        )
-        fflush(nil)
-        // Once more: a file the job began meanwhile (its spill's first row) is not left behind.
-        send.request.outputs.clearLeftovers()
-        // Not `exit`: the job's threads still run, and the process's exit handlers must not run under them.
-        _exit(128 + signal)
-    }
-
-    /// Syncs the journal's marks, waiting at most `limit` (a sync of the job's may hold the journal's queue). The
-    /// periodic sync is the job's to stop: this only syncs once more.
-    private static func sync(_ journal: JobJournal, within limit: Duration) {
-        let done = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            journal.syncNow()
-            done.signal()
-        }
-        _ = done.wait(timeout: .now() + SignalStop.interval(limit))
     }
 }

@@ -19,7 +19,7 @@ enum StandardInputOption {
         }
     }
 
-    /// Spools standard input when `files` name `-`, and registers the spool for the name.
+    /// Spools standard input when `files` name `-`, and returns the spools that name it (none without `-`).
     ///
     /// With a journal: a folder that holds the spool and the job of an earlier run resumes against that spool, and
     /// this run's standard input is not read (a note says so); otherwise standard input is spooled into the folder
@@ -27,8 +27,9 @@ enum StandardInputOption {
     ///
     /// Standard input that is a terminal is refused (exit 64), as is `-` named twice; a spool that cannot be written
     /// is a `UserError` naming it (exit 3).
-    static func prepare(_ files: [String], journal: String? = nil, restart: Bool = false) throws {
-        guard files.contains(StandardInputName.name) else { return }
+    static func prepare(_ files: [String], journal: String? = nil, restart: Bool = false) throws -> InputSpools {
+        var spools = InputSpools()
+        guard files.contains(StandardInputName.name) else { return spools }
         try Self.validate(files)
         if let journal, !restart, StandardInputSpool.canResume(journal: journal) {
             let path = StandardInputSpool.journalPath(journal)
@@ -37,8 +38,8 @@ enum StandardInputOption {
                     + "against it, and this run's standard input is not read",
                 prefix: "note: "
             )
-            StandardInputName.use(spool: path)
-            return
+            spools.read(StandardInputName.name, from: path)
+            return spools
         }
         if let reason = StandardInputSpool.refusalForTerminal() {
             printError(reason)
@@ -55,6 +56,7 @@ enum StandardInputOption {
         } catch {
             throw UserError(error.description)
         }
-        StandardInputName.use(spool: spool.path)
+        spools.read(StandardInputName.name, from: spool.path)
+        return spools
     }
 }

@@ -25,6 +25,13 @@ import Testing
         try PostgresLocation(url: server.url(database: database, sslmode: sslmode), environment: [:])
     }
 
+    /// The spools of a job that reads `stream` as the input `postgres`, as `send --from-postgres` names it.
+    static func spools(_ stream: PostgresSpool.Stream) -> InputSpools {
+        var spools = InputSpools()
+        spools.read(PostgresSpool.inputName, from: InputSpools.Spool(path: stream.path, growing: stream.growing))
+        return spools
+    }
+
     /// The rows of `query` streamed into a temporary file, once the copy has ended.
     static func streamed(
         query: String,
@@ -203,7 +210,7 @@ import Testing
         )
         #expect(whole.columns == ["token", "i"])
         // Read at once, while the copy may still be writing: every row, in order, then the end.
-        let reader = try CSVReader(path: whole.path)
+        let reader = try CSVReader(path: PostgresSpool.inputName, spools: Self.spools(whole))
         var read = 0
         while try reader.next() != nil { read += 1 }
         #expect(read == rows + 1, "the header and every row")
@@ -218,7 +225,7 @@ import Testing
             tokenColumn: .name("token"),
             in: try Self.folder()
         )
-        let cut = try CSVReader(path: failing.path)
+        let cut = try CSVReader(path: PostgresSpool.inputName, spools: Self.spools(failing))
         var before = 0
         let error = #expect(throws: InputError.self) {
             while try cut.next() != nil { before += 1 }
