@@ -12,7 +12,7 @@ import Musl
 /// count toward the process's resident memory as they are touched, and a bulk send must stay small while
 /// it reads a file of tens of millions of rows. Handles a UTF-8 byte-order mark, quoted fields (with `""`
 /// escapes, commas and line breaks inside), CRLF, LF and bare CR line ends (each one line, inside a quoted field
-/// too, as `JobJournal.lineEnds` counts them) and blank lines (skipped, unless `keepsBlankLines`).
+/// too, as `InputFingerprints.lineEnds` counts them) and blank lines (skipped, unless `keepsBlankLines`).
 ///
 /// Written by hand because it is on the per-row path: a record is parsed into field ranges over the
 /// chunk, with no allocation per row, which no CSV library here offers. The chunk and the field list are memory the

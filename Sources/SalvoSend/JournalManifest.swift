@@ -18,8 +18,8 @@ public struct JournalManifest: Codable, Hashable, Sendable {
         /// `xxh64Pieces` (a first run that ended before it was read left it nil).
         public var xxh64: String?
         /// A new job's fingerprint of an input, 16 hex digits: XXH64 of the XXH64 digests of the file's pieces of
-        /// `JobJournal.fingerprintPiece` bytes in order, each digest as 8 bytes, little-endian. The pieces are hashed
-        /// on every core at once, in the read that counts the file's lines (`JobJournal.scan`), so a new job's
+        /// `InputFingerprints.fingerprintPiece` bytes in order, each digest as 8 bytes, little-endian. The pieces are hashed
+        /// on every core at once, in the read that counts the file's lines (`InputFingerprints.scan`), so a new job's
         /// manifest holds it from the first write; nil in journals made before it.
         public var xxh64Pieces: String?
         /// The file's modification time (nanoseconds since 1970) when the job started: with the size, what a run

@@ -18,7 +18,7 @@ struct JournalSession {
     private let source: TokenSource
     private let lock: JournalLock
     private let stored: JournalManifest?
-    private let hashing: FileFingerprints
+    private let hashing: InputFingerprints.Reading
     /// The state file of the job being resumed, attached to the source already.
     private let rows: RowJournal?
 
@@ -39,7 +39,7 @@ struct JournalSession {
         // read: they size its state file). Nothing is sent before the fingerprints match: a changed file never goes
         // against an old journal. A journal that recorded its inputs' SHA-256 or whole-file XXH64 (made by an earlier
         // build) is compared by those.
-        self.hashing = FileFingerprints(
+        self.hashing = InputFingerprints.Reading(
             request.files,
             spools: request.inputSpools,
             countLines: stored == nil,

@@ -107,7 +107,7 @@ import Glibc
             #expect(manifest.inputs.map(\.path) == [PostgresSpool.inputName])
             #expect(
                 manifest.inputs.first?.xxh64Pieces
-                    == JobJournal.xxh64Pieces(Array(try Data(contentsOf: URL(fileURLWithPath: snapshot))))
+                    == InputFingerprints.xxh64Pieces(Array(try Data(contentsOf: URL(fileURLWithPath: snapshot))))
             )
         } else {
             #expect(!FileManager.default.fileExists(atPath: table.folder.appendingPathComponent("journal").path))

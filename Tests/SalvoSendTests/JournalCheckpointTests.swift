@@ -52,20 +52,20 @@ import Testing
         bytes[8 << 20] = 0x0a
         let path = try self.folder() + "/big.csv"
         try Data(bytes).write(to: URL(fileURLWithPath: path))
-        let (inputs, lineCounts) = try JobJournal.scan([path])
+        let (inputs, lineCounts) = try InputFingerprints.scan([path])
         // The pieces' fingerprint as its definition composes it: XXH64 of each 8 MiB piece, little-endian, hashed
         // again; whatever the blocks and cores the file was read with.
         var digests: [UInt8] = []
         for start in stride(from: 0, to: bytes.count, by: 8 << 20) {
             let piece = try #require(
-                UInt64(JobJournal.xxh64(Array(bytes[start..<min(bytes.count, start + (8 << 20))])), radix: 16)
+                UInt64(InputFingerprints.xxh64(Array(bytes[start..<min(bytes.count, start + (8 << 20))])), radix: 16)
             )
             withUnsafeBytes(of: piece.littleEndian) { digests.append(contentsOf: $0) }
         }
         #expect(digests.count == 16)
-        let pieces = JobJournal.xxh64(digests)
+        let pieces = InputFingerprints.xxh64(digests)
         #expect(inputs == [JournalManifest.Input(path: path, bytes: bytes.count, sha256: "", xxh64Pieces: pieces)])
-        #expect(JobJournal.xxh64Pieces(bytes) == pieces)
+        #expect(InputFingerprints.xxh64Pieces(bytes) == pieces)
         var lineEnds = 0
         for (index, byte) in bytes.enumerated()
         where byte == 0x0d || (byte == 0x0a && (index == 0 || bytes[index - 1] != 0x0d)) {
@@ -74,14 +74,14 @@ import Testing
         #expect(lineCounts == [lineEnds + 2])
         // The whole file's fingerprints (what journals of earlier builds recorded), read in blocks, are the whole's.
         let digest = JobJournal.sha256(bytes)
-        let whole = try JobJournal.fingerprint([path], sha256: true, whole: true)
+        let whole = try InputFingerprints.fingerprint([path], sha256: true, whole: true)
         #expect(
             whole == [
                 JournalManifest.Input(
                     path: path,
                     bytes: bytes.count,
                     sha256: digest,
-                    xxh64: JobJournal.xxh64(bytes),
+                    xxh64: InputFingerprints.xxh64(bytes),
                     xxh64Pieces: pieces
                 )
             ]
@@ -90,8 +90,8 @@ import Testing
         // An empty file: no pieces, the hash of nothing; no line ends.
         let empty = try self.folder() + "/empty.csv"
         try Data().write(to: URL(fileURLWithPath: empty))
-        let scannedEmpty = try JobJournal.scan([empty])
-        #expect(scannedEmpty.inputs.map(\.xxh64Pieces) == [JobJournal.xxh64([])])
+        let scannedEmpty = try InputFingerprints.scan([empty])
+        #expect(scannedEmpty.inputs.map(\.xxh64Pieces) == [InputFingerprints.xxh64([])])
         #expect(scannedEmpty.lineCounts == [2])
     }
 }

@@ -72,7 +72,7 @@ import SalvoTestTraits
     @Test func aJournalThatRecordedSHA256IsComparedBySHA256() async throws {
         let (input, directory) = try await Self.unfinishedJob("salvo-jish")
         var manifest = try #require(try JobJournal.loadManifest(directory))
-        manifest.inputs = try JobJournal.fingerprint([input], sha256: true).map { input in
+        manifest.inputs = try InputFingerprints.fingerprint([input], sha256: true).map { input in
             var older = input
             older.xxh64 = nil
             older.xxh64Pieces = nil

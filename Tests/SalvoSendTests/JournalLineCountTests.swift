@@ -31,16 +31,16 @@ import Testing
             }
             for start in 0..<min(8, length + 1) {
                 let slice = Array(bytes[start...])
-                let counted = slice.withUnsafeBytes { JobJournal.lineEnds($0) }
+                let counted = slice.withUnsafeBytes { InputFingerprints.lineEnds($0) }
                 #expect(counted == Self.expectedLineEnds(slice), "length \(length), from \(start)")
-                let after = slice.withUnsafeBytes { JobJournal.lineEnds($0, afterCarriageReturn: true) }
+                let after = slice.withUnsafeBytes { InputFingerprints.lineEnds($0, afterCarriageReturn: true) }
                 #expect(after == Self.expectedLineEnds(slice, afterCarriageReturn: true), "length \(length)")
             }
             // Cut anywhere: the pieces' counts, each told whether the one before ended in a CR, add up.
             for cut in Set([0, length / 3, length / 2, length]) {
-                let first = bytes[..<cut].withUnsafeBytes { JobJournal.lineEnds(UnsafeRawBufferPointer($0)) }
+                let first = bytes[..<cut].withUnsafeBytes { InputFingerprints.lineEnds(UnsafeRawBufferPointer($0)) }
                 let second = Array(bytes[cut...]).withUnsafeBytes {
-                    JobJournal.lineEnds($0, afterCarriageReturn: cut > 0 && bytes[cut - 1] == 0x0d)
+                    InputFingerprints.lineEnds($0, afterCarriageReturn: cut > 0 && bytes[cut - 1] == 0x0d)
                 }
                 #expect(first + second == Self.expectedLineEnds(bytes), "length \(length), cut at \(cut)")
             }
@@ -57,14 +57,14 @@ import Testing
             }
             for start in [0, 1, 3] {
                 let slice = Array(bytes[start...])
-                #expect(slice.withUnsafeBytes { JobJournal.lineEnds($0) } == Self.expectedLineEnds(slice))
-                let after = slice.withUnsafeBytes { JobJournal.lineEnds($0, afterCarriageReturn: true) }
+                #expect(slice.withUnsafeBytes { InputFingerprints.lineEnds($0) } == Self.expectedLineEnds(slice))
+                let after = slice.withUnsafeBytes { InputFingerprints.lineEnds($0, afterCarriageReturn: true) }
                 #expect(after == Self.expectedLineEnds(slice, afterCarriageReturn: true), "length \(length)")
             }
         }
         // Every byte a line feed.
         let feeds = [UInt8](repeating: 0x0a, count: 64 * 255 * 2 + 5)
-        #expect(feeds.withUnsafeBytes { JobJournal.lineEnds($0) } == feeds.count)
+        #expect(feeds.withUnsafeBytes { InputFingerprints.lineEnds($0) } == feeds.count)
     }
 
     /// A large file is counted in 8 MiB pieces on every core: a CRLF across two pieces counts once, a bare CR at a
@@ -81,7 +81,7 @@ import Testing
         try Data(bytes).write(to: path)
         defer { try? FileManager.default.removeItem(at: path) }
         let expected = Self.expectedLineEnds(bytes) + 2
-        #expect(try JobJournal.scan([path.path]).lineCounts == [expected])
+        #expect(try InputFingerprints.scan([path.path]).lineCounts == [expected])
     }
 
     @Test func carriageReturnLineEndsBoundTheRowsLinesToo() throws {
@@ -92,14 +92,14 @@ import Testing
         let text = "token,note\r\(token),a\r\(token),\"b\rc\"\r\n\r\(token),d\r"
         let path = folder.appendingPathComponent("tokens.csv").path
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-        let counted = try JobJournal.scan([path])
+        let counted = try InputFingerprints.scan([path])
         let source = TokenSource(files: [path])
         let summary = try source.validate()
         #expect(summary.validRows == 3)
         #expect(counted.lineCounts == [Self.expectedLineEnds(Array(text.utf8)) + 2])
         #expect(counted.lineCounts[0] >= summary.lineCounts[0])
         #expect(summary.lineCounts == [7], "the last row is on line 6")
-        #expect(try JobJournal.scan([path], countLines: false).lineCounts.isEmpty)
+        #expect(try InputFingerprints.scan([path], countLines: false).lineCounts.isEmpty)
     }
 
     @Test func theCountBoundsTheLineNumbersOfEveryRow() throws {
@@ -110,12 +110,12 @@ import Testing
         let text = "token,note\r\n\(token),\"a\nb\nc\"\r\n\r\n\(token),x\n\n\(token),last"
         let path = folder.appendingPathComponent("tokens.csv").path
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-        let counted = try JobJournal.scan([path])
+        let counted = try InputFingerprints.scan([path])
         let source = TokenSource(files: [path])
         let summary = try source.validate()
         #expect(summary.validRows == 3)
         #expect(counted.lineCounts == [text.filter { $0 == "\n" || $0 == "\r\n" }.count + 2])
         #expect(counted.lineCounts[0] >= summary.lineCounts[0])
-        #expect(counted.inputs == (try JobJournal.fingerprint([path])))
+        #expect(counted.inputs == (try InputFingerprints.fingerprint([path])))
     }
 }

@@ -301,8 +301,8 @@ import Testing
         let manifest = try #require(try JobJournal.loadManifest(directory))
         #expect(send.journal != nil)
         let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: input)))
-        #expect(manifest.inputs.map(\.xxh64Pieces) == [JobJournal.xxh64Pieces(bytes)])
-        #expect(manifest.inputs.map(\.xxh64Pieces) == (try JobJournal.fingerprint([input])).map(\.xxh64Pieces))
+        #expect(manifest.inputs.map(\.xxh64Pieces) == [InputFingerprints.xxh64Pieces(bytes)])
+        #expect(manifest.inputs.map(\.xxh64Pieces) == (try InputFingerprints.fingerprint([input])).map(\.xxh64Pieces))
         #expect(manifest.inputs.map(\.bytes) == [bytes.count])
         #expect(manifest.inputs.map(\.xxh64) == [nil])
         #expect(manifest.inputs.map(\.sha256) == [""])
@@ -312,7 +312,11 @@ import Testing
     @Test func aJournalBegunByAnEarlierBuildIsRefusedBeforeSendingAndLeftAsItWas() async throws {
         let (folder, input) = try Self.threeTokens("salvo-jmv")
         let directory = folder.appendingPathComponent("journal").path
-        var manifest = JournalManifest(inputs: try JobJournal.fingerprint([input]), settings: [:], lineCounts: [6])
+        var manifest = JournalManifest(
+            inputs: try InputFingerprints.fingerprint([input]),
+            settings: [:],
+            lineCounts: [6]
+        )
         manifest.version = 1
         let earlier = try JobJournal.start(directory, manifest: manifest)
         earlier.rows!.mark(file: 0, line: 2, .confirmed)

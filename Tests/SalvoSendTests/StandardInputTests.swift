@@ -184,7 +184,7 @@ import SalvoTestTraits
         // The finished job's manifest records the spool's hash under the name `-`.
         let manifest = try #require(try JobJournal.loadManifest(journal))
         #expect(manifest.inputs.map(\.path) == ["-"])
-        #expect(manifest.inputs.first?.xxh64Pieces == JobJournal.xxh64Pieces(Array(text.utf8)))
+        #expect(manifest.inputs.first?.xxh64Pieces == InputFingerprints.xxh64Pieces(Array(text.utf8)))
 
         // A third run: the job is finished, nothing is sent, and standard input need not be a pipe at all.
         let acceptedBefore = simulator.ledger.snapshot().accepted
