@@ -74,14 +74,10 @@ struct HTTP2ConnectionMachine {
     private var deliveries: [HTTP2Delivery] = []
     private var finals = 0
     private var retries: [HTTP2WorkItem] = []
-    /// The flight window after a 429 (streams in flight at most), nil when the connection has none.
-    private var window: Double?
-    /// A 429 for a stream below this id was written before the last cut and does not cut again.
-    private var cutBoundary = 0
+    /// The flight window 429 answers leave (`HTTP2FlightWindow`).
+    private var flight: HTTP2FlightWindow
     /// After a 429 with `Retry-After`: no new requests before this time.
     private(set) var holdUntil: NIODeadline?
-    private var flightCuts = 0
-    private var smallestWindow: Int?
     private var roundTrip: TimeAmount?
     private var answerSample: TimeAmount?
 
@@ -98,6 +94,7 @@ struct HTTP2ConnectionMachine {
         now: NIODeadline
     ) {
         self.configuration = configuration
+        self.flight = HTTP2FlightWindow(additiveIncrease: configuration.additiveIncrease)
         self.outcomes = outcomes
         self.nextStreamID = Int(firstStreamID)
         self.random = random
@@ -112,14 +109,14 @@ struct HTTP2ConnectionMachine {
     func isInFlight(streamID: Int32) -> Bool { self.streams[streamID] != nil }
 
     /// The flight window 429 answers left (streams), nil when there is none.
-    var flightWindow: Int? { self.window.map { Int($0) } }
+    var flightWindow: Int? { self.flight.streams }
 
     /// Streams this connection may have in flight now: the server's limit, our cap, the flight window, and at most
     /// 1 until the credentials pass (0 when the server allows none); 0 before SETTINGS or once draining.
     var streamLimit: Int {
         guard case .open(let remote) = self.state else { return 0 }
         guard self.authenticated else { return min(1, remote) }
-        return min(remote, self.configuration.maximumStreams, self.window.map { max(1, Int($0)) } ?? Int.max)
+        return min(remote, self.configuration.maximumStreams, self.flight.limit)
     }
 
     /// How often the driver calls `tick`: a tenth of the request timeout, 5–100 ms (one timer per connection,
@@ -454,21 +451,20 @@ struct HTTP2ConnectionMachine {
     /// The rows settled or given back since the last call, for the job; nil when there are none.
     mutating func takeResults() -> Results? {
         guard self.hasResults else { return nil }
+        let cuts = self.flight.takeCuts()
         let results = Results(
             outcomes: self.outcomes.take(),
             deliveries: self.deliveries,
             finals: self.finals,
             retries: self.retries,
-            flightCuts: self.flightCuts,
-            smallestFlightWindow: self.smallestWindow,
+            flightCuts: cuts.cuts,
+            smallestFlightWindow: cuts.smallest,
             streamLimit: self.streamLimit,
             roundTrip: self.roundTrip,
             answerSample: self.answerSample,
             progressUntil: self.progressUntil
         )
         self.progressUntil = nil
-        self.flightCuts = 0
-        self.smallestWindow = nil
         self.roundTrip = nil
         self.answerSample = nil
         self.deliveries = []
@@ -502,7 +498,8 @@ struct HTTP2ConnectionMachine {
         var actions = Actions()
         switch outcome {
         case .delivered(let apnsID):
-            self.growWindow()
+            let ceiling = self.streamCeiling
+            self.flight.accepted(ceiling: ceiling)
             self.outcomes.confirm(item.row)
             if self.configuration.recordDeliveries {
                 self.deliveries.append(
@@ -632,24 +629,15 @@ struct HTTP2ConnectionMachine {
             let until = now + TimeAmount(wait)
             self.holdUntil = max(self.holdUntil ?? until, until)
         }
-        guard Int(streamID) >= self.cutBoundary else { return }
         // The flight this answer belonged to: the streams still in flight and this one.
         let flight = min(self.streamLimit, self.streams.count + 1)
-        let cut = max(1, Double(flight) / 2)
-        self.window = cut
-        self.cutBoundary = self.nextStreamID
-        self.flightCuts += 1
-        self.smallestWindow = min(self.smallestWindow ?? Int(cut), Int(cut))
+        self.flight.tooManyRequests(streamID: Int(streamID), flight: flight, nextStreamID: self.nextStreamID)
     }
 
-    /// An accepted answer: the window grows by `additiveIncrease` per window's worth, and goes away once it
-    /// reaches the server's limit and our cap.
-    private mutating func growWindow() {
-        guard let window = self.window else { return }
-        let grown = window + self.configuration.additiveIncrease / window
-        var ceiling = self.configuration.maximumStreams
-        if case .open(let remote) = self.state { ceiling = min(ceiling, remote) }
-        self.window = grown >= Double(ceiling) ? nil : grown
+    /// The most streams the flight window may grow to: the server's limit and our cap.
+    private var streamCeiling: Int {
+        guard case .open(let remote) = self.state else { return self.configuration.maximumStreams }
+        return min(self.configuration.maximumStreams, remote)
     }
 
     /// A row whose fate is unknown: sent again at once or left uncertain, as the policy says.
