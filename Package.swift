@@ -494,7 +494,6 @@ let package = Package(
                 "SalvoHTTP2",
                 "SalvoProxy",
                 "SalvoRows",
-                "SalvoBinary",
                 "APNSWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -6,7 +6,8 @@ import NIOSSL
 import SalvoRows
 
 /// One of a job's connection places: keeps one connection open on its event loop while the job has work,
-/// replaces it after GOAWAY or a close, and backs off (with the shared `ReconnectPolicy`) after failures.
+/// replaces it after GOAWAY or a close, and backs off (with the shared `ReconnectPolicy`) after failures. The
+/// decisions are `HTTP2SlotMachine`'s; this drives it with the channels, the timer and the job.
 ///
 /// Confined to `eventLoop`: every method runs there. `@unchecked Sendable` so the pool can hold it; no field is
 /// touched off that loop.
@@ -16,21 +17,11 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
     /// Opens each connection: proxy tunnel, TLS and its checks.
     private let factory: HTTP2ConnectionFactory
     private let job: HTTP2JobContext
-    private var failures = 0
-    /// The job's settled rows when this slot last saw them change, and when: the policy's backoff is cut to end at
-    /// its `giveUpAfter` deadline. Giving up is the job's decision (`HTTP2JobContext.stall`), never a slot's.
-    private var progressMark: (answered: Int, at: NIODeadline) = (0, .now())
-    private var lastConnect: NIODeadline?
+    /// When to connect, replace and back off. Giving up is the job's decision (`HTTP2JobContext.stall`), never a
+    /// slot's.
+    private var machine: HTTP2SlotMachine
     private var channels: [ObjectIdentifier: any Channel] = [:]
-    private var current: ObjectIdentifier?
-    private var connecting = false
-    private var stopped = false
     private var pendingConnect: Scheduled<Void>?
-    /// Jitter for reconnect delays, and the seeds of this slot's connections.
-    private var random: SplitMix64
-    /// Which of the gateway's addresses this slot tries first (`RotatingResolver`): its index, moved on by each
-    /// failed connect.
-    private var addressTurn: Int
 
     init(
         index: Int,
@@ -41,8 +32,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         job: HTTP2JobContext
     ) {
         self.eventLoop = eventLoop
-        self.addressTurn = index
-        self.random = random
+        self.machine = HTTP2SlotMachine(index: index, policy: configuration.reconnect, random: random, now: .now())
         self.configuration = configuration
         self.factory = factory
         self.job = job
@@ -56,7 +46,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
     /// Closes every connection of this slot (TLS close_notify first); succeeds when they are closed.
     func stop() -> EventLoopFuture<Void> {
         self.eventLoop.flatSubmit {
-            self.stopped = true
+            self.machine.stop()
             self.pendingConnect?.cancel()
             let closes = self.channels.values.map { channel in
                 channel.close().recover { _ in }
@@ -69,7 +59,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
     /// socket is closed below TLS. Succeeds when they are closed.
     func cut() -> EventLoopFuture<Void> {
         self.eventLoop.flatSubmit {
-            self.stopped = true
+            self.machine.stop()
             self.pendingConnect?.cancel()
             let closes = self.channels.values.map { channel in
                 // From the TLS handler's place, a close goes only to the handlers before it: the socket.
@@ -84,14 +74,22 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         }
     }
 
+    /// What the slot knows of its job for the machine.
+    private var jobView: HTTP2SlotMachine.Job {
+        HTTP2SlotMachine.Job(settled: self.job.recorded.withLockedValue { $0.answered }, isDone: self.job.work.isDone)
+    }
+
     private func connect() {
         self.eventLoop.preconditionInEventLoop()
-        guard !self.stopped, !self.connecting, !self.job.work.isDone else { return }
-        self.connecting = true
+        guard
+            case .connect(let seed, let addressTurn, let replacing) = self.machine.connectNow(
+                now: .now(),
+                jobIsDone: self.job.work.isDone
+            )
+        else { return }
         self.pendingConnect = nil
-        if self.lastConnect != nil { self.job.recorded.withLockedValue { $0.outcomes.reconnected() } }
-        self.lastConnect = .now()
-        let random = SplitMix64(seed: self.random.next())
+        if replacing { self.job.recorded.withLockedValue { $0.outcomes.reconnected() } }
+        let random = SplitMix64(seed: seed)
         let handler: any HTTP2ConnectionDriver & ChannelHandler =
             switch self.configuration.engine {
             case .wire:
@@ -113,7 +111,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
             if boundHandler.value.hopeless == nil { boundHandler.value.hopeless = message }
         }
         events.failed = { message in job.noteConnectionError(message) }
-        let connecting = self.factory.connect(on: self.eventLoop, addressTurn: self.addressTurn, events: events) {
+        let connecting = self.factory.connect(on: self.eventLoop, addressTurn: addressTurn, events: events) {
             sync in
             // The wire engine writes one buffer per flush by itself.
             if tls && engine == .nio { try sync.addHandler(WriteCoalescingHandler()) }
@@ -134,22 +132,21 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
             )
             // The replacement opens now when this connection was of use (the old one finishes its streams and
             // closes); after one that brought no answer, the job backs off first.
-            self.current = nil
-            self.scheduleReconnect(answered: answered)
+            let now = NIODeadline.now()
+            self.perform(self.machine.goAway(answered: answered, now: now, job: self.jobView), now: now)
         }
         handler.onReady = { [self] in
-            self.failures = 0
+            self.machine.ready()
             self.job.anyReady.withLockedValue { $0 = true }
         }
         connecting.hop(to: self.eventLoop)
             .assumeIsolated().whenComplete { result in
-                self.connecting = false
                 switch result {
                 case .success(let channel):
                     self.configuration.logger.info("connected", metadata: self.peers)
                     let id = ObjectIdentifier(channel)
                     self.channels[id] = channel
-                    self.current = id
+                    let opened = self.machine.connected(id)
                     self.job.openConnections.withLockedValue { $0 += 1 }
                     channel.closeFuture.hop(to: self.eventLoop).assumeIsolated().whenComplete { _ in
                         self.job.openConnections.withLockedValue { $0 -= 1 }
@@ -165,7 +162,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                             finished: handler.finished
                         )
                     }
-                    if self.stopped { channel.close(promise: nil) }
+                    if opened == .close { channel.close(promise: nil) }
                 case .failure(let error):
                     // The described failure, not the raw error: a connect to the proxy fails with the proxy's
                     // address alone, which would read as the gateway's.
@@ -175,9 +172,8 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                     self.configuration.logger.warning("connect failed", metadata: metadata)
                     self.job.noteConnectionError(failure.message)
                     if let hopeless = failure.hopeless { self.stopJob(hopeless) }
-                    self.failures += 1
-                    self.addressTurn &+= 1
-                    self.scheduleReconnect(answered: false)
+                    let now = NIODeadline.now()
+                    self.perform(self.machine.connectFailed(now: now, job: self.jobView), now: now)
                 }
             }
     }
@@ -204,48 +200,42 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
 
     private func closed(_ id: ObjectIdentifier, wasReady: Bool, answered: Bool, finished: Bool) {
         self.channels[id] = nil
-        guard self.current == id else { return }  // a replaced connection: its successor is already there
-        self.current = nil
-        // Closed for want of rows: not replaced. Rows that come back later (retries) come from connections that
-        // still have streams in flight, which take them.
-        guard !finished else { return }
-        if !wasReady { self.failures += 1 }
-        self.scheduleReconnect(answered: answered)
+        let now = NIODeadline.now()
+        let action = self.machine.closed(
+            id,
+            wasReady: wasReady,
+            answered: answered,
+            finished: finished,
+            now: now,
+            job: self.jobView
+        )
+        self.perform(action, now: now)
     }
 
-    /// Connects again after a connection ended (`answered`: it read an answer): after the policy's backoff for
-    /// failed connects and the job's backoff for fruitless connections (`HTTP2ReconnectPacer`), whichever is
-    /// later.
-    private func scheduleReconnect(answered: Bool) {
-        guard !self.stopped, !self.job.work.isDone, self.pendingConnect == nil, !self.connecting else { return }
-        let policy = self.configuration.reconnect
-        let now = NIODeadline.now()
-        let settled = self.job.recorded.withLockedValue { $0.answered }
-        if settled != self.progressMark.answered { self.progressMark = (settled, now) }
-        let sinceProgress = UInt64(max(0, (now - self.progressMark.at).nanoseconds))
-        // A stalled job (`HTTP2ProgressWatch`, Retry-After waits included) is stopped by its watchdog, with its
-        // message: no slot connects again meanwhile.
-        guard self.job.stall(now: now, host: self.configuration.host, port: self.configuration.port) == nil else {
+    /// Performs what the machine decided after a connection ended: a reconnect, unless the job has stalled
+    /// (`HTTP2ProgressWatch`, Retry-After waits included: its watchdog stops it, with its message, and no slot
+    /// connects again meanwhile), after the policy's backoff for failed connects and the job's backoff for fruitless
+    /// connections (`HTTP2ReconnectPacer`), whichever is later.
+    private func perform(_ action: HTTP2SlotMachine.Action, now: NIODeadline) {
+        switch action {
+        case .none, .close, .connect, .scheduleConnect:
             return
-        }
-        let since = self.lastConnect.map { UInt64(max(0, (now - $0).nanoseconds)) } ?? UInt64.max
-        let paced = self.job.reconnectAt(answered: answered, now: now, random: self.random.nextUnit())
-        let delay = max(
-            policy.delay(
-                failures: self.failures,
-                sinceLastConnect: since,
-                sinceProgress: sinceProgress,
-                random: self.random.nextUnit()
-            ),
-            UInt64(max(0, (paced - now).nanoseconds))
-        )
-        self.configuration.logger.info(
-            "reconnect",
-            metadata: ["after-ms": "\(delay / 1_000_000)"]
-        )
-        self.pendingConnect = self.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Int64(clamping: delay))) {
-            self.pendingConnect = nil
-            self.connect()
+        case .reconnectUnlessStalled(let answered, let jitter):
+            guard self.job.stall(now: now, host: self.configuration.host, port: self.configuration.port) == nil else {
+                return
+            }
+            let paced = self.job.reconnectAt(answered: answered, now: now, random: jitter)
+            guard case .scheduleConnect(let delay) = self.machine.reconnect(now: now, pacedUntil: paced) else {
+                return
+            }
+            self.configuration.logger.info(
+                "reconnect",
+                metadata: ["after-ms": "\(delay.nanoseconds / 1_000_000)"]
+            )
+            self.pendingConnect = self.eventLoop.assumeIsolated().scheduleTask(in: delay) {
+                self.pendingConnect = nil
+                self.connect()
+            }
         }
     }
 }
