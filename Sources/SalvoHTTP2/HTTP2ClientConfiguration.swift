@@ -63,6 +63,10 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// seeded from it and its index, and each connection one seeded from its slot's. Random by default; a fixed
     /// seed makes the delays of a run repeatable.
     public var randomSeed = UInt64.random(in: .min ... .max)
+    /// Where the job reads the time for its decisions: request and PING timeouts, retry and reconnect backoff, the
+    /// rate, the give-up, the bounded wait for the servers' goodbyes. The system's by default; a test moves a
+    /// `ManualJobClock` instead of waiting. The event loops' timers only say when to look again.
+    public var clock: any JobClock = SystemJobClock()
     /// Connection events (connect, close, GOAWAY, reconnect after N ms) at info, failed connects at warning;
     /// nothing per request above trace. Silent by default.
     public var logger = Logger(label: "salvo.h2", factory: { _ in SwiftLogNoOpLogHandler() })

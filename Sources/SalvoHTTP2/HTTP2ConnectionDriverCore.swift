@@ -30,7 +30,7 @@ struct HTTP2ConnectionDriverCore {
             outcomes: job.emptyOutcomes,
             firstStreamID: firstStreamID,
             random: random,
-            now: .now()
+            now: job.now()
         )
     }
 }
@@ -90,15 +90,17 @@ extension HTTP2ConnectionCodec {
 
     /// The connection is up (TCP): the machine starts its clocks and the tick runs.
     func driverActive(context: ChannelHandlerContext) {
-        self.core.activeAt = .now()
-        self.core.machine.opened(now: .now())
+        let now = self.core.job.now()
+        self.core.activeAt = now
+        self.core.machine.opened(now: now)
         self.scheduleTick(context: context)
     }
 
     /// The TLS handshake's end times the distance to the server.
     func driverEvent(_ event: Any) {
         if case TLSUserEvent.handshakeCompleted = event, let activeAt = self.core.activeAt {
-            self.core.job.noteHandshake(NIODeadline.now() - activeAt)
+            let now = self.core.job.now()
+            self.core.job.noteHandshake(now - activeAt, now: now)
         }
     }
 
@@ -107,7 +109,7 @@ extension HTTP2ConnectionCodec {
         self.core.timer = nil
         self.core.wakeUp?.cancel()
         self.core.wakeUp = nil
-        self.perform(self.core.machine.closed(now: .now()))
+        self.perform(self.core.machine.closed(now: self.core.job.now()))
         self.core.job.connectionClosed(ObjectIdentifier(self))
     }
 
@@ -128,7 +130,7 @@ extension HTTP2ConnectionCodec {
         if self.core.hopeless == nil && !self.isReady {
             self.core.hopeless = HTTP2ConnectFailure.hopeless(connectionError: error)
         }
-        self.perform(self.core.machine.failed("\(error)", now: .now()))
+        self.perform(self.core.machine.failed("\(error)", now: self.core.job.now()))
     }
 
     // MARK: Carrying out
@@ -158,7 +160,7 @@ extension HTTP2ConnectionCodec {
                 self.core.job.work.stop(stop)
             case .renewToken(let renewal):
                 let result = self.core.job.token?.renew(after: renewal.bearer) ?? .refused("no provider token to renew")
-                self.perform(self.core.machine.tokenRenewed(renewal, result: result, now: .now()))
+                self.perform(self.core.machine.tokenRenewed(renewal, result: result, now: self.core.job.now()))
             case .giveBack:
                 // The results go back before the connection closes, so the job never finishes without them.
                 if let results = self.core.machine.takeResults() {
@@ -186,14 +188,14 @@ extension HTTP2ConnectionCodec {
         let job = self.core.job
         // Nothing in flight here and no row left for any connection: this one closes now, not with the last.
         if self.core.machine.openStreams == 0, job.work.noRowsLeft {
-            self.perform(self.core.machine.noRowsLeft(now: .now()))
+            self.perform(self.core.machine.noRowsLeft(now: job.now()))
             return
         }
         let (room, maximumBytes) = self.admit(
             room: self.core.machine.roomToWrite(isWritable: context.channel.isWritable)
         )
         guard room > 0 else { return }
-        let now = NIODeadline.now()
+        let now = job.now()
         let (items, rateLimited, nextDelayed) = job.take(room: room, maximumBytes: maximumBytes, now: now)
         guard !items.isEmpty else {
             guard !job.work.isDone else { return }
@@ -216,7 +218,9 @@ extension HTTP2ConnectionCodec {
 
     private func scheduleWakeUp(at deadline: NIODeadline?) {
         guard let deadline, let context = self.core.context else { return }
-        self.core.wakeUp = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
+        // On the loop's timer, in the time left on the job's clock: a test's clock need not be the system's.
+        let left = deadline - self.core.job.now()
+        self.core.wakeUp = context.eventLoop.assumeIsolated().scheduleTask(in: left) {
             self.core.wakeUp = nil
             self.perform(self.core.machine.wokeUp())
             self.flushOutput()
@@ -227,7 +231,7 @@ extension HTTP2ConnectionCodec {
     private func scheduleTick(context: ChannelHandlerContext) {
         self.core.timer = context.eventLoop.assumeIsolated().scheduleTask(in: self.core.machine.tickInterval) {
             guard self.core.machine.state != .closed else { return }
-            self.perform(self.core.machine.tick(now: .now()))
+            self.perform(self.core.machine.tick(now: self.core.job.now()))
             self.flushOutput()
             if let context = self.core.context { self.scheduleTick(context: context) }
         }

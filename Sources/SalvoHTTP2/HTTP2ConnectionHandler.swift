@@ -79,7 +79,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionCodec 
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = self.unwrapInboundIn(data)
-        let now = NIODeadline.now()
+        let now = self.core.job.now()
         let id = Int32(Int(frame.streamID))
         switch frame.payload {
         case .headers(let headers):
@@ -134,7 +134,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, HTTP2ConnectionCodec 
             // A stream the protocol layer closed before its answer reached us (a stream error, or the streams a
             // GOAWAY cut off); a stream that got its answer is already gone from the machine.
             let id = Int32(Int(closed.streamID))
-            self.perform(self.machine.streamClosed(streamID: id, code: closed.reason ?? .cancel, now: .now()))
+            self.perform(
+                self.machine.streamClosed(streamID: id, code: closed.reason ?? .cancel, now: self.core.job.now())
+            )
         case let window as NIOHTTP2WindowUpdatedEvent:
             if window.streamID == .rootStream, let size = window.inboundWindowSize,
                 case .windowUpdate(let increment) = self.framing.inboundWindowChanged(to: size)

@@ -40,7 +40,7 @@ final class HTTP2ConnectionPool: Sendable {
             sizing.targetRate = Double(configuration.rate ?? HTTP2ConnectionSizer.nearbyRate)
             sizing.rows = rows
             sizing.streamCap = configuration.maximumStreamsPerConnection ?? Int.max
-            return HTTP2ConnectionSizer(configuration: sizing, now: .now())
+            return HTTP2ConnectionSizer(configuration: sizing, now: job.now())
         }
         let state = NIOLockedValueBox(State(sizer: sizer))
         self.state = state
@@ -85,7 +85,7 @@ final class HTTP2ConnectionPool: Sendable {
         self.state.withLockedValue { $0.timer?.cancel() }
         let distance = self.job.recorded.withLockedValue { $0.roundTrip ?? $0.handshake }
         let done = self.timerLoop.makePromise(of: Void.self)
-        let closing = HTTP2PoolClosing(slots: self.slots, loop: self.timerLoop, done: done)
+        let closing = HTTP2PoolClosing(slots: self.slots, loop: self.timerLoop, job: self.job, done: done)
         self.timerLoop.execute { closing.begin(roundTrip: distance) }
         try? await done.futureResult.get()
     }
@@ -111,7 +111,7 @@ final class HTTP2ConnectionPool: Sendable {
             if let roundTrip = seen.roundTrip { sizer.observe(roundTrip: roundTrip) }
             if let handshake = seen.handshake { sizer.observe(handshake: handshake) }
             let decision = sizer.evaluate(
-                now: .now(),
+                now: self.job.now(),
                 answered: seen.answered,
                 streamsAvailable: seen.streams,
                 flightCuts: seen.cuts - state.seenCuts,
@@ -140,20 +140,23 @@ final class HTTP2ConnectionPool: Sendable {
 private final class HTTP2PoolClosing: @unchecked Sendable {
     private let slots: [HTTP2ConnectionSlot]
     private let loop: any EventLoop
+    /// The job's clock, which the ending's deadline is on.
+    private let job: HTTP2JobContext
     private let done: EventLoopPromise<Void>
     private var ending: HTTP2JobEnding?
     private var wakeUp: Scheduled<Void>?
     private var finished = false
 
-    init(slots: [HTTP2ConnectionSlot], loop: any EventLoop, done: EventLoopPromise<Void>) {
+    init(slots: [HTTP2ConnectionSlot], loop: any EventLoop, job: HTTP2JobContext, done: EventLoopPromise<Void>) {
         self.slots = slots
         self.loop = loop
+        self.job = job
         self.done = done
     }
 
     func begin(roundTrip: TimeAmount?) {
         self.loop.preconditionInEventLoop()
-        let ending = HTTP2JobEnding(places: self.slots.count, roundTrip: roundTrip, now: .now())
+        let ending = HTTP2JobEnding(places: self.slots.count, roundTrip: roundTrip, now: self.job.now())
         self.ending = ending
         self.perform(ending.start)
     }
@@ -169,9 +172,10 @@ private final class HTTP2PoolClosing: @unchecked Sendable {
         }
         if let at = actions.wakeUpAt {
             self.wakeUp?.cancel()
-            self.wakeUp = self.loop.scheduleTask(deadline: at) {
+            // On the loop's timer, in the time left on the job's clock: a test's clock need not be the system's.
+            self.wakeUp = self.loop.scheduleTask(in: at - self.job.now()) {
                 guard var ending = self.ending else { return }
-                let actions = ending.tick(now: .now())
+                let actions = ending.tick(now: self.job.now())
                 self.ending = ending
                 self.perform(actions)
             }

@@ -32,7 +32,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         job: HTTP2JobContext
     ) {
         self.eventLoop = eventLoop
-        self.machine = HTTP2SlotMachine(index: index, policy: configuration.reconnect, random: random, now: .now())
+        self.machine = HTTP2SlotMachine(index: index, policy: configuration.reconnect, random: random, now: job.now())
         self.configuration = configuration
         self.factory = factory
         self.job = job
@@ -83,7 +83,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         self.eventLoop.preconditionInEventLoop()
         guard
             case .connect(let seed, let addressTurn, let replacing) = self.machine.connectNow(
-                now: .now(),
+                now: self.job.now(),
                 jobIsDone: self.job.work.isDone
             )
         else { return }
@@ -132,7 +132,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
             )
             // The replacement opens now when this connection was of use (the old one finishes its streams and
             // closes); after one that brought no answer, the job backs off first.
-            let now = NIODeadline.now()
+            let now = self.job.now()
             self.perform(self.machine.goAway(answered: answered, now: now, job: self.jobView), now: now)
         }
         handler.onReady = { [self] in
@@ -172,7 +172,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
                     self.configuration.logger.warning("connect failed", metadata: metadata)
                     self.job.noteConnectionError(failure.message)
                     if let hopeless = failure.hopeless { self.stopJob(hopeless) }
-                    let now = NIODeadline.now()
+                    let now = self.job.now()
                     self.perform(self.machine.connectFailed(now: now, job: self.jobView), now: now)
                 }
             }
@@ -200,7 +200,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
 
     private func closed(_ id: ObjectIdentifier, wasReady: Bool, answered: Bool, finished: Bool) {
         self.channels[id] = nil
-        let now = NIODeadline.now()
+        let now = self.job.now()
         let action = self.machine.closed(
             id,
             wasReady: wasReady,

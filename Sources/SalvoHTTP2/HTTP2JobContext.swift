@@ -62,6 +62,8 @@ final class HTTP2JobContext: Sendable {
     let onFirstHandshake = NIOLockedValueBox<(@Sendable () -> Void)?>(nil)
     /// Connection events and every connection error, with its cause.
     let logger: Logger
+    /// Where the job's decisions read the time (`HTTP2ClientConfiguration.clock`).
+    let clock: any JobClock
 
     init(
         work: HTTP2WorkQueue,
@@ -74,8 +76,11 @@ final class HTTP2JobContext: Sendable {
         answerLatency: (@Sendable (Int64) -> Void)? = nil,
         reconnect: ReconnectPolicy = .default,
         logger: Logger = Logger(label: "salvo.h2", factory: { _ in SwiftLogNoOpLogHandler() }),
-        now: NIODeadline = .now()
+        clock: any JobClock = SystemJobClock(),
+        now: NIODeadline? = nil
     ) {
+        self.clock = clock
+        let now = now ?? .uptimeNanoseconds(clock.now)
         self.answers = answers
         self.answerLatency = answerLatency
         self.logger = logger
@@ -121,8 +126,13 @@ final class HTTP2JobContext: Sendable {
         self.work.complete(finals: results.finals, retries: results.retries)
     }
 
+    /// Now, on the job's clock.
+    func now() -> NIODeadline {
+        .uptimeNanoseconds(self.clock.now)
+    }
+
     /// A TLS handshake took `duration` (TCP connected to handshake done: about one round trip with TLS 1.3).
-    func noteHandshake(_ duration: TimeAmount, now: NIODeadline = .now()) {
+    func noteHandshake(_ duration: TimeAmount, now: NIODeadline) {
         self.recorded.withLockedValue {
             $0.handshake = min($0.handshake ?? duration, duration)
             if $0.firstHandshakeAt == nil { $0.firstHandshakeAt = now }

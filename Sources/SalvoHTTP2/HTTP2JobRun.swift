@@ -47,7 +47,7 @@ final class HTTP2JobRun: Sendable {
         let loops: any EventLoopGroup = group ?? ownGroup!
         self.ownGroup = ownGroup
         self.start = ContinuousClock.now
-        self.startDeadline = NIODeadline.now()
+        self.startDeadline = .uptimeNanoseconds(client.clock.now)
         let finished = loops.next().makePromise(of: Void.self)
         let job = HTTP2JobContext(
             work: makeWork(finished),
@@ -58,13 +58,14 @@ final class HTTP2JobRun: Sendable {
                 payload: configuration.payload
             ),
             token: client.authentication.providerToken,
-            rate: client.rate.map { HTTP2RateLimiter(perSecond: $0, now: .now()) },
+            rate: client.rate.map { HTTP2RateLimiter(perSecond: $0, now: .uptimeNanoseconds(client.clock.now)) },
             connectionConfiguration: connection,
             outcomes: outcomes,
             answers: answers,
             answerLatency: answerLatency,
             reconnect: client.reconnect,
-            logger: client.logger
+            logger: client.logger,
+            clock: client.clock
         )
         self.job = job
         self.pool = HTTP2ConnectionPool(
@@ -101,7 +102,7 @@ final class HTTP2JobRun: Sendable {
         self.watchdog =
             client.reconnect.giveUpAfter > .zero
             ? loops.next().scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .milliseconds(100)) { _ in
-                guard !job.work.isDone, let stall = job.stall(now: .now(), host: client.host, port: client.port)
+                guard !job.work.isDone, let stall = job.stall(now: job.now(), host: client.host, port: client.port)
                 else { return }
                 client.logger.error("giving up", metadata: ["cause": "\(stall.message)"])
                 job.work.stop(stall)

@@ -116,7 +116,9 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionCo
             self.inbound = nil
             HTTP2FrameWriter.goAway(lastStreamID: 0, code: error.code, into: &self.outbound)
             self.flushOutput()
-            self.perform(self.machine.failed("HTTP/2 protocol error from the server: \(error.message)", now: .now()))
+            self.perform(
+                self.machine.failed("HTTP/2 protocol error from the server: \(error.message)", now: self.core.job.now())
+            )
             return
         }
         if self.inbound?.readableBytes == 0 {
@@ -127,7 +129,7 @@ final class HTTP2WireConnectionHandler: ChannelInboundHandler, HTTP2ConnectionCo
     }
 
     private func handle(_ frame: HTTP2FrameReader.Frame) throws(HTTP2ConnectionError) {
-        let now = NIODeadline.now()
+        let now = self.core.job.now()
         switch frame {
         case .headers(let streamID, var block, let endStream):
             let fields = try self.decoder.decode(&block)

@@ -41,7 +41,9 @@ struct HostileServerJobTests {
 
     /// Runs `rows` rows against a hostile server with `--give-up-seconds 2` and a 10 s request timeout (unless given);
     /// `stopAfter`, when set, asks the job to stop twice (at once) that long after it started, and the time is then
-    /// measured from that request; otherwise the test stops it at `deadline`.
+    /// measured from that request; otherwise the test stops it at `deadline`. With `clock`, the job decides by that
+    /// clock, which the test moves 100 ms every 10 ms once the server has a connection: the give-up comes without
+    /// its seconds of real time.
     static func run(
         _ behaviour: HostileHTTP2Server.Behaviour,
         engine: HTTP2Engine,
@@ -50,7 +52,8 @@ struct HostileServerJobTests {
         requestTimeout: Duration = .seconds(10),
         deadline: Duration = Self.testDeadline,
         stopAfter: Duration? = nil,
-        requestStopAfterReturn: Bool = false
+        requestStopAfterReturn: Bool = false,
+        clock: ManualJobClock? = nil
     ) async throws -> Run {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
@@ -73,6 +76,18 @@ struct HostileServerJobTests {
         var reconnect = ReconnectPolicy.default
         reconnect.giveUpAfter = .seconds(giveUp)
         configuration.client.reconnect = reconnect
+        if let clock { configuration.client.clock = clock }
+        let mover = Task {
+            guard let clock else { return }
+            try await eventually("the server has a connection", timeout: .seconds(30), every: .milliseconds(10)) {
+                server.connectionCount >= 1
+            }
+            while !Task.isCancelled {
+                clock.advance(by: .milliseconds(100))
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        defer { mover.cancel() }
         let stop = JobStop(grace: .seconds(2))
         let start = ContinuousClock.now
         let stopAt = stopAfter ?? deadline
@@ -169,10 +184,15 @@ struct HostileServerJobTests {
         #expect(run.requests <= 8 * Self.rows, "\(run.requests) requests")
     }
 
+    /// On the job's clock, which the test moves: the give-up is decided by it, not by seconds of real time.
     @Test(arguments: HTTP2Engine.allCases) func noSettingsAfterTLS(engine: HTTP2Engine) async throws {
-        let run = try await Self.run(.silentAfterTLS, engine: engine, seed: 304)
+        let clock = ManualJobClock()
+        let run = try await Self.run(.silentAfterTLS, engine: engine, seed: 304, clock: clock)
         Self.expectEndedByItself(run, .silentAfterTLS, engine: engine)
         #expect(run.requests == 0)
+        #expect(clock.elapsed >= .seconds(Self.giveUp), "given up by the job's clock: \(clock.elapsed)")
+        let message = run.result.stopped?.message ?? ""
+        #expect(message.contains("--give-up-seconds"), "\(message)")
     }
 
     /// A stop requested after the job gave up (a signal that came late) does nothing: the job's handler used to
