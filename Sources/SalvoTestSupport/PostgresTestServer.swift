@@ -67,11 +67,11 @@ public final class PostgresTestServer: Sendable {
     }
 
     /// A new, empty database named from `prefix`; its name.
-    public func makeDatabase(_ prefix: String) throws -> String {
+    public func makeDatabase(_ prefix: String) async throws -> String {
         let name = "\(prefix)_\(UUID().uuidString.prefix(8).lowercased())".filter {
             $0.isLetter || $0.isNumber || $0 == "_"
         }
-        _ = try self.run("CREATE DATABASE \(name)", database: "postgres")
+        _ = try await self.run("CREATE DATABASE \(name)", database: "postgres")
         return name
     }
 
@@ -80,7 +80,7 @@ public final class PostgresTestServer: Sendable {
     ///
     /// - Throws: `Failure` with psql's error when a statement fails.
     @discardableResult
-    public func run(_ sql: String, database: String) throws -> String {
+    public func run(_ sql: String, database: String) async throws -> String {
         // Bounded: a connect that gets no answer gives up after 10 s, a statement after 120 s (the psql run then ends
         // with its error, read below), so no test waits on a server gone quiet.
         let run = try TestProcess(
@@ -90,7 +90,7 @@ public final class PostgresTestServer: Sendable {
             input: .nothing,
             output: .apart
         )
-        let status = try run.waitBlocking(seconds: 180)
+        let status = try await run.wait(seconds: 180)
         let printed = run.standardOutput
         guard status == 0 else {
             throw Failure("psql \(sql.prefix(200)): exit \(status): \(run.standardError)")

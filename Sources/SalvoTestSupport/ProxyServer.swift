@@ -54,10 +54,8 @@ public final class ProxyServer: @unchecked Sendable {
     public static func tinyproxy(
         user: (name: String, password: String)?,
         connectPorts: [Int]? = nil
-    ) throws
-        -> ProxyServer
-    {
-        try ProxyServer(kind: .tinyproxy, user: user) { port, folder in
+    ) async throws -> ProxyServer {
+        let server = try ProxyServer(kind: .tinyproxy, user: user) { port, folder in
             var lines = [
                 "Port \(port)", "Listen 127.0.0.1", "Timeout 60", "MaxClients 200", "Allow 127.0.0.1",
                 "LogLevel Info", "LogFile \"\(folder.path)/proxy.log\"", "DisableViaHeader Yes",
@@ -66,6 +64,8 @@ public final class ProxyServer: @unchecked Sendable {
             for connectPort in connectPorts ?? [] { lines.append("ConnectPort \(connectPort)") }
             return lines.joined(separator: "\n") + "\n"
         }
+        try await server.start()
+        return server
     }
 
     /// Starts danted on a free port.
@@ -73,8 +73,11 @@ public final class ProxyServer: @unchecked Sendable {
     /// - Parameters:
     ///   - user: the system user its username method accepts (`socksUser`); nil for no authentication.
     ///   - refusedPorts: ports on 127.0.0.1 it refuses to connect to (SOCKS5 reply 2).
-    public static func dante(user: (name: String, password: String)?, refusedPorts: [Int] = []) throws -> ProxyServer {
-        try ProxyServer(kind: .dante, user: user) { port, folder in
+    public static func dante(
+        user: (name: String, password: String)?,
+        refusedPorts: [Int] = []
+    ) async throws -> ProxyServer {
+        let server = try ProxyServer(kind: .dante, user: user) { port, folder in
             var lines = [
                 "logoutput: \(folder.path)/proxy.log",
                 "internal: 127.0.0.1 port = \(port)",
@@ -92,6 +95,8 @@ public final class ProxyServer: @unchecked Sendable {
             lines.append("socks pass { from: 127.0.0.0/8 to: 0.0.0.0/0 command: connect }")
             return lines.joined(separator: "\n") + "\n"
         }
+        try await server.start()
+        return server
     }
 
     private init(
@@ -110,7 +115,6 @@ public final class ProxyServer: @unchecked Sendable {
         self.port = closed.port
         closed.close()
         try text(self.port, self.folder).write(to: self.configuration, atomically: true, encoding: .utf8)
-        try self.start()
     }
 
     /// The proxy's URL, with the password unless `password` is false.
@@ -128,13 +132,14 @@ public final class ProxyServer: @unchecked Sendable {
     /// The process's id while it runs.
     public var processIdentifier: Int32? { self.pid }
 
-    /// Starts the proxy (again, on the same port after `stop`), and returns when it accepts connections (10 s at
-    /// most).
+    /// Starts the proxy (again, on the same port after `kill`), and returns when it accepts connections (10 s at
+    /// most). The wait looks every 20 ms, suspended between looks: nothing tells this process when another one begins
+    /// to listen.
     ///
     /// Spawned and reaped here, not through Foundation's `Process`: danted closes every descriptor it inherited,
     /// among them the socket by which `Process` watches for a child's end, whose monitor thread then waits for
     /// danted's exit and reaps no other child meanwhile (every `salvo` a test runs).
-    public func start() throws {
+    public func start() async throws {
         let (path, arguments) =
             switch self.kind {
             case .tinyproxy: (Self.tinyproxyPath, ["-d", "-c", self.configuration.path])
@@ -161,17 +166,17 @@ public final class ProxyServer: @unchecked Sendable {
             throw ProxyServerError(message: "cannot start \(path): \(String(cString: strerror(spawned)))")
         }
         self.pid = pid
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
             if let descriptor = LoopbackSocket.connect(port: self.port) {
                 close(descriptor)
                 return
             }
             guard self.isRunning else { break }
-            usleep(20_000)
+            try await Task.sleep(for: .milliseconds(20))
         }
         let printed = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-        self.stop()
+        self.kill()
         throw ProxyServerError(
             message: "\(self.kind) did not listen on 127.0.0.1:\(self.port) within 10 s: \(printed)\(self.log)"
         )
@@ -197,16 +202,6 @@ public final class ProxyServer: @unchecked Sendable {
         return true
     }
 
-    /// Stops the proxy (SIGTERM) and waits for it to end: 2 s, then SIGKILL (tinyproxy may not end on SIGTERM while
-    /// it has clients).
-    public func stop() {
-        guard self.isRunning, let pid = self.pid else { return }
-        Glibc.kill(pid, SIGTERM)
-        let deadline = Date().addingTimeInterval(2)
-        while self.isRunning && Date() < deadline { usleep(10_000) }
-        self.kill()
-    }
-
     /// Kills the proxy at once (SIGKILL: no goodbye on its tunnels, as a crash or an OOM kill) and reaps it.
     public func kill() {
         guard let pid = self.pid else { return }
@@ -217,9 +212,10 @@ public final class ProxyServer: @unchecked Sendable {
         // Dante's children end when their mother is gone; they are not this process's to reap.
     }
 
-    /// Stops the proxy and removes its folder.
+    /// Stops the proxy (SIGKILL: the test is done with it, and tinyproxy may not end on SIGTERM while it has clients)
+    /// and removes its folder.
     public func remove() {
-        self.stop()
+        self.kill()
         try? FileManager.default.removeItem(at: self.folder)
     }
 

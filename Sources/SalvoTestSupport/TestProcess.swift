@@ -289,17 +289,14 @@ public final class TestProcess: Sendable {
     @discardableResult
     public func wait(seconds: Double) async throws -> Int32 {
         let ended = await self.ending.wait(seconds: seconds)
-        return try self.ended(ended, within: seconds)
+        return try await self.ended(ended, within: seconds)
     }
 
-    /// `wait(seconds:)`, blocking this thread (for a synchronous caller).
+    /// `wait(seconds:)`, blocking this thread: only for a synchronous caller outside a test's body (the benchmarks'
+    /// reference receiver, in a command that cannot suspend). A test awaits `wait(seconds:)`.
     @discardableResult
     public func waitBlocking(seconds: Double) throws -> Int32 {
-        try self.ended(self.ending.waitBlocking(seconds: seconds), within: seconds)
-    }
-
-    private func ended(_ ended: Bool, within seconds: Double) throws -> Int32 {
-        if !ended {
+        guard self.ending.waitBlocking(seconds: seconds) else {
             Glibc.kill(self.process.processIdentifier, SIGKILL)
             _ = self.ending.waitBlocking(seconds: 30)
             throw Overrun(
@@ -307,7 +304,20 @@ public final class TestProcess: Sendable {
                     + self.output.suffix(2000)
             )
         }
-        self.drained?.finish()
+        self.drained?.finishBlocking()
+        return self.process.terminationStatus
+    }
+
+    private func ended(_ ended: Bool, within seconds: Double) async throws -> Int32 {
+        if !ended {
+            Glibc.kill(self.process.processIdentifier, SIGKILL)
+            _ = await self.ending.wait(seconds: 30)
+            throw Overrun(
+                description: "\(self.commandLine) did not end within \(seconds) s, so it was killed; it printed:\n"
+                    + self.output.suffix(2000)
+            )
+        }
+        await self.drained?.finish()
         return self.process.terminationStatus
     }
 
@@ -346,8 +356,8 @@ public final class TestProcess: Sendable {
 
     // MARK: Runs to the end
 
-    /// Runs to the end, blocking this thread (for a synchronous caller), waiting at most `seconds` (then killed,
-    /// with `Overrun` thrown): its exit status and what it printed (`output`: both streams unless told otherwise).
+    /// `run`, blocking this thread: only for a synchronous caller outside a test's body (the benchmarks' build of the
+    /// reference program, a fixture's set-up or tear-down that cannot suspend). A test awaits `run`.
     public static func runToEnd(
         _ executable: String,
         _ arguments: [String],
@@ -369,7 +379,8 @@ public final class TestProcess: Sendable {
         return (status, run.output)
     }
 
-    /// `runToEnd`, for an `async` caller: it waits without holding a thread.
+    /// Runs to the end, waiting at most `seconds` without holding a thread (then killed, with `Overrun` thrown): its
+    /// exit status and what it printed (`output`: both streams unless told otherwise).
     public static func run(
         _ executable: String,
         _ arguments: [String],
@@ -392,8 +403,8 @@ public final class TestProcess: Sendable {
     }
 }
 
-/// A child's end, told by `Process`'s termination handler, waited for by tasks (without holding a thread) and by
-/// threads (blocking), each wait bounded.
+/// A child's end, told by `Process`'s termination handler, waited for by tasks without holding a thread, and by a
+/// synchronous caller (`waitBlocking`, the deinit after its kill) blocking; each wait bounded.
 private final class Ending: Sendable {
     private struct State {
         var ended = false
@@ -445,11 +456,19 @@ private final class Ending: Sendable {
     }
 }
 
-/// A pipe read to its end by a thread of its own with `read(2)`, EINTR retried.
+/// A pipe read to its end by a thread of its own with `read(2)`, EINTR retried; its end waited for by tasks without
+/// holding a thread.
 private final class Drain: Sendable {
-    private let buffer = Mutex<[UInt8]>([])
-    private let done = DispatchSemaphore(value: 0)
+    private struct State {
+        var bytes: [UInt8] = []
+        var done = false
+        var next = 0
+        var waiting: [Int: CheckedContinuation<Void, Never>] = [:]
+    }
+
+    private let state = Mutex(State())
     private let handle: FileHandle
+    private let done = DispatchSemaphore(value: 0)
 
     init(_ handle: FileHandle) {
         self.handle = handle
@@ -460,19 +479,41 @@ private final class Drain: Sendable {
                 let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
                 if count < 0 && errno == EINTR { continue }
                 guard count > 0 else { break }
-                self.buffer.withLock { $0.append(contentsOf: chunk[0..<count]) }
+                self.state.withLock { $0.bytes.append(contentsOf: chunk[0..<count]) }
             }
+            let waiting = self.state.withLock { state in
+                state.done = true
+                defer { state.waiting.removeAll() }
+                return state.waiting.values
+            }
+            for continuation in waiting { continuation.resume() }
             self.done.signal()
         }
         thread.start()
     }
 
-    var bytes: [UInt8] { self.buffer.withLock { $0 } }
+    var bytes: [UInt8] { self.state.withLock { $0.bytes } }
 
     /// Waits (5 s at most: a grandchild may hold the pipe open) for the end of the pipe after the child ended.
-    func finish() {
-        if self.done.wait(timeout: .now() + 5) == .success {
-            self.done.signal()
+    func finish() async {
+        let id = self.state.withLock { state in
+            state.next += 1
+            return state.next
         }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = self.state.withLock { state in
+                if !state.done { state.waiting[id] = continuation }
+                return state.done
+            }
+            if done { return continuation.resume() }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 5) {
+                self.state.withLock { $0.waiting.removeValue(forKey: id) }?.resume()
+            }
+        }
+    }
+
+    /// `finish`, blocking this thread (for `runToEnd`).
+    func finishBlocking() {
+        if self.done.wait(timeout: .now() + 5) == .success { self.done.signal() }
     }
 }

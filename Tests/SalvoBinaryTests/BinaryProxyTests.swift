@@ -27,9 +27,9 @@ struct BinaryProxyTests {
 
     @Test(arguments: [BinaryTransport.socket, nil]) func aJobThroughEachProxy(transport: BinaryTransport?) async throws
     {
-        let tinyproxy = try ProxyServer.tinyproxy(user: Self.user)
+        let tinyproxy = try await ProxyServer.tinyproxy(user: Self.user)
         defer { tinyproxy.remove() }
-        let dante = try ProxyServer.dante(user: ProxyServer.socksUser)
+        let dante = try await ProxyServer.dante(user: ProxyServer.socksUser)
         defer { dante.remove() }
         for (proxy, seed) in [(tinyproxy, UInt64(41_100)), (dante, 41_200)] {
             let harness = try await BulkSendHarness.start(tokens: 3000, seed: seed)
@@ -46,7 +46,7 @@ struct BinaryProxyTests {
     }
 
     @Test func aProxyKilledMidJobLosesNothing() async throws {
-        let proxy = try ProxyServer.tinyproxy(user: Self.user)
+        let proxy = try await ProxyServer.tinyproxy(user: Self.user)
         defer { proxy.remove() }
         var plan = FaultPlan()
         // The gateway reads slowly, so that the job is still under way when the proxy dies.
@@ -62,7 +62,7 @@ struct BinaryProxyTests {
         let before = harness.simulator.ledger.snapshot().accepted
         #expect(before >= 2000 && before < rows, "\(before) accepted when the proxy was killed")
         proxy.kill()
-        try proxy.start()
+        try await proxy.start()
         let result = try await job.value
         #expect(result.report.reconnects >= 1, "\(result.report)")
         let verdict = harness.verdict()
@@ -75,7 +75,7 @@ struct BinaryProxyTests {
     }
 
     @Test func feedbackAndTheHandshakeThroughTheProxy() async throws {
-        let proxy = try ProxyServer.tinyproxy(user: Self.user)
+        let proxy = try await ProxyServer.tinyproxy(user: Self.user)
         defer { proxy.remove() }
         var generator = TokenGenerator(seed: 41_400)
         let gone = (0..<200).map { _ in generator.next() }

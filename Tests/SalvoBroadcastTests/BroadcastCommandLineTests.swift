@@ -26,7 +26,7 @@ struct BroadcastCommandLineTests {
             "--bundle-id", BroadcastService.app, "--cert", paths.client, "--key", paths.clientKey, "--ca", paths.ca,
             "--server-name", "localhost", "--host", "127.0.0.1:\(service.simulator.channelManagementPort!)",
         ]
-        let (created, createLog) = try TestProcess.runToEnd(
+        let (created, createLog) = try await TestProcess.run(
             salvo,
             ["channels", "create", "--count", "2", "--storage-policy", "most-recent", "--inventory", "inv.csv"]
                 + management,
@@ -38,19 +38,19 @@ struct BroadcastCommandLineTests {
         #expect(inventory.entries.map(\.name) == ["channel-1", "channel-2"])
         #expect(inventory.entries.allSatisfy { $0.policy == .mostRecent && $0.environment == .development })
 
-        let (listed, list) = try TestProcess.runToEnd(salvo, ["channels", "list"] + management, in: folder)
+        let (listed, list) = try await TestProcess.run(salvo, ["channels", "list"] + management, in: folder)
         #expect(listed == 0)
         for entry in inventory.entries { #expect(list.contains(entry.channelID)) }
         #expect(list.contains("2 channels in development; 9998 of 10000 left"))
 
-        let (read, get) = try TestProcess.runToEnd(
+        let (read, get) = try await TestProcess.run(
             salvo,
             ["channels", "get", "--inventory", "inv.csv"] + management,
             in: folder
         )
         #expect(read == 0)
         #expect(get.contains("\(inventory.entries[0].channelID) most-recent"))
-        let (unknown, refused) = try TestProcess.runToEnd(
+        let (unknown, refused) = try await TestProcess.run(
             salvo,
             ["channels", "get", "dW5rbm93bg=="] + management,
             in: folder
@@ -64,7 +64,7 @@ struct BroadcastCommandLineTests {
         )
         try Data(BroadcastServiceTests.template.utf8).write(to: folder.appendingPathComponent("update.json"))
         let push = management.dropLast(2) + ["--host", "127.0.0.1:\(service.simulator.http2Port!)"]
-        let (expiring, message) = try TestProcess.runToEnd(
+        let (expiring, message) = try await TestProcess.run(
             salvo,
             ["broadcast", "ids.csv", "--payload-template", "update.json", "--expiration", "+600"] + push,
             in: folder
@@ -73,7 +73,7 @@ struct BroadcastCommandLineTests {
         #expect(message.contains("has no policy column"))
         #expect(service.registry.records().isEmpty)
 
-        let (bad, usage) = try TestProcess.runToEnd(
+        let (bad, usage) = try await TestProcess.run(
             salvo,
             ["channels", "create", "--count", "1", "--storage-policy", "sometimes", "--inventory", "x.csv"]
                 + management,
@@ -83,7 +83,7 @@ struct BroadcastCommandLineTests {
         #expect(usage.contains("--storage-policy is none or most-recent"))
     }
 
-    @Test func checkValidatesAChannelInventory() throws {
+    @Test func checkValidatesAChannelInventory() async throws {
         guard let salvo = BroadcastKillTests.executable else {
             Issue.record("salvo is not built next to the tests")
             return
@@ -100,21 +100,21 @@ struct BroadcastCommandLineTests {
             "check", "--gateway", "127.0.0.1:9", "--cert", paths.client, "--key", paths.clientKey, "--no-handshake",
             "--channel-inventory",
         ]
-        let (failed, text) = try TestProcess.runToEnd(salvo, check + ["bad.csv"], in: folder)
+        let (failed, text) = try await TestProcess.run(salvo, check + ["bad.csv"], in: folder)
         #expect(failed == 3, "\(text)")
         #expect(text.contains("bad.csv:3: channel_id '%%%' is not base64"))
         #expect(text.contains("bad.csv:3: policy 'always' is not none or most-recent"))
-        let (passed, ok) = try TestProcess.runToEnd(salvo, check + ["good.csv"], in: folder)
+        let (passed, ok) = try await TestProcess.run(salvo, check + ["good.csv"], in: folder)
         #expect(passed == 0, "\(ok)")
         #expect(ok.contains("good.csv: 1 channels (development)"))
     }
 
-    @Test func theBroadcastDemoShowsTheFanOutAndDeletesItsChannels() throws {
+    @Test func theBroadcastDemoShowsTheFanOutAndDeletesItsChannels() async throws {
         guard let salvo = BroadcastKillTests.executable else {
             Issue.record("salvo is not built next to the tests")
             return
         }
-        let (status, output) = try TestProcess.runToEnd(salvo, ["demo", "--broadcast", "--channels", "30"])
+        let (status, output) = try await TestProcess.run(salvo, ["demo", "--broadcast", "--channels", "30"])
         #expect(status == 0, "\(output)")
         #expect(output.contains("broadcast verdict: PASS — 30 channels"))
         #expect(output.contains("fan-out: 750 at once"))
@@ -197,7 +197,7 @@ struct BroadcastCommandLineTests {
         let create = [
             "channels", "create", "--count", "3", "--storage-policy", "most-recent", "--inventory", "inv.csv",
         ]
-        let (created, createLog) = try TestProcess.runToEnd(salvo, create + app + management, in: folder)
+        let (created, createLog) = try await TestProcess.run(salvo, create + app + management, in: folder)
         #expect(created == 0, "\(createLog)")
         #expect(createLog.contains("the app has 3 channels in development"), "counted after creating: \(createLog)")
         let inventory = try ChannelInventory.read(folder.appendingPathComponent("inv.csv").path)
@@ -209,11 +209,11 @@ struct BroadcastCommandLineTests {
         ] {
             var arguments = create + app + management
             if other[0] == "--storage-policy" { arguments[5] = "none" } else { arguments += other }
-            let (status, output) = try TestProcess.runToEnd(salvo, arguments, in: folder)
+            let (status, output) = try await TestProcess.run(salvo, arguments, in: folder)
             #expect(status == 3, "\(other): \(output)")
             #expect(output.contains(named) && output.contains("give another --inventory"), "\(output)")
         }
-        let (got, getLog) = try TestProcess.runToEnd(
+        let (got, getLog) = try await TestProcess.run(
             salvo,
             ["channels", "get", "--inventory", "inv.csv", "--bundle-id", "com.example.other"] + management,
             in: folder
@@ -223,7 +223,7 @@ struct BroadcastCommandLineTests {
 
         try Data(BroadcastServiceTests.template.utf8).write(to: folder.appendingPathComponent("update.json"))
         let broadcast = ["broadcast", "--payload-template", "update.json"]
-        let (wrongApp, wrongLog) = try TestProcess.runToEnd(
+        let (wrongApp, wrongLog) = try await TestProcess.run(
             salvo,
             broadcast + ["inv.csv", "--bundle-id", "com.example.other"] + push,
             in: folder
@@ -234,7 +234,7 @@ struct BroadcastCommandLineTests {
         let ids = inventory.entries.map(\.channelID)
         try Data(("channel_id,name\n" + ids.map { "\($0),game" }.joined(separator: "\n") + "\n").utf8)
             .write(to: folder.appendingPathComponent("ids.csv"))
-        let (mismatch, mismatchLog) = try TestProcess.runToEnd(
+        let (mismatch, mismatchLog) = try await TestProcess.run(
             salvo,
             broadcast + ["ids.csv", "--bundle-id", "com.example.other", "--window", "1", "--report", "r.json"] + push,
             in: folder
@@ -247,14 +247,14 @@ struct BroadcastCommandLineTests {
         try Data(("channel_id,name\n" + ids[0] + ",a\nZ2hvc3Q=,b\n").utf8)
             .write(to: folder.appendingPathComponent("two.csv"))
         let journaled = broadcast + ["two.csv", "--journal", "journal"] + app + push
-        let (firstRun, firstLog) = try TestProcess.runToEnd(salvo, journaled, in: folder)
+        let (firstRun, firstLog) = try await TestProcess.run(salvo, journaled, in: folder)
         #expect(firstRun == 1 && firstLog.contains("ChannelNotRegistered"), "\(firstLog)")
-        let (rerun, rerunLog) = try TestProcess.runToEnd(salvo, journaled, in: folder)
+        let (rerun, rerunLog) = try await TestProcess.run(salvo, journaled, in: folder)
         #expect(rerun == 1, "the finished job's status: \(rerunLog)")
         #expect(rerunLog.contains("1 refused"), "\(rerunLog)")
     }
 
-    @Test func anUnreachableEndpointStopsTheBroadcastWithExit3AndARecord() throws {
+    @Test func anUnreachableEndpointStopsTheBroadcastWithExit3AndARecord() async throws {
         guard let salvo = BroadcastKillTests.executable else {
             Issue.record("salvo is not built next to the tests")
             return
@@ -265,7 +265,7 @@ struct BroadcastCommandLineTests {
         try Data("name,channel_id\na,YQ==\nb,Yg==\n".utf8).write(to: folder.appendingPathComponent("ids.csv"))
         try Data(BroadcastServiceTests.template.utf8).write(to: folder.appendingPathComponent("update.json"))
         let paths = CertificateFactory.sharedFolder
-        let (status, output) = try TestProcess.runToEnd(
+        let (status, output) = try await TestProcess.run(
             salvo,
             [
                 "broadcast", "ids.csv", "--payload-template", "update.json", "--bundle-id", BroadcastService.app,

@@ -54,7 +54,7 @@ struct BroadcastKillTests {
         let createdAtKill = service.registry.snapshot().channelsCreated
         #expect(createdAtKill < Self.count)
 
-        let (status, output) = try TestProcess.runToEnd(salvo, create, in: folder)
+        let (status, output) = try await TestProcess.run(salvo, create, in: folder)
         #expect(status == 0, "\(output)")
         // Exactly one channel per name ever made: a duplicate would have been a create too many.
         #expect(service.registry.snapshot().channelsCreated == Self.count)
@@ -81,7 +81,7 @@ struct BroadcastKillTests {
         #expect(midway, "the kill landed after the broadcast ended")
         #expect(service.registry.records().count < Self.count)
 
-        let (again, text) = try TestProcess.runToEnd(salvo, broadcast, in: folder)
+        let (again, text) = try await TestProcess.run(salvo, broadcast, in: folder)
         // Rows whose answer the kill lost are uncertain (exit 1) and were not sent again.
         #expect(again == 0 || again == 1, "\(text)")
         let verdict = service.registry.verdict()
@@ -101,11 +101,11 @@ struct BroadcastKillTests {
 
         // A third run sends nothing.
         let before = service.registry.records().count
-        _ = try TestProcess.runToEnd(salvo, broadcast, in: folder)
+        _ = try await TestProcess.run(salvo, broadcast, in: folder)
         #expect(service.registry.records().count == before)
 
         let delete = ["channels", "delete", "--inventory", "inventory.csv"] + management
-        let (deleted, log) = try TestProcess.runToEnd(salvo, delete, in: folder)
+        let (deleted, log) = try await TestProcess.run(salvo, delete, in: folder)
         #expect(deleted == 0, "\(log)")
         #expect(service.registry.channels(app: BroadcastService.app).isEmpty)
         #expect(try ChannelInventory.read(folder.appendingPathComponent("inventory.csv").path).entries.isEmpty)

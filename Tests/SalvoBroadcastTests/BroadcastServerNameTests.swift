@@ -43,7 +43,7 @@ struct BroadcastServerNameTests {
     func channelsThroughAProxy() async throws {
         let service = try await BroadcastService.start()
         let user = (name: "salvo", password: "pr0xy-Pw-41")
-        let proxy = try ProxyServer.tinyproxy(user: user)
+        let proxy = try await ProxyServer.tinyproxy(user: user)
         defer { proxy.remove() }
         var endpoint = try service.endpoint(push: false)
         endpoint.proxy = try ProxyConfiguration(url: proxy.url())

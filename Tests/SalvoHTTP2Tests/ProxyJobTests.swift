@@ -53,7 +53,7 @@ struct ProxyJobTests {
     ) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let proxy = try ProxyServer.tinyproxy(user: Self.user)
+        let proxy = try await ProxyServer.tinyproxy(user: Self.user)
         defer { proxy.remove() }
         let setup = try await SimulatorEndpointTests.start()
         let byCertificate = try TokenFile(count: 300, seed: 4101, in: folder)
@@ -79,7 +79,7 @@ struct ProxyJobTests {
         defer { folder.remove() }
         // Dante's username method checks a system user: without one (`.ci/run` makes it) the proxy asks for none.
         let user = ProxyServer.socksUser
-        let proxy = try ProxyServer.dante(user: user)
+        let proxy = try await ProxyServer.dante(user: user)
         defer { proxy.remove() }
         let setup = try await SimulatorEndpointTests.start()
         let byToken = try TokenFile(count: 300, seed: 4103, in: folder)
@@ -115,7 +115,7 @@ struct ProxyJobTests {
             seed += 1
             return try TokenFile(count: 20, seed: seed, in: folder)
         }
-        let tinyproxy = try ProxyServer.tinyproxy(user: Self.user)
+        let tinyproxy = try await ProxyServer.tinyproxy(user: Self.user)
         defer { tinyproxy.remove() }
         let wrong = (name: Self.user.name, password: "not-the-password")
         let refused = try await self.run(
@@ -133,7 +133,7 @@ struct ProxyJobTests {
         )
         self.expectStoppedAtOnce(anonymous, saying: ["asks for a user and password", "407"], rows: 20)
         if let user = ProxyServer.socksUser {
-            let dante = try ProxyServer.dante(user: user)
+            let dante = try await ProxyServer.dante(user: user)
             defer { dante.remove() }
             let socks = try await self.run(
                 try self.proxied(
@@ -162,14 +162,14 @@ struct ProxyJobTests {
             seed += 1
             return try TokenFile(count: 20, seed: seed, in: folder)
         }
-        let tinyproxy = try ProxyServer.tinyproxy(user: Self.user, connectPorts: [443])
+        let tinyproxy = try await ProxyServer.tinyproxy(user: Self.user, connectPorts: [443])
         defer { tinyproxy.remove() }
         let forbidden = try await self.run(
             try self.proxied(setup.job(authentication: try setup.token()), tinyproxy.url()),
             try file()
         )
         self.expectStoppedAtOnce(forbidden, saying: ["refused the tunnel", "403 Access violation"], rows: 20)
-        let dante = try ProxyServer.dante(user: nil, refusedPorts: [setup.simulator.http2Port!])
+        let dante = try await ProxyServer.dante(user: nil, refusedPorts: [setup.simulator.http2Port!])
         defer { dante.remove() }
         let blocked = try await self.run(
             try self.proxied(setup.job(authentication: try setup.token()), dante.url()),
@@ -213,7 +213,7 @@ struct ProxyJobTests {
     @Test func aProxyKilledMidJobLosesNothing() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let proxy = try ProxyServer.tinyproxy(user: Self.user)
+        let proxy = try await ProxyServer.tinyproxy(user: Self.user)
         defer { proxy.remove() }
         let setup = try await SimulatorEndpointTests.start()
         let rows = 3000
@@ -236,7 +236,7 @@ struct ProxyJobTests {
         #expect(before >= 500)
         #expect(before < rows, "the job ended before the proxy was stopped")
         proxy.kill()
-        try proxy.start()
+        try await proxy.start()
         let result = try await job.value
         #expect(result.stopped == nil, "\(result.stopped?.message ?? "")")
         #expect(result.report.reconnects >= 1)

@@ -12,7 +12,7 @@ struct HandshakeTests {
         "mutual TLS handshake succeeds, data flows both ways, close is orderly",
         arguments: [TransportKind.uring, .socket]
     )
-    func mutualHandshake(transport: TransportKind) throws {
+    func mutualHandshake(transport: TransportKind) async throws {
         guard Transports.available(transport) else { return }
         let serverSide = Waiter<(String?, String, String)>()
         let serverEnd = Waiter<ConnectionEnd>()
@@ -33,7 +33,11 @@ struct HandshakeTests {
 
         let echoed = Waiter<String>()
         let clientEnd = Waiter<ConnectionEnd>()
-        let (_, result) = try connectClient(transport: transport, port: server.port, tls: try TLSFixtures.client()) {
+        let (_, result) = try await connectClient(
+            transport: transport,
+            port: server.port,
+            tls: try TLSFixtures.client()
+        ) {
             connection in
             connection.onPlaintext = { echoed.fulfill(String(buffer: $0)) }
             connection.onClose = { clientEnd.fulfill($0) }
@@ -42,24 +46,24 @@ struct HandshakeTests {
         let client = try #require(try result?.get())
         #expect(client.transportKind == transport)
 
-        let (uid, version, subject) = try #require(serverSide.wait())
+        let (uid, version, subject) = try #require(await serverSide.wait())
         #expect(uid == CertificateFactory.sharedTopic)
         #expect(version == "TLSv1.3")
         #expect(subject.contains("Apple Push Services"))
-        #expect(echoed.wait() == "HELLO GATEWAY")
+        #expect(await echoed.wait() == "HELLO GATEWAY")
 
         client.queue.async { client.close() }
-        let end = try #require(clientEnd.wait())
+        let end = try #require(await clientEnd.wait())
         #expect(end.reason == .closedLocally)
-        let peerEnd = try #require(serverEnd.wait())
+        let peerEnd = try #require(await serverEnd.wait())
         #expect(peerEnd.reason == .peerClosed)
         #expect(peerEnd.peerSentCloseNotify)
     }
 
     @Test("a client without a certificate is refused on both sides", arguments: [TransportKind.uring, .socket])
-    func missingClientCertificate(transport: TransportKind) throws {
+    func missingClientCertificate(transport: TransportKind) async throws {
         guard Transports.available(transport) else { return }
-        try expectRefused(
+        try await expectRefused(
             transport: transport,
             client: try TLSFixtures.client(certificate: nil, key: nil),
             serverCode: .peerCertificateMissing
@@ -67,10 +71,10 @@ struct HandshakeTests {
     }
 
     @Test("a client certificate from another CA is refused on both sides", arguments: [TransportKind.uring, .socket])
-    func foreignClientCertificate(transport: TransportKind) throws {
+    func foreignClientCertificate(transport: TransportKind) async throws {
         guard Transports.available(transport) else { return }
         let c = TLSFixtures.certificates
-        try expectRefused(
+        try await expectRefused(
             transport: transport,
             client: try TLSFixtures.client(certificate: c.foreignClient, key: c.foreignClientKey),
             serverCode: .unknownCA
@@ -78,7 +82,7 @@ struct HandshakeTests {
     }
 
     @Test("over TLS 1.2 a refused client certificate fails connect itself", arguments: [TransportKind.uring, .socket])
-    func refusedOverTLS12(transport: TransportKind) throws {
+    func refusedOverTLS12(transport: TransportKind) async throws {
         guard Transports.available(transport) else { return }
         let c = TLSFixtures.certificates
         var configuration = TLSConfiguration.client(
@@ -88,7 +92,7 @@ struct HandshakeTests {
         configuration.maximumVersion = "TLS1.2"
         let server = try TestServer(transport: transport, tls: try TLSFixtures.server()) { _ in }
         defer { server.stop() }
-        let (_, result) = try connectClient(
+        let (_, result) = try await connectClient(
             transport: transport,
             port: server.port,
             tls: try TLSContext(configuration: configuration)
@@ -102,7 +106,11 @@ struct HandshakeTests {
 
     /// TLS 1.3 finishes the client's handshake before the server checks the client certificate, so the
     /// client learns of the refusal either from `connect` or as the first event after it.
-    private func expectRefused(transport: TransportKind, client tls: TLSContext, serverCode: SalvoIOError.Code) throws {
+    private func expectRefused(
+        transport: TransportKind,
+        client tls: TLSContext,
+        serverCode: SalvoIOError.Code
+    ) async throws {
         let serverError = Waiter<SalvoIOError>()
         let server = try TestServer(transport: transport, tls: try TLSFixtures.server()) { result in
             if case .failure(let error) = result {
@@ -111,22 +119,22 @@ struct HandshakeTests {
         }
         defer { server.stop() }
         let clientEnd = Waiter<ConnectionEnd>()
-        let (_, result) = try connectClient(transport: transport, port: server.port, tls: tls) { connection in
+        let (_, result) = try await connectClient(transport: transport, port: server.port, tls: tls) { connection in
             connection.onClose = { clientEnd.fulfill($0) }
         }
         let clientError: SalvoIOError?
         switch try #require(result) {
         case .failure(let error): clientError = error
-        case .success: clientError = clientEnd.wait()?.error
+        case .success: clientError = await clientEnd.wait()?.error
         }
         #expect(clientError?.code == .handshakeRefused, "client saw \(String(describing: clientError))")
-        let error = try #require(serverError.wait())
+        let error = try #require(await serverError.wait())
         #expect(error.code == serverCode, "server saw \(error)")
         #expect(!error.message.isEmpty)
     }
 
     @Test("PKCS#12 and passphrase-protected PEM credentials complete a mutual handshake")
-    func otherCredentialForms() throws {
+    func otherCredentialForms() async throws {
         let uids = Waiter<[String]>()
         var seen: [String] = []
         let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { result in
@@ -151,20 +159,20 @@ struct HandshakeTests {
         for credentials in forms {
             let tls = try TLSContext(configuration: .client(credentials: credentials, trustedCAFile: c.ca))
             let echoed = Waiter<Void>()
-            let (_, result) = try connectClient(transport: .socket, port: server.port, tls: tls) { connection in
+            let (_, result) = try await connectClient(transport: .socket, port: server.port, tls: tls) { connection in
                 // The echo proves the server accepted the certificate (TLS 1.3 checks it after `connect`).
                 connection.onPlaintext = { _ in echoed.fulfill(()) }
                 try? connection.write(ByteBuffer(string: "hi"))
             }
             let connection = try #require(try result?.get())
-            #expect(echoed.wait() != nil)
+            #expect(await echoed.wait() != nil)
             connection.queue.async { connection.close() }
         }
-        #expect(uids.wait() == [CertificateFactory.sharedTopic, CertificateFactory.sharedTopic])
+        #expect(await uids.wait() == [CertificateFactory.sharedTopic, CertificateFactory.sharedTopic])
     }
 
     @Test("IPv6 loopback works and the certificate's IP address is checked", arguments: [TransportKind.uring, .socket])
-    func ipv6Loopback(transport: TransportKind) throws {
+    func ipv6Loopback(transport: TransportKind) async throws {
         guard Transports.available(transport) else { return }
         let server = try TestServer(transport: transport, tls: try TLSFixtures.server(), host: "::1") { result in
             if case .success(let connection) = result {
@@ -173,7 +181,7 @@ struct HandshakeTests {
         }
         defer { server.stop() }
         let echoed = Waiter<String>()
-        let (_, result) = try connectClient(
+        let (_, result) = try await connectClient(
             transport: transport,
             host: "::1",
             port: server.port,
@@ -183,15 +191,15 @@ struct HandshakeTests {
             try? connection.write(ByteBuffer(string: "over ::1"))
         }
         let connection = try #require(try result?.get())
-        #expect(echoed.wait() == "over ::1")
+        #expect(await echoed.wait() == "over ::1")
         connection.queue.async { connection.close() }
     }
 
     @Test("a host name is resolved off the queue (localhost, from /etc/hosts)")
-    func hostName() throws {
+    func hostName() async throws {
         let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { _ in }
         defer { server.stop() }
-        let (_, result) = try connectClient(
+        let (_, result) = try await connectClient(
             transport: .socket,
             host: "localhost",
             port: server.port,
@@ -203,11 +211,11 @@ struct HandshakeTests {
     }
 
     @Test("the client refuses a server its CA file does not trust")
-    func untrustedServer() throws {
+    func untrustedServer() async throws {
         let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { _ in }
         defer { server.stop() }
         let tls = try TLSFixtures.client(trusting: TLSFixtures.certificates.foreignCA)
-        let (_, result) = try connectClient(transport: .socket, port: server.port, tls: tls)
+        let (_, result) = try await connectClient(transport: .socket, port: server.port, tls: tls)
         guard case .failure(let error) = try #require(result) else {
             Issue.record("an untrusted server was accepted")
             return
@@ -217,10 +225,10 @@ struct HandshakeTests {
     }
 
     @Test("the client refuses a certificate that does not name the host it expects")
-    func hostnameMismatch() throws {
+    func hostnameMismatch() async throws {
         let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { _ in }
         defer { server.stop() }
-        let (_, result) = try connectClient(
+        let (_, result) = try await connectClient(
             transport: .socket,
             port: server.port,
             tls: try TLSFixtures.client(),
@@ -234,7 +242,7 @@ struct HandshakeTests {
     }
 
     @Test("a reconnect resumes the cached TLS session")
-    func sessionResumption() throws {
+    func sessionResumption() async throws {
         let server = try TestServer(transport: .socket, tls: try TLSFixtures.server()) { result in
             if case .success(let connection) = result {
                 connection.onPlaintext = { try? connection.write($0) }
@@ -250,23 +258,23 @@ struct HandshakeTests {
             }
             let echoed = Waiter<Void>()
             let closed = Waiter<Void>()
-            let (_, result) = try connectClient(transport: .socket, port: server.port, tls: tls) { connection in
+            let (_, result) = try await connectClient(transport: .socket, port: server.port, tls: tls) { connection in
                 connection.onPlaintext = { _ in echoed.fulfill(()) }
                 connection.onClose = { _ in closed.fulfill(()) }
                 try? connection.write(ByteBuffer(string: "ping"))
             }
             let connection = try #require(try result?.get())
             // The echo comes after the server's session tickets, so the session is cached by now.
-            #expect(echoed.wait() != nil)
-            reused.append(connection.queue.sync { connection.isSessionReused })
+            #expect(await echoed.wait() != nil)
+            reused.append(await connection.queue.onQueue { connection.isSessionReused })
             connection.queue.async { connection.close() }
-            #expect(closed.wait() != nil)
+            #expect(await closed.wait() != nil)
         }
         #expect(reused == [false, true, false])
     }
 
     @Test("connecting to a closed port reports connection refused")
-    func connectionRefused() throws {
+    func connectionRefused() async throws {
         // A socket bound but not listening holds a port on which every connect is refused.
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
@@ -281,7 +289,7 @@ struct HandshakeTests {
         }
         try #require(bound)
         let port = Int(UInt16(bigEndian: address.sin_port))
-        let (_, result) = try connectClient(transport: .socket, port: port, tls: try TLSFixtures.client())
+        let (_, result) = try await connectClient(transport: .socket, port: port, tls: try TLSFixtures.client())
         guard case .failure(let error) = try #require(result) else {
             Issue.record("connected to a closed port")
             return
@@ -290,7 +298,7 @@ struct HandshakeTests {
     }
 
     @Test("a peer that never answers the handshake times out", arguments: [TransportKind.uring, .socket])
-    func silentPeer(transport: TransportKind) throws {
+    func silentPeer(transport: TransportKind) async throws {
         guard Transports.available(transport) else { return }
         // A listening socket nobody accepts on: the kernel completes TCP, no TLS ever comes back.
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -308,7 +316,7 @@ struct HandshakeTests {
         var options = ConnectionOptions()
         options.handshakeTimeout = .milliseconds(300)
         let started = ContinuousClock.now
-        let (_, result) = try connectClient(
+        let (_, result) = try await connectClient(
             transport: transport,
             port: Int(UInt16(bigEndian: address.sin_port)),
             tls: try TLSFixtures.client(),

@@ -10,7 +10,7 @@ final class TCPProxy: @unchecked Sendable {
     private let target: Int
     private let lock = NSLock()
     private var cut = false
-    private let finished = DispatchSemaphore(value: 0)
+    private let finished = Waiter<Void>()
 
     init(forwardingTo target: Int, lifetime: TimeInterval = 5) throws {
         self.target = target
@@ -37,8 +37,8 @@ final class TCPProxy: @unchecked Sendable {
     }
 
     /// Waits (bounded) for the proxy thread to end.
-    func wait() {
-        _ = finished.wait(timeout: .now() + 10)
+    func wait() async {
+        _ = await finished.wait(seconds: 10)
     }
 
     private static func loopback(port: Int) -> sockaddr_in {
@@ -52,7 +52,7 @@ final class TCPProxy: @unchecked Sendable {
     private func run(until deadline: Date) {
         defer {
             close(listener)
-            finished.signal()
+            finished.fulfill(())
         }
         var pending = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
         guard poll(&pending, 1, 5000) == 1 else { return }

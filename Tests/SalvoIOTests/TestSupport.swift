@@ -4,30 +4,52 @@ import NIOCore
 import SalvoIO
 import SalvoTestSupport
 
-/// A value delivered from some queue and awaited (bounded) by the test.
-final class Waiter<Value>: @unchecked Sendable {
-    private let semaphore = DispatchSemaphore(value: 0)
+/// A value delivered from some queue and awaited (bounded) by the test, without holding a thread while it waits.
+final class Waiter<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value?
+    private var next = 0
+    private var waiting: [Int: CheckedContinuation<Value?, Never>] = [:]
 
     func fulfill(_ value: Value) {
         lock.lock()
-        let first = self.value == nil
-        if first {
-            self.value = value
+        guard self.value == nil else {
+            lock.unlock()
+            return
         }
+        self.value = value
+        let waiting = self.waiting.values
+        self.waiting.removeAll()
         lock.unlock()
-        if first {
-            semaphore.signal()
-        }
+        for continuation in waiting { continuation.resume(returning: value) }
     }
 
     /// The value, or nil if none came within `seconds`.
-    func wait(seconds: Double = 20) -> Value? {
-        guard semaphore.wait(timeout: .now() + seconds) == .success else { return nil }
-        lock.lock()
-        defer { lock.unlock() }
-        return value
+    func wait(seconds: Double = 20) async -> Value? {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Value?, Never>) in
+            lock.lock()
+            if let value = self.value {
+                lock.unlock()
+                return continuation.resume(returning: value)
+            }
+            next += 1
+            let id = next
+            waiting[id] = continuation
+            lock.unlock()
+            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
+                self.lock.lock()
+                let late = self.waiting.removeValue(forKey: id)
+                self.lock.unlock()
+                late?.resume(returning: nil)
+            }
+        }
+    }
+}
+
+extension DispatchQueue {
+    /// `sync`, for a test's `async` body: `work` runs on this queue while the test waits without holding a thread.
+    func onQueue<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in self.async { continuation.resume(returning: work()) } }
     }
 }
 
@@ -109,7 +131,7 @@ func connectClient(
     serverName: String? = nil,
     options: ConnectionOptions = ConnectionOptions(),
     setUp: @escaping @Sendable (TLSConnection) -> Void = { _ in }
-) throws -> (IOContext, Result<TLSConnection, SalvoIOError>?) {
+) async throws -> (IOContext, Result<TLSConnection, SalvoIOError>?) {
     let context = try IOContext(queue: DispatchQueue(label: "test.client"), transport: transport)
     let waiter = Waiter<Result<TLSConnection, SalvoIOError>>()
     context.queue.async {
@@ -127,7 +149,7 @@ func connectClient(
             waiter.fulfill(result)
         }
     }
-    return (context, waiter.wait())
+    return (context, await waiter.wait())
 }
 
 /// A deterministic, non-repeating byte stream in 64 KiB batches: a random block with the batch number

@@ -11,7 +11,7 @@ struct TransferTests {
     static let bulkSize = 256 * 1024 * 1024
 
     @Test("256 MiB each way arrive intact and in order", arguments: [TransportKind.uring, .socket])
-    func bulkBothWays(transport: TransportKind) throws {
+    func bulkBothWays(transport: TransportKind) async throws {
         guard Transports.available(transport) else { return }
         let size = Self.bulkSize
         let serverSent = Waiter<StreamSender>()
@@ -29,7 +29,11 @@ struct TransferTests {
         let clientReceiver = StreamReceiver(expected: size)
         let clientSent = Waiter<StreamSender>()
         let clientEnd = Waiter<ConnectionEnd>()
-        let (_, result) = try connectClient(transport: transport, port: server.port, tls: try TLSFixtures.client()) {
+        let (_, result) = try await connectClient(
+            transport: transport,
+            port: server.port,
+            tls: try TLSFixtures.client()
+        ) {
             connection in
             let sender = StreamSender(connection: connection, total: size, seed: 1)
             connection.onPlaintext = { clientReceiver.receive($0) }
@@ -39,32 +43,32 @@ struct TransferTests {
             clientSent.fulfill(sender)
         }
         let client = try #require(try result?.get())
-        let clientSender = try #require(clientSent.wait())
-        let serverSender = try #require(serverSent.wait())
+        let clientSender = try #require(await clientSent.wait())
+        let serverSender = try #require(await serverSent.wait())
 
-        let sentByClient = try #require(clientSender.done.wait(seconds: 45))
-        let sentByServer = try #require(serverSender.done.wait(seconds: 45))
-        let receivedByServer = try #require(serverReceiver.done.wait(seconds: 45))
-        let receivedByClient = try #require(clientReceiver.done.wait(seconds: 45))
+        let sentByClient = try #require(await clientSender.done.wait(seconds: 45))
+        let sentByServer = try #require(await serverSender.done.wait(seconds: 45))
+        let receivedByServer = try #require(await serverReceiver.done.wait(seconds: 45))
+        let receivedByClient = try #require(await clientReceiver.done.wait(seconds: 45))
         #expect(sentByClient == receivedByServer)
         #expect(sentByServer == receivedByClient)
         #expect(sentByClient != sentByServer)
-        #expect(server.queue.sync { serverReceiver.received } == size)
-        #expect(client.queue.sync { clientReceiver.received } == size)
+        #expect(await server.queue.onQueue { serverReceiver.received } == size)
+        #expect(await client.queue.onQueue { clientReceiver.received } == size)
 
-        let statistics = client.queue.sync { client.statistics }
+        let statistics = await client.queue.onQueue { client.statistics }
         // One send per flushed batch: large plaintext writes are not split into many submissions.
         #expect(statistics.sends <= size / BatchSource.batchSize + 2)
         #expect(statistics.bytesSent > size)
         client.queue.async { client.close() }
-        #expect(clientEnd.wait()?.reason == .closedLocally)
+        #expect(await clientEnd.wait()?.reason == .closedLocally)
     }
 
     @Test(
         "a slow reader forces partial sends; nothing is lost or reordered",
         arguments: [TransportKind.uring, .socket]
     )
-    func slowReader(transport: TransportKind) throws {
+    func slowReader(transport: TransportKind) async throws {
         guard Transports.available(transport) else { return }
         let size = 24 * 1024 * 1024
         let receiver = StreamReceiver(expected: size)
@@ -89,7 +93,7 @@ struct TransferTests {
         var options = ConnectionOptions()
         options.sendBufferSize = 256 * 1024
         let sent = Waiter<StreamSender>()
-        let (_, result) = try connectClient(
+        let (_, result) = try await connectClient(
             transport: transport,
             port: server.port,
             tls: try TLSFixtures.client(),
@@ -101,11 +105,11 @@ struct TransferTests {
             sent.fulfill(sender)
         }
         let client = try #require(try result?.get())
-        let sender = try #require(sent.wait())
-        let sentDigest = try #require(sender.done.wait(seconds: 30))
-        let receivedDigest = try #require(receiver.done.wait(seconds: 30))
+        let sender = try #require(await sent.wait())
+        let sentDigest = try #require(await sender.done.wait(seconds: 30))
+        let receivedDigest = try #require(await receiver.done.wait(seconds: 30))
         #expect(sentDigest == receivedDigest)
-        let statistics = client.queue.sync { client.statistics }
+        let statistics = await client.queue.onQueue { client.statistics }
         print("slow reader over \(transport): \(statistics)")
         #expect(statistics.partialSends > 0, "\(statistics)")
         client.queue.async { client.close() }
@@ -115,7 +119,7 @@ struct TransferTests {
         "a peer's reset is reported as a reset, its orderly close as a close",
         arguments: [TransportKind.uring, .socket]
     )
-    func resetVersusClose(transport: TransportKind) throws {
+    func resetVersusClose(transport: TransportKind) async throws {
         guard Transports.available(transport) else { return }
         for abort in [true, false] {
             let server = try TestServer(transport: transport, tls: try TLSFixtures.server()) { result in
@@ -136,12 +140,12 @@ struct TransferTests {
             defer { server.stop() }
             let end = Waiter<ConnectionEnd>()
             let tls = try TLSFixtures.client()
-            let (_, result) = try connectClient(transport: transport, port: server.port, tls: tls) { connection in
+            let (_, result) = try await connectClient(transport: transport, port: server.port, tls: tls) { connection in
                 connection.onClose = { end.fulfill($0) }
                 try? connection.write(ByteBuffer(string: "start"))
             }
             _ = try #require(try result?.get())
-            let ending = try #require(end.wait(seconds: 10))
+            let ending = try #require(await end.wait(seconds: 10))
             if abort {
                 #expect(ending.reason == .reset, "\(ending)")
                 #expect(ending.error?.code == .connectionReset)
@@ -153,7 +157,7 @@ struct TransferTests {
     }
 
     @Test("close finishes within its timeout when the peer stops reading", arguments: [TransportKind.uring, .socket])
-    func closeWithStalledPeer(transport: TransportKind) throws {
+    func closeWithStalledPeer(transport: TransportKind) async throws {
         guard Transports.available(transport) else { return }
         let server = try TestServer(transport: transport, tls: try TLSFixtures.server()) { result in
             // Read nothing, ever: the client's sends stall once the socket buffers are full.
@@ -167,7 +171,7 @@ struct TransferTests {
         options.sendBufferSize = 64 * 1024
         let end = Waiter<ConnectionEnd>()
         let stalled = Waiter<Int>()
-        let (_, result) = try connectClient(
+        let (_, result) = try await connectClient(
             transport: transport,
             port: server.port,
             tls: try TLSFixtures.client(),
@@ -182,16 +186,16 @@ struct TransferTests {
             stalled.fulfill(connection.queuedBytes)
         }
         let connection = try #require(try result?.get())
-        #expect(try #require(stalled.wait()) > 0)
+        #expect(try #require(await stalled.wait()) > 0)
         let started = ContinuousClock.now
         connection.queue.async { connection.close() }
-        let ending = try #require(end.wait(seconds: 10))
+        let ending = try #require(await end.wait(seconds: 10))
         #expect(ending.reason == .closedLocally, "\(ending)")
         #expect(ContinuousClock.now - started < .seconds(3))
     }
 
     @Test("aborting from inside onPlaintext stops delivery at once", arguments: [TransportKind.uring, .socket])
-    func abortFromCallback(transport: TransportKind) throws {
+    func abortFromCallback(transport: TransportKind) async throws {
         guard Transports.available(transport) else { return }
         let server = try TestServer(transport: transport, tls: try TLSFixtures.server()) { result in
             guard case .success(let connection) = result else { return }
@@ -205,7 +209,11 @@ struct TransferTests {
         }
         defer { server.stop() }
         let end = Waiter<(ConnectionEnd, Int)>()
-        let (_, result) = try connectClient(transport: transport, port: server.port, tls: try TLSFixtures.client()) {
+        let (_, result) = try await connectClient(
+            transport: transport,
+            port: server.port,
+            tls: try TLSFixtures.client()
+        ) {
             connection in
             var deliveries = 0
             connection.onPlaintext = { _ in
@@ -216,13 +224,13 @@ struct TransferTests {
             try? connection.write(ByteBuffer(string: "go"))
         }
         _ = try #require(try result?.get())
-        let (ending, deliveries) = try #require(end.wait(seconds: 10))
+        let (ending, deliveries) = try #require(await end.wait(seconds: 10))
         #expect(ending.reason == .closedLocally, "\(ending)")
         #expect(deliveries == 1)
     }
 
     @Test("EOF without close_notify is a peer close, not a reset", arguments: [TransportKind.uring, .socket])
-    func eofWithoutCloseNotify(transport: TransportKind) throws {
+    func eofWithoutCloseNotify(transport: TransportKind) async throws {
         guard Transports.available(transport) else { return }
         let server = try TestServer(transport: transport, tls: try TLSFixtures.server()) { result in
             if case .success(let connection) = result {
@@ -231,21 +239,23 @@ struct TransferTests {
         }
         defer { server.stop() }
         let proxy = try TCPProxy(forwardingTo: server.port)
-        defer { proxy.wait() }
         let echoed = Waiter<Void>()
         let end = Waiter<ConnectionEnd>()
-        let (_, result) = try connectClient(transport: transport, port: proxy.port, tls: try TLSFixtures.client()) {
+        let (_, result) = try await connectClient(transport: transport, port: proxy.port, tls: try TLSFixtures.client())
+        {
             connection in
             connection.onPlaintext = { _ in echoed.fulfill(()) }
             connection.onClose = { end.fulfill($0) }
             try? connection.write(ByteBuffer(string: "ping"))
         }
         _ = try #require(try result?.get())
-        #expect(echoed.wait() != nil)
+        #expect(await echoed.wait() != nil)
         proxy.cutClientSide()
-        let ending = try #require(end.wait(seconds: 10))
+        let ending = try #require(await end.wait(seconds: 10))
         #expect(ending.reason == .peerClosed, "\(ending)")
         #expect(!ending.peerSentCloseNotify)
         #expect(ending.error == nil)
+        // The proxy's thread ends within its lifetime whatever happened; a test that got this far waits for it.
+        await proxy.wait()
     }
 }

@@ -8,7 +8,7 @@ import Testing
 @Suite("Choosing a transport", .tags(.network), .runs(.network), .takesATurn)
 struct TransportSelectionTests {
     @Test("a transport named by the caller, or the probe, decides the transport")
-    func selection() throws {
+    func selection() async throws {
         #expect(try TransportKind.select(requested: nil, uringRefusal: nil) == .uring)
         #expect(try TransportKind.select(requested: nil, uringRefusal: "EPERM") == .socket)
         #expect(try TransportKind.select(requested: "socket", uringRefusal: nil) == .socket)
@@ -21,7 +21,7 @@ struct TransportSelectionTests {
     }
 
     @Test("the forced fallback, chosen by name, carries a TLS conversation")
-    func forcedFallbackWorks() throws {
+    func forcedFallbackWorks() async throws {
         let forced = try TransportKind.select(requested: "socket", uringRefusal: TransportKind.uringRefusal)
         let context = try IOContext(queue: DispatchQueue(label: "test.forced"), transport: forced)
         #expect(context.transport == .socket)
@@ -48,14 +48,14 @@ struct TransportSelectionTests {
                 connected.fulfill(result)
             }
         }
-        let connection = try #require(try connected.wait()?.get())
+        let connection = try #require(try await connected.wait()?.get())
         #expect(connection.transportKind == .socket)
-        #expect(echoed.wait() == "over the fallback")
+        #expect(await echoed.wait() == "over the fallback")
         connection.queue.async { connection.close() }
     }
 
     @Test("the probe's answer is consistent with setting up a ring")
-    func probe() throws {
+    func probe() async throws {
         // No transport named: the probe decides (SalvoIO reads no environment variable).
         let probed = try IOContext(queue: DispatchQueue(label: "test.probed"))
         #expect(probed.transport == TransportKind.probed)

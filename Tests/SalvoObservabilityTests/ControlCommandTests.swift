@@ -51,9 +51,9 @@ import Glibc
         }
 
         /// SIGINT, then a bounded wait (10 s); killed if it is still running.
-        func stop() {
+        func stop() async {
             self.run.signal(SIGINT)
-            _ = try? self.run.waitBlocking(seconds: 10)
+            _ = try? await self.run.wait(seconds: 10)
         }
     }
 
@@ -96,7 +96,8 @@ import Glibc
             salvo,
             ["--host", "0.0.0.0", "--control-port", "0", "--certificates", certificates]
         )
-        defer { simulate.stop() }
+        // A test that throws before its end: the run is let go, and `TestProcess` kills it.
+        defer { simulate.run.signal(SIGKILL) }
         let control = try #require(simulate.port("control"), "\(simulate.banner)")
         let gateway = try #require(simulate.port("gateway"), "\(simulate.banner)")
         #expect(Self.listeners(port: gateway) == ["00000000"], "the gateway follows --host")
@@ -112,7 +113,7 @@ import Glibc
         #expect(controlRequest(port: control, "GET", "/ledger", authorization: "Bearer \(token.text)")?.status == 200)
 
         // The soak reads the token from the certificate folder, sends it, and its rounds are judged.
-        let (status, text) = try TestProcess.runToEnd(
+        let (status, text) = try await TestProcess.run(
             salvo,
             [
                 "soak", "--gateway", "127.0.0.1:\(gateway)", "--control", "127.0.0.1:\(control)", "--certificates",
@@ -121,6 +122,7 @@ import Glibc
         )
         #expect(status == 0, "\(text)")
         #expect(text.contains("soak: PASS"), "\(text)")
+        await simulate.stop()
     }
 
     /// `--control-token-file` supplies the token (nothing is written beside the certificates), `--control-host`
@@ -137,7 +139,8 @@ import Glibc
                 "--certificates", folder + "/certs",
             ]
         )
-        defer { simulate.stop() }
+        // A test that throws before its end: the run is let go, and `TestProcess` kills it.
+        defer { simulate.run.signal(SIGKILL) }
         let control = try #require(simulate.port("control"), "\(simulate.banner)")
         #expect(Self.listeners(port: control) == ["0200007F"])
         #expect(simulate.line("control")?.contains(given.text) == false, "a given token is not printed")
@@ -145,7 +148,7 @@ import Glibc
 
         let other = ControlToken.random()
         try other.write(to: folder + "/other")
-        let (status, text) = try TestProcess.runToEnd(
+        let (status, text) = try await TestProcess.run(
             salvo,
             [
                 "soak", "--gateway", "127.0.0.1:\(try #require(simulate.port("gateway")))", "--control",
@@ -155,5 +158,6 @@ import Glibc
         )
         #expect(status != 0)
         #expect(text.contains("401"), "\(text)")
+        await simulate.stop()
     }
 }

@@ -60,7 +60,7 @@ import Glibc
     )
     func aTableIsDeliveredOnce(wire: Wire, journaled: Bool) async throws {
         guard let salvo = SalvoRun.executable else { return }
-        let table = try DeviceTable.make("pg_send_\(wire)", count: 100_000, seed: 81, nullRows: [7, 60_000])
+        let table = try await DeviceTable.make("pg_send_\(wire)", count: 100_000, seed: 81, nullRows: [7, 60_000])
         let simulator = try await Self.simulator(wire)
         let query = "SELECT token, lang, first_name FROM devices ORDER BY id"
         var arguments = [
@@ -121,7 +121,7 @@ import Glibc
     )
     func aQueryThatFailsMidwayStopsTheJob(wire: Wire) async throws {
         guard let salvo = SalvoRun.executable else { return }
-        let table = try DeviceTable.make("pg_midway_\(wire)", count: 60_000, seed: 86)
+        let table = try await DeviceTable.make("pg_midway_\(wire)", count: 60_000, seed: 86)
         let simulator = try await Self.simulator(wire)
         // Division by zero at id 40,000, after the first rows have come (a plain scan streams them in table order).
         let query = "SELECT token, 1 / (40000 - id) AS q FROM devices"
@@ -168,7 +168,7 @@ import Glibc
     )
     func aNullTokenOfAOneColumnQueryIsARefusedRow(throughPsql: Bool) async throws {
         guard let salvo = SalvoRun.executable else { return }
-        let table = try DeviceTable.make("pg_null_\(throughPsql)", count: 100, seed: 87, nullRows: [3, 50, 101])
+        let table = try await DeviceTable.make("pg_null_\(throughPsql)", count: 100, seed: 87, nullRows: [3, 50, 101])
         let simulator = try await Self.simulator(.binary)
         let options =
             ["--payload", "payload.json", "--report", "report.json", "--rejects", "rejects.csv", "--quiet"]
@@ -201,7 +201,7 @@ import Glibc
     @Test("a query's rows take --language-column, --payload-dir and --partition as a file's do")
     func languagesAndPartitionsOverAQuery() async throws {
         guard let salvo = SalvoRun.executable else { return }
-        let table = try DeviceTable.make("pg_lang", count: 6_000, seed: 87)
+        let table = try await DeviceTable.make("pg_lang", count: 6_000, seed: 87)
         let templates = table.folder.appendingPathComponent("templates")
         try FileManager.default.createDirectory(at: templates, withIntermediateDirectories: true)
         let texts = [
@@ -243,7 +243,7 @@ import Glibc
     func aKilledJobResumesAgainstItsSnapshot() async throws {
         guard let salvo = SalvoRun.executable else { return }
         let count = 6000
-        let table = try DeviceTable.make("pg_resume", count: count, seed: 82)
+        let table = try await DeviceTable.make("pg_resume", count: count, seed: 82)
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
         // Slow enough that the kill lands mid-flight.
         configuration.plan.slowReader = FaultPlan.SlowReader(chunkSize: 4096, delayMilliseconds: 20)
@@ -270,7 +270,7 @@ import Glibc
         var generator = TokenGenerator(seed: 83)
         let decoys = (0..<50).map { _ in generator.next().hexString }
         let values = decoys.enumerated().map { "(\(count + 1 + $0.offset), '\($0.element)', 'en', 'Decoy')" }
-        try table.server.run(
+        try await table.server.run(
             "DELETE FROM devices WHERE id > \(count - 100); INSERT INTO devices VALUES \(values.joined(separator: ", "))",
             database: table.database
         )
@@ -309,7 +309,7 @@ import Glibc
     @Test("psql's \\copy piped into `salvo send -` delivers every row once")
     func aPsqlPipeIsDeliveredOnce() async throws {
         guard let salvo = SalvoRun.executable else { return }
-        let table = try DeviceTable.make("pg_pipe", count: 20_000, seed: 84)
+        let table = try await DeviceTable.make("pg_pipe", count: 20_000, seed: 84)
         let simulator = try await Self.simulator(.binary)
         let arguments =
             (["--payload", "payload.json", "--report", "report.json", "--quiet"]
@@ -328,8 +328,8 @@ import Glibc
     @Test("bad inputs: the documented exit status and a message that says what is wrong, without the password")
     func badInputs() async throws {
         guard let salvo = SalvoRun.executable else { return }
-        let table = try DeviceTable.make("pg_bad", count: 10, seed: 85)
-        try table.server.run("ALTER TABLE devices ADD COLUMN raw bytea", database: table.database)
+        let table = try await DeviceTable.make("pg_bad", count: 10, seed: 85)
+        try await table.server.run("ALTER TABLE devices ADD COLUMN raw bytea", database: table.database)
         let paths = CertificateFactory.sharedFolder
         let send = [
             "--payload", "payload.json", "--gateway", "127.0.0.1:1", "--cert", paths.client, "--key", paths.clientKey,
@@ -375,7 +375,7 @@ import Glibc
     @Test("check reads the query's rows as send would")
     func checkReadsAQuery() async throws {
         guard let salvo = SalvoRun.executable else { return }
-        let table = try DeviceTable.make("pg_check", count: 500, seed: 86, nullRows: [3])
+        let table = try await DeviceTable.make("pg_check", count: 500, seed: 86, nullRows: [3])
         let paths = CertificateFactory.sharedFolder
         let run = try TestProcess(
             salvo,

@@ -51,8 +51,8 @@ import Testing
     @Test("every column as PostgreSQL's text; a NULL token an empty field; the journal's snapshot whole")
     func typesAndNulls() async throws {
         let server = try PostgresTestServer.shared()
-        let database = try server.makeDatabase("spool_types")
-        try server.run(
+        let database = try await server.makeDatabase("spool_types")
+        try await server.run(
             """
             CREATE TABLE devices (id int PRIMARY KEY, token varchar(64), lang text, name text, active bool,
               score float8, price numeric(10,2), big int8, seen timestamptz, born date, uid uuid, meta jsonb);
@@ -96,8 +96,8 @@ import Testing
     @Test("over TLS when the URL asks for it (sslmode=require)")
     func tls() async throws {
         let server = try PostgresTestServer.shared()
-        let database = try server.makeDatabase("spool_tls")
-        try server.run("CREATE TABLE t (token text); INSERT INTO t VALUES ('x')", database: database)
+        let database = try await server.makeDatabase("spool_tls")
+        try await server.run("CREATE TABLE t (token text); INSERT INTO t VALUES ('x')", database: database)
         // Rows only where the session is encrypted: the result proves the connection's TLS.
         let query = "SELECT token FROM t WHERE (SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid())"
         let encrypted = try await Self.streamed(
@@ -121,8 +121,8 @@ import Testing
     @Test("an unreachable server, a wrong password, a failing query: each said plainly, the password never shown")
     func connectionAndQueryFailures() async throws {
         let server = try PostgresTestServer.shared()
-        let database = try server.makeDatabase("spool_fail")
-        try server.run("CREATE TABLE t (token text, n int); INSERT INTO t VALUES ('a', 1)", database: database)
+        let database = try await server.makeDatabase("spool_fail")
+        try await server.run("CREATE TABLE t (token text, n int); INSERT INTO t VALUES ('a', 1)", database: database)
         func copy(_ url: String, _ query: String = "SELECT * FROM t") async -> JobError? {
             await #expect(throws: JobError.self) {
                 try await Self.streamed(
@@ -160,8 +160,8 @@ import Testing
     @Test("no token column, a token column that is not text, no rows: refused by name; any other column read")
     func resultFailures() async throws {
         let server = try PostgresTestServer.shared()
-        let database = try server.makeDatabase("spool_result")
-        try server.run(
+        let database = try await server.makeDatabase("spool_result")
+        try await server.run(
             "CREATE TABLE t (device text, raw bytea, n int, p point); INSERT INTO t VALUES ('a', '\\x01', 1, '(1,2)')",
             database: database
         )
@@ -200,7 +200,7 @@ import Testing
     @Test("streamed: read while the rows arrive, and a query that fails midway ends the input with its reason")
     func aStreamIsReadWhileItArrivesAndFailsWithTheQuery() async throws {
         let server = try PostgresTestServer.shared()
-        let location = try Self.location(server, try server.makeDatabase("spool_stream"))
+        let location = try Self.location(server, try await server.makeDatabase("spool_stream"))
         let rows = 100_000
         let whole = try await PostgresSpool.streamToTemporaryFile(
             query: "SELECT md5(i::text) || md5((-i)::text) AS token, i FROM generate_series(1, \(rows)) AS i",

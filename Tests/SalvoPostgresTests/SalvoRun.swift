@@ -38,9 +38,9 @@ struct DeviceTable {
         count: Int,
         seed: UInt64,
         nullRows: [Int] = []
-    ) throws -> DeviceTable {
+    ) async throws -> DeviceTable {
         let server = try PostgresTestServer.shared()
-        let database = try server.makeDatabase(prefix)
+        let database = try await server.makeDatabase(prefix)
         let folder = TestScratch.root.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         try Data(#"{"aps":{"alert":"Hello {{first_name}}"}}"#.utf8).write(
@@ -61,11 +61,11 @@ struct DeviceTable {
         }
         let csv = folder.appendingPathComponent("devices.csv")
         try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: csv)
-        try server.run(
+        try await server.run(
             "CREATE TABLE devices (id int PRIMARY KEY, token text, lang text NOT NULL, first_name text)",
             database: database
         )
-        try server.run("\\copy devices FROM '\(csv.path)' WITH (FORMAT csv, HEADER)", database: database)
+        try await server.run("\\copy devices FROM '\(csv.path)' WITH (FORMAT csv, HEADER)", database: database)
         return DeviceTable(server: server, database: database, folder: folder, tokens: tokens, nullRows: nullRows)
     }
 

@@ -9,6 +9,7 @@ import SalvoSend
 import SalvoSimulator
 import SalvoTestSupport
 import SalvoTestTraits
+import Synchronization
 import Testing
 
 /// The tokens APNs reported gone, written back to a real PostgreSQL server after real sends over TLS to the
@@ -21,8 +22,8 @@ import Testing
 
     @Test func theUnregisteredTokensOfAJobAreRecordedOnceAndMatchTheSimulator() async throws {
         let server = try PostgresTestServer.shared()
-        let database = try server.makeDatabase("wb_once")
-        try server.run(WriteBackStatement.createTable(), database: database)
+        let database = try await server.makeDatabase("wb_once")
+        try await server.run(WriteBackStatement.createTable(), database: database)
         let job = try await Job.start("wb-once", tokens: 400, gone: 30, invalid: 4, seed: 71)
         defer { job.stopSoon() }
         let recorder = try Self.recorder(server.url(database: database), table: "salvo_gone_tokens", job: "first")
@@ -34,7 +35,7 @@ import Testing
         #expect(report.alreadyRecorded == 0)
         #expect(report.isComplete)
         #expect(first.outputFailures.isEmpty)
-        let rows = try Self.rows(server, database)
+        let rows = try await Self.rows(server, database)
         #expect(rows.count == 34)
         #expect(Set(rows.filter { $0.reason == "Unregistered" }.map(\.token)) == Set(job.gone))
         #expect(Set(rows.filter { $0.reason == "BadDeviceToken" }.map(\.token)) == Set(job.invalid))
@@ -51,18 +52,18 @@ import Testing
         // The finished job again: nothing sent, nothing written; its report is the first run's.
         let again = try await job.send(writeBack: recorder, journal: true)
         #expect(again.report.writeBack == first.report.writeBack)
-        #expect(try Self.rows(server, database) == rows)
+        #expect(try await Self.rows(server, database) == rows)
         // The same tokens sent anew (no journal): every gone token is refused again, and none is written twice.
         let rerun = try await job.send(writeBack: recorder, journal: false)
         #expect(rerun.report.writeBack?.written == 0)
         #expect(rerun.report.writeBack?.alreadyRecorded == 34)
-        #expect(try Self.rows(server, database) == rows)
-        #expect(try server.run("SELECT count(*) FROM salvo_gone_tokens", database: database) == "34\n")
+        #expect(try await Self.rows(server, database) == rows)
+        #expect(try await server.run("SELECT count(*) FROM salvo_gone_tokens", database: database) == "34\n")
     }
 
     @Test func aMissingTableIsReportedTheFilesAreWholeAndTheNextRunRetriesOnlyTheWriteBack() async throws {
         let server = try PostgresTestServer.shared()
-        let database = try server.makeDatabase("wb_missing")
+        let database = try await server.makeDatabase("wb_missing")
         let job = try await Job.start("wb-missing", tokens: 300, gone: 12, invalid: 3, seed: 72)
         defer { job.stopSoon() }
         let recorder = try Self.recorder(server.url(database: database), table: "crm_gone", job: "campaign 7")
@@ -88,7 +89,7 @@ import Testing
         #expect(delivered == 300 - 15)
 
         // The table made, the same command again: nothing is sent, the write-back is done, with Apple's times.
-        try server.run(WriteBackStatement.createTable("crm_gone"), database: database)
+        try await server.run(WriteBackStatement.createTable("crm_gone"), database: database)
         let retry = try await job.send(writeBack: recorder, journal: true)
         #expect(retry.report.writeBack?.written == 15)
         #expect(retry.outputFailures.isEmpty)
@@ -96,7 +97,7 @@ import Testing
         let verdict = job.simulator.verdict(expected: ExpectedTokens(job.tokens))
         #expect(verdict.deliveredOnce == delivered)
         #expect(verdict.deliveredMoreThanOnce == 0)
-        let rows = try Self.rows(server, database, table: "crm_gone")
+        let rows = try await Self.rows(server, database, table: "crm_gone")
         #expect(Set(rows.map(\.token)) == job.goneOrInvalid)
         for row in rows where row.reason == "Unregistered" { #expect(row.reportedAt == Self.goneAt) }
         #expect(try JobJournal.loadManifest(job.path("journal"))?.finish != nil)
@@ -105,8 +106,8 @@ import Testing
 
     @Test func aServerThatIsDownIsReportedAndBinaryStatus8IsRecordedOnceItIsUp() async throws {
         let server = try PostgresTestServer.shared()
-        let database = try server.makeDatabase("wb_down")
-        try server.run(WriteBackStatement.createTable(), database: database)
+        let database = try await server.makeDatabase("wb_down")
+        try await server.run(WriteBackStatement.createTable(), database: database)
         let job = try await Job.start("wb-down", tokens: 200, gone: 0, invalid: 5, seed: 73)
         defer { job.stopSoon() }
         let closed = try ClosedPort()
@@ -129,17 +130,17 @@ import Testing
         let up = try Self.recorder(server.url(database: database), table: "salvo_gone_tokens", job: "binary")
         let recorded = try await job.sendBinary(writeBack: up)
         #expect(recorded.report.writeBack?.written == 5)
-        let rows = try Self.rows(server, database)
+        let rows = try await Self.rows(server, database)
         #expect(Set(rows.map(\.token)) == Set(job.invalid))
         #expect(rows.allSatisfy { $0.reason == "InvalidToken" && $0.reportedAt == nil })
     }
 
     @Test func aStatementOfTheUsersOwnMarksTheirDevicesTable() async throws {
         let server = try PostgresTestServer.shared()
-        let database = try server.makeDatabase("wb_sql")
+        let database = try await server.makeDatabase("wb_sql")
         let job = try await Job.start("wb-sql", tokens: 150, gone: 9, invalid: 0, seed: 74)
         defer { job.stopSoon() }
-        try server.run(
+        try await server.run(
             """
             CREATE TABLE devices (token text PRIMARY KEY, opted_in boolean NOT NULL DEFAULT true, gone_at timestamptz);
             INSERT INTO devices (token) SELECT unnest(string_to_array('\(job.tokens.map(\.hexString).joined(separator: ","))', ','));
@@ -159,7 +160,7 @@ import Testing
         )
         let first = try await job.send(writeBack: recorder, journal: false)
         #expect(first.report.writeBack?.written == 9)
-        let marked = try server.run(
+        let marked = try await server.run(
             "SELECT token, extract(epoch FROM gone_at)::bigint FROM devices WHERE NOT opted_in ORDER BY token",
             database: database
         )
@@ -179,15 +180,15 @@ import Testing
             return
         }
         let server = try PostgresTestServer.shared()
-        let database = try server.makeDatabase("wb_feedback")
-        try server.run(WriteBackStatement.createTable("feedback_gone"), database: database)
+        let database = try await server.makeDatabase("wb_feedback")
+        try await server.run(WriteBackStatement.createTable("feedback_gone"), database: database)
         let job = try await Job.start("wb-feedback", tokens: 60, gone: 20, invalid: 0, seed: 75)
         defer { job.stopSoon() }
         try Data((server.password + "\n").utf8).write(to: job.url("pw"))
         try Data("not-the-password\n".utf8).write(to: job.url("wrong-pw"))
         let paths = CertificateFactory.sharedFolder
         for (table, password) in [("feedback_gone", "wrong-pw"), ("nowhere", "pw"), ("feedback_gone", "pw")] {
-            let (status, output) = try TestProcess.runToEnd(
+            let (status, output) = try await TestProcess.run(
                 salvo,
                 [
                     "feedback", "--gateway", "127.0.0.1:\(job.simulator.feedbackPort)", "--cert", paths.client,
@@ -207,7 +208,7 @@ import Testing
             #expect(try job.lines("feedback.csv").count == 1 + 20, "the service still held every tuple")
             #expect(status == 0, "\(output)")
             #expect(output.contains("20 written, 0 already recorded"), "\(output)")
-            let rows = try Self.rows(server, database, table: "feedback_gone")
+            let rows = try await Self.rows(server, database, table: "feedback_gone")
             #expect(Set(rows.map(\.token)) == Set(job.gone))
             #expect(rows.allSatisfy { $0.reason == "Feedback" && $0.reportedAt == Self.goneAt })
         }
@@ -221,8 +222,8 @@ import Testing
             return
         }
         let server = try PostgresTestServer.shared()
-        let database = try server.makeDatabase("wb_cli")
-        try server.run(WriteBackStatement.createTable(), database: database)
+        let database = try await server.makeDatabase("wb_cli")
+        try await server.run(WriteBackStatement.createTable(), database: database)
         let job = try await Job.start("wb-cli", tokens: 120, gone: 10, invalid: 2, seed: 76)
         defer { job.stopSoon() }
         try Data(#"{"aps":{"alert":"hi"}}"#.utf8).write(to: job.url("payload.json"))
@@ -234,7 +235,7 @@ import Testing
             paths.ca,
             "--report", job.path("report.json"), "--quiet", "--write-back-url", server.url(database: database),
         ]
-        let missing = try TestProcess.runToEnd(salvo, send + ["--write-back", "nowhere"])
+        let missing = try await TestProcess.run(salvo, send + ["--write-back", "nowhere"])
         #expect(missing.status == 3, "\(missing.output)")
         #expect(missing.output.contains("the write-back to nowhere at"), "\(missing.output)")
         #expect(missing.output.contains("12 tokens not recorded"), "\(missing.output)")
@@ -242,7 +243,7 @@ import Testing
         let failed = try JSONDecoder().decode(JobReport.self, from: Data(contentsOf: job.url("report.json")))
         #expect(failed.writeBack?.failed == 12)
 
-        let recorded = try TestProcess.runToEnd(
+        let recorded = try await TestProcess.run(
             salvo,
             send + ["--write-back", "salvo_gone_tokens", "--write-back-job", "cli"]
         )
@@ -250,7 +251,7 @@ import Testing
         let report = try JSONDecoder().decode(JobReport.self, from: Data(contentsOf: job.url("report.json")))
         #expect(report.writeBack?.written == 12)
         #expect(report.outputFailures == nil)
-        let rows = try Self.rows(server, database)
+        let rows = try await Self.rows(server, database)
         #expect(Set(rows.map(\.token)) == job.goneOrInvalid)
         #expect(rows.allSatisfy { $0.job == "cli" })
     }
@@ -259,8 +260,8 @@ import Testing
     /// it are not tried. A statement that never ends is left at the deadline.
     @Test func batchesCommitWholeAndAStuckStatementIsLeftAtTheDeadline() async throws {
         let server = try PostgresTestServer.shared()
-        let database = try server.makeDatabase("wb_batches")
-        try server.run(
+        let database = try await server.makeDatabase("wb_batches")
+        try await server.run(
             WriteBackStatement.createTable() + ";ALTER TABLE salvo_gone_tokens ADD CHECK (token <> 'refused')",
             database: database
         )
@@ -273,7 +274,10 @@ import Testing
         #expect(report.failed == 4)
         #expect(report.error?.contains("23514") == true, "\(report.error ?? "")")
         #expect(
-            try server.run("SELECT string_agg(token, ',' ORDER BY token) FROM salvo_gone_tokens", database: database)
+            try await server.run(
+                "SELECT string_agg(token, ',' ORDER BY token) FROM salvo_gone_tokens",
+                database: database
+            )
                 == "t1,t2,t3\n"
         )
 
@@ -295,7 +299,7 @@ import Testing
     /// With a task's sleep as the watchdog, the write-back returned only once the pool was free again.
     @Test func theDeadlineHoldsWhileTheConcurrencyPoolIsHeld() async throws {
         let server = try PostgresTestServer.shared()
-        let database = try server.makeDatabase("wb_pool_held")
+        let database = try await server.makeDatabase("wb_pool_held")
         var stuck = PostgresWriteBack(
             location: try PostgresLocation(url: server.url(database: database), environment: [:]),
             statement: try WriteBackStatement(sql: "SELECT pg_sleep(30) WHERE cardinality(:tokens) > 0"),
@@ -303,19 +307,49 @@ import Testing
         )
         stuck.timeout = .seconds(1)
         let tokens = ["a", "b"].map { GoneToken(token: $0, reason: "Unregistered", reportedAt: 1_700_000_000_000) }
-        // This suite runs on Dispatch threads (its turn); these hold the pool's threads for 8 s.
-        let held = ProcessInfo.processInfo.activeProcessorCount
-        for _ in 0..<held { Task.detached { usleep(8_000_000) } }
-        usleep(100_000)
-        let started = ContinuousClock.now
-        let left = await stuck.record(tokens)
-        let took = ContinuousClock.now - started
-        #expect(took < .seconds(6), "returned \(took) after it began, the pool held for 8 s")
-        #expect(left.failed == 2)
-        #expect(left.error == "the write-back did not finish within 1 s")
+        // Every thread of the pool (one when the tests hold it to one) is held for 5 s by a task that blocks, on
+        // purpose. This test's own task runs on Dispatch threads meanwhile (`DispatchThreads`), or it could not see
+        // when the write-back returns: its resumption would wait for the pool like the watchdog it checks.
+        let held = CooperativePool.isHeldToOneThread ? 1 : ProcessInfo.processInfo.activeProcessorCount
+        let holding = HeldThreads()
+        try await withTaskExecutorPreference(DispatchThreads.shared) {
+            for _ in 0..<held {
+                Task.detached {
+                    holding.count.withLock { $0 += 1 }
+                    usleep(5_000_000)
+                }
+            }
+            try await eventually("every thread of the pool is held", timeout: .seconds(30)) {
+                holding.count.withLock { $0 } == held
+            }
+            let started = ContinuousClock.now
+            let left = await stuck.record(tokens)
+            let took = ContinuousClock.now - started
+            // The deadline (1 s) on an event loop, not the 5 s the pool is held.
+            #expect(took < .seconds(4), "returned \(took) after it began, the pool held for 5 s")
+            #expect(left.failed == 2)
+            #expect(left.error == "the write-back did not finish within 1 s")
+        }
     }
 
     // MARK: Helpers
+
+    /// How many of the tasks that hold the pool have begun.
+    final class HeldThreads: Sendable {
+        let count = Mutex(0)
+    }
+
+    /// A task executor on Dispatch's global queue, for the one test that holds the cooperative pool on purpose.
+    final class DispatchThreads: TaskExecutor {
+        /// One for the process: a task started under the preference may outlive the test, and a task does not keep
+        /// its preferred executor alive.
+        static let shared = DispatchThreads()
+
+        func enqueue(_ job: consuming ExecutorJob) {
+            let job = UnownedJob(job)
+            DispatchQueue.global().async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+        }
+    }
 
     static func recorder(_ url: String, table: String, job: String) throws -> PostgresWriteBack {
         PostgresWriteBack(
@@ -337,10 +371,10 @@ import Testing
         _ server: PostgresTestServer,
         _ database: String,
         table: String = "salvo_gone_tokens"
-    ) throws
+    ) async throws
         -> [Row]
     {
-        let text = try server.run(
+        let text = try await server.run(
             "SELECT token, reason, extract(epoch FROM reported_at)::bigint, job, written_at FROM \(table) ORDER BY token",
             database: database
         )

@@ -153,7 +153,7 @@ import Testing
             salvo, "send", input, "--payload", "payload.json", "--gateway", "127.0.0.1:9", "--cert", paths.client,
             "--key", paths.clientKey,
         ].map { "'\($0)'" }.joined(separator: " ")
-        let (status, output) = try TestProcess.runToEnd("/bin/sh", ["-c", "\(send) < header.csv"], in: folder)
+        let (status, output) = try await TestProcess.run("/bin/sh", ["-c", "\(send) < header.csv"], in: folder)
         #expect(status == 3, "\(output)")
         #expect(output.contains(message), "\(output)")
     }

@@ -37,9 +37,9 @@ import Testing
         let first: (status: Int32, output: String)
         if throughAPipe {
             let command = ([salvo] + send("-", report: "first.json")).map { "'\($0)'" }.joined(separator: " ")
-            first = try TestProcess.runToEnd("/bin/sh", ["-c", "cat tokens.csv | \(command)"], in: folder)
+            first = try await TestProcess.run("/bin/sh", ["-c", "cat tokens.csv | \(command)"], in: folder)
         } else {
-            first = try TestProcess.runToEnd(salvo, send("tokens.csv", report: "first.json"), in: folder)
+            first = try await TestProcess.run(salvo, send("tokens.csv", report: "first.json"), in: folder)
         }
         #expect(first.status == 3, "the input failed: exit 3\n\(first.output)")
         #expect(first.output.contains("line \(Self.tokens + 2)"), "the failure names its line\n\(first.output)")
@@ -55,7 +55,7 @@ import Testing
 
         // The unsettled file sent again: the missing tokens, each once; nothing delivered twice over both runs.
         if !unsettled.isEmpty {
-            let again = try TestProcess.runToEnd(salvo, send("first.unsettled.csv", report: "again.json"), in: folder)
+            let again = try await TestProcess.run(salvo, send("first.unsettled.csv", report: "again.json"), in: folder)
             #expect(again.status == 0, "\(again.output)")
         }
         let verdict = simulator.verdict(expected: ExpectedTokens(tokens.map { try! DeviceToken(hex: $0) }))

@@ -231,12 +231,12 @@ import Testing
         (#"{"aps":{"alert":"Hi {{nmae}}"}}"#, 3, "bad.json, line 1, column 21: {{nmae}} names no column of the header"),
         (#"{"aps":{"badge":"+{{n:int}}"}}"#, 3, "bad.json, line 1, column 19: '{{n:int}}' must be the whole value"),
     ])
-    func theCommandRefusesABadTemplateBeforeConnecting(text: String, status: Int32, message: String) throws {
-        try self.refused(["--payload-template", "bad.json"], template: text, status: status, message: message)
+    func theCommandRefusesABadTemplateBeforeConnecting(text: String, status: Int32, message: String) async throws {
+        try await self.refused(["--payload-template", "bad.json"], template: text, status: status, message: message)
     }
 
-    @Test func aBadTemplateOverHTTP2IsRefusedBeforeConnectingToo() throws {
-        try self.refused(
+    @Test func aBadTemplateOverHTTP2IsRefusedBeforeConnectingToo() async throws {
+        try await self.refused(
             ["--payload-template", "bad.json", "--protocol", "h2", "--topic", CertificateFactory.sharedTopic],
             template: #"{"aps":{"alert":"Hi {{nmae}}"}}"#,
             status: 3,
@@ -246,7 +246,7 @@ import Testing
 
     /// Runs `salvo send tokens.csv` with `options` next to `bad.json` holding `template`; expects `status` and
     /// `message` on standard error.
-    private func refused(_ options: [String], template text: String, status: Int32, message: String) throws {
+    private func refused(_ options: [String], template text: String, status: Int32, message: String) async throws {
         guard let salvo = InterruptionTests.builtExecutable else { return }
         let here = try Self.folder()
         try Data("token,name\n\(String(repeating: "ab", count: 32)),Ann\n".utf8)
@@ -254,7 +254,7 @@ import Testing
         try Data(text.utf8).write(to: URL(fileURLWithPath: here + "/bad.json"))
         let paths = CertificateFactory.sharedFolder
         // Port 9 of the loopback: nothing listens, so a connect would fail with another message.
-        let (ended, text) = try TestProcess.runToEnd(
+        let (ended, text) = try await TestProcess.run(
             salvo,
             [
                 "send", "tokens.csv", "--gateway", "127.0.0.1:9", "--cert", paths.client, "--key", paths.clientKey,

@@ -64,9 +64,9 @@ struct ProxySendCommandTests {
         configuration.http2 = HTTP2EndpointConfiguration()
         let simulator = try await Simulator.start(configuration)
         let port = simulator.http2Port ?? 0
-        let tinyproxy = try ProxyServer.tinyproxy(user: Self.user)
+        let tinyproxy = try await ProxyServer.tinyproxy(user: Self.user)
         defer { tinyproxy.remove() }
-        let dante = try ProxyServer.dante(user: ProxyServer.socksUser)
+        let dante = try await ProxyServer.dante(user: ProxyServer.socksUser)
         defer { dante.remove() }
         let closed = try ClosedPort()
         defer { closed.close() }
@@ -123,9 +123,9 @@ struct ProxySendCommandTests {
         guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         let simulator = try await Simulator.start(SimulatorConfiguration.testing(CertificateFactory.shared))
-        let tinyproxy = try ProxyServer.tinyproxy(user: Self.user)
+        let tinyproxy = try await ProxyServer.tinyproxy(user: Self.user)
         defer { tinyproxy.remove() }
-        let dante = try ProxyServer.dante(user: ProxyServer.socksUser)
+        let dante = try await ProxyServer.dante(user: ProxyServer.socksUser)
         defer { dante.remove() }
         var expected: [String] = []
         for (name, url, seed) in [("http", tinyproxy.url(), UInt64(4121)), ("socks", dante.url(), 4122)] {
@@ -155,7 +155,7 @@ struct ProxySendCommandTests {
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
         configuration.http2 = HTTP2EndpointConfiguration()
         let simulator = try await Simulator.start(configuration)
-        let tinyproxy = try ProxyServer.tinyproxy(user: Self.user)
+        let tinyproxy = try await ProxyServer.tinyproxy(user: Self.user)
         defer { tinyproxy.remove() }
         let wrong = "Wr0ng-Proxy-Pw"
         for (name, gateway, extra) in [
@@ -298,7 +298,7 @@ struct ProxySendCommandTests {
         configuration.http2 = HTTP2EndpointConfiguration()
         let simulator = try await Simulator.start(configuration)
         let port = simulator.http2Port ?? 0
-        let tinyproxy = try ProxyServer.tinyproxy(user: Self.user)
+        let tinyproxy = try await ProxyServer.tinyproxy(user: Self.user)
         defer { tinyproxy.remove() }
         let (folder, _) = try sendFolder("salvo-proxy-check", tokens: 5, seed: 4141)
         let arguments = [

@@ -19,18 +19,19 @@ import Glibc
     /// A pass in progress ends before `close` returns, and every pass after it is refused without running.
     @Test func closingWaitsForAPassInProgressThenRefusesEveryLaterOne() async throws {
         let gate = OutputGate()
-        let inside = DispatchSemaphore(value: 0)
+        // The pass runs on a thread of its own, held inside until released; the test awaits, holding no thread.
+        let inside = SharedFlag()
         let release = DispatchSemaphore(value: 0)
         let finished = SharedFlag()
         let passer = Thread {
             _ = try? gate.pass {
-                inside.signal()
+                inside.set()
                 release.wait()
                 finished.set()
             }
         }
         passer.start()
-        inside.wait()
+        try await eventually("the pass began", timeout: .seconds(30)) { inside.value }
         let closed = SharedFlag()
         let closer = Thread {
             #expect(gate.close(within: .seconds(60)) == .closed)
@@ -48,22 +49,23 @@ import Glibc
 
     /// A pass that does not end within the limit: `close` says so (`.busy`) rather than wait without a bound, and
     /// later passes are refused all the same.
-    @Test func closingDoesNotWaitPastItsLimit() throws {
+    @Test func closingDoesNotWaitPastItsLimit() async throws {
         let gate = OutputGate()
-        let inside = DispatchSemaphore(value: 0)
+        let inside = SharedFlag()
         let release = DispatchSemaphore(value: 0)
-        let done = DispatchSemaphore(value: 0)
+        let done = SharedFlag()
         Thread {
             _ = try? gate.pass {
-                inside.signal()
+                inside.set()
                 release.wait()
             }
-            done.signal()
+            done.set()
         }.start()
-        inside.wait()
+        try await eventually("the pass began", timeout: .seconds(30)) { inside.value }
+        // `close` itself waits (its limit, 100 ms) on this thread: that wait is what is tested, and it is short.
         #expect(gate.close(within: .milliseconds(100)) == .busy)
         release.signal()
-        done.wait()
+        try await eventually("the pass ended", timeout: .seconds(30)) { done.value }
         #expect(try gate.pass {} == false)
     }
 
@@ -247,7 +249,7 @@ import Glibc
     /// The record's sync (`syncNow`, from a thread not the job's) writes the marks and the checkpoint at once while
     /// the job's periodic sync goes on, and leaves that sync to the job: started and stopped from other threads
     /// meanwhile, the timer is touched on the journal's queue only.
-    @Test func theRecordsSyncLeavesThePeriodicSyncToTheJob() throws {
+    @Test func theRecordsSyncLeavesThePeriodicSyncToTheJob() async throws {
         let manifest = JournalManifest(
             inputs: [JournalManifest.Input(path: "t.csv", bytes: 10, sha256: String(repeating: "a", count: 64))],
             settings: [:],
@@ -258,12 +260,12 @@ import Glibc
         let point = InputCheckpoint(file: 0, offset: 40, line: 3, rows: 2, validRows: 2, passesUncertain: false)
         journal.startSyncing(checkpoint: { point })
         // Well before the first periodic sync (200 ms): only `syncNow` can have written it.
-        let synced = DispatchSemaphore(value: 0)
+        let synced = SharedFlag()
         Thread {
             journal.syncNow()
-            synced.signal()
+            synced.set()
         }.start()
-        synced.wait()
+        try await eventually("syncNow returned", timeout: .seconds(30)) { synced.value }
         #expect(JobJournal.loadCheckpoint(directory, manifest: manifest) == point)
         DispatchQueue.concurrentPerform(iterations: 64) { index in
             switch index % 3 {

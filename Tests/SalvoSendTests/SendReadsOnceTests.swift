@@ -18,7 +18,7 @@ import Testing
         port: Int,
         wire: String,
         extra: [String]
-    ) throws -> (status: Int32, output: String) {
+    ) async throws -> (status: Int32, output: String) {
         let paths = CertificateFactory.sharedFolder
         var arguments = [
             "send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:\(port)",
@@ -27,7 +27,7 @@ import Testing
         if wire == "h2" {
             arguments += h2SendArguments
         }
-        return try TestProcess.runToEnd(salvo, arguments + extra, in: folder)
+        return try await TestProcess.run(salvo, arguments + extra, in: folder)
     }
 
     private static func folder(_ csv: String) throws -> URL {
@@ -65,7 +65,7 @@ import Testing
         let port = wire == "h2" ? simulator.http2Port ?? 0 : simulator.gatewayPort
         let result: (status: Int32, output: String)
         do {
-            result = try Self.run(
+            result = try await Self.run(
                 salvo,
                 in: folder,
                 port: port,
@@ -114,7 +114,7 @@ import Testing
         let port = wire == "h2" ? simulator.http2Port ?? 0 : simulator.gatewayPort
         let result: (status: Int32, output: String)
         do {
-            result = try Self.run(salvo, in: folder, port: port, wire: wire, extra: ["--report", "report.json"])
+            result = try await Self.run(salvo, in: folder, port: port, wire: wire, extra: ["--report", "report.json"])
         } catch {
             try await simulator.shutdown()
             throw error

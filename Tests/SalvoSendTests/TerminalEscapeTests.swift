@@ -16,14 +16,14 @@ import Testing
     static let good = String(repeating: "ab", count: 32)
 
     /// Runs `salvo` in a fresh folder holding `files`; its exit status and everything it printed (both streams).
-    static func run(_ arguments: [String], files: [String: String]) throws -> (status: Int32, bytes: [UInt8])? {
+    static func run(_ arguments: [String], files: [String: String]) async throws -> (status: Int32, bytes: [UInt8])? {
         guard let salvo = InterruptionTests.builtExecutable else { return nil }
         let folder = TestScratch.root.appendingPathComponent("salvo-esc-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         for (name, contents) in files { try Data(contents.utf8).write(to: folder.appendingPathComponent(name)) }
         // Both streams into one pipe, as a terminal would show them, read as bytes.
         let run = try TestProcess(salvo, arguments, in: folder, output: .pipe)
-        let status = try run.waitBlocking(seconds: 120)
+        let status = try await run.wait(seconds: 120)
         return (status, run.outputBytes)
     }
 
@@ -46,25 +46,29 @@ import Testing
 
     /// `salvo send tokens.csv --payload payload.json --gateway <gateway>` with the certificates and then `extra`, in a
     /// folder holding `tokens` as tokens.csv and the payload.
-    func send(_ tokens: String, gateway: String, _ extra: [String] = []) throws -> (status: Int32, bytes: [UInt8])? {
+    func send(
+        _ tokens: String,
+        gateway: String,
+        _ extra: [String] = []
+    ) async throws -> (status: Int32, bytes: [UInt8])? {
         let arguments = ["send", "tokens.csv", "--payload", "payload.json", "--gateway", gateway]
-        return try Self.run(
+        return try await Self.run(
             arguments + self.certificates + extra,
             files: ["tokens.csv": tokens, "payload.json": Self.payload]
         )
     }
 
-    @Test func aTokenFileWithoutATokenIsNamedEscaped() throws {
+    @Test func aTokenFileWithoutATokenIsNamedEscaped() async throws {
         let tokens = "token\n\(Self.title)\n\(Self.red)\n"
-        guard let (status, bytes) = try self.send(tokens, gateway: "127.0.0.1:1") else { return }
+        guard let (status, bytes) = try await self.send(tokens, gateway: "127.0.0.1:1") else { return }
         #expect(status == 3)
         #expect(String(decoding: bytes, as: UTF8.self).contains("no valid token"))
         Self.expectEscaped(bytes, "token file error")
     }
 
-    @Test func aTokenFileHeaderWithoutTheColumnIsNamedEscaped() throws {
+    @Test func aTokenFileHeaderWithoutTheColumnIsNamedEscaped() async throws {
         let tokens = "\(Self.red),\(Self.title)\n\(Self.good),x\n"
-        guard let (status, bytes) = try self.send(tokens, gateway: "127.0.0.1:1", ["--column", "device"]) else {
+        guard let (status, bytes) = try await self.send(tokens, gateway: "127.0.0.1:1", ["--column", "device"]) else {
             return
         }
         #expect(status == 3, "\(String(decoding: bytes, as: UTF8.self))")
@@ -72,7 +76,7 @@ import Testing
     }
 
     @Test(arguments: [TerminalEscapeTests.title, TerminalEscapeTests.red])
-    func aSuppressionFileRowIsNamedEscapedBySendAndPrune(value: String) throws {
+    func aSuppressionFileRowIsNamedEscapedBySendAndPrune(value: String) async throws {
         let files = [
             "tokens.csv": "token\n\(Self.good)\n",
             "payload.json": Self.payload,
@@ -80,48 +84,51 @@ import Testing
         ]
         let send = ["send", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:1"]
         guard
-            let (status, bytes) = try Self.run(send + self.certificates + ["--suppress", "suppress.csv"], files: files)
+            let (status, bytes) = try await Self.run(
+                send + self.certificates + ["--suppress", "suppress.csv"],
+                files: files
+            )
         else { return }
         #expect(status == 3)
         #expect(String(decoding: bytes, as: UTF8.self).contains("suppress.csv: line 2: token"))
         Self.expectEscaped(bytes, "send --suppress")
 
         let prune = ["prune", "tokens.csv", "--suppress", "suppress.csv", "--output", "kept.csv"]
-        guard let (pruned, printed) = try Self.run(prune, files: files) else { return }
+        guard let (pruned, printed) = try await Self.run(prune, files: files) else { return }
         #expect(pruned == 3)
         Self.expectEscaped(printed, "prune")
     }
 
-    @Test func aTemplateErrorIsNamedEscaped() throws {
+    @Test func aTemplateErrorIsNamedEscaped() async throws {
         // The template names a column the token file's header lacks: the error lists the header's names.
         let files = [
             "tokens.csv": "token,\(Self.red)\n\(Self.good),x\n",
             "template.json": #"{"aps":{"alert":"{{name}}"}}"#,
         ]
         let arguments = ["send", "tokens.csv", "--payload-template", "template.json", "--gateway", "127.0.0.1:1"]
-        guard let (status, bytes) = try Self.run(arguments + self.certificates, files: files) else { return }
+        guard let (status, bytes) = try await Self.run(arguments + self.certificates, files: files) else { return }
         #expect(status == 3)
         #expect(String(decoding: bytes, as: UTF8.self).contains("names no column of the header"))
         Self.expectEscaped(bytes, "template error")
     }
 
-    @Test func checkNamesABadTokenFileEscaped() throws {
+    @Test func checkNamesABadTokenFileEscaped() async throws {
         let files = ["tokens.csv": "token\n\(Self.title)\n\(Self.red)\n", "payload.json": Self.payload]
         let arguments = [
             "check", "tokens.csv", "--payload", "payload.json", "--gateway", "127.0.0.1:1", "--no-handshake",
         ]
-        guard let (status, bytes) = try Self.run(arguments + self.certificates, files: files) else { return }
+        guard let (status, bytes) = try await Self.run(arguments + self.certificates, files: files) else { return }
         #expect(status == 3)
         Self.expectEscaped(bytes, "check")
     }
 
     /// Refused rows among good ones are echoed by `send` (the first ten, with their values): escaped.
-    @Test func refusedRowsEchoedBySendAreEscaped() throws {
+    @Test func refusedRowsEchoedBySendAreEscaped() async throws {
         let closed = try ClosedPort()
         defer { closed.close() }
         let tokens = "token\n\(Self.good)\n\(Self.title)\n\(Self.red)\n"
         guard
-            let (status, bytes) = try self.send(
+            let (status, bytes) = try await self.send(
                 tokens,
                 gateway: "127.0.0.1:\(closed.port)",
                 ["--give-up-seconds", "1"]

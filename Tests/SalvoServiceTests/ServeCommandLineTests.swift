@@ -6,14 +6,14 @@ import Testing
 /// `salvo serve` and `salvo serve keys` as an operator runs them: messages and exit codes.
 @Suite(.tags(.process), .runs(.process), .serialized, .timeLimit(.minutes(2)))
 struct ServeCommandLineTests {
-    @Test func keysAreMadeListedAndRevokedInTheNamedStore() throws {
+    @Test func keysAreMadeListedAndRevokedInTheNamedStore() async throws {
         guard let salvo = TestProcess.salvoPath else {
             Issue.record("\(TestProcess.salvoMissing)")
             return
         }
         let folder = URL(fileURLWithPath: try scratchFolder("keys"))
         let store = folder.appendingPathComponent("store").path
-        let (created, output) = try TestProcess.runToEnd(
+        let (created, output) = try await TestProcess.run(
             salvo,
             ["serve", "keys", "create", "--store", store, "--name", "backend"]
         )
@@ -23,28 +23,28 @@ struct ServeCommandLineTests {
         )
         #expect(output.contains("key: salvo_"))
         #expect(FileManager.default.fileExists(atPath: store + "/salvo.sqlite"), "the key went into --store")
-        let (listed, list) = try TestProcess.runToEnd(salvo, ["serve", "keys", "list", "--store", store])
+        let (listed, list) = try await TestProcess.run(salvo, ["serve", "keys", "list", "--store", store])
         #expect(listed == 0 && list.contains("\(id)  active  backend"), "\(list)")
         #expect(!list.contains("salvo_"), "a listing never shows a key")
-        let (revoked, _) = try TestProcess.runToEnd(salvo, ["serve", "keys", "revoke", "--store", store, String(id)])
+        let (revoked, _) = try await TestProcess.run(salvo, ["serve", "keys", "revoke", "--store", store, String(id)])
         #expect(revoked == 0)
-        let (again, message) = try TestProcess.runToEnd(
+        let (again, message) = try await TestProcess.run(
             salvo,
             ["serve", "keys", "revoke", "--store", store, String(id)]
         )
         #expect(again == 3 && message.contains("no active key \(id)"), "\(message)")
-        let (_, after) = try TestProcess.runToEnd(salvo, ["serve", "keys", "list", "--store", store])
+        let (_, after) = try await TestProcess.run(salvo, ["serve", "keys", "list", "--store", store])
         #expect(after.contains("\(id)  revoked  backend"), "\(after)")
     }
 
-    @Test func aServiceThatCannotRunSaysWhyAndExits() throws {
+    @Test func aServiceThatCannotRunSaysWhyAndExits() async throws {
         guard let salvo = TestProcess.salvoPath else {
             Issue.record("\(TestProcess.salvoMissing)")
             return
         }
-        let (noCredentials, usage) = try TestProcess.runToEnd(salvo, ["serve", "--listen", "127.0.0.1:0"])
+        let (noCredentials, usage) = try await TestProcess.run(salvo, ["serve", "--listen", "127.0.0.1:0"])
         #expect(noCredentials == 64 && usage.contains("the gateway credentials"), "\(usage)")
-        let (badListen, listenMessage) = try TestProcess.runToEnd(salvo, ["serve", "--demo", "--listen", "nowhere"])
+        let (badListen, listenMessage) = try await TestProcess.run(salvo, ["serve", "--demo", "--listen", "nowhere"])
         #expect(badListen == 64 && listenMessage.contains("--listen is HOST:PORT"), "\(listenMessage)")
         // A port another listener holds.
         guard let (descriptor, port) = LoopbackSocket.bound() else {
@@ -54,7 +54,7 @@ struct ServeCommandLineTests {
         defer { close(descriptor) }
         #expect(listen(descriptor, 1) == 0)
         let folder = try scratchFolder("taken")
-        let (taken, takenMessage) = try TestProcess.runToEnd(
+        let (taken, takenMessage) = try await TestProcess.run(
             salvo,
             ["serve", "--demo", "--listen", "127.0.0.1:\(port)", "--store", folder + "/store", "--log-level", "error"]
         )

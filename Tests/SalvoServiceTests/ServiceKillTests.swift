@@ -72,7 +72,7 @@ struct ServiceKillTests {
         let caFile = folder + "/ca.pem"
         try Data(setup.caPEM.utf8).write(to: URL(fileURLWithPath: caFile))
         let store = folder + "/store"
-        let (created, createdOutput) = try TestProcess.runToEnd(
+        let (created, createdOutput) = try await TestProcess.run(
             salvo,
             ["serve", "keys", "create", "--store", store, "--name", "kill"]
         )
@@ -184,15 +184,19 @@ struct ServiceKillTests {
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "Idempotency-Key", value: "batch-\(batch)")
         request.body = .bytes(Self.body(batch))
-        for _ in 0..<600 {
+        var answered: (batch: String, body: String)?
+        try await eventually("the service answers batch \(batch)", timeout: .seconds(120)) {
             do {
                 let response = try await client.execute(request, timeout: .seconds(20))
                 let bytes = try await response.body.collect(upTo: 1 << 20)
                 let text = String(buffer: bytes)
                 if response.status.code == 202 {
                     let value = try JSONValue.parse(Array(bytes.readableBytesView)).value
-                    guard case .string(let id)? = value["batch"] else { break }
-                    return (id, text)
+                    guard case .string(let id)? = value["batch"] else {
+                        throw ServiceProblem(.badRequest, detail: "batch \(batch): no batch id in \(text)")
+                    }
+                    answered = (id, text)
+                    return true
                 }
                 guard response.status.code == 503 || response.status.code == 429 else {
                     throw ServiceProblem(.badRequest, detail: "batch \(batch): \(response.status.code) \(text)")
@@ -202,9 +206,10 @@ struct ServiceKillTests {
             } catch {
                 // The connection was refused or cut: the service is down or restarting.
             }
-            try await Task.sleep(for: .milliseconds(50))
+            return false
         }
-        throw ServiceProblem(.unavailable, detail: "batch \(batch) was never answered")
+        guard let answered else { throw ServiceProblem(.unavailable, detail: "batch \(batch) was never answered") }
+        return answered
     }
 
     /// A batch's notifications once all are final (waits of 30 s, at most ten).

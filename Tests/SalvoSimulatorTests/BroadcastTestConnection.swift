@@ -28,7 +28,7 @@ final class BroadcastTestConnection: @unchecked Sendable {
     }
 
     private let channel: any Channel
-    private let inbox: NIOLockedValueBox<(bytes: [UInt8], closed: Bool)>
+    private let inbox: Mailbox
     private var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
     private var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
     /// Bytes taken from the inbox and not yet cut into frames.
@@ -36,7 +36,7 @@ final class BroadcastTestConnection: @unchecked Sendable {
     private var parsed = 0
     private var nextStream: UInt32 = 1
 
-    private init(channel: any Channel, inbox: NIOLockedValueBox<(bytes: [UInt8], closed: Bool)>) {
+    private init(channel: any Channel, inbox: Mailbox) {
         self.channel = channel
         self.inbox = inbox
     }
@@ -60,7 +60,7 @@ final class BroadcastTestConnection: @unchecked Sendable {
             )
         }
         let context = try NIOSSLContext(configuration: configuration)
-        let inbox = NIOLockedValueBox<(bytes: [UInt8], closed: Bool)>(([], false))
+        let inbox = Mailbox()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(.seconds(5))
             .channelInitializer { channel in
@@ -124,13 +124,10 @@ final class BroadcastTestConnection: @unchecked Sendable {
         var response = Response(status: 0, headers: [], body: [])
         var headerBlock: [UInt8] = []
         while clock.now < deadline {
-            let closed = self.inbox.withLockedValue { inbox in
-                self.bytes.removeFirst(self.parsed)
-                self.parsed = 0
-                self.bytes += inbox.bytes
-                inbox.bytes = []
-                return inbox.closed
-            }
+            let (arrived, closed) = self.inbox.take()
+            self.bytes.removeFirst(self.parsed)
+            self.parsed = 0
+            self.bytes += arrived
             let bytes = self.bytes
             var replies = ByteBuffer()
             while bytes.count - self.parsed >= 9 {
@@ -185,7 +182,7 @@ final class BroadcastTestConnection: @unchecked Sendable {
             }
             self.send(replies)
             if closed { throw Failure(description: "the connection closed before stream \(stream) was answered") }
-            try await Task.sleep(for: .milliseconds(2))
+            await self.inbox.arrival(before: deadline, on: self.channel.eventLoop)
         }
         throw Failure(description: "no answer on stream \(stream) within \(timeout)")
     }
@@ -208,21 +205,75 @@ final class BroadcastTestConnection: @unchecked Sendable {
         out.writeBytes(payload)
     }
 
+    /// The bytes received and not yet taken, whether the connection closed, and the reader waiting for more.
+    private final class Mailbox: Sendable {
+        private struct State {
+            var bytes: [UInt8] = []
+            var closed = false
+            var waiter: CheckedContinuation<Void, Never>?
+        }
+
+        private let state = NIOLockedValueBox(State())
+
+        func deliver(_ bytes: ByteBufferView) {
+            self.state.withLockedValue { state in
+                state.bytes += bytes
+                return state.waiter.take()
+            }?.resume()
+        }
+
+        func close() {
+            self.state.withLockedValue { state in
+                state.closed = true
+                return state.waiter.take()
+            }?.resume()
+        }
+
+        /// What arrived since the last take, and whether the connection closed.
+        func take() -> (bytes: [UInt8], closed: Bool) {
+            self.state.withLockedValue { state in
+                defer { state.bytes = [] }
+                return (state.bytes, state.closed)
+            }
+        }
+
+        /// Returns once bytes arrived or the connection closed (at once if either is so already), or at `deadline`
+        /// (a timer on `loop`): the reader waits without polling.
+        func arrival(before deadline: ContinuousClock.Instant, on loop: any EventLoop) async {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = self.state.withLockedValue { state -> Bool in
+                    if !state.bytes.isEmpty || state.closed { return true }
+                    state.waiter = continuation
+                    return false
+                }
+                if now { return continuation.resume() }
+                let left = ContinuousClock.now.duration(to: deadline)
+                let nanoseconds = max(
+                    0,
+                    left.components.seconds * 1_000_000_000 + left.components.attoseconds / 1_000_000_000
+                )
+                loop.scheduleTask(in: .nanoseconds(nanoseconds)) {
+                    self.state.withLockedValue { $0.waiter.take() }?.resume()
+                }
+            }
+        }
+    }
+
     private final class Inbox: ChannelInboundHandler, Sendable {
         typealias InboundIn = ByteBuffer
-        let inbox: NIOLockedValueBox<(bytes: [UInt8], closed: Bool)>
+        let inbox: Mailbox
 
-        init(inbox: NIOLockedValueBox<(bytes: [UInt8], closed: Bool)>) {
+        init(inbox: Mailbox) {
             self.inbox = inbox
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let buffer = self.unwrapInboundIn(data)
-            self.inbox.withLockedValue { $0.bytes += buffer.readableBytesView }
+            self.inbox.deliver(buffer.readableBytesView)
         }
 
         func channelInactive(context: ChannelHandlerContext) {
-            self.inbox.withLockedValue { $0.closed = true }
+            self.inbox.close()
         }
 
         func errorCaught(context: ChannelHandlerContext, error: any Error) {

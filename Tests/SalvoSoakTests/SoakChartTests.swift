@@ -43,10 +43,7 @@ private let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first 
     func aHeadlessBrowserDrawsEverySeries() async throws {
         let browser = try #require(chromium, "CI installs Debian's chromium")
         let html = SoakChart.html(self.report())
-        // On a Dispatch thread: waiting for the browser must not hold a thread of the concurrency pool.
-        let dom = try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try Self.render(html, with: browser) }) }
-        }
+        let dom = try await Self.render(html, with: browser)
         let drawn = try #require(
             dom.range(of: "<pre id=\"drawn\">").map { dom[$0.upperBound...].prefix { $0 != "<" } },
             "the page's script ran: \(dom.prefix(300))"
@@ -63,13 +60,13 @@ private let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first 
 
     /// `html` as the browser's DOM after its scripts ran (`--dump-dom`). Bounded: a browser still running after
     /// 60 s is killed, and the test fails.
-    private static func render(_ html: String, with browser: String) throws -> String {
+    private static func render(_ html: String, with browser: String) async throws -> String {
         let folder = TestScratch.root.appendingPathComponent("salvo-chart-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let page = folder.appendingPathComponent("soak.html")
         try Data(html.utf8).write(to: page)
         // Its standard output into a file (a DOM larger than a pipe's buffer never holds the browser).
-        let (_, dom) = try TestProcess.runToEnd(
+        let (_, dom) = try await TestProcess.run(
             browser,
             [
                 "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(folder.path)/profile",

@@ -10,14 +10,18 @@ import Glibc
 /// The harness the tests start child processes with, and the wait they poll conditions with: what they promise the
 /// tests that rely on them.
 @Suite(.tags(.process), .runs(.process), .takesATurn) struct TestProcessTests {
-    @Test func aRunToItsEndGivesItsStatusAndEachStream() throws {
+    @Test func aRunToItsEndGivesItsStatusAndEachStream() async throws {
         let run = try TestProcess("/bin/sh", ["-c", "echo out; echo err >&2; exit 3"], input: .nothing, output: .apart)
-        #expect(try run.waitBlocking(seconds: 30) == 3)
+        #expect(try await run.wait(seconds: 30) == 3)
         #expect(run.reason == .exit)
         #expect(run.standardOutput == "out\n")
         #expect(run.standardError == "err\n")
         #expect(run.output == "out\nerr\n")
-        let (status, together) = try TestProcess.runToEnd("/bin/sh", ["-c", "echo out; echo err >&2"], input: .nothing)
+        let (status, together) = try await TestProcess.run(
+            "/bin/sh",
+            ["-c", "echo out; echo err >&2"],
+            input: .nothing
+        )
         #expect(status == 0)
         #expect(together == "out\nerr\n")
     }
