@@ -54,7 +54,7 @@ struct BroadcastProxyCommandLineTests {
         defer { Task { try? await service.simulator.shutdown() } }
         let managementPort = service.simulator.channelManagementPort!
         let pushPort = service.simulator.http2Port!
-        let tinyproxy = try ProxyServer.tinyproxy(user: Self.user)
+        let tinyproxy = try await ProxyServer.tinyproxy(user: Self.user)
         defer { tinyproxy.remove() }
         let paths = CertificateFactory.sharedFolder
         let folder = URL(fileURLWithPath: try scratchFolder("broadcast-proxy"))
@@ -108,7 +108,7 @@ struct BroadcastProxyCommandLineTests {
         #expect(tunnels(to: managementPort) > before, "HTTPS_PROXY was not used: \(tinyproxy.log)")
 
         // A SOCKS5 proxy from ALL_PROXY that refuses both endpoints: exit 3, the proxy named, nothing sent.
-        let dante = try ProxyServer.dante(user: nil, refusedPorts: [managementPort, pushPort])
+        let dante = try await ProxyServer.dante(user: nil, refusedPorts: [managementPort, pushPort])
         defer { dante.remove() }
         let refusing = ["ALL_PROXY": dante.url()]
         let (unlisted, refusedList) = try self.run(

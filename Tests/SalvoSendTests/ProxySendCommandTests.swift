@@ -220,7 +220,7 @@ struct ProxySendCommandTests {
         var configuration = SimulatorConfiguration.testing(CertificateFactory.shared)
         configuration.http2 = HTTP2EndpointConfiguration()
         let simulator = try await Simulator.start(configuration)
-        let tinyproxy = try ProxyServer.tinyproxy(user: Self.user)
+        let tinyproxy = try await ProxyServer.tinyproxy(user: Self.user)
         defer { tinyproxy.remove() }
         let closed = try ClosedPort()
         defer { closed.close() }
@@ -273,7 +273,7 @@ struct ProxySendCommandTests {
         guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder
         let simulator = try await Simulator.start(SimulatorConfiguration.testing(CertificateFactory.shared))
-        let tinyproxy = try ProxyServer.tinyproxy(user: Self.user)
+        let tinyproxy = try await ProxyServer.tinyproxy(user: Self.user)
         defer { tinyproxy.remove() }
         let (folder, _) = try sendFolder("salvo-proxy-feedback", tokens: 1, seed: 4171)
         let (status, run) = try await self.send(
