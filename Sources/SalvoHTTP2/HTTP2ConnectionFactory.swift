@@ -80,6 +80,7 @@ package struct HTTP2ConnectionFactory: Sendable {
             channel.eventLoop.makeCompletedFuture {
                 let sync = channel.pipeline.syncOperations
                 if let proxy = factory.proxy {
+                    try sync.addHandler(QuickAckHandler())
                     try sync.addHandler(
                         ProxyTunnelHandler(
                             handshake: ProxyHandshake(proxy: proxy, host: factory.host, port: factory.port),
