@@ -109,6 +109,7 @@ extension HTTP2ConnectionCodec {
         self.core.timer = nil
         self.core.wakeUp?.cancel()
         self.core.wakeUp = nil
+        self.core.job.work.forgetWaiting(connection: ObjectIdentifier(self))
         self.perform(self.core.machine.closed(now: self.core.job.now()))
         self.core.job.connectionClosed(ObjectIdentifier(self))
     }
@@ -196,10 +197,14 @@ extension HTTP2ConnectionCodec {
         )
         guard room > 0 else { return }
         let now = job.now()
+        let arrivals = job.work.arrivals
         let (items, rateLimited, nextDelayed) = job.take(room: room, maximumBytes: maximumBytes, now: now)
         guard !items.isEmpty else {
             guard !job.work.isDone else { return }
-            self.scheduleWakeUp(at: self.core.machine.noRowsReady(now: now, nextDelayed: nextDelayed))
+            self.scheduleWakeUp(
+                at: self.core.machine.noRowsReady(now: now, nextDelayed: nextDelayed),
+                orWhenRowsCameAfter: arrivals
+            )
             return
         }
         let bearer = job.token?.current()
@@ -216,15 +221,35 @@ extension HTTP2ConnectionCodec {
         }
     }
 
-    private func scheduleWakeUp(at deadline: NIODeadline?) {
+    /// Looks for rows again at `deadline`, and with `arrivals`, as soon as rows come after it was read (whichever
+    /// comes first): the deadline bounds the wait, the queue's call ends it, so an idle connection neither polls
+    /// nor lets new rows wait.
+    private func scheduleWakeUp(at deadline: NIODeadline?, orWhenRowsCameAfter arrivals: UInt64? = nil) {
         guard let deadline, let context = self.core.context else { return }
+        let loop = context.eventLoop
         // On the loop's timer, in the time left on the job's clock: a test's clock need not be the system's.
         let left = deadline - self.core.job.now()
-        self.core.wakeUp = context.eventLoop.assumeIsolated().scheduleTask(in: left) {
-            self.core.wakeUp = nil
-            self.perform(self.core.machine.wokeUp())
-            self.flushOutput()
+        self.core.wakeUp = loop.assumeIsolated().scheduleTask(in: left) { self.wakeUpCame() }
+        guard let arrivals else { return }
+        // The queue calls from any thread: the call only hops to this connection's loop (bound to it, so the
+        // closure that crosses holds no handler).
+        let wake = NIOLoopBound({ self.rowsMayHaveArrived() }, eventLoop: loop)
+        self.core.job.work.wakeWhenRowsArrive(after: arrivals, connection: ObjectIdentifier(self)) {
+            loop.execute { wake.value() }
         }
+    }
+
+    private func wakeUpCame() {
+        self.core.wakeUp = nil
+        self.perform(self.core.machine.wokeUp())
+        self.flushOutput()
+    }
+
+    /// The queue called: the wake-up comes now, if it is still waited for.
+    private func rowsMayHaveArrived() {
+        guard let wakeUp = self.core.wakeUp else { return }
+        wakeUp.cancel()
+        self.wakeUpCame()
     }
 
     /// One timer per connection, not one per request.

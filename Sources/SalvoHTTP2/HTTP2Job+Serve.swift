@@ -88,8 +88,10 @@ extension HTTP2Job {
         return headers
     }()
 
-    /// How soon a served job's idle connection looks for a row again (`HTTP2ConnectionMachine.Configuration`).
-    public static let servedLookAgain = TimeAmount.milliseconds(1)
+    /// How long a served job's idle connection waits for a row at most before it looks again
+    /// (`HTTP2ConnectionMachine.Configuration`): a bound only, since the queue wakes it when rows come
+    /// (`HTTP2WorkQueue.wakeWhenRowsArrive`), so an idle service does not poll.
+    public static let servedLookAgain = TimeAmount.seconds(1)
 
     /// Sends the rows of `feed` as they arrive, each with its own body and headers, over the same connections,
     /// state machines, retries and accounting as `run`; each batch of answers goes to `answers` as it comes.

@@ -96,6 +96,10 @@ final class HTTP2WorkQueue: Sendable {
         /// Rows never sent, or waiting for a retry, when the job stopped.
         var abandoned: [HTTP2WorkItem] = []
         var isFinished = false
+        /// Connections that found no row, each woken once when rows may have come (`wakeWhenRowsArrive`).
+        var waiting: [ObjectIdentifier: @Sendable () -> Void] = [:]
+        /// How many times rows came (read, or given back) or the source ended.
+        var arrivals: UInt64 = 0
     }
 
     /// Rendered bytes a chunk may hold, and that may wait before the next chunk is read: 4 MiB (a thousand rows at
@@ -163,7 +167,7 @@ final class HTTP2WorkQueue: Sendable {
 
     /// Gives back the answers of a batch: `finals` rows settled, `retries` to send again at their `notBefore`.
     func complete(finals: Int, retries: some Collection<HTTP2WorkItem>) {
-        let finishedNow = self.state.withLockedValue { state -> Bool in
+        let (finishedNow, wake) = self.state.withLockedValue { state -> (Bool, [@Sendable () -> Void]) in
             state.outstanding -= finals + retries.count
             precondition(state.outstanding >= 0, "more rows given back than taken")
             if state.stop != nil {
@@ -174,9 +178,44 @@ final class HTTP2WorkQueue: Sendable {
                     state.earliestDelayed = min(state.earliestDelayed, item.notBefore)
                 }
             }
-            return Self.checkFinished(&state)
+            // Rows given back may be taken by a connection that found none (at once, or at their time).
+            return (Self.checkFinished(&state), retries.isEmpty ? [] : Self.arrived(&state))
         }
+        for call in wake { call() }
         if finishedNow { self.finished.succeed() }
+    }
+
+    /// How many times rows came so far: read before `take`, for `wakeWhenRowsArrive`.
+    var arrivals: UInt64 { self.state.withLockedValue { $0.arrivals } }
+
+    /// Calls `wake` once, from whatever thread, when rows come after `arrivals` was `seen`: new rows were read, rows
+    /// were given back, or the source ended. At once if they came since. A connection that found no row registers
+    /// here rather than looking again and again (a served job's feed may stay empty for hours), and rows that come
+    /// while it registers are never missed. `connection` names it: registering again replaces its earlier call.
+    func wakeWhenRowsArrive(
+        after seen: UInt64,
+        connection: ObjectIdentifier,
+        _ wake: @escaping @Sendable () -> Void
+    ) {
+        let now = self.state.withLockedValue { state -> Bool in
+            guard state.arrivals == seen else { return true }
+            state.waiting[connection] = wake
+            return false
+        }
+        if now { wake() }
+    }
+
+    /// Forgets a connection's call (it closed).
+    func forgetWaiting(connection: ObjectIdentifier) {
+        self.state.withLockedValue { _ = $0.waiting.removeValue(forKey: connection) }
+    }
+
+    /// Rows came: counted, and the connections waiting for them are returned, to be called outside the lock.
+    private static func arrived(_ state: inout State) -> [@Sendable () -> Void] {
+        state.arrivals &+= 1
+        guard !state.waiting.isEmpty else { return [] }
+        defer { state.waiting.removeAll(keepingCapacity: true) }
+        return Array(state.waiting.values)
     }
 
     /// Stops the job: nothing more is handed out; rows in flight still give their answers. The first stop wins.
@@ -260,8 +299,12 @@ final class HTTP2WorkQueue: Sendable {
         while again {
             let chunk = Result { try self.source.nextItems(maximumRows: self.chunkRows) }
             let finishedNow: Bool
+            var wake: [@Sendable () -> Void] = []
             (again, finishedNow) = self.state.withLockedValue { state -> (Bool, Bool) in
                 state.reading = false
+                // New rows, the source's end or its failure: a connection waiting for rows looks now.
+                let nothingNew = if case .success(let items?) = chunk { items.isEmpty } else { false }
+                if !nothingNew { wake = Self.arrived(&state) }
                 switch chunk {
                 case .success(let items?) where state.stop != nil:
                     state.abandoned.append(contentsOf: items)
@@ -277,6 +320,7 @@ final class HTTP2WorkQueue: Sendable {
                 }
                 return (self.startReadingIfLow(&state), Self.checkFinished(&state))
             }
+            for call in wake { call() }
             if finishedNow { self.finished.succeed() }
         }
     }

@@ -108,6 +108,43 @@ import Testing
         #expect(done.withLockedValue { $0 })
     }
 
+    @Test func aConnectionThatFoundNoRowIsCalledOnceWhenRowsComeAndNeverBefore() async throws {
+        let loop = EmbeddedEventLoop()
+        let finished = loop.makePromise(of: Void.self)
+        let source = GatedRowSource()
+        let queue = HTTP2WorkQueue(source: source, chunkRows: 4, finished: finished)
+        let calls = NIOLockedValueBox([String]())
+        let connection = ObjectIdentifier(source)
+        let seen = queue.arrivals
+        #expect(queue.take(maximum: 4, now: .now()).isEmpty)
+        queue.wakeWhenRowsArrive(after: seen, connection: connection) { calls.withLockedValue { $0.append("first") } }
+        // Registering again replaces the connection's earlier call: one call per connection, however often it looked.
+        queue.wakeWhenRowsArrive(after: seen, connection: connection) { calls.withLockedValue { $0.append("again") } }
+        #expect(calls.withLockedValue { $0 }.isEmpty, "no row came")
+        source.open(rows: 3)
+        #expect(try await eventually("the call", timeout: .seconds(30)) { !calls.withLockedValue { $0 }.isEmpty })
+        #expect(queue.take(maximum: 4, now: .now()).map(\.row.line) == [1, 2, 3])
+        // Rows came after `seen`: a connection that registers late is called at once, not left waiting.
+        queue.wakeWhenRowsArrive(after: seen, connection: connection) { calls.withLockedValue { $0.append("late") } }
+        #expect(calls.withLockedValue { $0 } == ["again", "late"])
+        // Rows given back count as rows that came.
+        let before = queue.arrivals
+        queue.wakeWhenRowsArrive(after: before, connection: connection) { calls.withLockedValue { $0.append("back") } }
+        let retry = HTTP2WorkItem(row: TokenRow(token: try DeviceToken(bytes: Array(repeating: 1, count: 32)), line: 3))
+        queue.complete(finals: 2, retries: [retry])
+        #expect(calls.withLockedValue { $0 } == ["again", "late", "back"])
+        source.end()
+        #expect(try await eventually("the source's end", timeout: .seconds(30)) { queue.arrivals > before + 1 })
+        // The row given back is the last: once it is answered, the job is finished.
+        let last = queue.take(maximum: 4, now: .now())
+        #expect(last.map(\.row.line) == [3])
+        queue.complete(finals: last.count, retries: [])
+        let done = NIOLockedValueBox(false)
+        finished.futureResult.whenSuccess { done.withLockedValue { $0 = true } }
+        loop.run()
+        #expect(done.withLockedValue { $0 })
+    }
+
     @Test func aSourceThatFailsWhileReadingAheadStopsTheJobWithItsError() throws {
         let loop = EmbeddedEventLoop()
         let finished = loop.makePromise(of: Void.self)
@@ -177,6 +214,39 @@ private final class SlowRowSource: HTTP2RowSource {
             var bytes = [UInt8](repeating: 0, count: 32)
             bytes[0] = UInt8(line)
             return TokenRow(token: try! DeviceToken(bytes: bytes), line: line)
+        }
+    }
+}
+
+/// A source that hands out nothing until the test opens it for some rows, waiting (on the queue's read-ahead thread)
+/// as a service's feed does.
+private final class GatedRowSource: HTTP2RowSource {
+    private let state = NIOLockedValueBox((next: 1, open: 0, ended: false))
+    private let gate = DispatchSemaphore(value: 0)
+
+    func open(rows: Int) {
+        self.state.withLockedValue { $0.open += rows }
+        self.gate.signal()
+    }
+
+    func end() {
+        self.state.withLockedValue { $0.ended = true }
+        self.gate.signal()
+    }
+
+    func nextChunk(maximumRows: Int) throws -> [TokenRow]? {
+        // Bounded: a read that finds nothing returns none, and the queue reads again.
+        _ = self.gate.wait(timeout: .now() + .milliseconds(100))
+        return self.state.withLockedValue { state -> [TokenRow]? in
+            if state.ended { return nil }
+            let count = min(state.open, maximumRows)
+            state.open -= count
+            defer { state.next += count }
+            return (0..<count).map { offset in
+                var bytes = [UInt8](repeating: 0, count: 32)
+                bytes[0] = UInt8(state.next + offset)
+                return TokenRow(token: try! DeviceToken(bytes: bytes), line: state.next + offset)
+            }
         }
     }
 }
