@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import SQLiteNIO
 import SalvoRows
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -25,6 +26,9 @@ public final class SQLiteNotificationStore: NotificationStore {
     private let reader: SQLiteConnection
     private let gate = AsyncSerialGate()
     private let threadPool: NIOThreadPool
+    /// The highest sequence number given to a row. Rows get theirs from here, not from SQLite, so that a cycle
+    /// knows the rows it stores without reading them back (only the writer, under `gate`, changes it).
+    private let lastSeq: Mutex<Int>
 
     /// The schema this code reads and writes.
     static let schemaVersion = 1
@@ -34,6 +38,9 @@ public final class SQLiteNotificationStore: NotificationStore {
         let path = directory + "/salvo.sqlite"
         let pool = NIOThreadPool(numberOfThreads: 2)
         pool.start()
+        // Connections opened before a later step failed are closed before the failure is thrown: a connection
+        // dropped open keeps its file handle (and sqlite-nio stops a debug build on it).
+        var opened: [SQLiteConnection] = []
         do {
             try await BlockingWork.run { () throws(StoreFailure) in try Self.makeDirectory(directory) }
             let loop = MultiThreadedEventLoopGroup.singleton.any()
@@ -44,6 +51,7 @@ public final class SQLiteNotificationStore: NotificationStore {
                 logger: logger,
                 on: loop
             )
+            opened.append(writer)
             for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA busy_timeout=10000"] {
                 _ = try await writer.query(pragma)
             }
@@ -54,22 +62,36 @@ public final class SQLiteNotificationStore: NotificationStore {
                 logger: logger,
                 on: loop
             )
+            opened.append(reader)
             _ = try await reader.query("PRAGMA busy_timeout=10000")
-            return SQLiteNotificationStore(path: path, writer: writer, reader: reader, threadPool: pool)
-        } catch let error as StoreFailure {
-            try? await pool.shutdownGracefully()
-            throw error
+            let last = try await writer.query("SELECT coalesce(max(seq), 0) AS n FROM notifications")
+            return SQLiteNotificationStore(
+                path: path,
+                writer: writer,
+                reader: reader,
+                threadPool: pool,
+                lastSeq: Int(last.first?.column("n")?.integer ?? 0)
+            )
         } catch {
+            for connection in opened { try? await connection.close() }
             try? await pool.shutdownGracefully()
+            if let failure = error as? StoreFailure { throw failure }
             throw StoreFailure("\(path): cannot open the store: \(error)")
         }
     }
 
-    private init(path: String, writer: SQLiteConnection, reader: SQLiteConnection, threadPool: NIOThreadPool) {
+    private init(
+        path: String,
+        writer: SQLiteConnection,
+        reader: SQLiteConnection,
+        threadPool: NIOThreadPool,
+        lastSeq: Int
+    ) {
         self.path = path
         self.writer = writer
         self.reader = reader
         self.threadPool = threadPool
+        self.lastSeq = Mutex(lastSeq)
     }
 
     private static func makeDirectory(_ directory: String) throws(StoreFailure) {
@@ -135,7 +157,11 @@ public final class SQLiteNotificationStore: NotificationStore {
 
     public func write(_ cycle: StoreCycle) async throws(StoreFailure) -> StoreCycleResult {
         try await self.gate.run { () throws(StoreFailure) -> StoreCycleResult in
-            try await self.transaction { db in try await Self.apply(cycle, db) }
+            let after = self.lastSeq.withLock { $0 }
+            let (result, last) = try await self.transaction { db in try await Self.apply(cycle, after: after, db) }
+            // Only once committed: a cycle rolled back gave its numbers to no row.
+            self.lastSeq.withLock { $0 = last }
+            return result
         }
     }
 
@@ -160,7 +186,14 @@ public final class SQLiteNotificationStore: NotificationStore {
         }
     }
 
-    private static func apply(_ cycle: StoreCycle, _ db: SQLiteConnection) async throws -> StoreCycleResult {
+    /// The cycle's statements: idempotency keys, the job's outcomes, the queued rows it claims (oldest first), and
+    /// the new rows, of which those that fit in the claim's room are stored already handed to the job.
+    /// - Returns: the result, and the last sequence number given.
+    private static func apply(
+        _ cycle: StoreCycle,
+        after lastSeq: Int,
+        _ db: SQLiteConnection
+    ) async throws -> (StoreCycleResult, Int) {
         var result = StoreCycleResult()
         // Idempotency keys decided within the cycle too: two requests with one key in the same cycle.
         var seen: [String: (hash: [UInt8], answer: StoredAnswer)] = [:]
@@ -204,31 +237,61 @@ public final class SQLiteNotificationStore: NotificationStore {
                 ]
             )
         }
-        try await Self.insert(toInsert, now: cycle.now, db)
         result.stored = toInsert.count
         try await Self.update(cycle.outcomes, db)
-        if cycle.claim > 0 {
-            let (claimed, expired) = try await Self.claim(cycle.claim, now: cycle.now, db)
+        // Rows queued before these (a backlog, or rows given back) go first; the new rows take the room left.
+        var room = cycle.claim
+        if room > 0 {
+            let (claimed, expired) = try await Self.claim(room, now: cycle.now, db)
             result.claimed = claimed
             result.expired = expired
+            room -= claimed.count + expired.count
         }
-        return result
+        let last = try await Self.insert(toInsert, after: lastSeq, claiming: room, now: cycle.now, into: &result, db)
+        return (result, last)
     }
 
-    /// Rows per INSERT statement (13 values each, within SQLite's 32,766 parameters).
+    /// Rows per INSERT statement (16 values each, within SQLite's 32,766 parameters).
     private static let insertRows = 500
 
-    private static func insert(_ accepts: [PendingAccept], now: Int64, _ db: SQLiteConnection) async throws {
+    /// Stores the accepted notifications with the sequence numbers after `lastSeq`: the first `room` of them as
+    /// handed to the job (`result.claimed`, from the request's own values: nothing is read back), any whose
+    /// expiration has passed as expired (`result.expired`), the others queued.
+    /// - Returns: the last sequence number given.
+    private static func insert(
+        _ accepts: [PendingAccept],
+        after lastSeq: Int,
+        claiming room: Int,
+        now: Int64,
+        into result: inout StoreCycleResult,
+        _ db: SQLiteConnection
+    ) async throws -> Int {
         var rows: [(batch: String, notification: ServiceNotification)] = []
         for accept in accepts { for notification in accept.notifications { rows.append((accept.batch, notification)) } }
+        var seq = lastSeq
+        var room = room
+        let nowSeconds = now / 1000
         var start = 0
         while start < rows.count {
             let slice = rows[start..<min(rows.count, start + Self.insertRows)]
             start += slice.count
             var binds: [SQLiteData] = []
-            binds.reserveCapacity(slice.count * 13)
+            binds.reserveCapacity(slice.count * 16)
             for (batch, notification) in slice {
+                seq += 1
                 let headers = notification.headers
+                let state: NotificationState
+                if let expiration = headers.expiration, expiration > 0, Int64(expiration) < nowSeconds {
+                    state = .expired
+                    result.expired.append((seq, notification.id))
+                } else if room > 0 {
+                    state = .sending
+                    room -= 1
+                    result.claimed.append(ClaimedRow(seq: seq, acceptedAt: now, notification: notification))
+                } else {
+                    state = .queued
+                }
+                binds.append(.integer(seq))
                 binds.append(.text(notification.id))
                 binds.append(.text(batch))
                 binds.append(.blob(ByteBuffer(bytes: notification.token.bytes)))
@@ -239,19 +302,23 @@ public final class SQLiteNotificationStore: NotificationStore {
                 binds.append(headers.priority.map { .integer(Int($0.rawValue)) } ?? .null)
                 binds.append(headers.topic.map { .text($0) } ?? .null)
                 binds.append(headers.collapseID.map { .text($0) } ?? .null)
-                binds.append(.integer(NotificationState.queued.rawValue))
+                binds.append(.integer(state.rawValue))
                 binds.append(.integer(Int(now)))
+                binds.append(state == .sending ? .integer(Int(now)) : .null)
+                binds.append(state == .expired ? .integer(Int(now)) : .null)
                 binds.append(.integer(0))
             }
-            let values = Array(repeating: "(?,?,?,?,?,?,?,?,?,?,?,?,?)", count: slice.count).joined(separator: ",")
+            let values = Array(repeating: "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", count: slice.count)
+                .joined(separator: ",")
             _ = try await db.query(
                 """
-                INSERT INTO notifications (id, batch, token, payload, push_type, apns_id, expiration, priority, topic,
-                    collapse_id, state, accepted_at, uncertain_resends) VALUES \(values)
+                INSERT INTO notifications (seq, id, batch, token, payload, push_type, apns_id, expiration, priority,
+                    topic, collapse_id, state, accepted_at, sent_at, answered_at, uncertain_resends) VALUES \(values)
                 """,
                 binds
             )
         }
+        return seq
     }
 
     /// Rows per UPDATE statement (9 values each).

@@ -46,6 +46,35 @@ import Testing
         await store.close()
     }
 
+    @Test func queuedRowsGoBeforeNewOnesAndNewOnesTakeTheRoomLeft() async throws {
+        let folder = try scratchFolder("store")
+        let store = try await SQLiteNotificationStore.open(directory: folder)
+        var first = StoreCycle(now: 1_000)
+        first.accepts = [Self.accept((0..<3).map { notification($0) })]
+        // No room: all three wait.
+        let queued = try await store.write(first)
+        #expect(queued.claimed.isEmpty)
+        var second = StoreCycle(now: 2_000)
+        second.accepts = [Self.accept((3..<6).map { notification($0) })]
+        second.claim = 4
+        let result = try await store.write(second)
+        #expect(result.claimed.map(\.notification.id) == (0..<4).map { notification($0).id })
+        #expect(result.claimed.map(\.seq) == [1, 2, 3, 4])
+        #expect(result.claimed.map(\.acceptedAt) == [1_000, 1_000, 1_000, 2_000])
+        await store.close()
+        // Reopened, the numbering goes on after the last row.
+        let reopened = try await SQLiteNotificationStore.open(directory: folder)
+        var third = StoreCycle(now: 3_000)
+        third.accepts = [Self.accept([notification(6)])]
+        third.claim = 10
+        let later = try await reopened.write(third)
+        #expect(later.claimed.map(\.seq) == [5, 6, 7])
+        let records = try await reopened.batch("10000000-0000-4000-8000-000000000000")
+        #expect(records.map(\.state) == Array(repeating: .sending, count: 7))
+        #expect(records.map(\.sentAt) == [2_000, 2_000, 2_000, 2_000, 3_000, 3_000, 3_000])
+        await reopened.close()
+    }
+
     @Test func anIdempotencyKeyReplaysTheFirstAnswerOrConflicts() async throws {
         let store = try await SQLiteNotificationStore.open(directory: try scratchFolder("store"))
         var cycle = StoreCycle(now: 1)
