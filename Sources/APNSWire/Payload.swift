@@ -42,6 +42,14 @@ public struct Payload: Hashable, Sendable {
         self.bytes = parsed.compact
     }
 
+    /// A payload from a JSON value already read (a part of a larger document): checked as `init(jsonBytes:)`
+    /// checks, and written compact, without reading it a second time.
+    public init(value: JSONValue) throws(PayloadError) {
+        try Self.validate(value)
+        self.value = value
+        self.bytes = value.compactBytes
+    }
+
     /// Throws unless the payload fits `limit`.
     public func check(limit: PayloadLimit) throws(PayloadError) {
         if self.bytes.isEmpty {

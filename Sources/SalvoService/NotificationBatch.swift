@@ -188,7 +188,7 @@ public struct NotificationBatch: Sendable {
                 throw Refusal("payload", "the payload must be a JSON object, not \(payload.kindName)")
             }
             do {
-                return try Payload(jsonBytes: payload.compactBytes).bytes
+                return try Payload(value: payload).bytes
             } catch {
                 throw Refusal("payload", error.message)
             }

@@ -649,16 +649,28 @@ public final class NotificationService: Sendable {
         return Self.uuid(using: &generator)
     }
 
-    /// A version-4 UUID from `generator`'s 128 bits.
+    /// A version-4 UUID from `generator`'s 128 bits, written straight into its string (one allocation: an id is
+    /// made for every notification a request carries).
     static func uuid(using generator: inout some RandomNumberGenerator) -> String {
-        var bytes = [UInt8](repeating: 0, count: 16)
-        withUnsafeBytes(of: (generator.next() as UInt64, generator.next() as UInt64)) { bytes = Array($0) }
-        bytes[6] = bytes[6] & 0x0F | 0x40
-        bytes[8] = bytes[8] & 0x3F | 0x80
-        let hex = Hex.string(bytes)
-        let characters = Array(hex)
-        let parts = [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }
-        return parts.joined(separator: "-")
+        var bytes = (generator.next() as UInt64, generator.next() as UInt64)
+        return withUnsafeMutableBytes(of: &bytes) { raw in
+            raw[6] = raw[6] & 0x0F | 0x40
+            raw[8] = raw[8] & 0x3F | 0x80
+            return String(unsafeUninitializedCapacity: 36) { out in
+                let base = out.baseAddress!
+                // 8-4-4-4-12 hex digits: bytes 0..<4, 4..<6, 6..<8, 8..<10, 10..<16.
+                var at = 0
+                for (start, end) in [(0, 4), (4, 6), (6, 8), (8, 10), (10, 16)] {
+                    if start > 0 {
+                        base[at] = UInt8(ascii: "-")
+                        at += 1
+                    }
+                    Hex.write(UnsafeRawBufferPointer(rebasing: raw[start..<end]), to: base + at)
+                    at += 2 * (end - start)
+                }
+                return at
+            }
+        }
     }
 
     static func acceptedBody(batch: String, _ items: NotificationBatch) -> [UInt8] {

@@ -1,3 +1,4 @@
+import APNSWire
 import NIOCore
 import NIOPosix
 import SalvoHTTP2
@@ -53,10 +54,35 @@ import Testing
         #expect(APIKeys.make(name: "x", now: 7).key != key)
     }
 
+    @Test func anIDIsAVersion4UUIDOfTheGeneratorsBits() {
+        var fixed = FixedBits(values: [0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210])
+        // The bytes in memory order, with the version (4) and variant (10) bits set.
+        #expect(NotificationService.uuid(using: &fixed) == "efcdab89-6745-4301-9032-547698badcfe")
+        var system = SystemRandomNumberGenerator()
+        let ids = (0..<100).map { _ in NotificationService.uuid(using: &system) }
+        #expect(Set(ids).count == 100)
+        for id in ids {
+            #expect(APNSRequestHeaders.isCanonicalUUID(id), "\(id)")
+            let characters = Array(id)
+            #expect(characters[14] == "4" && "89ab".contains(characters[19]), "\(id)")
+        }
+    }
+
     @Test func idempotencyKeysAreVisibleASCII() {
         #expect(NotificationService.isValidIdempotencyKey("order-42"))
         #expect(!NotificationService.isValidIdempotencyKey(""))
         #expect(!NotificationService.isValidIdempotencyKey("has space"))
         #expect(!NotificationService.isValidIdempotencyKey(String(repeating: "k", count: 256)))
+    }
+}
+
+/// A generator that gives the values it was made with, in turn.
+private struct FixedBits: RandomNumberGenerator {
+    var values: [UInt64]
+    var drawn = 0
+
+    mutating func next() -> UInt64 {
+        defer { self.drawn += 1 }
+        return self.values[self.drawn % self.values.count]
     }
 }
