@@ -215,9 +215,16 @@ extension HTTP2ConnectionCodec {
             job.noteFirstRequest(now: now)
         }
         self.perform(actions)
-        // Held back by the rate: look again when the bucket has refilled, not only when answers come.
         if rateLimited, let slot = job.nextRateSlot(now: now) {
+            // Held back by the rate: look again when the bucket has refilled, not only when answers come.
             self.scheduleWakeUp(at: self.core.machine.noRowsReady(now: now, nextDelayed: slot))
+        } else if items.count < room, !job.work.isDone {
+            // The queue ran out before the room did: rows that come next wake this connection too, rather than
+            // wait for its next answer (a round trip away; rows of a served job waited 40 ms on average so).
+            self.scheduleWakeUp(
+                at: self.core.machine.noRowsReady(now: now, nextDelayed: nextDelayed),
+                orWhenRowsCameAfter: arrivals
+            )
         }
     }
 
