@@ -37,6 +37,14 @@ public final class ProxyServer: @unchecked Sendable {
         return present || required
     }
 
+    /// A child's environment with the machine's own proxy variables blanked, so that each run of a command uses only
+    /// the proxy it names; `extra` is laid over it.
+    public static func cleanEnvironment(_ extra: [String: String] = [:]) -> [String: String] {
+        [
+            "HTTPS_PROXY": "", "https_proxy": "", "ALL_PROXY": "", "all_proxy": "", "NO_PROXY": "", "no_proxy": "",
+        ].merging(extra) { $1 }
+    }
+
     /// The system user Dante's username method accepts (`.ci/run` makes it), or nil.
     public static var socksUser: (name: String, password: String)? {
         let environment = ProcessInfo.processInfo.environment

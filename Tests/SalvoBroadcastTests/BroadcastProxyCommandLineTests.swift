@@ -22,24 +22,21 @@ import Testing
 struct BroadcastProxyCommandLineTests {
     static let user = (name: "salvo", password: "Br0adcast-Pr0xy-Pw")
 
-    /// No proxy of the machine's own leaks in: each run says what it uses.
-    static let clean = [
-        "HTTPS_PROXY": "", "https_proxy": "", "ALL_PROXY": "", "all_proxy": "", "NO_PROXY": "", "no_proxy": "",
-    ]
-
     private func run(
         _ salvo: String,
         _ arguments: [String],
         in folder: URL,
         environment: [String: String] = [:]
-    ) throws -> (status: Int32, output: String) {
-        let (status, output) = try TestProcess.runToEnd(
+    ) async throws -> (status: Int32, output: String) {
+        // No proxy of the machine's own leaks in: each run says what it uses.
+        let process = try TestProcess(
             salvo,
             arguments,
             in: folder,
-            environment: Self.clean.merging(environment) { $1 },
-            seconds: 60
+            environment: ProxyServer.cleanEnvironment(environment)
         )
+        let status = try await process.wait(seconds: 60)
+        let output = process.output
         let basic = Data("\(Self.user.name):\(Self.user.password)".utf8).base64EncodedString()
         #expect(!output.contains(Self.user.password) && !output.contains(basic), "the password was printed: \(output)")
         return (status, output)
@@ -71,7 +68,7 @@ struct BroadcastProxyCommandLineTests {
         }
 
         // By --proxy: the channels are made and every one gets the update once, each connection a tunnel.
-        let (created, createLog) = try self.run(
+        let (created, createLog) = try await self.run(
             salvo,
             ["channels", "create", "--count", "3", "--storage-policy", "most-recent", "--inventory", "inv.csv"]
                 + management + ["--proxy", tinyproxy.url()],
@@ -81,7 +78,7 @@ struct BroadcastProxyCommandLineTests {
         #expect(tunnels(to: managementPort) >= 1, "channels create did not go through the proxy: \(tinyproxy.log)")
         let inventory = try ChannelInventory.read(folder.appendingPathComponent("inv.csv").path)
         #expect(inventory.entries.count == 3)
-        let (sent, sendLog) = try self.run(
+        let (sent, sendLog) = try await self.run(
             salvo,
             ["broadcast", "inv.csv", "--payload-template", "update.json", "--report", "report.json"] + push
                 + ["--proxy", tinyproxy.url()],
@@ -97,7 +94,7 @@ struct BroadcastProxyCommandLineTests {
 
         // By the environment, the password from a file.
         let before = tunnels(to: managementPort)
-        let (listed, list) = try self.run(
+        let (listed, list) = try await self.run(
             salvo,
             ["channels", "list", "--proxy-password-file", "proxy-password"] + management,
             in: folder,
@@ -111,7 +108,7 @@ struct BroadcastProxyCommandLineTests {
         let dante = try await ProxyServer.dante(user: nil, refusedPorts: [managementPort, pushPort])
         defer { dante.remove() }
         let refusing = ["ALL_PROXY": dante.url()]
-        let (unlisted, refusedList) = try self.run(
+        let (unlisted, refusedList) = try await self.run(
             salvo,
             ["channels", "list"] + management,
             in: folder,
@@ -121,7 +118,7 @@ struct BroadcastProxyCommandLineTests {
         #expect(refusedList.contains("the proxy \(dante.url())"), "\(refusedList)")
         #expect(refusedList.contains("not allowed by ruleset"), "\(refusedList)")
         let records = service.registry.records().count
-        let (stopped, stoppedLog) = try self.run(
+        let (stopped, stoppedLog) = try await self.run(
             salvo,
             ["broadcast", "inv.csv", "--payload-template", "update.json", "--report", "refused.json"] + push,
             in: folder,

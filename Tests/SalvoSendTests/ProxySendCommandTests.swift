@@ -49,11 +49,7 @@ struct ProxySendCommandTests {
         environment: [String: String] = [:]
     ) async throws -> (status: Int32, run: TestProcess) {
         // No proxy of the machine's own leaks in: each run says what it uses.
-        var clean = [
-            "HTTPS_PROXY": "", "https_proxy": "", "ALL_PROXY": "", "all_proxy": "", "NO_PROXY": "", "no_proxy": "",
-        ]
-        clean.merge(environment) { _, new in new }
-        let run = try TestProcess(salvo, arguments, in: folder, environment: clean)
+        let run = try TestProcess(salvo, arguments, in: folder, environment: ProxyServer.cleanEnvironment(environment))
         return (try await run.wait(seconds: 90), run)
     }
 
