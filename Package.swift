@@ -31,7 +31,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
-        .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
@@ -260,7 +260,7 @@ let package = Package(
         ),
 
         // The service's core, with no HTTP in it (`salvo serve` is a shell around it): notifications taken in
-        // batches and checked as values, kept in a store (the interface; SQLite through sqlite-nio for one node),
+        // batches and checked as values, kept in a store (the interface; SQLite through GRDB for one node),
         // fed to the same HTTP/2 job `salvo send` runs, their answers written back, idempotency keys and API keys.
         .target(
             name: "SalvoService",
@@ -268,7 +268,8 @@ let package = Package(
                 "APNSWire",
                 "SalvoRows",
                 "SalvoHTTP2",
-                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -174,15 +174,16 @@ public final class NotificationService: Sendable {
         }
         let templates = self.state.withLockedValue { $0.templates }
         // A request's ids from one generator seeded by the system once (a system call per id cost 8% of a busy
-        // service's time): 128 random bits of seed, ids unique as any version-4 UUIDs.
+        // service's time): 128 random bits of seed, and 74 random bits in every id beside its millisecond.
         var ids = SplitMix128(seed: SystemRandomNumberGenerator())
+        let milliseconds = self.configuration.now()
         let batch: NotificationBatch
         do {
             batch = try NotificationBatch.read(
                 body,
                 defaults: self.configuration.defaults,
                 templates: { templates[$0] },
-                makeID: { Self.uuid(using: &ids) }
+                makeID: { Self.uuid(milliseconds: milliseconds, using: &ids) }
             )
         } catch {
             return Answer(error)
@@ -215,7 +216,7 @@ public final class NotificationService: Sendable {
                 )
             )
         }
-        let batchID = Self.uuid()
+        let batchID = Self.uuid(milliseconds: milliseconds)
         let answerBody = Self.acceptedBody(batch: batchID, batch)
         let accept = PendingAccept(
             keyID: keyID,
@@ -644,17 +645,23 @@ public final class NotificationService: Sendable {
 
     // MARK: Answers' bodies
 
-    static func uuid() -> String {
+    static func uuid(milliseconds: Int64) -> String {
         var generator = SystemRandomNumberGenerator()
-        return Self.uuid(using: &generator)
+        return Self.uuid(milliseconds: milliseconds, using: &generator)
     }
 
-    /// A version-4 UUID from `generator`'s 128 bits, written straight into its string (one allocation: an id is
-    /// made for every notification a request carries).
-    static func uuid(using generator: inout some RandomNumberGenerator) -> String {
-        var bytes = (generator.next() as UInt64, generator.next() as UInt64)
+    /// A version-7 UUID (RFC 9562): the Unix time in milliseconds in its first 48 bits, then 74 bits of
+    /// `generator`'s, written straight into its string (one allocation: an id is made for every notification a
+    /// request carries). Time first, so that the store's index of ids grows at its end: with version-4 ids every
+    /// cycle's rows landed on random pages of the index, and each commit wrote most of the index again (a cycle of
+    /// 1,600 rows wrote over a thousand pages to the log).
+    static func uuid(milliseconds: Int64, using generator: inout some RandomNumberGenerator) -> String {
+        let time = UInt64(clamping: max(0, milliseconds)) & 0xFFFF_FFFF_FFFF
+        let first: UInt64 = generator.next()
+        let second: UInt64 = generator.next()
+        var bytes = ((time << 16 | first & 0xFFFF).bigEndian, second)
         return withUnsafeMutableBytes(of: &bytes) { raw in
-            raw[6] = raw[6] & 0x0F | 0x40
+            raw[6] = raw[6] & 0x0F | 0x70
             raw[8] = raw[8] & 0x3F | 0x80
             return String(unsafeUninitializedCapacity: 36) { out in
                 let base = out.baseAddress!

@@ -1,8 +1,7 @@
 import APNSWire
-import Logging
-import NIOCore
-import NIOPosix
-import SQLiteNIO
+import Foundation
+import GRDB
+import GRDBSQLite
 import SalvoRows
 import Synchronization
 
@@ -17,17 +16,16 @@ import Glibc
 /// idempotency keys, templates and API keys, and forgets old rows, all of which an indexed file does for it; the
 /// cost that matters, a sync per write, is shared by every request of a cycle (docs/service.md gives the numbers).
 ///
-/// Two connections: one writes (one cycle or change at a time, through `gate`), one reads (WAL lets it read the last
-/// committed state while a cycle is written). Queries run on the connections' own thread pool, never on the
-/// concurrency pool.
+/// Through GRDB's `DatabasePool`: one connection writes, on a serial queue of its own, so that a whole cycle is one
+/// piece of work on one thread (its statements prepared once and kept); others read at the same time, WAL letting
+/// them see the last committed state while a cycle is written. No query runs on the concurrency pool: an `async`
+/// read or write suspends its caller until GRDB's queue has done it.
 public final class SQLiteNotificationStore: NotificationStore {
     public let path: String
-    private let writer: SQLiteConnection
-    private let reader: SQLiteConnection
-    private let gate = AsyncSerialGate()
-    private let threadPool: NIOThreadPool
+    private let pool: DatabasePool
     /// The highest sequence number given to a row. Rows get theirs from here, not from SQLite, so that a cycle
-    /// knows the rows it stores without reading them back (only the writer, under `gate`, changes it).
+    /// knows the rows it stores without reading them back (changed only inside a write, which GRDB runs one at a
+    /// time).
     private let lastSeq: Mutex<Int>
 
     /// The schema this code reads and writes.
@@ -36,62 +34,49 @@ public final class SQLiteNotificationStore: NotificationStore {
     /// Opens (creating it if needed) the store in `directory`.
     public static func open(directory: String) async throws(StoreFailure) -> SQLiteNotificationStore {
         let path = directory + "/salvo.sqlite"
-        let pool = NIOThreadPool(numberOfThreads: 2)
-        pool.start()
-        // Connections opened before a later step failed are closed before the failure is thrown: a connection
-        // dropped open keeps its file handle (and sqlite-nio stops a debug build on it).
-        var opened: [SQLiteConnection] = []
-        do {
-            try await BlockingWork.run { () throws(StoreFailure) in try Self.makeDirectory(directory) }
-            let loop = MultiThreadedEventLoopGroup.singleton.any()
-            let logger = Logger(label: "salvo.store", factory: { _ in SwiftLogNoOpLogHandler() })
-            let writer = try await SQLiteConnection.open(
-                storage: .file(path: path),
-                threadPool: pool,
-                logger: logger,
-                on: loop
-            )
-            opened.append(writer)
-            for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA busy_timeout=10000"] {
-                _ = try await writer.query(pragma)
+        return try await BlockingWork.run { () throws(StoreFailure) -> SQLiteNotificationStore in
+            try Self.makeDirectory(directory)
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(10)
+            configuration.label = "salvo.store"
+            // temp_store=MEMORY keeps a statement's journal (a multi-row statement that may fail midway keeps the
+            // pages it changes, to undo the statement alone) in memory: in a file, it was half the writer's system
+            // calls.
+            configuration.prepareDatabase { db in
+                try db.execute(sql: "PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY")
             }
-            try await Self.migrate(writer)
-            let reader = try await SQLiteConnection.open(
-                storage: .file(path: path),
-                threadPool: pool,
-                logger: logger,
-                on: loop
-            )
-            opened.append(reader)
-            _ = try await reader.query("PRAGMA busy_timeout=10000")
-            let last = try await writer.query("SELECT coalesce(max(seq), 0) AS n FROM notifications")
-            return SQLiteNotificationStore(
-                path: path,
-                writer: writer,
-                reader: reader,
-                threadPool: pool,
-                lastSeq: Int(last.first?.column("n")?.integer ?? 0)
-            )
-        } catch {
-            for connection in opened { try? await connection.close() }
-            try? await pool.shutdownGracefully()
-            if let failure = error as? StoreFailure { throw failure }
-            throw StoreFailure("\(path): cannot open the store: \(error)")
+            do {
+                let pool = try DatabasePool(path: path, configuration: configuration)
+                do {
+                    let last = try pool.write { db in
+                        try Self.migrate(db)
+                        return try Int.fetchOne(db, sql: "SELECT coalesce(max(seq), 0) FROM notifications") ?? 0
+                    }
+                    return SQLiteNotificationStore(path: path, pool: pool, lastSeq: last)
+                } catch {
+                    try? pool.close()
+                    throw error
+                }
+            } catch let failure as StoreFailure {
+                throw failure
+            } catch {
+                throw StoreFailure("\(path): cannot open the store: \(Self.describe(error))")
+            }
         }
     }
 
-    private init(
-        path: String,
-        writer: SQLiteConnection,
-        reader: SQLiteConnection,
-        threadPool: NIOThreadPool,
-        lastSeq: Int
-    ) {
+    private init(path: String, pool: DatabasePool, lastSeq: Int) {
         self.path = path
-        self.writer = writer
-        self.reader = reader
-        self.threadPool = threadPool
+        self.pool = pool
         self.lastSeq = Mutex(lastSeq)
+    }
+
+    /// SQLite's own words for a database error (GRDB's description adds the statement and its arguments, which may
+    /// hold a notification's payload).
+    private static func describe(_ error: any Error) -> String {
+        if let error = error as? DatabaseError { return error.message ?? "\(error.resultCode)" }
+        if let failure = error as? StoreFailure { return failure.message }
+        return "\(error)"
     }
 
     private static func makeDirectory(_ directory: String) throws(StoreFailure) {
@@ -107,10 +92,10 @@ public final class SQLiteNotificationStore: NotificationStore {
         }
     }
 
-    private static func migrate(_ db: SQLiteConnection) async throws {
-        _ = try await db.query("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        let rows = try await db.query("SELECT value FROM meta WHERE key = 'schema'")
-        let version = rows.first?.column("value")?.string.flatMap { Int($0) } ?? 0
+    private static func migrate(_ db: Database) throws {
+        try db.execute(sql: "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        let text = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'schema'")
+        let version = text.flatMap { Int($0) } ?? 0
         guard version < Self.schemaVersion else {
             guard version == Self.schemaVersion else {
                 throw StoreFailure(
@@ -120,7 +105,6 @@ public final class SQLiteNotificationStore: NotificationStore {
             return
         }
         let statements = [
-            "BEGIN IMMEDIATE",
             """
             CREATE TABLE notifications (
                 seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, batch TEXT NOT NULL, token BLOB NOT NULL,
@@ -148,42 +132,40 @@ public final class SQLiteNotificationStore: NotificationStore {
                 revoked_at INTEGER)
             """,
             "INSERT INTO meta (key, value) VALUES ('schema', '\(Self.schemaVersion)')",
-            "COMMIT",
         ]
-        for statement in statements { _ = try await db.query(statement) }
+        // Inside the write that opened the store: one transaction, all or nothing.
+        for statement in statements { try db.execute(sql: statement) }
     }
 
     // MARK: Cycles
 
     public func write(_ cycle: StoreCycle) async throws(StoreFailure) -> StoreCycleResult {
-        try await self.gate.run { () throws(StoreFailure) -> StoreCycleResult in
+        try await self.writing { db in
             let after = self.lastSeq.withLock { $0 }
-            let (result, last) = try await self.transaction { db in try await Self.apply(cycle, after: after, db) }
-            // Only once committed: a cycle rolled back gave its numbers to no row.
+            let (result, last) = try Self.apply(cycle, after: after, db)
+            // Set inside the write, which GRDB commits before any other write starts; a write that throws is rolled
+            // back and gave its numbers to no row.
             self.lastSeq.withLock { $0 = last }
             return result
         }
     }
 
-    /// Runs `body` in one transaction on the writer (the caller holds the gate); rolled back when it throws.
-    private func transaction<T: Sendable>(
-        _ body: (SQLiteConnection) async throws -> T
+    /// Runs `body` in one transaction on the writer's queue, the caller suspended meanwhile; rolled back when it
+    /// throws.
+    private func writing<T: Sendable>(
+        _ body: @escaping @Sendable (Database) throws -> T
     ) async throws(StoreFailure) -> T {
         do {
-            _ = try await self.writer.query("BEGIN IMMEDIATE")
-            do {
-                let result = try await body(self.writer)
-                _ = try await self.writer.query("COMMIT")
-                return result
-            } catch {
-                _ = try? await self.writer.query("ROLLBACK")
-                throw error
-            }
-        } catch let failure as StoreFailure {
-            throw failure
+            return try await self.pool.write(body)
         } catch {
-            throw StoreFailure("\(self.path): \(error)")
+            throw StoreFailure("\(self.path): \(Self.describe(error))")
         }
+    }
+
+    /// The statement for `sql`, prepared once for the writer's connection and kept.
+    private static func statement(_ sql: String, _ db: Database) throws -> SQLiteStatementBinding {
+        let statement = try db.cachedStatement(sql: sql)
+        return SQLiteStatementBinding(statement: statement.sqliteStatement, connection: db.sqliteConnection!)
     }
 
     /// The cycle's statements: idempotency keys, the job's outcomes, the queued rows it claims (oldest first), and
@@ -192,12 +174,12 @@ public final class SQLiteNotificationStore: NotificationStore {
     private static func apply(
         _ cycle: StoreCycle,
         after lastSeq: Int,
-        _ db: SQLiteConnection
-    ) async throws -> (StoreCycleResult, Int) {
+        _ db: Database
+    ) throws -> (StoreCycleResult, Int) {
         var result = StoreCycleResult()
         // Idempotency keys decided within the cycle too: two requests with one key in the same cycle.
         var seen: [String: (hash: [UInt8], answer: StoredAnswer)] = [:]
-        var toInsert: [(PendingAccept)] = []
+        var toInsert: [PendingAccept] = []
         for accept in cycle.accepts {
             guard let key = accept.idempotencyKey else {
                 result.accepts.append(.stored)
@@ -207,18 +189,15 @@ public final class SQLiteNotificationStore: NotificationStore {
             let scoped = accept.keyID + "\u{0}" + key
             var earlier = seen[scoped]
             if earlier == nil {
-                let rows = try await db.query(
+                let find = try Self.statement(
                     "SELECT body_hash, status, body FROM idempotency WHERE key_id = ? AND key = ?",
-                    [.text(accept.keyID), .text(key)]
+                    db
                 )
-                if let row = rows.first {
-                    earlier = (
-                        Self.bytes(row.column("body_hash")),
-                        StoredAnswer(
-                            status: Int(row.column("status")?.integer ?? 0),
-                            body: Self.bytes(row.column("body"))
-                        )
-                    )
+                find.bind(1, accept.keyID)
+                find.bind(2, key)
+                if try find.next() {
+                    earlier = (find.blob(0), StoredAnswer(status: find.int(1) ?? 0, body: find.blob(2)))
+                    sqlite3_reset(find.statement)
                 }
             }
             if let earlier {
@@ -228,35 +207,36 @@ public final class SQLiteNotificationStore: NotificationStore {
             seen[scoped] = (accept.bodyHash, accept.answer)
             result.accepts.append(.stored)
             toInsert.append(accept)
-            _ = try await db.query(
+            let remember = try Self.statement(
                 "INSERT INTO idempotency (key_id, key, body_hash, status, body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                [
-                    .text(accept.keyID), .text(key), .blob(ByteBuffer(bytes: accept.bodyHash)),
-                    .integer(accept.answer.status), .blob(ByteBuffer(bytes: accept.answer.body)),
-                    .integer(Int(cycle.now)),
-                ]
+                db
             )
+            remember.bind(1, accept.keyID)
+            remember.bind(2, key)
+            remember.bind(3, blob: accept.bodyHash)
+            remember.bind(4, accept.answer.status)
+            remember.bind(5, blob: accept.answer.body)
+            remember.bind(6, Int(cycle.now))
+            try remember.run()
         }
         result.stored = toInsert.count
-        try await Self.update(cycle.outcomes, db)
+        try Self.update(cycle.outcomes, db)
         // Rows queued before these (a backlog, or rows given back) go first; the new rows take the room left.
         var room = cycle.claim
         if room > 0 {
-            let (claimed, expired) = try await Self.claim(room, now: cycle.now, db)
+            let (claimed, expired) = try Self.claim(room, now: cycle.now, db)
             result.claimed = claimed
             result.expired = expired
             room -= claimed.count + expired.count
         }
-        let last = try await Self.insert(toInsert, after: lastSeq, claiming: room, now: cycle.now, into: &result, db)
+        let last = try Self.insert(toInsert, after: lastSeq, claiming: room, now: cycle.now, into: &result, db)
         return (result, last)
     }
 
-    /// Rows per INSERT statement (16 values each, within SQLite's 32,766 parameters).
-    private static let insertRows = 500
-
     /// Stores the accepted notifications with the sequence numbers after `lastSeq`: the first `room` of them as
     /// handed to the job (`result.claimed`, from the request's own values: nothing is read back), any whose
-    /// expiration has passed as expired (`result.expired`), the others queued.
+    /// expiration has passed as expired (`result.expired`), the others queued. One prepared statement, run once a
+    /// row.
     /// - Returns: the last sequence number given.
     private static func insert(
         _ accepts: [PendingAccept],
@@ -264,20 +244,21 @@ public final class SQLiteNotificationStore: NotificationStore {
         claiming room: Int,
         now: Int64,
         into result: inout StoreCycleResult,
-        _ db: SQLiteConnection
-    ) async throws -> Int {
-        var rows: [(batch: String, notification: ServiceNotification)] = []
-        for accept in accepts { for notification in accept.notifications { rows.append((accept.batch, notification)) } }
+        _ db: Database
+    ) throws -> Int {
         var seq = lastSeq
         var room = room
         let nowSeconds = now / 1000
-        var start = 0
-        while start < rows.count {
-            let slice = rows[start..<min(rows.count, start + Self.insertRows)]
-            start += slice.count
-            var binds: [SQLiteData] = []
-            binds.reserveCapacity(slice.count * 16)
-            for (batch, notification) in slice {
+        let insert = try Self.statement(
+            """
+            INSERT INTO notifications (seq, id, batch, token, payload, push_type, apns_id, expiration, priority,
+                topic, collapse_id, state, accepted_at, sent_at, answered_at, uncertain_resends)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
+            """,
+            db
+        )
+        for accept in accepts {
+            for notification in accept.notifications {
                 seq += 1
                 let headers = notification.headers
                 let state: NotificationState
@@ -291,127 +272,104 @@ public final class SQLiteNotificationStore: NotificationStore {
                 } else {
                     state = .queued
                 }
-                binds.append(.integer(seq))
-                binds.append(.text(notification.id))
-                binds.append(.text(batch))
-                binds.append(.blob(ByteBuffer(bytes: notification.token.bytes)))
-                binds.append(.blob(ByteBuffer(bytes: notification.payload)))
-                binds.append(headers.pushType.map { .text($0.rawValue) } ?? .null)
-                binds.append(headers.id.map { .text($0) } ?? .null)
-                binds.append(headers.expiration.map { .integer(Int($0)) } ?? .null)
-                binds.append(headers.priority.map { .integer(Int($0.rawValue)) } ?? .null)
-                binds.append(headers.topic.map { .text($0) } ?? .null)
-                binds.append(headers.collapseID.map { .text($0) } ?? .null)
-                binds.append(.integer(state.rawValue))
-                binds.append(.integer(Int(now)))
-                binds.append(state == .sending ? .integer(Int(now)) : .null)
-                binds.append(state == .expired ? .integer(Int(now)) : .null)
-                binds.append(.integer(0))
+                insert.bind(1, seq)
+                insert.bind(2, notification.id)
+                insert.bind(3, accept.batch)
+                insert.bind(4, blob: notification.token.bytes)
+                insert.bind(5, blob: notification.payload)
+                insert.bind(6, headers.pushType?.rawValue)
+                insert.bind(7, headers.id)
+                insert.bind(8, headers.expiration.map { Int($0) })
+                insert.bind(9, headers.priority.map { Int($0.rawValue) })
+                insert.bind(10, headers.topic)
+                insert.bind(11, headers.collapseID)
+                insert.bind(12, state.rawValue)
+                insert.bind(13, Int(now))
+                insert.bind(14, state == .sending ? Int(now) : nil)
+                insert.bind(15, state == .expired ? Int(now) : nil)
+                try insert.run()
             }
-            let values = Array(repeating: "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", count: slice.count)
-                .joined(separator: ",")
-            _ = try await db.query(
-                """
-                INSERT INTO notifications (seq, id, batch, token, payload, push_type, apns_id, expiration, priority,
-                    topic, collapse_id, state, accepted_at, sent_at, answered_at, uncertain_resends) VALUES \(values)
-                """,
-                binds
-            )
         }
         return seq
     }
 
-    /// Rows per UPDATE statement (9 values each).
-    private static let updateRows = 1000
-
-    private static func update(_ outcomes: [OutcomeUpdate], _ db: SQLiteConnection) async throws {
-        var start = 0
-        while start < outcomes.count {
-            let slice = outcomes[start..<min(outcomes.count, start + Self.updateRows)]
-            start += slice.count
-            var binds: [SQLiteData] = []
-            binds.reserveCapacity(slice.count * 9)
-            for outcome in slice {
-                binds.append(.integer(outcome.seq))
-                binds.append(.integer(outcome.state.rawValue))
-                binds.append(outcome.status.map { .integer($0) } ?? .null)
-                binds.append(outcome.reason.map { .text($0) } ?? .null)
-                binds.append(outcome.apnsID.map { .text($0) } ?? .null)
-                binds.append(outcome.apnsUniqueID.map { .text($0) } ?? .null)
-                binds.append(outcome.unregisteredAt.map { .integer(Int($0)) } ?? .null)
-                binds.append(outcome.state.isFinal ? .integer(Int(outcome.at)) : .null)
-                binds.append(.integer(outcome.uncertainResend ? 1 : 0))
-            }
-            let values = Array(repeating: "(?,?,?,?,?,?,?,?,?)", count: slice.count).joined(separator: ",")
-            _ = try await db.query(
-                """
-                WITH v (seq, state, status, reason, apns_id, apns_unique_id, unregistered_at, answered_at, resend)
-                    AS (VALUES \(values))
-                UPDATE notifications SET state = v.state, status = v.status, reason = v.reason,
-                    apns_id = coalesce(v.apns_id, notifications.apns_id), apns_unique_id = v.apns_unique_id, unregistered_at = v.unregistered_at,
-                    answered_at = v.answered_at, uncertain_resends = notifications.uncertain_resends + v.resend
-                FROM v WHERE notifications.seq = v.seq AND notifications.state < 2
-                """,
-                binds
-            )
+    /// Writes the outcomes, one prepared statement run once a row; a row already final keeps its outcome.
+    private static func update(_ outcomes: [OutcomeUpdate], _ db: Database) throws {
+        guard !outcomes.isEmpty else { return }
+        let update = try Self.statement(
+            """
+            UPDATE notifications SET state = ?, status = ?, reason = ?, apns_id = coalesce(?, apns_id),
+                apns_unique_id = ?, unregistered_at = ?, answered_at = ?, uncertain_resends = uncertain_resends + ?
+            WHERE seq = ? AND state < 2
+            """,
+            db
+        )
+        for outcome in outcomes {
+            update.bind(1, outcome.state.rawValue)
+            update.bind(2, outcome.status)
+            update.bind(3, outcome.reason)
+            update.bind(4, outcome.apnsID)
+            update.bind(5, outcome.apnsUniqueID)
+            update.bind(6, outcome.unregisteredAt.map { Int($0) })
+            update.bind(7, outcome.state.isFinal ? Int(outcome.at) : nil)
+            update.bind(8, outcome.uncertainResend ? 1 : 0)
+            update.bind(9, outcome.seq)
+            try update.run()
         }
     }
 
     private static func claim(
         _ count: Int,
         now: Int64,
-        _ db: SQLiteConnection
-    ) async throws -> ([ClaimedRow], [(seq: Int, id: String)]) {
-        let rows = try await db.query(
+        _ db: Database
+    ) throws -> ([ClaimedRow], [(seq: Int, id: String)]) {
+        let claim = try Self.statement(
             """
             UPDATE notifications SET state = 1, sent_at = ?
             WHERE seq IN (SELECT seq FROM notifications WHERE state = 0 ORDER BY seq LIMIT ?)
             RETURNING seq, id, token, payload, push_type, apns_id, expiration, priority, topic, collapse_id, accepted_at
             """,
-            [.integer(Int(now)), .integer(count)]
+            db
         )
+        claim.bind(1, Int(now))
+        claim.bind(2, count)
         var claimed: [ClaimedRow] = []
         var expired: [(seq: Int, id: String)] = []
-        claimed.reserveCapacity(rows.count)
         let nowSeconds = now / 1000
-        for row in rows {
-            let seq = Int(row.column("seq")?.integer ?? 0)
-            let id = row.column("id")?.string ?? ""
-            let expiration = row.column("expiration")?.integer
+        while try claim.next() {
+            let seq = claim.int(0) ?? 0
+            let id = claim.text(1) ?? ""
+            let expiration = claim.int(6)
             if let expiration, expiration > 0, Int64(expiration) < nowSeconds {
                 expired.append((seq, id))
                 continue
             }
-            guard let token = try? DeviceToken(bytes: Self.bytes(row.column("token"))) else { continue }
+            guard let token = try? DeviceToken(bytes: claim.blob(2)) else { continue }
             let headers = try APNSRequestHeaders(
-                pushType: row.column("push_type")?.string.map { APNSPushType(rawValue: $0) },
-                id: row.column("apns_id")?.string,
+                pushType: claim.text(4).map { APNSPushType(rawValue: $0) },
+                id: claim.text(5),
                 expiration: expiration.map { UInt32(clamping: $0) },
-                priority: row.column("priority")?.integer.map { NotificationPriority(rawValue: UInt8(clamping: $0)) },
-                topic: row.column("topic")?.string,
-                collapseID: row.column("collapse_id")?.string
+                priority: claim.int(7).map { NotificationPriority(rawValue: UInt8(clamping: $0)) },
+                topic: claim.text(8),
+                collapseID: claim.text(9)
             )
             claimed.append(
                 ClaimedRow(
                     seq: seq,
-                    acceptedAt: Int64(row.column("accepted_at")?.integer ?? 0),
-                    notification: ServiceNotification(
-                        id: id,
-                        token: token,
-                        payload: Self.bytes(row.column("payload")),
-                        headers: headers
-                    )
+                    acceptedAt: Int64(claim.int(10) ?? 0),
+                    notification: ServiceNotification(id: id, token: token, payload: claim.blob(3), headers: headers)
                 )
             )
         }
         // Claimed rows are in the order the statement returned them; the job sends oldest first.
         claimed.sort { $0.seq < $1.seq }
         if !expired.isEmpty {
-            let marks = Array(repeating: "?", count: expired.count).joined(separator: ",")
-            _ = try await db.query(
-                "UPDATE notifications SET state = 4, answered_at = ? WHERE seq IN (\(marks))",
-                [.integer(Int(now))] + expired.map { .integer($0.seq) }
-            )
+            let expire = try Self.statement("UPDATE notifications SET state = 4, answered_at = ? WHERE seq = ?", db)
+            for row in expired {
+                expire.bind(1, Int(now))
+                expire.bind(2, row.seq)
+                try expire.run()
+            }
         }
         return (claimed, expired)
     }
@@ -421,44 +379,40 @@ public final class SQLiteNotificationStore: NotificationStore {
         now: Int64,
         marks: (@Sendable (Int) -> RowMark)?
     ) async throws(StoreFailure) -> StoreRecovery {
-        try await self.gate.run { () throws(StoreFailure) -> StoreRecovery in
-            try await self.transaction { db in
-                var recovery = StoreRecovery()
-                let sending = try await db.query("SELECT seq FROM notifications WHERE state = 1")
-                var updates: [OutcomeUpdate] = []
-                updates.reserveCapacity(sending.count)
-                for row in sending {
-                    let seq = Int(row.column("seq")?.integer ?? 0)
-                    let mark = marks?(seq) ?? RowMark(state: .written)
-                    var update = OutcomeUpdate(seq: seq, state: .queued, at: now)
-                    switch mark.state {
-                    case .none:
-                        recovery.neverWritten += 1
-                    case .confirmed:
-                        recovery.answered += 1
-                        update.state = .delivered
-                        update.status = 200
-                    case .rejected:
-                        recovery.answered += 1
-                        update.state = .refused
-                        update.status = mark.status
-                        update.reason = mark.reason ?? "Refused"
-                    case .written, .presumed, .expired:
-                        recovery.uncertain += 1
-                        if onUncertain == .resend {
-                            update.uncertainResend = true
-                        } else {
-                            update.state = .uncertain
-                            update.reason = "UncertainAfterRestart"
-                        }
+        try await self.writing { db in
+            var recovery = StoreRecovery()
+            let sending = try Int.fetchAll(db, sql: "SELECT seq FROM notifications WHERE state = 1")
+            var updates: [OutcomeUpdate] = []
+            updates.reserveCapacity(sending.count)
+            for seq in sending {
+                let mark = marks?(seq) ?? RowMark(state: .written)
+                var update = OutcomeUpdate(seq: seq, state: .queued, at: now)
+                switch mark.state {
+                case .none:
+                    recovery.neverWritten += 1
+                case .confirmed:
+                    recovery.answered += 1
+                    update.state = .delivered
+                    update.status = 200
+                case .rejected:
+                    recovery.answered += 1
+                    update.state = .refused
+                    update.status = mark.status
+                    update.reason = mark.reason ?? "Refused"
+                case .written, .presumed, .expired:
+                    recovery.uncertain += 1
+                    if onUncertain == .resend {
+                        update.uncertainResend = true
+                    } else {
+                        update.state = .uncertain
+                        update.reason = "UncertainAfterRestart"
                     }
-                    updates.append(update)
                 }
-                try await Self.update(updates, db)
-                let open = try await db.query("SELECT count(*) AS n FROM notifications WHERE state < 2")
-                recovery.depth = Int(open.first?.column("n")?.integer ?? 0)
-                return recovery
+                updates.append(update)
             }
+            try Self.update(updates, db)
+            recovery.depth = try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications WHERE state < 2") ?? 0
+            return recovery
         }
     }
 
@@ -474,65 +428,70 @@ public final class SQLiteNotificationStore: NotificationStore {
         let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
         return try await self.read(
             "SELECT \(Self.recordColumns) FROM notifications WHERE id IN (\(marks))",
-            ids.map { .text($0) }
-        ).map(Self.record)
+            StatementArguments(ids),
+            Self.record
+        )
     }
 
     public func batch(_ id: String) async throws(StoreFailure) -> [NotificationRecord] {
         try await self.read(
             "SELECT \(Self.recordColumns) FROM notifications WHERE batch = ? ORDER BY seq",
-            [.text(id)]
-        ).map(Self.record)
+            [id],
+            Self.record
+        )
     }
 
-    private func read(_ query: String, _ binds: [SQLiteData] = []) async throws(StoreFailure) -> [SQLiteRow] {
+    /// The rows of one query on a reading connection (never the writer's: a read waits for no cycle), each made a
+    /// value by `make` there (GRDB's rows are not `Sendable`), the caller suspended meanwhile.
+    private func read<T: Sendable>(
+        _ sql: String,
+        _ arguments: StatementArguments = [],
+        _ make: @escaping @Sendable (Row) -> T?
+    ) async throws(StoreFailure) -> [T] {
         do {
-            return try await self.reader.query(query, binds)
+            return try await self.pool.read { db in
+                try Row.fetchAll(db, sql: sql, arguments: arguments).compactMap(make)
+            }
         } catch {
-            throw StoreFailure("\(self.path): \(error)")
+            throw StoreFailure("\(self.path): \(Self.describe(error))")
         }
     }
 
-    private static func record(_ row: SQLiteRow) -> NotificationRecord {
+    private static func record(_ row: Row) -> NotificationRecord {
         var record = NotificationRecord(
-            id: row.column("id")?.string ?? "",
-            batch: row.column("batch")?.string ?? "",
-            token: Hex.string(Self.bytes(row.column("token"))),
-            state: NotificationState(rawValue: Int(row.column("state")?.integer ?? 0)) ?? .queued,
-            acceptedAt: Int64(row.column("accepted_at")?.integer ?? 0)
+            id: row["id"] ?? "",
+            batch: row["batch"] ?? "",
+            token: Hex.string(Self.bytes(row, "token")),
+            state: NotificationState(rawValue: row["state"] ?? 0) ?? .queued,
+            acceptedAt: row["accepted_at"] ?? 0
         )
-        record.status = row.column("status")?.integer.map { Int($0) }
-        record.reason = row.column("reason")?.string
-        record.apnsID = row.column("apns_id")?.string
-        record.apnsUniqueID = row.column("apns_unique_id")?.string
-        record.unregisteredAt = row.column("unregistered_at")?.integer.map { Int64($0) }
-        record.sentAt = row.column("sent_at")?.integer.map { Int64($0) }
-        record.answeredAt = row.column("answered_at")?.integer.map { Int64($0) }
-        record.uncertainResends = Int(row.column("uncertain_resends")?.integer ?? 0)
+        record.status = row["status"]
+        record.reason = row["reason"]
+        record.apnsID = row["apns_id"]
+        record.apnsUniqueID = row["apns_unique_id"]
+        record.unregisteredAt = row["unregistered_at"]
+        record.sentAt = row["sent_at"]
+        record.answeredAt = row["answered_at"]
+        record.uncertainResends = row["uncertain_resends"] ?? 0
         return record
     }
 
-    private static func bytes(_ data: SQLiteData?) -> [UInt8] {
-        switch data {
-        case .blob(let buffer)?: Array(buffer.readableBytesView)
-        case .text(let text)?: Array(text.utf8)
-        default: []
-        }
+    private static func bytes(_ row: Row, _ column: String) -> [UInt8] {
+        (row[column] as Data?).map { Array($0) } ?? []
     }
 
     // MARK: Templates and keys
 
     public func template(named name: String) async throws(StoreFailure) -> ServiceTemplate? {
-        let rows = try await self.read("SELECT name, body FROM templates WHERE name = ?", [.text(name)])
-        return rows.first.flatMap(Self.template)
+        try await self.read("SELECT name, body FROM templates WHERE name = ?", [name], Self.template).first
     }
 
     public func allTemplates() async throws(StoreFailure) -> [ServiceTemplate] {
-        try await self.read("SELECT name, body FROM templates ORDER BY name").compactMap(Self.template)
+        try await self.read("SELECT name, body FROM templates ORDER BY name", [], Self.template)
     }
 
-    private static func template(_ row: SQLiteRow) -> ServiceTemplate? {
-        try? ServiceTemplate(name: row.column("name")?.string ?? "", text: Self.bytes(row.column("body")))
+    private static func template(_ row: Row) -> ServiceTemplate? {
+        try? ServiceTemplate(name: row["name"] ?? "", text: Self.bytes(row, "body"))
     }
 
     public func putTemplate(_ template: ServiceTemplate, now: Int64) async throws(StoreFailure) {
@@ -541,22 +500,22 @@ public final class SQLiteNotificationStore: NotificationStore {
             INSERT INTO templates (name, body, updated_at) VALUES (?, ?, ?)
             ON CONFLICT (name) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at
             """,
-            [.text(template.name), .blob(ByteBuffer(bytes: template.text)), .integer(Int(now))]
+            [template.name, Data(template.text), now]
         )
     }
 
     public func deleteTemplate(named name: String) async throws(StoreFailure) -> Bool {
-        try await self.change("DELETE FROM templates WHERE name = ? RETURNING name", [.text(name)]) > 0
+        try await self.change("DELETE FROM templates WHERE name = ?", [name]) > 0
     }
 
     public func apiKeys() async throws(StoreFailure) -> [APIKeyRecord] {
-        try await self.read("SELECT id, name, hash, created_at, revoked_at FROM api_keys ORDER BY created_at").map {
+        try await self.read("SELECT id, name, hash, created_at, revoked_at FROM api_keys ORDER BY created_at", []) {
             APIKeyRecord(
-                id: $0.column("id")?.string ?? "",
-                name: $0.column("name")?.string ?? "",
-                hash: Self.bytes($0.column("hash")),
-                createdAt: Int64($0.column("created_at")?.integer ?? 0),
-                revokedAt: $0.column("revoked_at")?.integer.map { Int64($0) }
+                id: $0["id"] ?? "",
+                name: $0["name"] ?? "",
+                hash: Self.bytes($0, "hash"),
+                createdAt: $0["created_at"] ?? 0,
+                revokedAt: $0["revoked_at"]
             )
         }
     }
@@ -564,39 +523,40 @@ public final class SQLiteNotificationStore: NotificationStore {
     public func addAPIKey(_ key: APIKeyRecord) async throws(StoreFailure) {
         try await self.change(
             "INSERT INTO api_keys (id, name, hash, created_at) VALUES (?, ?, ?, ?)",
-            [.text(key.id), .text(key.name), .blob(ByteBuffer(bytes: key.hash)), .integer(Int(key.createdAt))]
+            [key.id, key.name, Data(key.hash), key.createdAt]
         )
     }
 
     public func revokeAPIKey(id: String, now: Int64) async throws(StoreFailure) -> Bool {
         try await self.change(
-            "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING id",
-            [.integer(Int(now)), .text(id)]
+            "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+            [now, id]
         ) > 0
     }
 
     public func forgetIdempotencyKeys(before: Int64) async throws(StoreFailure) {
-        try await self.change("DELETE FROM idempotency WHERE created_at < ?", [.integer(Int(before))])
+        try await self.change("DELETE FROM idempotency WHERE created_at < ?", [before])
     }
 
     public func checkWritable() async throws(StoreFailure) {
         try await self.change(
             "INSERT INTO meta (key, value) VALUES ('checked', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [.text(String(Int64.random(in: 0...Int64.max)))]
+            [String(Int64.random(in: 0...Int64.max))]
         )
     }
 
-    /// One statement in a transaction of its own on the writer; the rows it returned.
+    /// One statement in a transaction of its own on the writer.
+    /// - Returns: the rows it changed.
     @discardableResult
-    private func change(_ query: String, _ binds: [SQLiteData]) async throws(StoreFailure) -> Int {
-        try await self.gate.run { () throws(StoreFailure) -> Int in
-            try await self.transaction { db in try await db.query(query, binds).count }
+    private func change(_ sql: String, _ arguments: StatementArguments) async throws(StoreFailure) -> Int {
+        try await self.writing { db in
+            try db.execute(sql: sql, arguments: arguments)
+            return db.changesCount
         }
     }
 
     public func close() async {
-        try? await self.reader.close()
-        try? await self.writer.close()
-        try? await self.threadPool.shutdownGracefully()
+        let pool = self.pool
+        await BlockingWork.run { try? pool.close() }
     }
 }

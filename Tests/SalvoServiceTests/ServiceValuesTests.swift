@@ -54,18 +54,26 @@ import Testing
         #expect(APIKeys.make(name: "x", now: 7).key != key)
     }
 
-    @Test func anIDIsAVersion4UUIDOfTheGeneratorsBits() {
+    @Test func anIDIsAVersion7UUIDOfTheTimeAndTheGeneratorsBits() {
         var fixed = FixedBits(values: [0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210])
-        // The bytes in memory order, with the version (4) and variant (10) bits set.
-        #expect(NotificationService.uuid(using: &fixed) == "efcdab89-6745-4301-9032-547698badcfe")
+        // The milliseconds big-endian first, then the generator's bits, with the version (7) and variant (10) bits set.
+        #expect(
+            NotificationService.uuid(milliseconds: 0x0191_2345_6789, using: &fixed)
+                == "01912345-6789-7def-9032-547698badcfe"
+        )
         var system = SystemRandomNumberGenerator()
-        let ids = (0..<100).map { _ in NotificationService.uuid(using: &system) }
+        let ids = (0..<100).map { _ in NotificationService.uuid(milliseconds: 1_764_000_000_000, using: &system) }
         #expect(Set(ids).count == 100)
         for id in ids {
             #expect(APNSRequestHeaders.isCanonicalUUID(id), "\(id)")
             let characters = Array(id)
-            #expect(characters[14] == "4" && "89ab".contains(characters[19]), "\(id)")
+            #expect(id.hasPrefix("019ab697-e800-7"), "\(id)")
+            #expect(characters[14] == "7" && "89ab".contains(characters[19]), "\(id)")
         }
+        // Ids of a later millisecond sort after, whatever their random bits: the store's index grows at its end.
+        let earlier = NotificationService.uuid(milliseconds: 1_764_000_000_000, using: &system)
+        let later = NotificationService.uuid(milliseconds: 1_764_000_000_001, using: &system)
+        #expect(earlier < later)
     }
 
     @Test func idempotencyKeysAreVisibleASCII() {
