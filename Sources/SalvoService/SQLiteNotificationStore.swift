@@ -23,6 +23,8 @@ import Glibc
 public final class SQLiteNotificationStore: NotificationStore {
     public let path: String
     private let pool: DatabasePool
+    /// Copies the log into the database file beside the writer (`SQLiteCheckpointer`), never in a cycle's commit.
+    private let checkpointer: SQLiteCheckpointer
     /// The highest sequence number given to a row. Rows get theirs from here, not from SQLite, so that a cycle
     /// knows the rows it stores without reading them back (changed only inside a write, which GRDB runs one at a
     /// time).
@@ -42,8 +44,12 @@ public final class SQLiteNotificationStore: NotificationStore {
             // temp_store=MEMORY keeps a statement's journal (a multi-row statement that may fail midway keeps the
             // pages it changes, to undo the statement alone) in memory: in a file, it was half the writer's system
             // calls.
+            // The log hook on every connection (only the writer commits): the commit that takes the log past 1,000
+            // pages no longer copies it into the database file and syncs that too; the checkpointer does, beside.
+            let checkpointer = SQLiteCheckpointer()
             configuration.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY")
+                if let connection = db.sqliteConnection { checkpointer.install(on: connection) }
             }
             do {
                 let pool = try DatabasePool(path: path, configuration: configuration)
@@ -52,7 +58,8 @@ public final class SQLiteNotificationStore: NotificationStore {
                         try Self.migrate(db)
                         return try Int.fetchOne(db, sql: "SELECT coalesce(max(seq), 0) FROM notifications") ?? 0
                     }
-                    return SQLiteNotificationStore(path: path, pool: pool, lastSeq: last)
+                    try checkpointer.open(path: path)
+                    return SQLiteNotificationStore(path: path, pool: pool, checkpointer: checkpointer, lastSeq: last)
                 } catch {
                     try? pool.close()
                     throw error
@@ -65,9 +72,10 @@ public final class SQLiteNotificationStore: NotificationStore {
         }
     }
 
-    private init(path: String, pool: DatabasePool, lastSeq: Int) {
+    private init(path: String, pool: DatabasePool, checkpointer: SQLiteCheckpointer, lastSeq: Int) {
         self.path = path
         self.pool = pool
+        self.checkpointer = checkpointer
         self.lastSeq = Mutex(lastSeq)
     }
 
@@ -140,7 +148,7 @@ public final class SQLiteNotificationStore: NotificationStore {
     // MARK: Cycles
 
     public func write(_ cycle: StoreCycle) async throws(StoreFailure) -> StoreCycleResult {
-        try await self.writing { db in
+        let result = try await self.writing { db in
             let after = self.lastSeq.withLock { $0 }
             let (result, last) = try Self.apply(cycle, after: after, db)
             // Set inside the write, which GRDB commits before any other write starts; a write that throws is rolled
@@ -148,6 +156,8 @@ public final class SQLiteNotificationStore: NotificationStore {
             self.lastSeq.withLock { $0 = last }
             return result
         }
+        self.checkpointer.committed()
+        return result
     }
 
     /// Runs `body` in one transaction on the writer's queue, the caller suspended meanwhile; rolled back when it
@@ -556,6 +566,7 @@ public final class SQLiteNotificationStore: NotificationStore {
     }
 
     public func close() async {
+        await self.checkpointer.close()
         let pool = self.pool
         await BlockingWork.run { try? pool.close() }
     }
