@@ -30,8 +30,8 @@ public final class SQLiteNotificationStore: NotificationStore {
     /// knows the rows it stores without reading them back (only the writer, under `gate`, changes it).
     private let lastSeq: Mutex<Int>
 
-    /// The schema this code reads and writes.
-    static let schemaVersion = 1
+    /// The schema this code reads and writes: 1, the notifications, keys and templates; 2 adds the campaigns.
+    static let schemaVersion = 2
 
     /// Opens (creating it if needed) the store in `directory`.
     public static func open(directory: String) async throws(StoreFailure) -> SQLiteNotificationStore {
@@ -119,39 +119,55 @@ public final class SQLiteNotificationStore: NotificationStore {
             }
             return
         }
-        let statements = [
-            "BEGIN IMMEDIATE",
-            """
-            CREATE TABLE notifications (
-                seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, batch TEXT NOT NULL, token BLOB NOT NULL,
-                payload BLOB NOT NULL, push_type TEXT, apns_id TEXT, expiration INTEGER, priority INTEGER,
-                topic TEXT, collapse_id TEXT, state INTEGER NOT NULL, status INTEGER, reason TEXT,
-                apns_unique_id TEXT, unregistered_at INTEGER, accepted_at INTEGER NOT NULL, sent_at INTEGER,
-                answered_at INTEGER, uncertain_resends INTEGER NOT NULL DEFAULT 0)
-            """,
-            "CREATE INDEX notifications_batch ON notifications (batch, seq)",
-            // The rows to claim and the rows being sent, each by an index of its own: a partial index is used only
-            // for the very condition it names (SQLite does not read `state = 0` as within `state < 2`), and a claim
-            // that walked the delivered rows would slow down as the store grows.
-            "CREATE INDEX notifications_queued ON notifications (seq) WHERE state = 0",
-            "CREATE INDEX notifications_sending ON notifications (seq) WHERE state = 1",
-            """
-            CREATE TABLE idempotency (
-                key_id TEXT NOT NULL, key TEXT NOT NULL, body_hash BLOB NOT NULL, status INTEGER NOT NULL,
-                body BLOB NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (key_id, key))
-            """,
-            "CREATE INDEX idempotency_created ON idempotency (created_at)",
-            "CREATE TABLE templates (name TEXT PRIMARY KEY, body BLOB NOT NULL, updated_at INTEGER NOT NULL)",
-            """
-            CREATE TABLE api_keys (
-                id TEXT PRIMARY KEY, name TEXT NOT NULL, hash BLOB NOT NULL UNIQUE, created_at INTEGER NOT NULL,
-                revoked_at INTEGER)
-            """,
-            "INSERT INTO meta (key, value) VALUES ('schema', '\(Self.schemaVersion)')",
+        // Each version's statements in order, from the store's own on: a store of version 1 gains the campaigns.
+        var statements = ["BEGIN IMMEDIATE"]
+        if version < 1 { statements += Self.version1 }
+        if version < 2 { statements += Self.version2 }
+        statements += [
+            "INSERT INTO meta (key, value) VALUES ('schema', '\(Self.schemaVersion)') "
+                + "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             "COMMIT",
         ]
         for statement in statements { _ = try await db.query(statement) }
     }
+
+    private static let version1 = [
+        """
+        CREATE TABLE notifications (
+            seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, batch TEXT NOT NULL, token BLOB NOT NULL,
+            payload BLOB NOT NULL, push_type TEXT, apns_id TEXT, expiration INTEGER, priority INTEGER,
+            topic TEXT, collapse_id TEXT, state INTEGER NOT NULL, status INTEGER, reason TEXT,
+            apns_unique_id TEXT, unregistered_at INTEGER, accepted_at INTEGER NOT NULL, sent_at INTEGER,
+            answered_at INTEGER, uncertain_resends INTEGER NOT NULL DEFAULT 0)
+        """,
+        "CREATE INDEX notifications_batch ON notifications (batch, seq)",
+        // The rows to claim and the rows being sent, each by an index of its own: a partial index is used only
+        // for the very condition it names (SQLite does not read `state = 0` as within `state < 2`), and a claim
+        // that walked the delivered rows would slow down as the store grows.
+        "CREATE INDEX notifications_queued ON notifications (seq) WHERE state = 0",
+        "CREATE INDEX notifications_sending ON notifications (seq) WHERE state = 1",
+        """
+        CREATE TABLE idempotency (
+            key_id TEXT NOT NULL, key TEXT NOT NULL, body_hash BLOB NOT NULL, status INTEGER NOT NULL,
+            body BLOB NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (key_id, key))
+        """,
+        "CREATE INDEX idempotency_created ON idempotency (created_at)",
+        "CREATE TABLE templates (name TEXT PRIMARY KEY, body BLOB NOT NULL, updated_at INTEGER NOT NULL)",
+        """
+        CREATE TABLE api_keys (
+            id TEXT PRIMARY KEY, name TEXT NOT NULL, hash BLOB NOT NULL UNIQUE, created_at INTEGER NOT NULL,
+            revoked_at INTEGER)
+        """,
+    ]
+
+    private static let version2 = [
+        """
+        CREATE TABLE campaigns (
+            id TEXT PRIMARY KEY, seq INTEGER NOT NULL, state TEXT NOT NULL, settings BLOB NOT NULL,
+            created_by TEXT NOT NULL, created_at INTEGER NOT NULL, send_at INTEGER NOT NULL, started_at INTEGER,
+            ended_at INTEGER, message TEXT)
+        """
+    ]
 
     // MARK: Cycles
 
@@ -485,7 +501,7 @@ public final class SQLiteNotificationStore: NotificationStore {
         ).map(Self.record)
     }
 
-    private func read(_ query: String, _ binds: [SQLiteData] = []) async throws(StoreFailure) -> [SQLiteRow] {
+    func read(_ query: String, _ binds: [SQLiteData] = []) async throws(StoreFailure) -> [SQLiteRow] {
         do {
             return try await self.reader.query(query, binds)
         } catch {
@@ -512,7 +528,7 @@ public final class SQLiteNotificationStore: NotificationStore {
         return record
     }
 
-    private static func bytes(_ data: SQLiteData?) -> [UInt8] {
+    static func bytes(_ data: SQLiteData?) -> [UInt8] {
         switch data {
         case .blob(let buffer)?: Array(buffer.readableBytesView)
         case .text(let text)?: Array(text.utf8)
@@ -588,7 +604,7 @@ public final class SQLiteNotificationStore: NotificationStore {
 
     /// One statement in a transaction of its own on the writer; the rows it returned.
     @discardableResult
-    private func change(_ query: String, _ binds: [SQLiteData]) async throws(StoreFailure) -> Int {
+    func change(_ query: String, _ binds: [SQLiteData]) async throws(StoreFailure) -> Int {
         try await self.gate.run { () throws(StoreFailure) -> Int in
             try await self.transaction { db in try await db.query(query, binds).count }
         }
