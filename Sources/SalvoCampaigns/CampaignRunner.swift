@@ -123,7 +123,7 @@ public actor CampaignRunner {
         let now = self.now()
         let sendAt = settings.sendAt ?? now
         let (state, startedNow, actions) = self.machine.create(id: id, sendAt: sendAt, now: now)
-        var record = CampaignRecord(
+        let record = CampaignRecord(
             id: id,
             state: state.rawValue,
             settings: settings.json,
