@@ -107,12 +107,26 @@ public struct CampaignSettings: Hashable, Sendable {
             settings.pushType = pushType
         }
         settings.topic = try Self.string(value, "topic")
-        if let topic = settings.topic, let problem = APNSHeaderValueRules.topicProblem(topic) {
-            throw Self.refusal("topic", problem)
+        if let topic = settings.topic {
+            if let problem = APNSHeaderValueRules.topicProblem(topic) { throw Self.refusal("topic", problem) }
+            guard (1...255).contains(topic.utf8.count), topic.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+                throw Self.refusal("topic", "the topic is 1 to 255 visible ASCII characters")
+            }
         }
         settings.collapseID = try Self.string(value, "collapse_id")
-        if let collapseID = settings.collapseID, let problem = APNSHeaderValueRules.collapseIDProblem(collapseID) {
-            throw Self.refusal("collapse_id", problem)
+        if let collapseID = settings.collapseID {
+            if let problem = APNSHeaderValueRules.collapseIDProblem(collapseID) {
+                throw Self.refusal("collapse_id", problem)
+            }
+            let bytes = Array(collapseID.utf8)
+            guard (1...64).contains(bytes.count), bytes.allSatisfy({ $0 >= 0x20 && $0 <= 0x7E }),
+                bytes.first != 0x20, bytes.last != 0x20
+            else {
+                throw Self.refusal(
+                    "collapse_id",
+                    "the collapse id is 1 to 64 printable ASCII characters, without a space at either end"
+                )
+            }
         }
         if let priority = value["priority"] {
             guard case .number(let literal) = priority, let number = UInt8(literal), [1, 5, 10].contains(number) else {

@@ -62,6 +62,12 @@ struct CampaignSettingsTests {
         #expect(Self.field(#"{\#(file),"payload":{"aps":{}},"push_type":"shout"}"#) == "push_type")
         #expect(Self.field(#"{\#(file),"payload":{"aps":{}},"push_type":"voip","topic":"com.example.app"}"#) == "topic")
         #expect(Self.field(#"{\#(file),"payload":{"aps":{}},"name":""}"#) == "name")
+        for collapseID in ["", " spring", "spring ", "printemps é"] {
+            #expect(Self.field(#"{\#(file),"payload":{"aps":{}},"collapse_id":"\#(collapseID)"}"#) == "collapse_id")
+        }
+        for topic in ["", "com.example app", "com.exemple.é"] {
+            #expect(Self.field(#"{\#(file),"payload":{"aps":{}},"topic":"\#(topic)"}"#) == "topic", "\(topic)")
+        }
         #expect(Self.field("[1]") == "bad-request")
         #expect(Self.field("{") == "bad-json")
     }
