@@ -130,9 +130,16 @@ struct CampaignServiceTests {
             try await eventually("some delivered", timeout: .seconds(60), every: .milliseconds(20)) {
                 setup.simulator.ledger.snapshot().accepted >= 200
             }
-            let running = try await service.campaign(id, client: client)
+            // While it runs: its counts so far (never ahead of the ledger), its rate and when it should end.
+            var running = JSONValue.null
+            try await eventually("the running campaign's counts", timeout: .seconds(30)) {
+                running = try await service.campaign(id, client: client)
+                return (running["counts"]?["delivered"]?.intValue ?? 0) > 0
+            }
             #expect(running["state"] == .string("running"))
-            #expect(running["estimated_end"] != nil || running["rate"] == nil)
+            #expect((running["counts"]?["delivered"]?.intValue ?? 0) <= setup.simulator.ledger.snapshot().accepted)
+            #expect(running["counts"]?["valid_rows"]?.intValue == rows, "\(running)")
+            #expect(running["rate"]?.intValue != nil && running["estimated_end"]?.stringValue != nil, "\(running)")
             let cancelled = try await service.call(.POST, "/v1/campaigns/\(id)/cancel", client: client)
             #expect(cancelled.status == 200 && cancelled.json["state"] == .string("cancelled"), "\(cancelled.text)")
             let counts = try #require(cancelled.json["counts"])
