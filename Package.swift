@@ -281,6 +281,22 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // Campaigns through the service: each a `send --journal` job (SalvoSend's BulkSend) over the service's
+        // gateway, scheduled, paused, resumed and cancelled by a pure state machine, recorded in the service's store.
+        .target(
+            name: "SalvoCampaigns",
+            dependencies: [
+                "APNSWire",
+                "SalvoRows",
+                "SalvoHTTP2",
+                "SalvoSend",
+                "SalvoService",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictness
+        ),
+
         // The service's HTTP API on Hummingbird 2: routes checked against the OpenAPI document (`data/openapi`),
         // bearer API keys, problem details, health, readiness and metrics. Holds no decision of its own.
         .target(
@@ -288,6 +304,7 @@ let package = Package(
             dependencies: [
                 "APNSWire",
                 "SalvoService",
+                "SalvoCampaigns",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -411,6 +428,7 @@ let package = Package(
                 "SalvoProxy",
                 "SalvoService",
                 "SalvoServer",
+                "SalvoCampaigns",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -537,6 +555,23 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoCampaignsTests",
+            dependencies: [
+                "APNSWire", "SalvoRows", "SalvoHTTP2", "SalvoSend", "SalvoService", "SalvoServer", "SalvoCampaigns",
+                "SalvoSimulator", "SalvoDevelopment", "SalvoTestSupport", "SalvoTestTraits",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictness
         ),

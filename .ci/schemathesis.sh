@@ -59,7 +59,18 @@ trap 'exit 143' TERM
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 base="http://127.0.0.1:$port"
 mkdir -p .build
-"$salvo" serve --demo --listen "127.0.0.1:$port" --demo-key-file "$folder/key" --store "$folder/store" >"$log" 2>&1 &
+# The campaign files' folder holds the audience the document's example names, so that the example makes a campaign
+# (and the operations on it are reached through the document's links).
+mkdir -p "$folder/campaign-files/lists"
+python3 - "$folder/campaign-files/lists/news.csv" <<'PYTHON'
+import hashlib, sys
+with open(sys.argv[1], "w") as out:
+    out.write("token\n")
+    for index in range(200):
+        out.write(hashlib.sha256(f"schemathesis-{index}".encode()).hexdigest() + "\n")
+PYTHON
+"$salvo" serve --demo --listen "127.0.0.1:$port" --demo-key-file "$folder/key" --store "$folder/store" \
+    --campaign-files "$folder/campaign-files" >"$log" 2>&1 &
 server=$!
 
 # Up within 60 s, its key written, or the log says why not.

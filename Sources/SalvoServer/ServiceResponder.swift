@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdAuth
 import Logging
 import NIOCore
+import SalvoCampaigns
 import SalvoService
 
 /// The HTTP API of `salvo serve`: each operation of the OpenAPI document (`data/openapi/salvo-v1.json`) mapped to
@@ -16,6 +17,8 @@ public struct ServiceResponder: HTTPResponder {
     public typealias Context = BasicRequestContext
 
     let service: NotificationService
+    /// The campaigns (`/v1/campaigns`); nil: the service runs none, and those operations answer 503.
+    let campaigns: CampaignRunner?
     let document: [UInt8]
     let metricsText: @Sendable () async -> String
     let logger: Logger
@@ -25,11 +28,13 @@ public struct ServiceResponder: HTTPResponder {
 
     public init(
         service: NotificationService,
+        campaigns: CampaignRunner? = nil,
         document: [UInt8],
         metricsText: @escaping @Sendable () async -> String,
         logger: Logger
     ) {
         self.service = service
+        self.campaigns = campaigns
         self.document = document
         self.metricsText = metricsText
         self.logger = logger
@@ -44,6 +49,12 @@ public struct ServiceResponder: HTTPResponder {
         case 3 where path[0] == "v1" && path[1] == "notifications": return ("/v1/notifications/{id}", [.get])
         case 3 where path[0] == "v1" && path[1] == "batches": return ("/v1/batches/{batch}", [.get])
         case 3 where path[0] == "v1" && path[1] == "templates": return ("/v1/templates/{name}", [.get, .put, .delete])
+        case 2 where path == ["v1", "campaigns"]: return ("/v1/campaigns", [.get, .post])
+        case 3 where path[0] == "v1" && path[1] == "campaigns": return ("/v1/campaigns/{id}", [.get])
+        case 4 where path[0] == "v1" && path[1] == "campaigns" && ["pause", "resume", "cancel"].contains(path[3]):
+            return ("/v1/campaigns/{id}/" + path[3], [.post])
+        case 4 where path[0] == "v1" && path[1] == "campaigns" && ["report", "rejects", "unsettled"].contains(path[3]):
+            return ("/v1/campaigns/{id}/" + path[3], [.get])
         default: return nil
         }
     }
@@ -158,6 +169,8 @@ public struct ServiceResponder: HTTPResponder {
             return await self.putTemplate(String(path[2]), request: request, context: context)
         case ("/v1/templates/{name}", .delete):
             return await self.deleteTemplate(String(path[2]))
+        case _ where route.hasPrefix("/v1/campaigns"):
+            return await self.campaign(route, path: path, request: request, context: context, keyID: keyID)
         default:
             return self.getTemplate(String(path[2]))
         }
@@ -261,7 +274,7 @@ public struct ServiceResponder: HTTPResponder {
     }
 
     /// A JSON body of at most `maximumBodyBytes`.
-    private static func body(_ request: Request, context: Context) async -> Result<[UInt8], ServiceProblem> {
+    static func body(_ request: Request, context: Context) async -> Result<[UInt8], ServiceProblem> {
         let type = request.headers[.contentType]?.lowercased() ?? ""
         let media = type.split(separator: ";").first.map { $0.filter { $0 != " " && $0 != "\t" } } ?? ""
         guard media == "application/json" else {

@@ -30,8 +30,8 @@ public final class SQLiteNotificationStore: NotificationStore {
     /// time).
     private let lastSeq: Mutex<Int>
 
-    /// The schema this code reads and writes.
-    static let schemaVersion = 1
+    /// The schema this code reads and writes: 1, the notifications, keys and templates; 2 adds the campaigns.
+    static let schemaVersion = 2
 
     /// Opens (creating it if needed) the store in `directory`.
     public static func open(directory: String) async throws(StoreFailure) -> SQLiteNotificationStore {
@@ -112,38 +112,54 @@ public final class SQLiteNotificationStore: NotificationStore {
             }
             return
         }
-        let statements = [
-            """
-            CREATE TABLE notifications (
-                seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, batch TEXT NOT NULL, token BLOB NOT NULL,
-                payload BLOB NOT NULL, push_type TEXT, apns_id TEXT, expiration INTEGER, priority INTEGER,
-                topic TEXT, collapse_id TEXT, state INTEGER NOT NULL, status INTEGER, reason TEXT,
-                apns_unique_id TEXT, unregistered_at INTEGER, accepted_at INTEGER NOT NULL, sent_at INTEGER,
-                answered_at INTEGER, uncertain_resends INTEGER NOT NULL DEFAULT 0)
-            """,
-            "CREATE INDEX notifications_batch ON notifications (batch, seq)",
-            // The rows to claim and the rows being sent, each by an index of its own: a partial index is used only
-            // for the very condition it names (SQLite does not read `state = 0` as within `state < 2`), and a claim
-            // that walked the delivered rows would slow down as the store grows.
-            "CREATE INDEX notifications_queued ON notifications (seq) WHERE state = 0",
-            "CREATE INDEX notifications_sending ON notifications (seq) WHERE state = 1",
-            """
-            CREATE TABLE idempotency (
-                key_id TEXT NOT NULL, key TEXT NOT NULL, body_hash BLOB NOT NULL, status INTEGER NOT NULL,
-                body BLOB NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (key_id, key))
-            """,
-            "CREATE INDEX idempotency_created ON idempotency (created_at)",
-            "CREATE TABLE templates (name TEXT PRIMARY KEY, body BLOB NOT NULL, updated_at INTEGER NOT NULL)",
-            """
-            CREATE TABLE api_keys (
-                id TEXT PRIMARY KEY, name TEXT NOT NULL, hash BLOB NOT NULL UNIQUE, created_at INTEGER NOT NULL,
-                revoked_at INTEGER)
-            """,
-            "INSERT INTO meta (key, value) VALUES ('schema', '\(Self.schemaVersion)')",
-        ]
-        // Inside the write that opened the store: one transaction, all or nothing.
+        // Each version's statements in order, from the store's own on: a store of version 1 gains the campaigns.
+        var statements: [String] = []
+        if version < 1 { statements += Self.version1 }
+        if version < 2 { statements += Self.version2 }
+        statements.append(
+            "INSERT INTO meta (key, value) VALUES ('schema', '\(Self.schemaVersion)') "
+                + "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        )
         for statement in statements { try db.execute(sql: statement) }
     }
+
+    private static let version1 = [
+        """
+        CREATE TABLE notifications (
+            seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, batch TEXT NOT NULL, token BLOB NOT NULL,
+            payload BLOB NOT NULL, push_type TEXT, apns_id TEXT, expiration INTEGER, priority INTEGER,
+            topic TEXT, collapse_id TEXT, state INTEGER NOT NULL, status INTEGER, reason TEXT,
+            apns_unique_id TEXT, unregistered_at INTEGER, accepted_at INTEGER NOT NULL, sent_at INTEGER,
+            answered_at INTEGER, uncertain_resends INTEGER NOT NULL DEFAULT 0)
+        """,
+        "CREATE INDEX notifications_batch ON notifications (batch, seq)",
+        // The rows to claim and the rows being sent, each by an index of its own: a partial index is used only
+        // for the very condition it names (SQLite does not read `state = 0` as within `state < 2`), and a claim
+        // that walked the delivered rows would slow down as the store grows.
+        "CREATE INDEX notifications_queued ON notifications (seq) WHERE state = 0",
+        "CREATE INDEX notifications_sending ON notifications (seq) WHERE state = 1",
+        """
+        CREATE TABLE idempotency (
+            key_id TEXT NOT NULL, key TEXT NOT NULL, body_hash BLOB NOT NULL, status INTEGER NOT NULL,
+            body BLOB NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (key_id, key))
+        """,
+        "CREATE INDEX idempotency_created ON idempotency (created_at)",
+        "CREATE TABLE templates (name TEXT PRIMARY KEY, body BLOB NOT NULL, updated_at INTEGER NOT NULL)",
+        """
+        CREATE TABLE api_keys (
+            id TEXT PRIMARY KEY, name TEXT NOT NULL, hash BLOB NOT NULL UNIQUE, created_at INTEGER NOT NULL,
+            revoked_at INTEGER)
+        """,
+    ]
+
+    private static let version2 = [
+        """
+        CREATE TABLE campaigns (
+            id TEXT PRIMARY KEY, seq INTEGER NOT NULL, state TEXT NOT NULL, settings BLOB NOT NULL,
+            created_by TEXT NOT NULL, created_at INTEGER NOT NULL, send_at INTEGER NOT NULL, started_at INTEGER,
+            ended_at INTEGER, message TEXT)
+        """
+    ]
 
     // MARK: Cycles
 
@@ -453,7 +469,7 @@ public final class SQLiteNotificationStore: NotificationStore {
 
     /// The rows of one query on a reading connection (never the writer's: a read waits for no cycle), each made a
     /// value by `make` there (GRDB's rows are not `Sendable`), the caller suspended meanwhile.
-    private func read<T: Sendable>(
+    func read<T: Sendable>(
         _ sql: String,
         _ arguments: StatementArguments = [],
         _ make: @escaping @Sendable (Row) -> T?
@@ -486,7 +502,7 @@ public final class SQLiteNotificationStore: NotificationStore {
         return record
     }
 
-    private static func bytes(_ row: Row, _ column: String) -> [UInt8] {
+    static func bytes(_ row: Row, _ column: String) -> [UInt8] {
         (row[column] as Data?).map { Array($0) } ?? []
     }
 
@@ -558,7 +574,7 @@ public final class SQLiteNotificationStore: NotificationStore {
     /// One statement in a transaction of its own on the writer.
     /// - Returns: the rows it changed.
     @discardableResult
-    private func change(_ sql: String, _ arguments: StatementArguments) async throws(StoreFailure) -> Int {
+    func change(_ sql: String, _ arguments: StatementArguments) async throws(StoreFailure) -> Int {
         try await self.writing { db in
             try db.execute(sql: sql, arguments: arguments)
             return db.changesCount

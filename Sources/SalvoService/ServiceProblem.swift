@@ -34,6 +34,16 @@ public struct ServiceProblem: Error, Hashable, Sendable, CustomStringConvertible
             status: 422,
             title: "No notification of the request can be sent"
         )
+        public static let invalidCampaign = Kind(
+            slug: "invalid-campaign",
+            status: 422,
+            title: "The campaign cannot be sent as given"
+        )
+        public static let campaignState = Kind(
+            slug: "campaign-state",
+            status: 409,
+            title: "The campaign's state does not allow it"
+        )
         public static let queueFull = Kind(slug: "queue-full", status: 429, title: "The queue is full")
         public static let unavailable = Kind(slug: "unavailable", status: 503, title: "The service is unavailable")
         public static let internalError = Kind(slug: "internal", status: 500, title: "The service failed")

@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import Prometheus
+import SalvoCampaigns
 import SalvoConsole
 import SalvoData
 import SalvoDevelopment
@@ -71,6 +72,12 @@ struct ServeRunCommand: AsyncParsableCommand {
     @Option(help: "HTTP/2 connections to the gateway, 1 to 64.")
     var connections = 2
 
+    @Option(
+        name: .customLong("campaign-files"),
+        help: "The folder whose CSV files a campaign may name as its audience (default: none; uploads only)."
+    )
+    var campaignFiles: String?
+
     @Flag(help: "Run against an embedded simulator with a demo API key (printed), to try the API.")
     var demo = false
 
@@ -92,6 +99,13 @@ struct ServeRunCommand: AsyncParsableCommand {
         }
         guard self.queueLimit >= 1 else { throw ValidationError("--queue-limit is at least 1") }
         guard (1...64).contains(self.connections) else { throw ValidationError("--connections is 1 to 64") }
+        if let folder = self.campaignFiles {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue
+            else {
+                throw ValidationError("--campaign-files \(folder) is not a folder")
+            }
+        }
         guard self.shutdownGrace >= 0 else { throw ValidationError("--shutdown-grace is 0 or more seconds") }
         if !self.demo {
             guard self.certificate.isGiven || self.signingKey.authKey != nil else {
@@ -165,6 +179,25 @@ struct ServeRunCommand: AsyncParsableCommand {
                 ]
             )
         }
+        // Campaigns: `send --journal` jobs over the same gateway and credentials, their records in the same store.
+        let campaigns = CampaignRunner(
+            store: store,
+            job: CampaignJob(
+                base: configuration.job,
+                defaultTopic: topic,
+                folder: CampaignFolder(store: storeFolder),
+                allowedFiles: self.campaignFiles
+            ),
+            template: { name in service.template(name: name)?.text },
+            now: configuration.now,
+            logger: logger
+        )
+        do {
+            try await campaigns.start()
+        } catch {
+            await service.shutdown()
+            throw UserError(error.message)
+        }
         var demoKey: String?
         if self.demo {
             let (key, record) = APIKeys.make(name: "demo", now: ServiceClock.milliseconds())
@@ -183,6 +216,7 @@ struct ServeRunCommand: AsyncParsableCommand {
         }
         let responder = ServiceResponder(
             service: service,
+            campaigns: campaigns,
             document: Array(document),
             metricsText: { String(decoding: registry.emitToBuffer(), as: UTF8.self) },
             logger: logger
@@ -217,6 +251,9 @@ struct ServeRunCommand: AsyncParsableCommand {
             // listener closes, and connections a client keeps busy are cut after a bounded wait.
             await ServeSignals.wait()
             logger.notice("shutting down", metadata: ["grace_seconds": "\(self.shutdownGrace)"])
+            // The campaigns' jobs first (each stops cleanly, its campaign left running for the next start), while
+            // the store is still open for their records.
+            await campaigns.shutdown()
             await service.shutdown()
             await server.stop()
             try? await Task.sleep(for: .seconds(5))
@@ -228,6 +265,7 @@ struct ServeRunCommand: AsyncParsableCommand {
             // Cut after the bounded wait of a shutdown, or the listener failed (its port taken, its certificate).
             let cut = service.isStopping
             signals.cancel()
+            await campaigns.shutdown()
             await service.shutdown()
             try? await simulator?.shutdown()
             if cut { return }

@@ -161,4 +161,34 @@ import Testing
         #expect(try await !reopened.deleteTemplate(named: "t"))
         await reopened.close()
     }
+
+    @Test func campaignRecordsAreKeptInOrderAndReplacedByTheirID() async throws {
+        let folder = try scratchFolder("store")
+        let store = try await SQLiteNotificationStore.open(directory: folder)
+        let first = CampaignRecord(
+            id: "c-1",
+            state: "scheduled",
+            settings: Array(#"{"payload":{"aps":{}}}"#.utf8),
+            createdBy: "key_1",
+            createdAt: 1_000,
+            sendAt: 5_000
+        )
+        var second = first
+        second.id = "c-2"
+        second.createdAt = 2_000
+        try await store.putCampaign(first)
+        try await store.putCampaign(second)
+        var changed = first
+        changed.state = "failed"
+        changed.startedAt = 5_000
+        changed.endedAt = 6_000
+        changed.message = "the credentials were refused"
+        try await store.putCampaign(changed)
+        await store.close()
+        let reopened = try await SQLiteNotificationStore.open(directory: folder)
+        #expect(try await reopened.campaigns() == [changed, second])
+        #expect(try await reopened.campaign(id: "c-2") == second)
+        #expect(try await reopened.campaign(id: "c-3") == nil)
+        await reopened.close()
+    }
 }

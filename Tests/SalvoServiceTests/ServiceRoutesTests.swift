@@ -50,11 +50,15 @@ struct ServiceRoutesTests {
             )
             documented.insert(path.key)
         }
-        let routes: [[Substring]] = [
-            ["healthz"], ["readyz"], ["metrics"], ["openapi.json"], ["v1", "notifications"],
-            ["v1", "notifications", "x"],
-            ["v1", "batches", "x"], ["v1", "templates", "x"],
-        ]
+        let routes: [[Substring]] =
+            [
+                ["healthz"], ["readyz"], ["metrics"], ["openapi.json"], ["v1", "notifications"],
+                ["v1", "notifications", "x"],
+                ["v1", "batches", "x"], ["v1", "templates", "x"], ["v1", "campaigns"], ["v1", "campaigns", "x"],
+            ]
+            + ["pause", "resume", "cancel", "report", "rejects", "unsettled"].map {
+                ["v1", "campaigns", "x", Substring($0)]
+            }
         for route in routes {
             let name = try #require(ServiceResponder.methods(for: route)).route
             #expect(documented.contains(name), "\(name) is a route the document does not have")

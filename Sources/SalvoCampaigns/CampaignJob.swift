@@ -1,0 +1,112 @@
+import APNSWire
+import SalvoHTTP2
+import SalvoRows
+import SalvoSend
+import SalvoService
+
+/// The `send --journal` request of a campaign: its audience, its payload or template, its headers and rate over the
+/// service's own gateway and credentials, its journal and result files in its folder. Built the same way from the
+/// campaign's stored settings on every run, so that each run after the first resumes the journal (the journal
+/// refuses a request whose settings changed).
+public struct CampaignJob: Sendable {
+    /// The service's HTTP/2 job: the client (gateway, credentials, trust, connections) and `onUncertain`.
+    public var base: HTTP2JobConfiguration
+    /// The topic of a campaign that names none (`serve --topic`).
+    public var defaultTopic: String?
+    public var folder: CampaignFolder
+    /// The folder server-side audiences must be under (`serve --campaign-files`); nil: none are taken.
+    public var allowedFiles: String?
+
+    public init(base: HTTP2JobConfiguration, defaultTopic: String?, folder: CampaignFolder, allowedFiles: String?) {
+        self.base = base
+        self.defaultTopic = defaultTopic
+        self.folder = folder
+        self.allowedFiles = allowedFiles
+    }
+
+    /// The campaign's request. Blocks (a template file is read and hashed, a server-side path resolved): called on
+    /// `BlockingWork`.
+    ///
+    /// - Parameter journal: false for the check a new campaign gets before it is recorded (its input is opened and
+    ///   its first rows read, nothing is written).
+    /// - Throws: `ServiceProblem` naming the field at fault.
+    public func request(
+        id: String,
+        settings: CampaignSettings,
+        journal: Bool = true
+    ) throws(ServiceProblem)
+        -> SendRequest
+    {
+        let audience: String
+        switch settings.audience {
+        case .upload:
+            audience = self.folder.audience(id)
+        case .file(let path):
+            switch CampaignFolder.resolve(path, allowed: self.allowedFiles) {
+            case .success(let resolved): audience = resolved
+            case .failure(let error): throw ServiceProblem(.invalidCampaign, detail: error.reason, errors: [error])
+            }
+        }
+        var templateFiles: PayloadTemplateFiles?
+        if settings.template != nil {
+            do throws(JobError) {
+                templateFiles = try PayloadTemplateFiles.load(template: self.folder.template(id))
+            } catch {
+                throw ServiceProblem(.invalidCampaign, detail: error.message, field: "template")
+            }
+        }
+        let payload: Payload
+        do throws(PayloadError) {
+            if let first = templateFiles?.templates.templates.first {
+                payload = first.probe
+            } else {
+                payload = try Payload(jsonBytes: settings.payload ?? [])
+            }
+        } catch {
+            throw ServiceProblem(.badRequest, detail: error.message, field: "payload")
+        }
+        var client = self.base.client
+        client.rate = settings.rate
+        var configuration = HTTP2JobConfiguration(
+            client: client,
+            headers: try settings.headers(defaultTopic: self.defaultTopic),
+            payload: payload
+        )
+        configuration.retry = self.base.retry
+        configuration.onUncertain = self.base.onUncertain
+        let folder = self.folder
+        var request = SendRequest(
+            files: [audience],
+            input: TokenSource.Options(column: .name(settings.column)),
+            interface: .http2(configuration),
+            outputs: journal
+                ? SendOutputs(
+                    report: folder.report(id),
+                    rejects: folder.rejects(id),
+                    unregistered: folder.unregistered(id),
+                    unsettled: folder.unsettled(id)
+                ) : SendOutputs(),
+            journal: journal
+                ? SendJournal(directory: folder.journal(id), settings: self.settings(settings), waitSeconds: 30) : nil,
+            payloads: templateFiles?.templates
+        )
+        request.payloadFiles = templateFiles?.files ?? []
+        request.settings = self.settings(settings)
+        return request
+    }
+
+    /// What changes what is sent and is not in the request's values as such, for the journal to compare between
+    /// runs (as `send` gives its options).
+    private func settings(_ settings: CampaignSettings) -> [String: String] {
+        [
+            "campaign": "service",
+            "--template": settings.template ?? "",
+            "--priority": settings.priority.map { String($0.rawValue) } ?? "",
+            "--topic": settings.topic ?? self.defaultTopic ?? "",
+            "--push-type": settings.pushType?.rawValue ?? "alert",
+            "--collapse-id": settings.collapseID ?? "",
+            "--expiry": settings.expiration.map { String($0) } ?? "",
+            "--rate": settings.rate.map { String($0) } ?? "",
+        ]
+    }
+}

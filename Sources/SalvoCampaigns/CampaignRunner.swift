@@ -1,0 +1,394 @@
+import APNSWire
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import SalvoRows
+import SalvoSend
+import SalvoService
+
+/// The service's campaigns: each one a `send --journal` job (`BulkSend.prepare` and `run` on a `CampaignJob`'s
+/// request), run, paused (its job stopped through a `JobStop`: the journal keeps what was settled), resumed (the
+/// same request run again on the same journal) and cancelled as `CampaignMachine` decides; their records in the
+/// store, their files in the store's folder. The HTTP layer only calls it.
+public actor CampaignRunner {
+    private let store: any CampaignStore
+    private let job: CampaignJob
+    private let now: @Sendable () -> Int64
+    private let logger: Logger
+    /// A stored template's text by its name (the service's templates), nil when there is none.
+    private let template: @Sendable (String) -> [UInt8]?
+    private var machine = CampaignMachine()
+    private var records: [String: CampaignRecord] = [:]
+    private var settings: [String: CampaignSettings] = [:]
+    /// Each campaign's last finished run's report (read from its folder when not yet known here).
+    private var reports: [String: JobReport] = [:]
+    private var jobs: [String: (task: Task<Void, Never>, stop: JobStop)] = [:]
+    /// The running jobs' latest progress, written from the jobs' threads.
+    private let progress = NIOLockedValueBox<[String: JobProgress]>([:])
+    private var scheduler: Task<Void, Never>?
+    /// How long rows in flight may take to settle when a job is paused, cancelled or stopped.
+    public static let stopGrace: Duration = .seconds(2)
+
+    public init(
+        store: any CampaignStore,
+        job: CampaignJob,
+        template: @escaping @Sendable (String) -> [UInt8]?,
+        now: @escaping @Sendable () -> Int64,
+        logger: Logger
+    ) {
+        self.store = store
+        self.job = job
+        self.template = template
+        self.now = now
+        self.logger = logger
+    }
+
+    /// Reads the campaigns from the store, removes what a stopped service left half-made, resumes the campaigns that
+    /// were running and starts watching the scheduled ones' times.
+    public func start() async throws(StoreFailure) {
+        let records = try await self.store.campaigns()
+        let folder = self.job.folder
+        let known = Set(records.map(\.id))
+        try await BlockingWork.run { () throws(StoreFailure) in try folder.prepare(known: known) }
+        for record in records {
+            guard let state = CampaignState(rawValue: record.state),
+                let settings = try? CampaignSettings.read(record.settings, upload: Self.isUpload(record.settings))
+            else {
+                self.logger.error("a campaign's record cannot be read", metadata: ["campaign": "\(record.id)"])
+                continue
+            }
+            self.records[record.id] = record
+            self.settings[record.id] = settings
+            let actions = self.machine.restore(id: record.id, state: state, sendAt: record.sendAt)
+            if !actions.isEmpty {
+                self.logger.notice("resuming a campaign that was running", metadata: ["campaign": "\(record.id)"])
+            }
+            await self.carryOut(actions)
+        }
+        self.scheduler = Task { [weak self] in await self?.watchSchedule() }
+    }
+
+    /// Stops every running job (their campaigns stay `running`, for the next start to resume) and waits for them.
+    public func shutdown() async {
+        self.scheduler?.cancel()
+        await self.carryOut(self.machine.shutdown())
+        for (_, job) in self.jobs { await job.task.value }
+    }
+
+    // MARK: Operations
+
+    /// `POST /v1/campaigns`: checks the audience (`upload`: the body, written whole to `campaigns/incoming/`) and
+    /// the template against it, makes the campaign's folder, records it, and starts it when its time has come.
+    /// Nothing of a refused campaign stays.
+    public func create(
+        settings: CampaignSettings,
+        upload: CampaignUpload?,
+        keyID: String
+    ) async -> Result<CampaignStatus, ServiceProblem> {
+        let id = Self.newID()
+        let folder = self.job.folder
+        let uploadPath = upload?.path
+        func discard() async {
+            if let uploadPath { await BlockingWork.run { _ = unlink(uploadPath) } }
+            await BlockingWork.run { folder.remove(id) }
+        }
+        let templateText = settings.template.flatMap { self.template($0) }
+        if let name = settings.template, templateText == nil {
+            await discard()
+            return .failure(ServiceProblem(.invalidCampaign, detail: "no template named \(name)", field: "template"))
+        }
+        let job = self.job
+        do throws(ServiceProblem) {
+            // The folder first (the template is read from it), then the audience opened and its first rows read
+            // by the very code the runs use.
+            try await BlockingWork.run { () throws(ServiceProblem) in
+                do throws(StoreFailure) {
+                    try folder.create(id, upload: uploadPath, template: templateText)
+                } catch {
+                    throw ServiceProblem(
+                        .unavailable,
+                        detail: "the store cannot write: \(error.message)",
+                        retryAfter: 5
+                    )
+                }
+            }
+            let check = try await BlockingWork.run { () throws(ServiceProblem) in
+                try job.request(id: id, settings: settings, journal: false)
+            }
+            try await Self.checkAudience(check, settings: settings)
+        } catch {
+            await discard()
+            return .failure(error)
+        }
+        let now = self.now()
+        let sendAt = settings.sendAt ?? now
+        let (state, startedNow, actions) = self.machine.create(id: id, sendAt: sendAt, now: now)
+        let record = CampaignRecord(
+            id: id,
+            state: state.rawValue,
+            settings: settings.json,
+            createdBy: keyID,
+            createdAt: now,
+            sendAt: sendAt,
+            startedAt: startedNow ? now : nil
+        )
+        do {
+            try await self.store.putCampaign(record)
+        } catch {
+            self.machine.forget(id: id)
+            await discard()
+            return .failure(
+                ServiceProblem(.unavailable, detail: "the store cannot write: \(error.message)", retryAfter: 5)
+            )
+        }
+        self.records[id] = record
+        self.settings[id] = settings
+        self.logger.info(
+            "campaign created",
+            metadata: ["campaign": "\(id)", "state": "\(state.rawValue)", "created_by": "\(keyID)"]
+        )
+        await self.carryOut(actions)
+        var status = await self.status(id)!
+        status.startedNow = startedNow
+        return .success(status)
+    }
+
+    /// A file in `campaigns/incoming/` for an uploaded audience, written as the body arrives.
+    public func beginUpload() async throws(StoreFailure) -> CampaignUpload {
+        try await CampaignUpload.begin(in: self.job.folder, id: Self.newID())
+    }
+
+    public func list() async -> [CampaignStatus] {
+        var list: [CampaignStatus] = []
+        for record in self.records.values.sorted(by: { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }) {
+            if let status = await self.status(record.id) { list.append(status) }
+        }
+        return list
+    }
+
+    public func status(_ id: String) async -> CampaignStatus? {
+        guard let record = self.records[id], let settings = self.settings[id],
+            let state = self.machine.campaigns[id]?.state
+        else { return nil }
+        var status = CampaignStatus(record: record, state: state, settings: settings)
+        if self.reports[id] == nil {
+            let path = self.job.folder.report(id)
+            if let bytes = await BlockingWork.run({ CampaignFolder.contents(path) }),
+                let report = try? JSONDecoder().decode(JobReport.self, from: Data(bytes))
+            {
+                self.reports[id] = report
+            }
+        }
+        status.report = self.reports[id]
+        status.progress = self.progress.withLockedValue { $0[id] }
+        return status
+    }
+
+    /// `POST …/pause`, `…/resume`, `…/cancel`: the machine's decision carried out. A pause or cancel of a running
+    /// campaign answers once its job has stopped.
+    public func apply(
+        _ operation: CampaignMachine.Operation,
+        to id: String
+    ) async -> Result<
+        CampaignStatus, ServiceProblem
+    > {
+        guard self.records[id] != nil else {
+            return .failure(ServiceProblem(.notFound, detail: "no campaign \(id)"))
+        }
+        let actions: [CampaignMachine.Action]
+        do throws(CampaignMachine.Refusal) {
+            switch operation {
+            case .pause: actions = try self.machine.pause(id: id)
+            case .resume: actions = try self.machine.resume(id: id, now: self.now())
+            case .cancel: actions = try self.machine.cancel(id: id)
+            }
+        } catch {
+            return .failure(
+                ServiceProblem(
+                    .campaignState,
+                    detail: "\(error.reason) (it is \(error.state.rawValue))",
+                    field: "state"
+                )
+            )
+        }
+        let stopping = actions.contains { if case .stop = $0 { true } else { false } }
+        let running = self.jobs[id]?.task
+        await self.carryOut(actions)
+        if stopping, let running { await running.value }
+        return .success(await self.status(id)!)
+    }
+
+    /// Which file of a campaign's last run: `report.json`, `rejects.csv` or `unsettled.csv`.
+    public enum ResultFile: Sendable {
+        case report, rejects, unsettled
+    }
+
+    /// A result file as its last run wrote it, in `send`'s format.
+    public func file(_ file: ResultFile, of id: String) async -> Result<[UInt8], ServiceProblem> {
+        guard self.records[id] != nil else {
+            return .failure(ServiceProblem(.notFound, detail: "no campaign \(id)"))
+        }
+        let folder = self.job.folder
+        let path =
+            switch file {
+            case .report: folder.report(id)
+            case .rejects: folder.rejects(id)
+            case .unsettled: folder.unsettled(id)
+            }
+        guard let bytes = await BlockingWork.run({ CampaignFolder.contents(path) }) else {
+            return .failure(
+                ServiceProblem(.notFound, detail: "campaign \(id) has no such file yet: a run writes it when it ends")
+            )
+        }
+        return .success(bytes)
+    }
+
+    // MARK: Carrying out
+
+    private func carryOut(_ actions: [CampaignMachine.Action]) async {
+        for action in actions {
+            switch action {
+            case .start(let id):
+                self.run(id, closing: false)
+            case .closeOut(let id):
+                self.run(id, closing: true)
+            case .stop(let id, let reason):
+                let text =
+                    switch reason {
+                    case .pause: "paused through the API"
+                    case .cancel: "cancelled through the API"
+                    case .shutdown: "the service is shutting down"
+                    }
+                self.jobs[id]?.stop.request(reason: text)
+            case .record(let id, let state, let message):
+                await self.record(id, state, message: message)
+            }
+        }
+    }
+
+    private func record(_ id: String, _ state: CampaignState, message: String?) async {
+        guard var record = self.records[id] else { return }
+        let now = self.now()
+        record.state = state.rawValue
+        record.message = message
+        if state == .running && record.startedAt == nil { record.startedAt = now }
+        if state.isFinal || state == .failed { record.endedAt = now }
+        self.records[id] = record
+        do {
+            try await self.store.putCampaign(record)
+        } catch {
+            self.logger.error(
+                "a campaign's state cannot be recorded",
+                metadata: ["campaign": "\(id)", "state": "\(state.rawValue)", "error": "\(error.message)"]
+            )
+        }
+        self.logger.info("campaign \(state.rawValue)", metadata: ["campaign": "\(id)"])
+    }
+
+    /// Runs the campaign's job in a task of its own; `closing`: stopped before its first row (a cancel's report).
+    private func run(_ id: String, closing: Bool) {
+        guard let settings = self.settings[id] else { return }
+        if self.records[id]?.startedAt == nil, !closing { self.records[id]?.startedAt = self.now() }
+        let stop = JobStop(grace: Self.stopGrace)
+        if closing { stop.request(reason: "cancelled through the API") }
+        let job = self.job
+        let progress = self.progress
+        let logger = self.logger
+        let task = Task {
+            let end = await Self.runJob(id: id, settings: settings, job: job, stop: stop, progress: progress)
+            if case .failed(let reason) = end.end {
+                logger.error("a campaign's job failed", metadata: ["campaign": "\(id)", "reason": "\(reason)"])
+            }
+            await self.ended(id, end.end, report: end.report)
+        }
+        self.jobs[id] = (task, stop)
+    }
+
+    private func ended(_ id: String, _ end: CampaignMachine.JobEnd, report: JobReport?) async {
+        self.jobs[id] = nil
+        self.progress.withLockedValue { _ = $0.removeValue(forKey: id) }
+        if let report { self.reports[id] = report }
+        await self.carryOut(self.machine.jobEnded(id: id, end))
+    }
+
+    private struct Ended: Sendable {
+        var end: CampaignMachine.JobEnd
+        var report: JobReport?
+    }
+
+    /// One run: `BulkSend.prepare` and `run`, as `send --journal` runs them.
+    private static func runJob(
+        id: String,
+        settings: CampaignSettings,
+        job: CampaignJob,
+        stop: JobStop,
+        progress: NIOLockedValueBox<[String: JobProgress]>
+    ) async -> Ended {
+        do {
+            let request = try await BlockingWork.run { () throws(ServiceProblem) in
+                try job.request(id: id, settings: settings)
+            }
+            stop.begin()
+            let send = try await BulkSend.prepare(request, stop: stop)
+            let result = try await send.run(
+                progress: { snapshot in progress.withLockedValue { $0[id] = snapshot } },
+                stop: stop
+            )
+            if let stopped = result.stopped ?? result.report.stopped {
+                return Ended(end: .stopped(stopped), report: result.report)
+            }
+            if let error = result.error { return Ended(end: .failed(error.message), report: result.report) }
+            return Ended(end: .finished, report: result.report)
+        } catch let error as ServiceProblem {
+            return Ended(end: .failed(error.detail), report: nil)
+        } catch let error as JobError {
+            return Ended(end: .failed(error.message), report: nil)
+        } catch {
+            return Ended(end: .failed("\(error)"), report: nil)
+        }
+    }
+
+    /// Refuses an audience the runs could not send: opened and its first rows read by `BulkSend.prepare` (no journal,
+    /// no output), after the template's fields are looked for in its header.
+    private static func checkAudience(_ request: SendRequest, settings: CampaignSettings) async throws(ServiceProblem) {
+        let field: String =
+            switch settings.audience {
+            case .upload: "audience"
+            case .file: "audience.file"
+            }
+        do throws(JobError) {
+            _ = try await BulkSend.prepare(request)
+        } catch {
+            // A template's field missing from the header is the template's fault as much as the audience's: named so.
+            let templateField = settings.template != nil && error.message.contains("names no column of the header")
+            throw ServiceProblem(
+                .invalidCampaign,
+                detail: error.message,
+                field: templateField ? "template" : field
+            )
+        }
+    }
+
+    // MARK: Schedule
+
+    /// Starts each scheduled campaign when its time comes: looks at most once a second, or at the next one's time.
+    private func watchSchedule() async {
+        while !Task.isCancelled {
+            await self.carryOut(self.machine.tick(now: self.now()))
+            let now = self.now()
+            let wait = min(1000, max(10, (self.machine.nextDue ?? now + 1000) - now))
+            try? await Task.sleep(for: .milliseconds(wait))
+        }
+    }
+
+    // MARK: Pieces
+
+    static func isUpload(_ settings: [UInt8]) -> Bool {
+        guard let value = try? JSONValue.parse(settings).value else { return true }
+        return value["audience"] == nil
+    }
+
+    static func newID() -> String {
+        UUID().uuidString.lowercased()
+    }
+}

@@ -1,0 +1,294 @@
+import APNSWire
+import SalvoRows
+import SalvoService
+
+/// What a campaign sends, and when, as `POST /v1/campaigns` gives it: the audience (an upload, or a file under the
+/// folder the operator allows), the token column, one payload or a stored template filled from each row, the
+/// headers `send` takes, the start time and the rate. A value read from JSON and written back to it (the store keeps
+/// it so, and every run of the campaign builds its job from it), with no I/O.
+public struct CampaignSettings: Hashable, Sendable {
+    public enum Audience: Hashable, Sendable {
+        /// The request's body, a CSV, kept in the campaign's folder.
+        case upload
+        /// A CSV on the server, named relative to the folder `serve --campaign-files` allows.
+        case file(String)
+    }
+
+    public var name: String?
+    public var audience: Audience
+    /// The header name of the token column.
+    public var column = "token"
+    /// One payload for every row (compact JSON), or
+    public var payload: [UInt8]?
+    /// the name of a stored template, filled from each row's columns (its text is kept with the campaign when it is
+    /// made, so that a template changed later changes no campaign).
+    public var template: String?
+    public var pushType: APNSPushType?
+    public var topic: String?
+    public var priority: NotificationPriority?
+    public var expiration: UInt32?
+    public var collapseID: String?
+    /// When to start, milliseconds since 1970; nil: now.
+    public var sendAt: Int64?
+    /// Notifications per second at most; nil: as fast as the connections go.
+    public var rate: Int?
+
+    public init(audience: Audience) {
+        self.audience = audience
+    }
+
+    /// The most a campaign's name may hold, in bytes.
+    public static let maximumNameBytes = 200
+
+    /// Reads the settings from a JSON object: the body of a JSON request, or the `Salvo-Campaign` header of an
+    /// upload (`upload`: the audience is the body, and the object names none).
+    ///
+    /// - Throws: `ServiceProblem` (400 `bad-json` or `bad-request`) naming the field at fault and why.
+    public static func read(
+        _ bytes: [UInt8],
+        upload: Bool,
+        source: String = "the body"
+    ) throws(ServiceProblem)
+        -> CampaignSettings
+    {
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(bytes).value
+        } catch {
+            throw ServiceProblem(.badJSON, detail: "\(source) is not JSON: \(error.message)")
+        }
+        guard case .object = value else {
+            throw ServiceProblem(.badRequest, detail: "\(source) must be a JSON object, not \(value.kindName)")
+        }
+        var settings = CampaignSettings(audience: .upload)
+        if upload {
+            if value["audience"] != nil {
+                throw Self.refusal("audience", "an uploaded campaign's audience is the body; name no other")
+            }
+        } else {
+            settings.audience = try Self.audience(value["audience"])
+        }
+        settings.name = try Self.string(value, "name")
+        if let name = settings.name, !(1...Self.maximumNameBytes).contains(name.utf8.count) {
+            throw Self.refusal("name", "a name is 1 to \(Self.maximumNameBytes) bytes")
+        }
+        if let column = try Self.string(value, "column") {
+            guard !column.isEmpty, column.utf8.count <= 200 else {
+                throw Self.refusal("column", "the token column's name is 1 to 200 bytes")
+            }
+            settings.column = column
+        }
+        switch (value["payload"], value["template"]) {
+        case (nil, nil):
+            throw Self.refusal("payload", "a campaign needs a payload, or a stored template filled from each row")
+        case (.some, .some):
+            throw Self.refusal("template", "a campaign takes a payload or a template, not both")
+        case (let payload?, nil):
+            guard case .object = payload else {
+                throw Self.refusal("payload", "the payload must be a JSON object, not \(payload.kindName)")
+            }
+            do {
+                settings.payload = try Payload(value: payload).bytes
+            } catch {
+                throw Self.refusal("payload", error.message)
+            }
+        case (nil, let template?):
+            guard case .string(let name) = template, ServiceTemplate.isValidName(name) else {
+                throw Self.refusal("template", "the template is a stored template's name, not \(template.kindName)")
+            }
+            settings.template = name
+        }
+        if let text = try Self.string(value, "push_type") {
+            let pushType = APNSPushType(rawValue: text)
+            guard APNSPushType.known.contains(pushType) else {
+                let known = APNSPushType.known.map(\.rawValue).sorted().joined(separator: ", ")
+                throw Self.refusal("push_type", "unknown push type \(Self.shown(text)); known: \(known)")
+            }
+            settings.pushType = pushType
+        }
+        settings.topic = try Self.string(value, "topic")
+        if let topic = settings.topic {
+            if let problem = APNSHeaderValueRules.topicProblem(topic) { throw Self.refusal("topic", problem) }
+            guard (1...255).contains(topic.utf8.count), topic.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+                throw Self.refusal("topic", "the topic is 1 to 255 visible ASCII characters")
+            }
+        }
+        settings.collapseID = try Self.string(value, "collapse_id")
+        if let collapseID = settings.collapseID {
+            if let problem = APNSHeaderValueRules.collapseIDProblem(collapseID) {
+                throw Self.refusal("collapse_id", problem)
+            }
+            let bytes = Array(collapseID.utf8)
+            guard (1...64).contains(bytes.count), bytes.allSatisfy({ $0 >= 0x20 && $0 <= 0x7E }),
+                bytes.first != 0x20, bytes.last != 0x20
+            else {
+                throw Self.refusal(
+                    "collapse_id",
+                    "the collapse id is 1 to 64 printable ASCII characters, without a space at either end"
+                )
+            }
+        }
+        if let priority = value["priority"] {
+            guard case .number(let literal) = priority, let number = UInt8(literal), [1, 5, 10].contains(number) else {
+                throw Self.refusal("priority", "the priority is 10, 5 or 1, not \(Self.shown(priority))")
+            }
+            settings.priority = NotificationPriority(rawValue: number)
+        }
+        if let expiration = value["expiration"] {
+            guard case .number(let literal) = expiration, let seconds = UInt32(literal) else {
+                throw Self.refusal(
+                    "expiration",
+                    "the expiration is UNIX seconds, a whole number from 0 to \(UInt32.max), not \(Self.shown(expiration))"
+                )
+            }
+            settings.expiration = seconds
+        }
+        if let sendAt = value["send_at"] {
+            guard case .string(let text) = sendAt, let milliseconds = Self.time(text) else {
+                throw Self.refusal(
+                    "send_at",
+                    "send_at is an RFC 3339 time with its offset (2026-12-01T09:00:00Z), not \(Self.shown(sendAt))"
+                )
+            }
+            settings.sendAt = milliseconds
+        }
+        if let rate = value["rate"] {
+            guard case .number(let literal) = rate, let number = Int(literal), number >= 1, number <= 1_000_000 else {
+                throw Self.refusal(
+                    "rate",
+                    "the rate is a whole number of notifications per second from 1 to 1000000, not \(Self.shown(rate))"
+                )
+            }
+            settings.rate = number
+        }
+        let pushType = settings.pushType ?? .alert
+        if let problem = pushType.problem(
+            topic: settings.topic,
+            priority: settings.priority,
+            priorityIsDefault: settings.priority == nil,
+            naming: .headers
+        ) {
+            throw Self.refusal(settings.priority != nil ? "priority" : "topic", problem.message)
+        }
+        if let payload = settings.payload, payload.count > pushType.payloadLimit.bytes {
+            throw Self.refusal(
+                "payload",
+                "the payload is \(payload.count) bytes; \(pushType.payloadLimit.name) allows at most "
+                    + "\(pushType.payloadLimit.bytes)"
+            )
+        }
+        return settings
+    }
+
+    /// The settings as the store keeps them (and `read` reads them again, `upload` as the audience says).
+    public var json: [UInt8] {
+        var members: [JSONMember] = []
+        if let name { members.append(JSONMember("name", .string(name))) }
+        switch self.audience {
+        case .upload: break
+        case .file(let path): members.append(JSONMember("audience", .object([JSONMember("file", .string(path))])))
+        }
+        members.append(JSONMember("column", .string(self.column)))
+        if let payload, let value = try? JSONValue.parse(payload).value {
+            members.append(JSONMember("payload", value))
+        }
+        if let template { members.append(JSONMember("template", .string(template))) }
+        if let pushType { members.append(JSONMember("push_type", .string(pushType.rawValue))) }
+        if let topic { members.append(JSONMember("topic", .string(topic))) }
+        if let priority { members.append(JSONMember("priority", .int(Int(priority.rawValue)))) }
+        if let expiration { members.append(JSONMember("expiration", .int(Int(expiration)))) }
+        if let collapseID { members.append(JSONMember("collapse_id", .string(collapseID))) }
+        if let sendAt { members.append(JSONMember("send_at", .string(Self.timeText(sendAt)))) }
+        if let rate { members.append(JSONMember("rate", .int(rate))) }
+        return JSONValue.object(members).compactBytes
+    }
+
+    /// The request headers of every row: the settings' own, the service's topic when they name none.
+    public func headers(defaultTopic: String?) throws(ServiceProblem) -> APNSRequestHeaders {
+        do {
+            return try APNSRequestHeaders(
+                pushType: self.pushType,
+                expiration: self.expiration,
+                priority: self.priority ?? (self.pushType ?? .alert).defaultPriority,
+                topic: self.topic ?? defaultTopic,
+                collapseID: self.collapseID
+            )
+        } catch {
+            throw ServiceProblem(.badRequest, detail: "the headers would be refused: \(error)")
+        }
+    }
+
+    // MARK: Pieces
+
+    private static func refusal(_ field: String, _ reason: String) -> ServiceProblem {
+        ServiceProblem(.badRequest, detail: reason, field: field)
+    }
+
+    private static func audience(_ value: JSONValue?) throws(ServiceProblem) -> Audience {
+        guard let value else {
+            throw Self.refusal(
+                "audience",
+                "a campaign needs an audience: {\"file\": PATH} under the server's campaign folder, or a CSV body "
+                    + "(Content-Type: text/csv) with the settings in the Salvo-Campaign header"
+            )
+        }
+        guard case .object = value, case .string(let path)? = value["file"] else {
+            throw Self.refusal("audience", "the audience is {\"file\": PATH}, not \(Self.shown(value))")
+        }
+        guard !path.isEmpty, path.utf8.count <= 4096, !path.utf8.contains(0) else {
+            throw Self.refusal("audience.file", "the file's path is 1 to 4096 bytes")
+        }
+        return .file(path)
+    }
+
+    private static func string(_ value: JSONValue, _ field: String) throws(ServiceProblem) -> String? {
+        guard let member = value[field] else { return nil }
+        guard case .string(let text) = member else {
+            throw Self.refusal(field, "\(field) must be a string, not \(member.kindName)")
+        }
+        return text
+    }
+
+    /// RFC 3339 (`2026-12-01T09:00:00Z`, `…T10:00:00.250+01:00`) as milliseconds since 1970; nil for anything
+    /// else, a date alone or a time without its offset included.
+    static func time(_ text: String) -> Int64? {
+        let bytes = Array(text.utf8)
+        // The date, the T, the time with seconds: `UnixTime.parse` reads them; the offset is required here.
+        guard bytes.count >= 20, bytes.count <= 40, bytes[10] == UInt8(ascii: "T") || bytes[10] == UInt8(ascii: "t"),
+            bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
+            let last = bytes.last,
+            last == UInt8(ascii: "Z") || last == UInt8(ascii: "z") || bytes[bytes.count - 6] == UInt8(ascii: "+")
+                || bytes[bytes.count - 6] == UInt8(ascii: "-")
+        else { return nil }
+        guard let seconds = UnixTime.parse(text) else { return nil }
+        var milliseconds: Int64 = 0
+        if bytes.count > 19, bytes[19] == UInt8(ascii: ".") {
+            var index = 20
+            var scale: Int64 = 100
+            while index < bytes.count, bytes[index] >= 0x30, bytes[index] <= 0x39 {
+                milliseconds += Int64(bytes[index] - 0x30) * scale
+                scale /= 10
+                index += 1
+            }
+        }
+        guard seconds > -62_135_596_800, seconds < 253_402_300_800 else { return nil }
+        return seconds * 1000 + milliseconds
+    }
+
+    /// Milliseconds since 1970 as RFC 3339 in UTC, with milliseconds.
+    public static func timeText(_ milliseconds: Int64) -> String {
+        let seconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
+        let fraction = milliseconds - seconds * 1000
+        let digits = String(fraction)
+        return String(UnixTime.iso8601(seconds).dropLast()) + "." + String(repeating: "0", count: 3 - digits.count)
+            + digits + "Z"
+    }
+
+    static func shown(_ text: String) -> String {
+        text.count > 80 ? "\"\(text.prefix(77))...\"" : "\"\(text)\""
+    }
+
+    static func shown(_ value: JSONValue) -> String {
+        Self.shown(String(decoding: value.compactBytes, as: UTF8.self))
+    }
+}

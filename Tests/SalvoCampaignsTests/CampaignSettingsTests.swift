@@ -1,0 +1,95 @@
+import APNSWire
+import SalvoCampaigns
+import SalvoService
+import SalvoTestTraits
+import Testing
+
+/// A campaign's settings as the API takes them: each refusal names its field, a time needs its offset, and what the
+/// store keeps reads back to the same settings (every run of a campaign is built from it).
+@Suite(.tags(.pure), .runs(.pure))
+struct CampaignSettingsTests {
+    static func read(_ text: String, upload: Bool = false) throws(ServiceProblem) -> CampaignSettings {
+        try CampaignSettings.read(Array(text.utf8), upload: upload)
+    }
+
+    static func field(_ text: String, upload: Bool = false) -> String? {
+        do {
+            _ = try Self.read(text, upload: upload)
+            return nil
+        } catch {
+            return error.errors.first?.field ?? error.kind.slug
+        }
+    }
+
+    @Test func everySettingReadsBackFromWhatTheStoreKeeps() throws {
+        let settings = try Self.read(
+            #"""
+            {"name":"spring","audience":{"file":"lists/a.csv"},"column":"device","template":"welcome",
+             "push_type":"background","topic":"com.example.app","priority":5,"expiration":1800000000,
+             "collapse_id":"spring","send_at":"2026-12-01T10:00:00.250+01:00","rate":250}
+            """#
+        )
+        #expect(settings.audience == .file("lists/a.csv") && settings.column == "device")
+        #expect(settings.template == "welcome" && settings.payload == nil)
+        #expect(settings.pushType == .background && settings.priority == NotificationPriority(rawValue: 5))
+        #expect(settings.sendAt == 1_796_115_600_250)
+        #expect(settings.rate == 250 && settings.expiration == 1_800_000_000)
+        #expect(try CampaignSettings.read(settings.json, upload: false) == settings)
+
+        let upload = try Self.read(#"{"payload":{"aps":{"alert":"hi"}}}"#, upload: true)
+        #expect(upload.audience == .upload && upload.sendAt == nil && upload.column == "token")
+        #expect(try CampaignSettings.read(upload.json, upload: true) == upload)
+    }
+
+    @Test func eachRefusalNamesItsField() {
+        let file = #""audience":{"file":"a.csv"}"#
+        #expect(Self.field(#"{"payload":{"aps":{}}}"#) == "audience")
+        #expect(Self.field(#"{"audience":"a.csv","payload":{"aps":{}}}"#) == "audience")
+        #expect(Self.field(#"{"audience":{"file":"a.csv"},"payload":{"aps":{}}}"#, upload: true) == "audience")
+        #expect(Self.field(#"{\#(file)}"#) == "payload")
+        #expect(Self.field(#"{\#(file),"payload":{"aps":{}},"template":"t"}"#) == "template")
+        #expect(Self.field(#"{\#(file),"template":"no/slash"}"#) == "template")
+        #expect(Self.field(#"{\#(file),"payload":{"alert":"no aps"}}"#) == "payload")
+        for sendAt in [
+            "\"tomorrow\"", "\"2026-12-01\"", "\"2026-12-01T09:00:00\"", "\"2026-13-01T09:00:00Z\"", "1796115600",
+        ] {
+            #expect(Self.field(#"{\#(file),"payload":{"aps":{}},"send_at":\#(sendAt)}"#) == "send_at", "\(sendAt)")
+        }
+        for rate in ["0", "-5", "1.5", "\"10\"", "1000001"] {
+            #expect(Self.field(#"{\#(file),"payload":{"aps":{}},"rate":\#(rate)}"#) == "rate", "\(rate)")
+        }
+        #expect(Self.field(#"{\#(file),"payload":{"aps":{}},"priority":7}"#) == "priority")
+        #expect(Self.field(#"{\#(file),"payload":{"aps":{}},"push_type":"shout"}"#) == "push_type")
+        #expect(Self.field(#"{\#(file),"payload":{"aps":{}},"push_type":"voip","topic":"com.example.app"}"#) == "topic")
+        #expect(Self.field(#"{\#(file),"payload":{"aps":{}},"name":""}"#) == "name")
+        for collapseID in ["", " spring", "spring ", "printemps é"] {
+            #expect(Self.field(#"{\#(file),"payload":{"aps":{}},"collapse_id":"\#(collapseID)"}"#) == "collapse_id")
+        }
+        for topic in ["", "com.example app", "com.exemple.é"] {
+            #expect(Self.field(#"{\#(file),"payload":{"aps":{}},"topic":"\#(topic)"}"#) == "topic", "\(topic)")
+        }
+        #expect(Self.field("[1]") == "bad-request")
+        #expect(Self.field("{") == "bad-json")
+    }
+
+    @Test func timesNeedTheirOffsetAndKeepTheirMilliseconds() {
+        let paris = CampaignSettings.timeTextRoundTrip("2026-12-01T10:00:00+01:00")
+        #expect(paris == "2026-12-01T09:00:00.000Z")
+        #expect(CampaignSettings.timeTextRoundTrip("2026-12-01T09:00:00.5Z") == "2026-12-01T09:00:00.500Z")
+        #expect(CampaignSettings.timeTextRoundTrip("2026-12-01T09:00:00") == nil)
+        #expect(CampaignSettings.timeTextRoundTrip("2026-12-01") == nil)
+    }
+}
+
+extension CampaignSettings {
+    /// A time as `send_at` reads it, written back as the API writes times; nil when refused.
+    static func timeTextRoundTrip(_ text: String) -> String? {
+        guard
+            let settings = try? CampaignSettings.read(
+                Array(#"{"payload":{"aps":{}},"send_at":"\#(text)"}"#.utf8),
+                upload: true
+            ), let sendAt = settings.sendAt
+        else { return nil }
+        return CampaignSettings.timeText(sendAt)
+    }
+}

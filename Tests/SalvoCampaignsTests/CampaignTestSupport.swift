@@ -1,0 +1,304 @@
+import APNSWire
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import SalvoCampaigns
+import SalvoHTTP2
+import SalvoRows
+import SalvoServer
+import SalvoService
+import SalvoSimulator
+import SalvoTestSupport
+import SalvoTestTraits
+import Testing
+
+let campaignTopic = "com.example.campaigns"
+
+/// A device token of its own for each index, spread over all 32 bytes as real tokens are.
+func campaignToken(_ index: Int) -> String {
+    Hex.string(Array(SHA256.hash(data: Array("campaign-token-\(index)".utf8))))
+}
+
+/// A fresh folder under the test scratch root.
+func campaignFolder(_ prefix: String) throws -> String {
+    let folder = TestScratch.root.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    return folder.path
+}
+
+/// An audience: a header (`token,name`) and a row per index, with `bad` rows whose token is not one.
+func audienceCSV(_ indices: Range<Int>, bad: Int = 0) -> String {
+    var text = "token,name\n"
+    for index in indices { text += "\(campaignToken(index)),person \(index)\n" }
+    for index in 0..<bad { text += "not-a-token-\(index),nobody\n" }
+    return text
+}
+
+/// The simulator's HTTP/2 endpoint with a signing key, and the service's job configuration that sends to it.
+struct CampaignSimulator {
+    static let keyID = "CAMPKEY123"
+    static let teamID = "DEF123GHIJ"
+
+    let simulator: Simulator
+    let job: HTTP2JobConfiguration
+    let signingKey: P256.Signing.PrivateKey
+    let caPEM: String
+
+    static func start(plan: FaultPlan = FaultPlan()) async throws -> CampaignSimulator {
+        let certificates = try CertificateFactory()
+        let key = P256.Signing.PrivateKey()
+        var configuration = SimulatorConfiguration(tls: .init(certificates))
+        configuration.plan = plan
+        configuration.maximumTokens = 1 << 16
+        configuration.http2 = HTTP2EndpointConfiguration(
+            providerKeys: [
+                .init(
+                    keyID: keyID,
+                    teamID: teamID,
+                    publicKey: Array(key.publicKey.rawRepresentation),
+                    topics: [campaignTopic],
+                    environment: .any
+                )
+            ]
+        )
+        let simulator = try await Simulator.start(configuration)
+        var client = HTTP2ClientConfiguration(
+            host: "127.0.0.1",
+            port: simulator.http2Port!,
+            authentication: .token(try ProviderToken(signer: JWTSigner(privateKey: key, keyID: keyID, teamID: teamID)))
+        )
+        client.serverName = "localhost"
+        client.connections = 2
+        client.trustRoots = .certificates([
+            try NIOSSLCertificate(bytes: Array(certificates.ca.certificatePEM.utf8), format: .pem)
+        ])
+        let job = HTTP2JobConfiguration(
+            client: client,
+            headers: try APNSRequestHeaders(topic: campaignTopic),
+            payload: try Payload(json: #"{"aps":{}}"#)
+        )
+        return CampaignSimulator(simulator: simulator, job: job, signingKey: key, caPEM: certificates.ca.certificatePEM)
+    }
+
+    /// Writes the signing key and the CA to `folder` for a child `salvo`: the options that reach this simulator.
+    func commandLineOptions(in folder: String) throws -> [String] {
+        let keyFile = folder + "/AuthKey.p8"
+        try Data(self.signingKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyFile))
+        let caFile = folder + "/ca.pem"
+        try Data(self.caPEM.utf8).write(to: URL(fileURLWithPath: caFile))
+        return [
+            "--gateway", "127.0.0.1:\(self.simulator.http2Port!)", "--auth-key", keyFile, "--key-id", Self.keyID,
+            "--team-id", Self.teamID, "--ca", caFile, "--server-name", "localhost", "--topic", campaignTopic,
+        ]
+    }
+}
+
+/// The service with its campaigns and its HTTP listener on a free loopback port, on a store folder that outlives
+/// it (a restart is `stop` and a new `start` on the same folder).
+final class CampaignService: Sendable {
+    let store: SQLiteNotificationStore
+    let service: NotificationService
+    let campaigns: CampaignRunner
+    let server: ServiceServer
+    let serving: Task<Void, Never>
+    let base: String
+    let key: String
+    let folder: String
+
+    static func start(
+        simulator: CampaignSimulator,
+        folder: String,
+        allowedFiles: String? = nil,
+        key: String? = nil
+    ) async throws -> CampaignService {
+        let store = try await SQLiteNotificationStore.open(directory: folder)
+        let configuration = ServiceConfiguration(job: simulator.job, defaults: .init(topic: campaignTopic))
+        let service = try await NotificationService.start(configuration: configuration, store: store)
+        var apiKey = key
+        if apiKey == nil {
+            let (made, record) = APIKeys.make(name: "campaigns", now: configuration.now())
+            try await store.addAPIKey(record)
+            apiKey = made
+        }
+        let logger = Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() })
+        let campaigns = CampaignRunner(
+            store: store,
+            job: CampaignJob(
+                base: configuration.job,
+                defaultTopic: campaignTopic,
+                folder: CampaignFolder(store: folder),
+                allowedFiles: allowedFiles
+            ),
+            template: { service.template(name: $0)?.text },
+            now: configuration.now,
+            logger: logger
+        )
+        try await campaigns.start()
+        let responder = ServiceResponder(
+            service: service,
+            campaigns: campaigns,
+            document: [],
+            metricsText: { "" },
+            logger: logger
+        )
+        let port = NIOLockedValueBox(0)
+        let server = try ServiceServer(responder: responder, host: "127.0.0.1", port: 0, tls: nil, logger: logger) {
+            listening in port.withLockedValue { $0 = listening }
+        }
+        let serving = Task { _ = try? await server.run() }
+        try await eventually("the listener is up", timeout: .seconds(20)) { port.withLockedValue { $0 } != 0 }
+        return CampaignService(
+            store: store,
+            service: service,
+            campaigns: campaigns,
+            server: server,
+            serving: serving,
+            base: "http://127.0.0.1:\(port.withLockedValue { $0 })",
+            key: apiKey!,
+            folder: folder
+        )
+    }
+
+    private init(
+        store: SQLiteNotificationStore,
+        service: NotificationService,
+        campaigns: CampaignRunner,
+        server: ServiceServer,
+        serving: Task<Void, Never>,
+        base: String,
+        key: String,
+        folder: String
+    ) {
+        self.store = store
+        self.service = service
+        self.campaigns = campaigns
+        self.server = server
+        self.serving = serving
+        self.base = base
+        self.key = key
+        self.folder = folder
+    }
+
+    /// As `salvo serve` stops on SIGTERM: the campaigns' jobs, the service (which closes the store), the listener.
+    func stop() async {
+        await self.campaigns.shutdown()
+        await self.service.shutdown()
+        await self.server.stop()
+        await self.serving.value
+    }
+
+    struct Answer {
+        var status: Int
+        var headers: [(String, String)]
+        var body: [UInt8]
+
+        var json: JSONValue { (try? JSONValue.parse(self.body).value) ?? .null }
+        var text: String { String(decoding: self.body, as: UTF8.self) }
+
+        /// The first refused field of a problem answer.
+        var field: String? {
+            guard case .array(let errors)? = self.json["errors"], case .string(let field)? = errors.first?["field"]
+            else { return nil }
+            return field
+        }
+    }
+
+    func call(
+        _ method: HTTPMethod,
+        _ path: String,
+        contentType: String? = nil,
+        headers: [(String, String)] = [],
+        body: [UInt8]? = nil,
+        client: HTTPClient
+    ) async throws -> Answer {
+        var request = HTTPClientRequest(url: self.base + path)
+        request.method = method
+        request.headers.add(name: "Authorization", value: "Bearer \(self.key)")
+        if let contentType { request.headers.add(name: "Content-Type", value: contentType) }
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let response = try await client.execute(request, timeout: .seconds(60))
+        let bytes = try await response.body.collect(upTo: 64 << 20)
+        return Answer(
+            status: Int(response.status.code),
+            headers: response.headers.map { ($0.name, $0.value) },
+            body: Array(bytes.readableBytesView)
+        )
+    }
+
+    /// Uploads `csv` as a campaign's audience with `settings` (JSON) in the Salvo-Campaign header.
+    func upload(_ csv: String, settings: String, client: HTTPClient) async throws -> Answer {
+        try await self.call(
+            .POST,
+            "/v1/campaigns",
+            contentType: "text/csv",
+            headers: [("Salvo-Campaign", settings)],
+            body: Array(csv.utf8),
+            client: client
+        )
+    }
+
+    func campaign(_ id: String, client: HTTPClient) async throws -> JSONValue {
+        try await self.call(.GET, "/v1/campaigns/\(id)", client: client).json
+    }
+
+    /// Waits until the campaign's `state` is `state`.
+    func waitFor(_ id: String, state: String, client: HTTPClient, seconds: Int64 = 120) async throws {
+        try await eventually("campaign \(id) is \(state)", timeout: .seconds(seconds)) {
+            try await self.campaign(id, client: client)["state"] == .string(state)
+        }
+    }
+}
+
+extension JSONValue {
+    var intValue: Int? {
+        if case .number(let literal) = self { Int(literal) } else { nil }
+    }
+
+    var stringValue: String? {
+        if case .string(let text) = self { text } else { nil }
+    }
+}
+
+/// The counts two reports must agree on (the runs' times and connections aside).
+struct ReportCounts: Equatable, CustomStringConvertible {
+    var inputRows, invalidInput, validRows, confirmed, presumed, expired, uncertain, notSent: Int
+    var rejected: [String: Int]
+
+    init(_ report: JobReport) {
+        self.inputRows = report.inputRows
+        self.invalidInput = report.invalidInput
+        self.validRows = report.validRows
+        self.confirmed = report.confirmed
+        self.presumed = report.presumed
+        self.expired = report.expired
+        self.uncertain = report.uncertain
+        self.notSent = report.notSent
+        self.rejected = report.rejected
+    }
+
+    var description: String {
+        "input \(self.inputRows), invalid \(self.invalidInput), valid \(self.validRows), confirmed \(self.confirmed), "
+            + "presumed \(self.presumed), rejected \(self.rejected), expired \(self.expired), uncertain "
+            + "\(self.uncertain), not sent \(self.notSent)"
+    }
+}
+
+/// Runs `body` with an HTTP client, shut down however `body` ends (a client dropped running stops the process).
+func withCampaignClient<T>(_ body: (HTTPClient) async throws -> T) async throws -> T {
+    let client = HTTPClient(eventLoopGroupProvider: .singleton)
+    let value: T
+    do {
+        value = try await body(client)
+    } catch {
+        try? await client.shutdown()
+        throw error
+    }
+    try await client.shutdown()
+    return value
+}
