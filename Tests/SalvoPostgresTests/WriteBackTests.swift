@@ -16,7 +16,7 @@ import Testing
 /// simulator: HTTP/2 410 (the simulator's uninstalled apps, with their time), HTTP/2 BadDeviceToken and binary status
 /// 8 (its invalid tokens). Each is recorded once, a rerun writes nothing twice, and a write-back that fails leaves the
 /// files whole, is reported, and is retried by the journaled job's next run.
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct WriteBackTests {
+@Suite(.tags(.network), .runs(.network)) struct WriteBackTests {
     /// When the simulator's uninstalled apps went (UNIX seconds): the 410's timestamp.
     static let goneAt: Int64 = 1_700_000_000
 

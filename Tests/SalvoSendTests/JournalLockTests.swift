@@ -15,7 +15,7 @@ import SalvoTestTraits
 /// One run per journal: the lock is an open file description's, so two opens in one process exclude each other as
 /// two processes would; it is released when its descriptor closes; a second run is refused at once, naming the
 /// holder, or waits for it with `--wait-for-journal`.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct JournalLockTests {
+@Suite(.tags(.process), .runs(.process)) struct JournalLockTests {
     static func folder() throws -> String {
         let path = TestScratch.root.appendingPathComponent("salvo-jl-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
