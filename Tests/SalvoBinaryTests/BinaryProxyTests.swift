@@ -14,7 +14,6 @@ import Testing
 @Suite(
     .tags(.network),
     .runs(.network),
-    .takesATurn,
     .serialized,
     .timeLimit(.minutes(2)),
     .enabled(

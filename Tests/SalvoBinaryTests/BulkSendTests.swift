@@ -8,7 +8,7 @@ import SalvoTestTraits
 import Testing
 
 /// End to end over real TLS: the engine (SalvoIO, OpenSSL) against the simulator (NIO, BoringSSL).
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized) struct BulkSendTests {
+@Suite(.tags(.network), .runs(.network), .serialized) struct BulkSendTests {
     @Test func cleanRunDeliversEveryTokenExactlyOnce() async throws {
         let harness = try await BulkSendHarness.start(tokens: 20_000)
         let result = try await harness.run(try harness.configuration())

@@ -7,7 +7,7 @@ import SalvoTestSupport
 import SalvoTestTraits
 import Testing
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct FeedbackClientTests {
+@Suite(.tags(.network), .runs(.network)) struct FeedbackClientTests {
     private func configuration(_ harness: BulkSendHarness, port: Int? = nil) -> FeedbackClient.Configuration {
         FeedbackClient.Configuration(
             gateway: GatewayAddress(host: "127.0.0.1", port: port ?? harness.simulator.feedbackPort),
@@ -73,7 +73,7 @@ import Testing
     }
 }
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct SuppressionListTests {
+@Suite(.tags(.network), .runs(.network)) struct SuppressionListTests {
     private func folder() throws -> String {
         let path = TestScratch.root.appendingPathComponent("salvo-sup-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)

@@ -11,7 +11,7 @@ import Testing
 /// Real TLS against gateways that misbehave: every wait ends after a stated time. The jobs run on a clock of the
 /// test's (`ManualJobClock`): a timeout is reached by moving the clock, not by waiting for it, and a job that must stop
 /// at once is shown to stop with its clock standing still (no retry, backoff or give-up on the way).
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct MisbehavingGatewayTests {
+@Suite(.tags(.network), .runs(.network)) struct MisbehavingGatewayTests {
     static let paths = CertificateFactory.sharedFolder
 
     static func tokenFile(_ count: Int) throws -> String {

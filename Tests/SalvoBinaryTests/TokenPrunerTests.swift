@@ -7,7 +7,7 @@ import SalvoTestSupport
 import SalvoTestTraits
 import Testing
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct TokenPrunerTests {
+@Suite(.tags(.network), .runs(.network)) struct TokenPrunerTests {
     /// The feedback service's list, read over TLS and merged into a suppression file, prunes a token file: the
     /// listed devices that registered again after their feedback timestamp stay, the others go.
     @Test func pruneKeepsReregisteredTokensAndDropsTheOthers() async throws {

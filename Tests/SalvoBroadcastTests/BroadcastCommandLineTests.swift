@@ -11,7 +11,7 @@ import Glibc
 
 /// The `channels`, `broadcast` and `check --channel-inventory` commands as a person runs them: messages and exit
 /// codes, against the simulator over TLS.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(2)))
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(2)))
 struct BroadcastCommandLineTests {
     @Test func channelsAreCreatedListedReadAndCheckedFromTheCommandLine() async throws {
         guard let salvo = BroadcastKillTests.executable else {

@@ -10,7 +10,7 @@ import Testing
 /// A broadcast job's connection to the push host over real TLS: every row in flight asks for it at once, at the
 /// start and after the connection is lost, and they share one connect, so a job holds one connection and a reset
 /// costs one reconnect (not one per row that noticed it).
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(2)))
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(2)))
 struct BroadcastConnectionTests {
     @Test func aJobHoldsOneConnectionAndALostOneIsOneReconnect() async throws {
         var plan = FaultPlan()

@@ -11,7 +11,7 @@ import Glibc
 
 /// The real `salvo` executable killed with SIGKILL in the middle of `channels create` and of `broadcast`, and run
 /// again: no name gets a second channel, no channel gets an update twice, and then every channel is deleted.
-@Suite(.tags(.process), .runs(.process), .takesATurn, .serialized, .timeLimit(.minutes(4)))
+@Suite(.tags(.process), .runs(.process), .serialized, .timeLimit(.minutes(4)))
 struct BroadcastKillTests {
     /// `salvo`, built next to the test bundle (`TestProcess.salvoPath`).
     static var executable: String? { TestProcess.salvoPath }

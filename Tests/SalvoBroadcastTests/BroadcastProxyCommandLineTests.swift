@@ -11,7 +11,6 @@ import Testing
 @Suite(
     .tags(.network),
     .runs(.network),
-    .takesATurn,
     .serialized,
     .timeLimit(.minutes(2)),
     .enabled(

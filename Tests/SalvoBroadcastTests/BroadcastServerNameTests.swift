@@ -11,7 +11,7 @@ import Testing
 /// The channel and broadcast clients connect as a bulk send does (`HTTP2ConnectionFactory`): the server's certificate
 /// is held to `--server-name` alone (a certificate that names only the address connected to is refused), and a
 /// proxy's tunnel carries them.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(2)))
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(2)))
 struct BroadcastServerNameTests {
     @Test func aCertificateThatDoesNotNameTheServerNameIsRefused() async throws {
         let service = try await BroadcastService.start()

@@ -75,7 +75,7 @@ struct BroadcastService {
 
 /// Channels created, broadcast to and deleted over real TLS against the simulator, and each documented refusal seen
 /// with Apple's reason.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(3)))
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(3)))
 struct BroadcastServiceTests {
     static let template = #"""
         {"aps":{"timestamp":"{{$now}}","event":"update","content-state":{"game":"{{name}}","home":2,"away":1}}}

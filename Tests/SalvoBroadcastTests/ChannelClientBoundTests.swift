@@ -7,7 +7,7 @@ import Testing
 /// A channel management call has one bound for the whole of it, its retries and their pauses included (`--timeout`
 /// from the command line), as a send has `--give-up-seconds`: a list whose answer never comes is given up once the
 /// bound has passed, not after the retry policy's eight timed-out requests (122 s from the command line before).
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct ChannelClientBoundTests {
+@Suite(.tags(.network), .runs(.network)) struct ChannelClientBoundTests {
     @Test func aCallWhoseAnswerNeverComesIsGivenUpAtItsBound() async throws {
         let identity = CertificateFactory.shared
         let server = try await HostileHTTP2Server(

@@ -14,7 +14,7 @@ import Testing
 /// middle and started again on the same store resumes the campaign by itself; a pause and a resume follow; the
 /// simulator's ledger then holds every row, each once but for the rows the kill left written and unanswered (resent:
 /// at least once), which the resumed run's report counts.
-@Suite(.tags(.process), .runs(.process), .serialized, .takesATurn, .timeLimit(.minutes(5)))
+@Suite(.tags(.process), .runs(.process), .serialized, .timeLimit(.minutes(5)))
 struct CampaignKillTests {
     @Test func aCampaignKilledMidwayIsResumedByTheNextStartAndEveryRowArrives() async throws {
         guard let salvo = TestProcess.salvoPath else {

@@ -16,7 +16,7 @@ import Testing
 /// paused and resumed delivers each row once and ends with the report `salvo send --journal` gives for the same
 /// rows; a cancel leaves the rest `notSent`; a restart resumes a running campaign and keeps the others as they were;
 /// bad input is refused naming the field, and nothing of a refused campaign stays.
-@Suite(.tags(.network), .runs(.network), .serialized, .takesATurn, .timeLimit(.minutes(5)))
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(5)))
 struct CampaignServiceTests {
     static let payload = #"{"payload":{"aps":{"alert":"hello"}}}"#
 

@@ -9,7 +9,7 @@ import Testing
 
 /// Failures that retrying cannot heal, before any connection worked, stop the job at once with the cause: over
 /// real sockets and TLS.
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct ConnectFailureTests {
+@Suite(.tags(.network), .runs(.network)) struct ConnectFailureTests {
     private func run(
         _ configuration: HTTP2JobConfiguration,
         rows: Int = 20,

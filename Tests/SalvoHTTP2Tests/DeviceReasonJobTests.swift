@@ -13,7 +13,7 @@ import Testing
 /// The HTTP/2 job against the simulator over TLS, for the device API's reasons added since 2020: an expired token
 /// is a token gone (rejected, listed as unregistered, never retried), a key of the other environment stops the job
 /// with every row unsent, as any refusal of the job's credentials does.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(1)))
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1)))
 struct DeviceReasonJobTests {
     static let keyID = "ENVKEY1234"
     static let teamID = "DEF123GHIJ"

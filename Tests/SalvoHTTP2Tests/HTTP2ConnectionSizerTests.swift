@@ -8,7 +8,7 @@ import Testing
 
 /// `--connections auto`: the sizer's decisions with a fake clock, and a job over TLS to the simulator held 25 ms
 /// away in each direction, which opens more than one connection.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(1)))
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1)))
 struct HTTP2ConnectionSizerTests {
     typealias Sizer = HTTP2ConnectionSizer
 

@@ -11,7 +11,6 @@ import Testing
 @Suite(
     .tags(.network),
     .runs(.network),
-    .takesATurn,
     .serialized,
     .enabled(if: SoakSize.tokens != nil),
     .timeLimit(.minutes(30))

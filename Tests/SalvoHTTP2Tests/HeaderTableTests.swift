@@ -12,7 +12,7 @@ import Testing
 /// HPACK against a server with a small header table (600 bytes, `SETTINGS_HEADER_TABLE_SIZE`) while the provider
 /// token changes mid-job, over TLS with either engine: a new `authorization` entry evicts shared headers, and every
 /// request the server decodes (NIOHPACK) must still carry the right headers.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(1))) struct HeaderTableTests {
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1))) struct HeaderTableTests {
     /// What is wrong with a request's headers, nil when nothing is; `verified` holds the tokens whose signature
     /// has passed.
     static func problem(

@@ -13,7 +13,7 @@ import SalvoTestTraits
 /// `salvo send --protocol h2` against servers that let nothing through, as an operator runs it: the job ends by
 /// itself with exit 3, writes its report, and lists every row in the unsettled file; a second SIGINT ends a job that
 /// waits for SETTINGS within a second.
-@Suite(.tags(.process), .runs(.process), .takesATurn, .serialized, .timeLimit(.minutes(2)))
+@Suite(.tags(.process), .runs(.process), .serialized, .timeLimit(.minutes(2)))
 struct HostileServerCommandLineTests {
     /// `salvo`, built next to the test bundle (`TestProcess.salvoPath`).
     static var executable: String? { TestProcess.salvoPath }

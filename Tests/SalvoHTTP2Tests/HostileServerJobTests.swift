@@ -12,7 +12,7 @@ import Testing
 /// engine: each ends by itself within three times `--give-up-seconds` plus 10 s, with the job's stop reason (exit 3),
 /// a bounded number of connections, and every row either answered or listed as unsettled. A server that answers
 /// with a header block larger than the client announced is still read, and no answered row is sent twice.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(3)))
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(3)))
 struct HostileServerJobTests {
     static let rows = 200
     static let giveUp = 2

@@ -5,7 +5,7 @@ import Testing
 
 @testable import SalvoHTTP2
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct JWTTests {
+@Suite(.tags(.network), .runs(.network)) struct JWTTests {
     @Test func tokenVerifiesWithThePublicKeyAndHasTheDocumentedShape() throws {
         let key = P256.Signing.PrivateKey()
         let signer = try JWTSigner(pem: key.pemRepresentation, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")

@@ -10,7 +10,7 @@ import Testing
 /// first handshake and the job's rows; each connection closing as soon as no row is left for it; every connection
 /// closed together at the end, the wait for the server's goodbyes bounded. Decisions with a fake clock, then a job
 /// over TLS to the simulator held 50 ms away in each direction.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(2))) struct JobStartAndEndTests {
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(2))) struct JobStartAndEndTests {
     static let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
     static func at(_ milliseconds: Int64) -> NIODeadline { Self.start + .milliseconds(milliseconds) }

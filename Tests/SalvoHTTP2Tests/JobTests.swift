@@ -13,7 +13,7 @@ import Testing
 @testable import SalvoHTTP2
 
 // Serialized: debug builds of the HTTP/2 stack are CPU-bound, and parallel jobs would trip request deadlines.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(1))) struct JobTests {
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1))) struct JobTests {
     /// The counts of the loopback server a job ran against, taken when the job ended.
     struct Served {
         var connectionCount: Int

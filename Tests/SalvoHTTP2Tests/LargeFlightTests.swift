@@ -10,7 +10,7 @@ import Testing
 /// while it is flushed, inside the write; the requests written then must follow the batch, once. NIOHTTP2's server
 /// refuses a request on a stream id it has seen (a connection error), so a batch sent twice would cost
 /// connections and resends.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(1))) struct LargeFlightTests {
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1))) struct LargeFlightTests {
     @Test(arguments: HTTP2Engine.allCases) func batchesOverTheWriteBufferGoOutOnceInOrder(
         engine: HTTP2Engine
     ) async throws {

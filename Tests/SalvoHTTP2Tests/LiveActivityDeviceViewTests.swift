@@ -12,7 +12,7 @@ import Testing
 /// `.push-type.liveactivity` topic), as the simulator's devices show them: the ledger records
 /// every push, and each token shows the one with the latest timestamp, whatever order they were sent in; an ended
 /// activity shows no later update.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(1)))
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1)))
 struct LiveActivityDeviceViewTests {
     @Test func devicesShowTheLatestTimestampAndNothingAfterTheEnd() async throws {
         let folder = try TemporaryFolder()

@@ -13,7 +13,7 @@ import Testing
 /// One provider token per signing key, shared through the cache file by every process (here: independent
 /// `ProviderToken` and `ProviderTokenCache` instances, as two processes have), and the job that stops at the first
 /// `TooManyProviderTokenUpdates` rather than retrying every row.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(1)))
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1)))
 struct ProviderTokenCacheTests {
     static let keyBytes = P256.Signing.PrivateKey().rawRepresentation
     static var key: P256.Signing.PrivateKey { try! P256.Signing.PrivateKey(rawRepresentation: keyBytes) }

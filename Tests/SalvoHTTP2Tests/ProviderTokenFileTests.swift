@@ -12,7 +12,7 @@ import Glibc
 
 /// A token file refreshed by another process: the monitor's decisions with a fake clock, then the file reader over
 /// real files (replaced by rename, and by a symlink swap as Kubernetes updates a mounted Secret).
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct ProviderTokenFileTests {
+@Suite(.tags(.network), .runs(.network)) struct ProviderTokenFileTests {
     static let start: Int64 = 1_764_000_000
     let signer: JWTSigner
 

@@ -12,7 +12,7 @@ import Testing
 /// Rows refused for the provider token never reached a device: they are never counted as rejected, and a job
 /// stopped by such a refusal lists them, with every row it did not send, in its unsettled rows, so that sending
 /// those rows again delivers every token once.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(2)))
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(2)))
 struct ProviderTokenRefusalTests {
     /// The rows a job left unsettled, as the unsettled file holds them (a token file of its own).
     static func unsettledFile(_ result: HTTP2JobResult, in folder: TemporaryFolder, name: String) throws -> String {

@@ -18,7 +18,6 @@ import Glibc
 @Suite(
     .tags(.network),
     .runs(.network),
-    .takesATurn,
     .serialized,
     .timeLimit(.minutes(2)),
     .enabled(

@@ -9,7 +9,7 @@ import Testing
 
 /// `--rate`: the token bucket with a fake clock, and real jobs over TLS with either engine whose rate measured at the
 /// server is within 10 % of the cap.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(1))) struct RateLimitTests {
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1))) struct RateLimitTests {
     static let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
     @Test func theBucketStartsEmptyRefillsAtTheRateAndHoldsAtMost50Milliseconds() {

@@ -11,7 +11,7 @@ import Testing
 @testable import SalvoSimulator
 
 /// The HTTP/2 client against the simulator's HTTP/2 endpoint: two independent stacks, one ledger.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(1)))
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1)))
 struct SimulatorEndpointTests {
     static let keyID = "ABC123DEFG"
     static let teamID = "DEF123GHIJ"

@@ -11,7 +11,7 @@ import Testing
 /// answer (`HTTP2ProgressWatch`), the job's reconnect backoff after fruitless connections (`HTTP2ReconnectPacer`),
 /// and what a connection's machine reports of a stall (SETTINGS that never come, a window too small for a request,
 /// no streams allowed, GOAWAY or refusals before any answer).
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct StalledJobDecisionTests {
+@Suite(.tags(.network), .runs(.network)) struct StalledJobDecisionTests {
     typealias Machine = HTTP2ConnectionMachine
     static let start = NIODeadline.uptimeNanoseconds(5_000_000_000)
 

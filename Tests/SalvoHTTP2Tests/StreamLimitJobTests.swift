@@ -9,7 +9,7 @@ import Testing
 /// Apple's stream limits in real jobs over TLS to the simulator, with either engine: the simulator refuses
 /// (REFUSED_STREAM) every stream opened above the limit it announced and counts them, so a job that follows the
 /// limit as it changes earns none, and every row is delivered once.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(1))) struct StreamLimitJobTests {
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1))) struct StreamLimitJobTests {
     /// Runs `count` rows with token authentication and returns the result and the simulator's refused streams.
     static func run(
         engine: HTTP2Engine,

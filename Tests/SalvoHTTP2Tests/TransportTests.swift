@@ -12,7 +12,7 @@ import Testing
 
 /// The client's transports for testing servers: cleartext HTTP/2 with prior knowledge (loopback only), and TLS
 /// without an ALPN offer.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized, .timeLimit(.minutes(1))) struct TransportTests {
+@Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(1))) struct TransportTests {
     static func providerToken() throws -> APNSAuthentication {
         let signer = try JWTSigner(privateKey: P256.Signing.PrivateKey(), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
         return .token(try ProviderToken(signer: signer))

@@ -18,7 +18,7 @@ import SalvoTestTraits
 /// writes, HPACK, flow control, SETTINGS and PING. Jobs over real TLS with either engine are in `JobTests` and
 /// `SimulatorEndpointTests`. The tests are synchronous: an embedded channel must be used from the thread that made
 /// it, and an `await` may resume a test on another thread.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .timeLimit(.minutes(1))) struct WireEngineTests {
+@Suite(.tags(.network), .runs(.network), .timeLimit(.minutes(1))) struct WireEngineTests {
     /// The server's end: cuts what the client wrote with the server's own frame reader and decodes header blocks.
     struct Server {
         var reader = HTTP2FrameReader()

@@ -4,7 +4,7 @@ import Testing
 @testable import SalvoIO
 
 /// Connections spread over every address a gateway name resolves to: each picks one by its number.
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct AddressChoiceTests {
+@Suite(.tags(.network), .runs(.network)) struct AddressChoiceTests {
     private func text(_ address: Socket.Address) -> [UInt8] {
         withUnsafeBytes(of: address.storage) { [UInt8]($0.prefix(Int(address.length))) }
     }

@@ -6,7 +6,7 @@ import SalvoTestSupport
 import SalvoTestTraits
 import Testing
 
-@Suite("TLS handshakes over both transports", .tags(.network), .runs(.network), .takesATurn)
+@Suite("TLS handshakes over both transports", .tags(.network), .runs(.network))
 struct HandshakeTests {
     @Test(
         "mutual TLS handshake succeeds, data flows both ways, close is orderly",

@@ -6,7 +6,7 @@ import Testing
 
 /// Bulk transfers, back-pressure and connection endings. Serialized: these tests move hundreds of MiB
 /// and would only slow each other down on a small machine.
-@Suite("Transfers over both transports", .tags(.network), .runs(.network), .takesATurn, .serialized)
+@Suite("Transfers over both transports", .tags(.network), .runs(.network), .serialized)
 struct TransferTests {
     static let bulkSize = 256 * 1024 * 1024
 

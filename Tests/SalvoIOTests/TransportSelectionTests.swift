@@ -5,7 +5,7 @@ import SalvoIO
 import SalvoTestTraits
 import Testing
 
-@Suite("Choosing a transport", .tags(.network), .runs(.network), .takesATurn)
+@Suite("Choosing a transport", .tags(.network), .runs(.network))
 struct TransportSelectionTests {
     @Test("a transport named by the caller, or the probe, decides the transport")
     func selection() async throws {

@@ -46,7 +46,7 @@ final class LogRecorder: Sendable {
     }
 }
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct ConnectionLogTests {
+@Suite(.tags(.network), .runs(.network)) struct ConnectionLogTests {
     /// Connection events at info — connect, the error response with its status and identifier, the close, the
     /// reconnect with its delay — and nothing per row.
     @Test func aBinarySendLogsItsConnectionsNotItsRows() async throws {

@@ -11,7 +11,7 @@ import Glibc
 
 /// `salvo simulate --control-port` and `salvo soak --gateway … --control …` as an operator runs them: the real
 /// executable, its banner, its sockets and its files.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct ControlCommandTests {
+@Suite(.tags(.process), .runs(.process)) struct ControlCommandTests {
     /// `salvo`, built next to the test bundle by `swift build`; nil (with an issue recorded) when it is not.
     static var salvo: String? {
         guard let path = TestProcess.salvoPath else {

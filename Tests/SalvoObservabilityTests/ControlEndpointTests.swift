@@ -31,7 +31,7 @@ func controlRequest(
 
 /// The simulator's control endpoint asks every request for its bearer token: without it (or with another) the
 /// answer is 401 and nothing happens; with it, the endpoint works.
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct ControlEndpointTests {
+@Suite(.tags(.network), .runs(.network)) struct ControlEndpointTests {
     /// A simulator whose ledger holds three notifications (a real send over TLS), with its control endpoint.
     static func withFilledLedger(
         _ body: (Simulator, SimulatorControlEndpoint, ControlToken) async throws -> Void

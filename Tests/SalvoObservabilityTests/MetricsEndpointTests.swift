@@ -13,7 +13,7 @@ import SalvoTestSupport
 import SalvoTestTraits
 import Testing
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct MetricsEndpointTests {
+@Suite(.tags(.network), .runs(.network)) struct MetricsEndpointTests {
     /// A real send over TLS to the simulator, its metrics served by the endpoint: scraped while it runs, the
     /// counters are there; after it, they equal the report.
     @Test func metricsDuringASendAndEqualToItsReportAfter() async throws {
@@ -111,7 +111,7 @@ import Testing
     }
 }
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct HTTP2MetricsTests {
+@Suite(.tags(.network), .runs(.network)) struct HTTP2MetricsTests {
     /// Over HTTP/2 the answer latency is a timer: one sample per batch of answers, never one per request.
     @Test func answerLatencyIsSampledPerBatch() async throws {
         let folder = TestScratch.root.appendingPathComponent("salvo-h2m-\(UUID().uuidString)")

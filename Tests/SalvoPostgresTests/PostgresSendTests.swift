@@ -13,7 +13,7 @@ import Glibc
 #endif
 
 /// `salvo send --from-postgres URL --query SQL`: the real executable, a real server, the simulator's ledger.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized) struct PostgresSendTests {
+@Suite(.tags(.network), .runs(.network), .serialized) struct PostgresSendTests {
     enum Wire: String, CaseIterable, Sendable {
         case binary
         case h2

@@ -8,7 +8,7 @@ import Testing
 
 /// A query's rows copied into the CSV spool by a real server: the text of each type, NULL tokens, and a clear error
 /// for each way the copy cannot be made.
-@Suite("PostgreSQL spool", .tags(.network), .runs(.network), .takesATurn) struct PostgresSpoolTests {
+@Suite("PostgreSQL spool", .tags(.network), .runs(.network)) struct PostgresSpoolTests {
     static func folder() throws -> String {
         let folder = TestScratch.root.appendingPathComponent("postgres-spool-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -209,10 +209,16 @@ import Testing
             in: try Self.folder()
         )
         #expect(whole.columns == ["token", "i"])
-        // Read at once, while the copy may still be writing: every row, in order, then the end.
-        let reader = try CSVReader(path: PostgresSpool.inputName, spools: Self.spools(whole))
-        var read = 0
-        while try reader.next() != nil { read += 1 }
+        // Read at once, while the copy may still be writing: every row, in order, then the end. A reader waits for the
+        // rows to come, blocking its thread, so it reads on `BlockingWork`'s threads as a send's does, never the
+        // cooperative pool's: with the pool held to one thread, the copy's end could not be told there otherwise.
+        let wholeSpools = Self.spools(whole)
+        let read = try await BlockingWork.run { () throws -> Int in
+            let reader = try CSVReader(path: PostgresSpool.inputName, spools: wholeSpools)
+            var read = 0
+            while try reader.next() != nil { read += 1 }
+            return read
+        }
         #expect(read == rows + 1, "the header and every row")
         let snapshot = try await whole.ended().get()
         #expect(snapshot.rows == rows && snapshot.sha256.isEmpty)
@@ -225,11 +231,18 @@ import Testing
             tokenColumn: .name("token"),
             in: try Self.folder()
         )
-        let cut = try CSVReader(path: PostgresSpool.inputName, spools: Self.spools(failing))
-        var before = 0
-        let error = #expect(throws: InputError.self) {
-            while try cut.next() != nil { before += 1 }
+        let failingSpools = Self.spools(failing)
+        let (before, error) = try await BlockingWork.run { () throws -> (Int, InputError?) in
+            let cut = try CSVReader(path: PostgresSpool.inputName, spools: failingSpools)
+            var before = 0
+            do {
+                while try cut.next() != nil { before += 1 }
+            } catch let error as InputError {
+                return (before, error)
+            }
+            return (before, nil)
         }
+        #expect(error != nil, "the input ended without the query's failure")
         #expect(error?.message.contains("division by zero") == true, "\(error?.message ?? "")")
         // The header and rows 1 to 59,999: the row that fails is not written, nor any after it.
         #expect(before <= 60_000, "no row past the failure")

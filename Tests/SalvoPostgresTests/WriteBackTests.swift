@@ -16,7 +16,7 @@ import Testing
 /// simulator: HTTP/2 410 (the simulator's uninstalled apps, with their time), HTTP/2 BadDeviceToken and binary status
 /// 8 (its invalid tokens). Each is recorded once, a rerun writes nothing twice, and a write-back that fails leaves the
 /// files whole, is reported, and is retried by the journaled job's next run.
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct WriteBackTests {
+@Suite(.tags(.network), .runs(.network)) struct WriteBackTests {
     /// When the simulator's uninstalled apps went (UNIX seconds): the 410's timestamp.
     static let goneAt: Int64 = 1_700_000_000
 
@@ -307,26 +307,32 @@ import Testing
         )
         stuck.timeout = .seconds(1)
         let tokens = ["a", "b"].map { GoneToken(token: $0, reason: "Unregistered", reportedAt: 1_700_000_000_000) }
-        // Every thread of the pool (one when the tests hold it to one) is held for 5 s by a task that blocks, on
-        // purpose. This test's own task runs on Dispatch threads meanwhile (`DispatchThreads`), or it could not see
-        // when the write-back returns: its resumption would wait for the pool like the watchdog it checks.
+        // Every thread of the pool (one when the tests hold it to one) is held by a task that blocks, on purpose,
+        // until the write-back has returned (45 s at most, so that a failing test ends). This test's own task runs on
+        // Dispatch threads meanwhile (`DispatchThreads`), or it could not see when the write-back returns: its
+        // resumption would wait for the pool like the watchdog it checks.
         let held = CooperativePool.isHeldToOneThread ? 1 : ProcessInfo.processInfo.activeProcessorCount
         let holding = HeldThreads()
+        let letGo = DispatchSemaphore(value: 0)
         try await withTaskExecutorPreference(DispatchThreads.shared) {
             for _ in 0..<held {
                 Task.detached {
                     holding.count.withLock { $0 += 1 }
-                    usleep(5_000_000)
+                    if letGo.wait(timeout: .now() + 45) == .timedOut { holding.boundPassed.withLock { $0 = true } }
                 }
             }
+            defer { for _ in 0..<held { letGo.signal() } }
             try await eventually("every thread of the pool is held", timeout: .seconds(30)) {
                 holding.count.withLock { $0 } == held
             }
             let started = ContinuousClock.now
             let left = await stuck.record(tokens)
             let took = ContinuousClock.now - started
-            // The deadline (1 s) on an event loop, not the 5 s the pool is held.
-            #expect(took < .seconds(4), "returned \(took) after it began, the pool held for 5 s")
+            // Returned while the pool was still held: a watchdog that waited for the pool returns only when the
+            // holders give up, at 45 s. The bound is not the deadline's accuracy (1 s, on a loaded machine later):
+            // it is well under the 30 s the query sleeps, which a write-back without a watchdog would wait for.
+            #expect(!holding.boundPassed.withLock { $0 }, "returned only once the pool was free again, after \(took)")
+            #expect(took < .seconds(15), "returned \(took) after it began")
             #expect(left.failed == 2)
             #expect(left.error == "the write-back did not finish within 1 s")
         }
@@ -337,6 +343,8 @@ import Testing
     /// How many of the tasks that hold the pool have begun.
     final class HeldThreads: Sendable {
         let count = Mutex(0)
+        /// A holder's wait reached its bound before the test let it go.
+        let boundPassed = Mutex(false)
     }
 
     /// A task executor on Dispatch's global queue, for the one test that holds the cooperative pool on purpose.

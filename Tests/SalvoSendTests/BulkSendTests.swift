@@ -41,7 +41,7 @@ func unusedBinaryInterface(payload: Payload? = nil) throws -> SendRequest.Interf
     )
 }
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct SendRequestCheckTests {
+@Suite(.tags(.network), .runs(.network)) struct SendRequestCheckTests {
     @Test func controlCharactersFromTheInputAreEscapedBeforeTheyReachATerminal() {
         #expect(TerminalText.escaped("ab\u{1B}[2Jc\r\u{7}") == "ab\\u{1B}[2Jc\\u{D}\\u{7}")
         #expect(TerminalText.escaped("plain, é") == "plain, é")
@@ -121,7 +121,7 @@ func unusedBinaryInterface(payload: Payload? = nil) throws -> SendRequest.Interf
     }
 }
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct BulkSendTests {
+@Suite(.tags(.network), .runs(.network)) struct BulkSendTests {
     @Test func aBinarySendWritesTheReportAndEveryRefusedRowWithItsFile() async throws {
         var generator = TokenGenerator(seed: 11)
         let tokens = (0..<500).map { _ in generator.next() }

@@ -10,7 +10,7 @@ import Testing
 /// `salvo check` says a send would start exactly when `send` would: it applies send's rule on a file whose first
 /// rows hold no token, and checks a payload per row (`--payload-template`, `--payload-dir`) as send loads and
 /// renders it.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct CheckAsSendTests {
+@Suite(.tags(.process), .runs(.process)) struct CheckAsSendTests {
     private static let token = String(repeating: "ab", count: 32)
 
     /// `salvo check --no-handshake` in a folder holding `files`: its status and standard output.

@@ -5,7 +5,7 @@ import SalvoTestTraits
 import Testing
 
 /// The real `salvo check` executable: exit 0 when a send would start, 3 when it would not, and `--json` for scripts.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct CheckCommandTests {
+@Suite(.tags(.process), .runs(.process)) struct CheckCommandTests {
     private struct Output: Decodable {
         struct Check: Decodable {
             var name: String

@@ -7,7 +7,7 @@ import Testing
 
 /// The real `salvo check --protocol h2 --provider-token-file`: the token file and the push type's rules are checked,
 /// the handshake made, nothing sent.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct CheckProviderTokenFileTests {
+@Suite(.tags(.process), .runs(.process)) struct CheckProviderTokenFileTests {
     @Test func aMintedTokenFilePassesAndAPushTypeWithoutItsTopicSuffixFails() async throws {
         let folder = TestScratch.root.appendingPathComponent("salvo-cptf-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)

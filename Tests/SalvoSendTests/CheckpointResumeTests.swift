@@ -16,7 +16,7 @@ import SalvoTestTraits
 /// then the same command again, against one simulator's ledger: the second run starts reading at the checkpoint
 /// the first left on the disk, no row before it is delivered again, every row after it is delivered, and twice only
 /// when the journal held it as written (uncertain) at the kill.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized) struct CheckpointResumeTests {
+@Suite(.tags(.network), .runs(.network), .serialized) struct CheckpointResumeTests {
     static let count = 12_000
     static let killAfter = 3000
     /// Tokens the simulator refuses. Over the binary interface rows are presumed only once the gateway has read

@@ -20,7 +20,7 @@ import SalvoTestTraits
 ///
 /// `SALVO_STANDIN_WORKERS` (default 4) and `SALVO_STANDIN_ROWS` (default 8000) change the size;
 /// `SALVO_STANDIN_FAST=1` removes the slowing that lets the kill land mid-run, to measure throughput (printed).
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized) struct ClusterStandInTests {
+@Suite(.tags(.network), .runs(.network), .serialized) struct ClusterStandInTests {
     enum Wire: String, CaseIterable, Sendable {
         case binary
         case h2

@@ -6,7 +6,7 @@ import SalvoTestTraits
 import Testing
 
 /// Options refused before anything connects: the real `salvo` executable exits 64 and names the flag.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct CommandLineTests {
+@Suite(.tags(.process), .runs(.process)) struct CommandLineTests {
     /// Runs `salvo` with `arguments` in a fresh folder holding `tokens.csv` and `payload.json`; its exit status
     /// and standard error.
     private func salvo(_ arguments: [String]) async throws -> (status: Int32, error: String)? {

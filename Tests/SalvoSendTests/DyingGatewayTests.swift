@@ -13,7 +13,7 @@ import SalvoTestTraits
 /// The real `salvo` executable against a simulator that goes away mid-send: the job gives up the stated time after
 /// its last progress (`--give-up-seconds`), exits 3, and writes a report in which every row is in one field, with
 /// every row it did not settle in the unsettled file.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct DyingGatewayTests {
+@Suite(.tags(.process), .runs(.process)) struct DyingGatewayTests {
     enum Interface: String, CaseIterable, Sendable {
         case binary, h2
     }

@@ -14,7 +14,6 @@ import Glibc
 @Suite(
     .tags(.network),
     .runs(.network),
-    .takesATurn,
     .enabled(if: SmallFilesystem.unavailable == nil, "mount -t tmpfs is refused here (it needs root or CAP_SYS_ADMIN)")
 )
 struct FullDiskOutputTests {

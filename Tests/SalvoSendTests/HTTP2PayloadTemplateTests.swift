@@ -10,7 +10,7 @@ import Testing
 /// A payload per row over HTTP/2, through the real executable against the simulator's HTTP/2 endpoint over TLS:
 /// each request's body is the row's rendered payload (the digest each device shows in the ledger is the digest of
 /// the payload the row should render to), and a row over HTTP/2's 4096 bytes is refused with its line.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct HTTP2PayloadTemplateTests {
+@Suite(.tags(.process), .runs(.process)) struct HTTP2PayloadTemplateTests {
     private static func digest(_ text: String) -> String {
         Verdict.digestHex(Array(text.utf8).withUnsafeBytes { TokenHash.digest($0) })
     }

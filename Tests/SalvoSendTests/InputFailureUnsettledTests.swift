@@ -10,7 +10,7 @@ import Testing
 /// read but did not send are each in the unsettled file: the report's `notSent` equals the file's rows, and sending
 /// that file delivers exactly the tokens that were missing, each once (the simulator's ledger over both runs). Before,
 /// the rows read in the failing chunk were counted `notSent` and listed nowhere. Through the real executable.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct InputFailureUnsettledTests {
+@Suite(.tags(.process), .runs(.process)) struct InputFailureUnsettledTests {
     static let tokens = 20_000
 
     @Test(arguments: ["binary", "h2"], [false, true])

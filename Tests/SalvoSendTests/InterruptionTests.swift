@@ -12,7 +12,7 @@ import SalvoTestTraits
 
 /// The real `salvo` executable, interrupted mid-send: it exits 130 (SIGINT) or 143 (SIGTERM) and writes a report
 /// that accounts for every row.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct InterruptionTests {
+@Suite(.tags(.process), .runs(.process)) struct InterruptionTests {
     /// `salvo`, built next to the test bundle (`TestProcess.salvoPath`).
     static var executable: String? { TestProcess.salvoPath }
 

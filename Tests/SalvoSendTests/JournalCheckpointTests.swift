@@ -10,7 +10,7 @@ import Testing
 /// The journal's checkpoint file and the input's fingerprints: a checkpoint written by the sync is the one a later
 /// run loads, only for its own job; a new job drops it; the fingerprints and line ends of a file read in pieces, on
 /// every core, are the whole file's.
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct JournalCheckpointTests {
+@Suite(.tags(.network), .runs(.network)) struct JournalCheckpointTests {
     private func folder() throws -> String {
         let path = TestScratch.root.appendingPathComponent("salvo-jcp-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)

@@ -15,7 +15,7 @@ import SalvoTestTraits
 /// The real `salvo send --journal`, started twice on one job against the simulator: the second run exits 3 at once
 /// naming the first, the first finishes, and no token is delivered twice. Then `salvo journal verify` finds the
 /// journal intact, and a byte of it damaged.
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct JournalExclusiveRunTests {
+@Suite(.tags(.network), .runs(.network)) struct JournalExclusiveRunTests {
     @Test func aSecondRunOfARunningJobExitsAtOnceAndNothingIsSentTwice() async throws {
         guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder

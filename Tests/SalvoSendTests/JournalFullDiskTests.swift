@@ -17,7 +17,6 @@ import SalvoTestTraits
 @Suite(
     .tags(.network),
     .runs(.network),
-    .takesATurn,
     .serialized,
     .enabled(if: SmallFilesystem.unavailable == nil, "needs root to mount a tmpfs")
 )

@@ -15,7 +15,7 @@ import SalvoTestTraits
 /// One run per journal: the lock is an open file description's, so two opens in one process exclude each other as
 /// two processes would; it is released when its descriptor closes; a second run is refused at once, naming the
 /// holder, or waits for it with `--wait-for-journal`.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct JournalLockTests {
+@Suite(.tags(.process), .runs(.process)) struct JournalLockTests {
     static func folder() throws -> String {
         let path = TestScratch.root.appendingPathComponent("salvo-jl-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
@@ -80,13 +80,16 @@ import SalvoTestTraits
         withExtendedLifetime(first) {}
     }
 
-    @Test func waitingForTheJournalProceedsWhenTheHolderEnds() throws {
+    @Test func waitingForTheJournalProceedsWhenTheHolderEnds() async throws {
         let directory = try Self.folder()
         let held = Held(try JournalLock.acquire(directory))
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(600)) { held.release() }
         let clock = ContinuousClock()
         let start = clock.now
-        let lock = try JournalLock.acquire(directory, waitSeconds: 20)
+        // The wait blocks its thread: on `BlockingWork`'s, as a send's prepare waits, never the cooperative pool's.
+        let lock = try await BlockingWork.run { () throws(JobError) in
+            try JournalLock.acquire(directory, waitSeconds: 20)
+        }
         let waited = clock.now - start
         #expect(waited >= .milliseconds(500), "it waited for the holder: \(waited)")
         #expect(waited < .seconds(10), "and went on soon after it ended: \(waited)")
@@ -127,12 +130,21 @@ import SalvoTestTraits
         }
     }
 
-    @Test func theWaitIsBounded() throws {
+    @Test func theWaitIsBounded() async throws {
         let directory = try Self.folder()
         let held = try JournalLock.acquire(directory)
         let clock = ContinuousClock()
         let start = clock.now
-        let error = #expect(throws: JobError.self) { try JournalLock.acquire(directory, waitSeconds: 0.5) }
+        // The half-second wait blocks its thread: on `BlockingWork`'s, never the cooperative pool's.
+        let error = await BlockingWork.run { () -> JobError? in
+            do throws(JobError) {
+                _ = try JournalLock.acquire(directory, waitSeconds: 0.5)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        #expect(error != nil, "acquired a lock another holds")
         let waited = clock.now - start
         #expect(waited >= .milliseconds(450) && waited < .seconds(5), "\(waited)")
         #expect(error?.message.contains("(waited 0.5 s)") == true, "\(String(describing: error))")

@@ -9,7 +9,7 @@ import SalvoTestTraits
 import Testing
 
 /// The journal's judgement about a new run, without files; and a journal of another version refused by `prepare`.
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct JournalManifestTests {
+@Suite(.tags(.network), .runs(.network)) struct JournalManifestTests {
     static let inputs = [
         JournalManifest.Input(path: "a.csv", bytes: 100, sha256: String(repeating: "a", count: 64)),
         JournalManifest.Input(path: "b.csv", bytes: 200, sha256: String(repeating: "b", count: 64)),

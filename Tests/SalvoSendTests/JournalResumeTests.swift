@@ -16,7 +16,7 @@ import SalvoTestTraits
 /// simulator kept running across both runs: every valid token is delivered, no row settled before the kill is
 /// delivered twice, and a token delivered twice is one the journal held as uncertain. Then a third run finds the
 /// job finished, and a changed input is refused.
-@Suite(.tags(.process), .runs(.process), .takesATurn, .serialized) struct JournalResumeTests {
+@Suite(.tags(.process), .runs(.process), .serialized) struct JournalResumeTests {
     enum Moment: String, CaseIterable, Sendable {
         /// At once: the process is still reading its input.
         case validation

@@ -10,7 +10,7 @@ import Testing
 /// `send --payload-dir --journal`: the journal keeps every template file's hash, so that running the job again
 /// after a template was edited, added or removed is refused naming the file (exit 3, nothing sent), as a changed
 /// token file is; with the folder as it was, the finished job says so.
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct JournalTemplateTests {
+@Suite(.tags(.network), .runs(.network)) struct JournalTemplateTests {
     @Test func anEditedAddedOrRemovedTemplateIsRefusedByName() async throws {
         guard let salvo = InterruptionTests.builtExecutable else { return }
         let paths = CertificateFactory.sharedFolder

@@ -13,7 +13,7 @@ import Glibc
 /// The real `salvo send` against a journal another run holds: `--wait-for-journal` waits, and the first signal ends
 /// the wait (exit 130 or 143, saying so, nothing sent); `--journal-restart` says on standard error, once the run
 /// holds the journal and not with `--quiet`, that rows may be sent again.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct JournalWaitSignalTests {
+@Suite(.tags(.process), .runs(.process)) struct JournalWaitSignalTests {
     @Test(arguments: [SIGINT, SIGTERM]) func aSignalEndsTheWaitForTheJournal(signal: Int32) async throws {
         guard let salvo = InterruptionTests.builtExecutable else { return }
         let (folder, _) = try sendFolder("salvo-jwait", tokens: 3, seed: 47)
@@ -90,7 +90,7 @@ import Glibc
 
 /// Server-chosen text (a refusal's reason) reaches the terminal escaped in the summary `send` prints: an escape
 /// sequence in it cannot retitle or recolour the operator's terminal.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct TerminalEscapeSummaryTests {
+@Suite(.tags(.process), .runs(.process)) struct TerminalEscapeSummaryTests {
     @Test func aReasonTheServerChoseIsEscapedInTheSummary() async throws {
         guard let salvo = InterruptionTests.builtExecutable else { return }
         let credentials = CertificateFactory.shared

@@ -14,7 +14,7 @@ import SalvoTestTraits
 /// liveactivity` fills each row's content state and the send time and sends it over TLS to the simulator, which
 /// receives exactly the payload each row renders to; a template APNs would not deliver, and a row whose event the
 /// template cannot carry, are refused before they reach it.
-@Suite(.tags(.process), .runs(.process), .takesATurn, .serialized, .timeLimit(.minutes(1)))
+@Suite(.tags(.process), .runs(.process), .serialized, .timeLimit(.minutes(1)))
 struct LiveActivitySendTests {
     typealias Sends = ProviderTokenFileSendTests
 

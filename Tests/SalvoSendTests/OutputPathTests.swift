@@ -6,7 +6,7 @@ import Testing
 
 /// Output paths are checked before the first connection: the real `salvo` against a live simulator exits 3 and the
 /// simulator sees no connection at all, so a user who fixes the path and runs again sends nothing twice.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct OutputPathTests {
+@Suite(.tags(.process), .runs(.process)) struct OutputPathTests {
     @Test(arguments: [
         (["--report", "missing-folder/report.json"], "cannot create the file"),
         (["--rejects", "tokens.csv"], "is an input file"),

@@ -10,7 +10,7 @@ import Testing
 
 /// A payload per row over the binary interface (`HTTP2PayloadTemplateTests` for HTTP/2), checked from the simulator's ledger: the digest each device shows
 /// is the digest of the payload the row should render to.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct PayloadTemplateSendTests {
+@Suite(.tags(.process), .runs(.process)) struct PayloadTemplateSendTests {
     private static func folder() throws -> String {
         let path = TestScratch.root.appendingPathComponent("salvo-tpl-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)

@@ -8,7 +8,7 @@ import Testing
 
 /// `salvo check --push-type liveactivity`: the payload or the templates checked as Live Activity notifications, the
 /// budgeted priority a warning, and the rows whose column-filled fields break a rule named as bad rows.
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct PreflightLiveActivityTests {
+@Suite(.tags(.network), .runs(.network)) struct PreflightLiveActivityTests {
     static func folder(_ files: [String: String]) throws -> URL {
         let folder = TestScratch.root.appendingPathComponent("salvo-la-check-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)

@@ -10,7 +10,7 @@ import Testing
 
 /// `salvo check`'s checks as functions of the files they read: certificates from the factory, written to a fresh
 /// folder; the handshakes against the simulator over real TLS on 127.0.0.1.
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct PreflightTests {
+@Suite(.tags(.network), .runs(.network)) struct PreflightTests {
     /// A folder with `client.pem`/`client-key.pem` made from `identity` (and `key`, another key, when given).
     private func write(_ identity: CertificateFactory.Identity, keyPEM: String? = nil) throws -> (String, String) {
         let folder = TestScratch.root.appendingPathComponent("salvo-check-\(UUID().uuidString)")

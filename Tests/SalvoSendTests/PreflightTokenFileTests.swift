@@ -10,7 +10,7 @@ import Testing
 
 /// `salvo check --provider-token-file` and the push-type rules: what a send with a minted token file, a push type,
 /// a topic and a priority would meet, checked without sending.
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct PreflightTokenFileTests {
+@Suite(.tags(.network), .runs(.network)) struct PreflightTokenFileTests {
     private func status(_ results: [CheckResult], _ name: String) -> CheckResult.Status? {
         results.first { $0.name == name }?.status
     }

@@ -13,7 +13,7 @@ import SalvoTestTraits
 /// One provider token per signing key through the real `salvo send --protocol h2 --auth-key …`: two processes
 /// started together with one `--token-cache` send with one token, and a run that mints its own token within 20
 /// minutes of another's earns `TooManyProviderTokenUpdates`, which stops it at once with status 3.
-@Suite(.tags(.process), .runs(.process), .takesATurn, .serialized, .timeLimit(.minutes(1)))
+@Suite(.tags(.process), .runs(.process), .serialized, .timeLimit(.minutes(1)))
 struct ProviderTokenCacheSendTests {
     typealias Sends = ProviderTokenFileSendTests
 

@@ -16,7 +16,7 @@ import SalvoTestTraits
 /// One provider token for a fleet: the real `salvo token mint` writes it, `salvo send --provider-token-file` workers
 /// send it over TLS to the simulator's HTTP/2 endpoint, which sees one token in all; a token APNs calls expired with
 /// no newer one in the file stops the job with status 3.
-@Suite(.tags(.process), .runs(.process), .takesATurn, .serialized, .timeLimit(.minutes(1)))
+@Suite(.tags(.process), .runs(.process), .serialized, .timeLimit(.minutes(1)))
 struct ProviderTokenFileSendTests {
     struct Run {
         var status: Int32

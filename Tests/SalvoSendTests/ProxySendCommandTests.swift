@@ -13,7 +13,6 @@ import Testing
 @Suite(
     .tags(.network),
     .runs(.network),
-    .takesATurn,
     .serialized,
     .timeLimit(.minutes(3)),
     .enabled(

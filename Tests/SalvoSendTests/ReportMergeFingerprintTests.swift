@@ -8,7 +8,7 @@ import SalvoTestTraits
 import Testing
 
 /// `report merge` refuses the parts of different jobs, naming what differs: reports carry the job's fingerprint.
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct ReportMergeFingerprintTests {
+@Suite(.tags(.network), .runs(.network)) struct ReportMergeFingerprintTests {
     private func part(_ index: Int, payload: String, priority: String = "10") -> JobReport {
         var report = JobReport()
         report.mode = "binary command 2"

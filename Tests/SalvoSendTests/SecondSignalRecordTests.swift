@@ -15,7 +15,7 @@ import Glibc
 /// The record a second signal's deadline writes without the job: the job's own writing passes the send's
 /// `OutputGate`, closed first, so nothing of the job's lands after the record; the record counts what earlier runs
 /// of a journaled job settled; it clears every temporary file the job left, the suppression file's included.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct SecondSignalRecordTests {
+@Suite(.tags(.process), .runs(.process)) struct SecondSignalRecordTests {
     /// A pass in progress ends before `close` returns, and every pass after it is refused without running.
     @Test func closingWaitsForAPassInProgressThenRefusesEveryLaterOne() async throws {
         let gate = OutputGate()

@@ -11,7 +11,7 @@ import Glibc
 #endif
 
 /// A second SIGINT ends the process within a second or so whatever the job is waiting on, with a report written.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct SecondSignalTests {
+@Suite(.tags(.process), .runs(.process)) struct SecondSignalTests {
     /// A gateway whose TCP accepts (the kernel's backlog) and which never reads or answers a byte: the TLS
     /// handshake waits. Two SIGINTs: the process ends within 3 s of the second (its deadline is 1 s), exit 130, and
     /// the report accounts for every row (settled or not sent) and, when it was cut short, says that the unsettled

@@ -11,7 +11,7 @@ import Testing
 /// longer than its first chunk with bad and repeated rows further down sends every good row once (with
 /// `--dedupe`, a repeated token never twice), and names the bad rows in the rejects file and the report; a file
 /// whose first chunk holds no token is refused before any connection. Through the real executable.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct SendReadsOnceTests {
+@Suite(.tags(.process), .runs(.process)) struct SendReadsOnceTests {
     private static func run(
         _ salvo: String,
         in folder: URL,

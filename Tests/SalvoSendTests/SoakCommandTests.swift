@@ -5,7 +5,7 @@ import SalvoTestTraits
 import Testing
 
 /// `salvo soak` as a person runs it: the real executable, its exit status, its lines and its files.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct SoakCommandTests {
+@Suite(.tags(.process), .runs(.process)) struct SoakCommandTests {
     private func soak(plan: String) async throws -> (status: Int32, output: String, report: String, chart: String)? {
         guard let salvo = InterruptionTests.builtExecutable else { return nil }
         let folder = TestScratch.root.appendingPathComponent("salvo-soak-\(UUID().uuidString)")

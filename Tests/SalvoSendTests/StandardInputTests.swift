@@ -15,7 +15,7 @@ import SalvoTestTraits
 
 /// `-` as a token file: the real executable reads the CSV from a pipe (spooled into a file first), against the
 /// simulator, and names the input `-` wherever it names it to a person.
-@Suite(.tags(.process), .runs(.process), .takesATurn, .serialized) struct StandardInputTests {
+@Suite(.tags(.process), .runs(.process), .serialized) struct StandardInputTests {
     enum Wire: String, CaseIterable, Sendable {
         case binary
         case h2
@@ -438,7 +438,6 @@ struct PseudoTerminal {
 @Suite(
     .tags(.process),
     .runs(.process),
-    .takesATurn,
     .serialized,
     .enabled(if: SmallFilesystem.unavailable == nil, "needs root to mount a tmpfs")
 )

@@ -9,7 +9,7 @@ import Testing
 /// `salvo send` stores by default: a device that is offline (the simulator's quality-of-service model) keeps the
 /// notification of a send without `--expiry`, and nothing of one with `--expiry 0` ("now or never"). Both
 /// interfaces, through the real executable.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct StoreAndForwardTests {
+@Suite(.tags(.process), .runs(.process)) struct StoreAndForwardTests {
     @Test(arguments: [
         ("binary", [String](), Verdict.Display.State.stored),
         ("binary", ["--expiry", "0"], .nothing),

@@ -8,7 +8,7 @@ import SalvoTestSupport
 import SalvoTestTraits
 import Testing
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct SuppressionSendTests {
+@Suite(.tags(.network), .runs(.network)) struct SuppressionSendTests {
     /// The first send meets every invalid token (one reconnect each) and lists them; the second, with that list as
     /// `--suppress`, sends none of them and reconnects for none.
     @Test func aSecondSendWithTheSuppressionListHasNoInvalidTokenReconnects() async throws {

@@ -9,7 +9,7 @@ import Testing
 /// Values of input files that hold terminal escape sequences (a title change `ESC]0;…BEL`, a colour `ESC[31m`)
 /// reach the terminal escaped (`\u{1B}`), never raw: in the errors about a token file, a suppression file and a
 /// template, in the refused rows echoed by `send`, and in `check` and `prune`.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct TerminalEscapeTests {
+@Suite(.tags(.process), .runs(.process)) struct TerminalEscapeTests {
     static let title = "\u{1B}]0;pwned\u{07}"
     static let red = "\u{1B}[31mred"
     static let payload = #"{"aps":{"alert":"hi"}}"#

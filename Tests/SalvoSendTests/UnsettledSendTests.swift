@@ -10,7 +10,7 @@ import Testing
 
 /// The unsettled file over real TLS: it lists exactly the rows the job did not settle, and sending it again
 /// retries exactly those rows.
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct UnsettledSendTests {
+@Suite(.tags(.network), .runs(.network)) struct UnsettledSendTests {
     @Test func rowsLeftUncertainAreListedAndSendingTheFileAgainRetriesExactlyThem() async throws {
         var generator = TokenGenerator(seed: 31)
         let tokens = (0..<4000).map { _ in generator.next() }

@@ -11,7 +11,7 @@ import Testing
 /// recorded, in order. Short here (a debug build measures nothing); the throughput figure comes from
 /// `swift run -c release salvo-bench gateway`, which runs the same `GatewayBlast`.
 /// `SALVO_BLAST_COUNT` and `SALVO_BLAST_DISTINCT` make this test send more.
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct BlastTests {
+@Suite(.tags(.network), .runs(.network)) struct BlastTests {
     @Test func blastIsValidatedCompletelyAndInOrder() async throws {
         let count = ProcessInfo.processInfo.environment["SALVO_BLAST_COUNT"].flatMap(Int.init) ?? 20_000
         let distinct = ProcessInfo.processInfo.environment["SALVO_BLAST_DISTINCT"].flatMap(Int.init) ?? count

@@ -8,7 +8,7 @@ import Testing
 /// The broadcast endpoint on the simulator's HTTP/2 push port over real TLS: the required headers, every documented
 /// error, the per-channel publishing budget, and the ledger: each channel's updates exactly once (duplicates counted),
 /// its fan-out under the channel's policy, and what its subscribers show (the latest `aps.timestamp` wins).
-@Suite(.tags(.network), .runs(.network), .takesATurn, .timeLimit(.minutes(2))) struct BroadcastEndpointTests {
+@Suite(.tags(.network), .runs(.network), .timeLimit(.minutes(2))) struct BroadcastEndpointTests {
     typealias H = BroadcastHarness
 
     @Test func aBroadcastIsAcceptedWithARequestIdAndAUniqueIdAndRecorded() async throws {

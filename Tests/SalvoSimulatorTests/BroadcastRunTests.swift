@@ -7,7 +7,7 @@ import Testing
 
 /// `salvo simulate` with broadcasts, below the command line: the options become the configuration, the banner names
 /// the channel management port, and `finish()` writes the broadcast verdict judged against an inventory CSV.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .timeLimit(.minutes(1))) struct BroadcastRunTests {
+@Suite(.tags(.network), .runs(.network), .timeLimit(.minutes(1))) struct BroadcastRunTests {
     @Test func theRunServesChannelsAndWritesTheBroadcastVerdictAgainstAnInventory() async throws {
         let folder = TestScratch.root.appendingPathComponent("salvo-broadcast-run-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: folder) }

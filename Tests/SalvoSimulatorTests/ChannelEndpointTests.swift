@@ -7,7 +7,7 @@ import Testing
 
 /// The channel management endpoint over real TLS on its own port: create, read, delete and list, both kinds of
 /// credentials, `apns-request-id` echoed or made, the per-app limit, and every documented error with its status.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .timeLimit(.minutes(2))) struct ChannelEndpointTests {
+@Suite(.tags(.network), .runs(.network), .timeLimit(.minutes(2))) struct ChannelEndpointTests {
     typealias H = BroadcastHarness
 
     @Test func createReadListAndDeleteWithACertificate() async throws {

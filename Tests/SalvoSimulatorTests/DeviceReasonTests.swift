@@ -11,7 +11,7 @@ import Testing
 /// The device API's reasons added since 2020, as the simulator answers them over TLS: ExpiredToken (410) for the
 /// plan's expired tokens, UnrelatedKeyIdInToken for a token of another key than the connection's first, and
 /// BadEnvironmentKeyIdInToken for a key scoped to the other environment.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .timeLimit(.minutes(1))) struct DeviceReasonTests {
+@Suite(.tags(.network), .runs(.network), .timeLimit(.minutes(1))) struct DeviceReasonTests {
     static let teamID = "TEAM123456"
     static let teamKey = (id: "TEAMKEY123", bytes: P256.Signing.PrivateKey().rawRepresentation)
     static let topicKey = (id: "TOPICKEY12", bytes: P256.Signing.PrivateKey().rawRepresentation)

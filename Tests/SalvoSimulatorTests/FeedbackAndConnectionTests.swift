@@ -7,7 +7,7 @@ import Testing
 
 @testable import SalvoSimulator
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct FeedbackAndConnectionTests {
+@Suite(.tags(.network), .runs(.network)) struct FeedbackAndConnectionTests {
     @Test func feedbackStreamsTheTopicsTuplesOnceThenNothing() async throws {
         var plan = FaultPlan()
         let gone = [TestTokens.token(1), TestTokens.token(2)]
@@ -103,7 +103,7 @@ import Testing
     }
 }
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct OpenConnectionLimitTests {
+@Suite(.tags(.network), .runs(.network)) struct OpenConnectionLimitTests {
     @Test func connectionsOverTheOpenLimitAreRefused() async throws {
         var plan = FaultPlan()
         plan.connectionLimits = FaultPlan.ConnectionLimits(maxOpen: 1)

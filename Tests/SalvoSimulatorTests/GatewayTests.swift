@@ -6,7 +6,7 @@ import Testing
 
 @testable import SalvoSimulator
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct GatewayTests {
+@Suite(.tags(.network), .runs(.network)) struct GatewayTests {
     let t1 = TestTokens.token(1)
     let t2 = TestTokens.token(2)
     let t3 = TestTokens.token(3)
@@ -252,7 +252,7 @@ import Testing
     }
 }
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct RepeatableFaultTests {
+@Suite(.tags(.network), .runs(.network)) struct RepeatableFaultTests {
     /// A doomed connection resets at a seeded notification index: the same seed, the same place.
     @Test func perConnectionResetIsRepeatableForASeed() async throws {
         var plan = FaultPlan()

@@ -9,7 +9,7 @@ import Testing
 /// The HTTP/2 endpoint's seeded connection faults, at the frame level: GOAWAY with streams still in flight, a
 /// reset connection, a stream limit that drops and comes back, bursts of 429/500/503; each from a plan, the same
 /// run after run, and never at the cost of an answer to a request the ledger recorded.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .timeLimit(.minutes(1))) struct HTTP2ConnectionFaultTests {
+@Suite(.tags(.network), .runs(.network), .timeLimit(.minutes(1))) struct HTTP2ConnectionFaultTests {
     typealias Endpoint = HTTP2EndpointTests
 
     /// An endpoint with room for 10 streams at once, whose plan carries `faults`.

@@ -10,7 +10,7 @@ import Testing
 
 /// The simulator's HTTP/2 endpoint at the frame level, from raw bytes: TLS without ALPN, cleartext with prior
 /// knowledge, the stream limit, and the connection errors RFC 9113 names for what a client must never send.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .timeLimit(.minutes(1))) struct HTTP2EndpointTests {
+@Suite(.tags(.network), .runs(.network), .timeLimit(.minutes(1))) struct HTTP2EndpointTests {
     static let keyID = "KEY1234567"
     static let teamID = "TEAM123456"
     static let signingKeyBytes = P256.Signing.PrivateKey().rawRepresentation

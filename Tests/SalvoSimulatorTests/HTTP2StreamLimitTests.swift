@@ -8,7 +8,7 @@ import Testing
 /// APNs' stream limits as the simulator plays them, at the frame level: a token-authenticated connection gets 1
 /// stream until its first accepted request; with `dropToOneAfterRejection`, a rejection drops the limit to 1 and
 /// the next acceptance restores it.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .timeLimit(.minutes(1))) struct HTTP2StreamLimitTests {
+@Suite(.tags(.network), .runs(.network), .timeLimit(.minutes(1))) struct HTTP2StreamLimitTests {
     typealias Endpoint = HTTP2EndpointTests
 
     /// The `SETTINGS_MAX_CONCURRENT_STREAMS` values the server announced, in order.

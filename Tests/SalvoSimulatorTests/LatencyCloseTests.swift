@@ -10,7 +10,7 @@ import Testing
 /// The simulator's distance on a real connection whose client writes and goes at once: NIO closes the gateway's
 /// channel when the peer's FIN arrives and removes its handlers on the next pass of the loop, while the latency still
 /// holds the last bytes. They must reach the gateway and its ledger all the same.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .timeLimit(.minutes(1))) struct LatencyCloseTests {
+@Suite(.tags(.network), .runs(.network), .timeLimit(.minutes(1))) struct LatencyCloseTests {
     /// Sits next to the socket: a close started from its context goes to the socket without passing TLS, so the
     /// connection ends with a bare FIN (no close_notify to wait for), as when a client process exits.
     final class AbruptCloser: ChannelOutboundHandler, Sendable {

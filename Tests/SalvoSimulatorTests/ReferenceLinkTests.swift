@@ -9,7 +9,7 @@ import Testing
 /// The reference link behind `salvo-bench send`'s limit (`Benchmarks/reference`, built with `cc`): another gateway
 /// that accepts everything, so it is held to the same framing as the simulator. The receiver counts every frame,
 /// answers a barrier as APNs does, and names bad framing; the sender's frames are counted whole on the other side.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .serialized) struct ReferenceLinkTests {
+@Suite(.tags(.network), .runs(.network), .serialized) struct ReferenceLinkTests {
     static let certificates = CertificateFactory.sharedFolder
 
     static func frames(_ count: Int, barrier: UInt32?) throws -> ByteBuffer {

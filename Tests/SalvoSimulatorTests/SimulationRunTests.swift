@@ -7,7 +7,7 @@ import Testing
 
 @testable import SalvoSimulator
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct SimulationRunTests {
+@Suite(.tags(.network), .runs(.network)) struct SimulationRunTests {
     @Test func servesTheGivenCertificatesAndWritesLedgerAndVerdictOnFinish() async throws {
         let folder = TestScratch.root.appendingPathComponent("salvo-run-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: folder) }

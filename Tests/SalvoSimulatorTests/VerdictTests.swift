@@ -6,7 +6,7 @@ import Testing
 
 @testable import SalvoSimulator
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct VerdictTests {
+@Suite(.tags(.network), .runs(.network)) struct VerdictTests {
     @Test func expectedTokensReadPlainListsAndHeaderedCSV() throws {
         let a = TestTokens.hex(TestTokens.token(1))
         let b = TestTokens.hex(TestTokens.token(2)).uppercased()

@@ -10,7 +10,7 @@ import Testing
 /// Broadcast rounds over real TLS against the embedded simulator: channels created, one update each, the registry's
 /// verdict, the channels deleted. A clean plan and one that refuses broadcasts pass; a service that loses or repeats
 /// updates fails the soak with the reason.
-@Suite(.tags(.network), .runs(.network), .takesATurn, .timeLimit(.minutes(2))) struct BroadcastSoakTests {
+@Suite(.tags(.network), .runs(.network), .timeLimit(.minutes(2))) struct BroadcastSoakTests {
     static func soak(_ faults: BroadcastFaults?, rounds: Int = 2, channels: Int = 150) async throws -> SoakReport {
         var plan = FaultPlan()
         plan.broadcast = faults

@@ -11,7 +11,7 @@ private let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first 
     FileManager.default.isExecutableFile(atPath: $0)
 }
 
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct SoakChartTests {
+@Suite(.tags(.process), .runs(.process)) struct SoakChartTests {
     private func report() -> SoakReport {
         SoakReport(
             interface: "binary",

@@ -10,7 +10,7 @@ import Testing
 
 @testable import SalvoSoak
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct SoakRunnerTests {
+@Suite(.tags(.network), .runs(.network)) struct SoakRunnerTests {
     /// A gateway that loses a few accepted notifications (no error, no ledger entry): the soak fails and says so.
     @Test(arguments: SoakConfiguration.Interface.devicePush)
     func aLostRowFailsTheSoakWithTheReason(interface: SoakConfiguration.Interface) async throws {
@@ -48,7 +48,7 @@ import Testing
     }
 }
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct HTTP2FaultSoakTests {
+@Suite(.tags(.network), .runs(.network)) struct HTTP2FaultSoakTests {
     /// The hostile plan with its HTTP/2 faults at these rates.
     static func plan(goAway: Double, reset: Double, shrink: Double, burst: Double) throws -> FaultPlan {
         var plan = try FaultPlan.load(contentsOf: try #require(SalvoData.path("faults/hostile.json")))
@@ -104,7 +104,7 @@ import Testing
     }
 }
 
-@Suite(.tags(.network), .runs(.network), .takesATurn) struct ExternalSoakTests {
+@Suite(.tags(.network), .runs(.network)) struct ExternalSoakTests {
     /// A soak against a simulator that runs apart, judged through its control endpoint: the ledger is reset before
     /// every round, so each round's verdict is its own; a gateway that loses rows fails the soak the same way.
     @Test(arguments: [0.0, 0.01])

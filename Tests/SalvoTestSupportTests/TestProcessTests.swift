@@ -9,7 +9,7 @@ import Glibc
 
 /// The harness the tests start child processes with, and the wait they poll conditions with: what they promise the
 /// tests that rely on them.
-@Suite(.tags(.process), .runs(.process), .takesATurn) struct TestProcessTests {
+@Suite(.tags(.process), .runs(.process)) struct TestProcessTests {
     @Test func aRunToItsEndGivesItsStatusAndEachStream() async throws {
         let run = try TestProcess("/bin/sh", ["-c", "echo out; echo err >&2; exit 3"], input: .nothing, output: .apart)
         #expect(try await run.wait(seconds: 30) == 3)
