@@ -242,6 +242,7 @@ let package = Package(
                 "SalvoIO",
                 "SalvoRows",
                 "SalvoBinary",
+                "SalvoHTTP2",
                 "SalvoSimulator",
                 "SalvoDevelopment",
                 .product(name: "NIOCore", package: "swift-nio"),

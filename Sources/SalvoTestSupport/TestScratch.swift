@@ -38,3 +38,12 @@ public enum TestScratch {
 
 /// What the exit handler removes (a C function pointer captures nothing).
 nonisolated(unsafe) private var scratchToRemove: String?
+
+extension TestScratch {
+    /// A new folder under the root, named `prefix` and a UUID.
+    public static func newFolder(_ prefix: String) throws -> String {
+        let folder = Self.root.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return folder.path
+    }
+}

@@ -8,9 +8,7 @@ import Testing
 
 /// A fresh folder under the test scratch root.
 func scratchFolder(_ prefix: String) throws -> String {
-    let folder = TestScratch.root.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-    return folder.path
+    try TestScratch.newFolder(prefix)
 }
 
 /// The channel management API as requests and answers, without sockets.

@@ -26,9 +26,7 @@ func campaignToken(_ index: Int) -> String {
 
 /// A fresh folder under the test scratch root.
 func campaignFolder(_ prefix: String) throws -> String {
-    let folder = TestScratch.root.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-    return folder.path
+    try TestScratch.newFolder(prefix)
 }
 
 /// An audience: a header (`token,name`) and a row per index, with `bad` rows whose token is not one.
@@ -50,39 +48,13 @@ struct CampaignSimulator {
     let caPEM: String
 
     static func start(plan: FaultPlan = FaultPlan()) async throws -> CampaignSimulator {
-        let certificates = try CertificateFactory()
-        let key = P256.Signing.PrivateKey()
-        var configuration = SimulatorConfiguration(tls: .init(certificates))
-        configuration.plan = plan
-        configuration.maximumTokens = 1 << 16
-        configuration.http2 = HTTP2EndpointConfiguration(
-            providerKeys: [
-                .init(
-                    keyID: keyID,
-                    teamID: teamID,
-                    publicKey: Array(key.publicKey.rawRepresentation),
-                    topics: [campaignTopic],
-                    environment: .any
-                )
-            ]
+        let started = try await TokenSimulator.start(topic: campaignTopic, keyID: keyID, teamID: teamID, plan: plan)
+        return CampaignSimulator(
+            simulator: started.simulator,
+            job: started.job,
+            signingKey: started.signingKey,
+            caPEM: started.caPEM
         )
-        let simulator = try await Simulator.start(configuration)
-        var client = HTTP2ClientConfiguration(
-            host: "127.0.0.1",
-            port: simulator.http2Port!,
-            authentication: .token(try ProviderToken(signer: JWTSigner(privateKey: key, keyID: keyID, teamID: teamID)))
-        )
-        client.serverName = "localhost"
-        client.connections = 2
-        client.trustRoots = .certificates([
-            try NIOSSLCertificate(bytes: Array(certificates.ca.certificatePEM.utf8), format: .pem)
-        ])
-        let job = HTTP2JobConfiguration(
-            client: client,
-            headers: try APNSRequestHeaders(topic: campaignTopic),
-            payload: try Payload(json: #"{"aps":{}}"#)
-        )
-        return CampaignSimulator(simulator: simulator, job: job, signingKey: key, caPEM: certificates.ca.certificatePEM)
     }
 
     /// Writes the signing key and the CA to `folder` for a child `salvo`: the options that reach this simulator.

@@ -10,9 +10,7 @@ import SalvoTestSupport
 
 /// A fresh folder under the test scratch root.
 func scratchFolder(_ prefix: String) throws -> String {
-    let folder = TestScratch.root.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-    return folder.path
+    try TestScratch.newFolder(prefix)
 }
 
 let serviceTopic = "com.example.service"
@@ -43,43 +41,18 @@ struct ServiceSimulator {
     let caPEM: String
 
     static func start(plan: FaultPlan = FaultPlan(), maximumTokens: Int = 1 << 16) async throws -> ServiceSimulator {
-        let certificates = try CertificateFactory()
-        let key = P256.Signing.PrivateKey()
-        var simulatorConfiguration = SimulatorConfiguration(tls: .init(certificates))
-        simulatorConfiguration.plan = plan
-        simulatorConfiguration.maximumTokens = maximumTokens
-        simulatorConfiguration.http2 = HTTP2EndpointConfiguration(
-            providerKeys: [
-                .init(
-                    keyID: keyID,
-                    teamID: teamID,
-                    publicKey: Array(key.publicKey.rawRepresentation),
-                    topics: [serviceTopic],
-                    environment: .any
-                )
-            ]
-        )
-        let simulator = try await Simulator.start(simulatorConfiguration)
-        var client = HTTP2ClientConfiguration(
-            host: "127.0.0.1",
-            port: simulator.http2Port!,
-            authentication: .token(try ProviderToken(signer: JWTSigner(privateKey: key, keyID: keyID, teamID: teamID)))
-        )
-        client.serverName = "localhost"
-        client.connections = 2
-        client.trustRoots = .certificates([
-            try NIOSSLCertificate(bytes: Array(certificates.ca.certificatePEM.utf8), format: .pem)
-        ])
-        let job = HTTP2JobConfiguration(
-            client: client,
-            headers: try APNSRequestHeaders(topic: serviceTopic),
-            payload: try Payload(json: #"{"aps":{}}"#)
+        let started = try await TokenSimulator.start(
+            topic: serviceTopic,
+            keyID: keyID,
+            teamID: teamID,
+            plan: plan,
+            maximumTokens: maximumTokens
         )
         return ServiceSimulator(
-            simulator: simulator,
-            configuration: ServiceConfiguration(job: job, defaults: .init(topic: serviceTopic)),
-            signingKey: key,
-            caPEM: certificates.ca.certificatePEM
+            simulator: started.simulator,
+            configuration: ServiceConfiguration(job: started.job, defaults: .init(topic: serviceTopic)),
+            signingKey: started.signingKey,
+            caPEM: started.caPEM
         )
     }
 }
