@@ -15,6 +15,9 @@ public struct TokenSimulator {
     public let signingKey: P256.Signing.PrivateKey
     /// The CA of the simulator's certificate (PEM).
     public let caPEM: String
+    public let topic: String
+    public let keyID: String
+    public let teamID: String
 
     public static func start(
         topic: String,
@@ -55,6 +58,26 @@ public struct TokenSimulator {
             headers: try APNSRequestHeaders(topic: topic),
             payload: try Payload(json: #"{"aps":{}}"#)
         )
-        return TokenSimulator(simulator: simulator, job: job, signingKey: key, caPEM: certificates.ca.certificatePEM)
+        return TokenSimulator(
+            simulator: simulator,
+            job: job,
+            signingKey: key,
+            caPEM: certificates.ca.certificatePEM,
+            topic: topic,
+            keyID: keyID,
+            teamID: teamID
+        )
+    }
+
+    /// Writes the signing key and the CA to `folder` for a child `salvo`: the options that reach this simulator.
+    public func commandLineOptions(in folder: String) throws -> [String] {
+        let keyFile = folder + "/AuthKey.p8"
+        try Data(self.signingKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyFile))
+        let caFile = folder + "/ca.pem"
+        try Data(self.caPEM.utf8).write(to: URL(fileURLWithPath: caFile))
+        return [
+            "--gateway", "127.0.0.1:\(self.simulator.http2Port!)", "--auth-key", keyFile, "--key-id", self.keyID,
+            "--team-id", self.teamID, "--ca", caFile, "--server-name", "localhost", "--topic", self.topic,
+        ]
     }
 }

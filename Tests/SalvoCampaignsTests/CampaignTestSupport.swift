@@ -39,34 +39,24 @@ func audienceCSV(_ indices: Range<Int>, bad: Int = 0) -> String {
 
 /// The simulator's HTTP/2 endpoint with a signing key, and the service's job configuration that sends to it.
 struct CampaignSimulator {
-    static let keyID = "CAMPKEY123"
-    static let teamID = "DEF123GHIJ"
-
-    let simulator: Simulator
-    let job: HTTP2JobConfiguration
-    let signingKey: P256.Signing.PrivateKey
-    let caPEM: String
+    let token: TokenSimulator
+    var simulator: Simulator { self.token.simulator }
+    var job: HTTP2JobConfiguration { self.token.job }
 
     static func start(plan: FaultPlan = FaultPlan()) async throws -> CampaignSimulator {
-        let started = try await TokenSimulator.start(topic: campaignTopic, keyID: keyID, teamID: teamID, plan: plan)
-        return CampaignSimulator(
-            simulator: started.simulator,
-            job: started.job,
-            signingKey: started.signingKey,
-            caPEM: started.caPEM
+        CampaignSimulator(
+            token: try await TokenSimulator.start(
+                topic: campaignTopic,
+                keyID: "CAMPKEY123",
+                teamID: "DEF123GHIJ",
+                plan: plan
+            )
         )
     }
 
     /// Writes the signing key and the CA to `folder` for a child `salvo`: the options that reach this simulator.
     func commandLineOptions(in folder: String) throws -> [String] {
-        let keyFile = folder + "/AuthKey.p8"
-        try Data(self.signingKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyFile))
-        let caFile = folder + "/ca.pem"
-        try Data(self.caPEM.utf8).write(to: URL(fileURLWithPath: caFile))
-        return [
-            "--gateway", "127.0.0.1:\(self.simulator.http2Port!)", "--auth-key", keyFile, "--key-id", Self.keyID,
-            "--team-id", Self.teamID, "--ca", caFile, "--server-name", "localhost", "--topic", campaignTopic,
-        ]
+        try self.token.commandLineOptions(in: folder)
     }
 }
 

@@ -67,10 +67,7 @@ struct ServiceKillTests {
         }
         let setup = try await ServiceSimulator.start(maximumTokens: 1 << 18)
         let folder = try scratchFolder("kill")
-        let keyFile = folder + "/AuthKey.p8"
-        try Data(setup.signingKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyFile))
-        let caFile = folder + "/ca.pem"
-        try Data(setup.caPEM.utf8).write(to: URL(fileURLWithPath: caFile))
+        let gateway = try setup.token.commandLineOptions(in: folder)
         let store = folder + "/store"
         let (created, createdOutput) = try await TestProcess.run(
             salvo,
@@ -86,11 +83,9 @@ struct ServiceKillTests {
         let server = Server(
             salvo: salvo,
             arguments: [
-                "serve", "--listen", "127.0.0.1:\(port)", "--store", store, "--gateway",
-                "127.0.0.1:\(setup.simulator.http2Port!)", "--auth-key", keyFile, "--key-id", ServiceSimulator.keyID,
-                "--team-id", ServiceSimulator.teamID, "--ca", caFile, "--server-name", "localhost", "--topic",
-                serviceTopic, "--log-level", "warning", "--shutdown-grace", "2",
-            ],
+                "serve", "--listen", "127.0.0.1:\(port)", "--store", store, "--log-level", "warning",
+                "--shutdown-grace", "2",
+            ] + gateway,
             port: port
         )
         try server.start()

@@ -30,29 +30,21 @@ func notification(_ index: Int, id: String? = nil) -> ServiceNotification {
 
 /// The simulator's HTTP/2 endpoint over TLS with a signing key, and a service configuration that sends to it.
 struct ServiceSimulator {
-    static let keyID = "SERVKEY123"
-    static let teamID = "DEF123GHIJ"
-
-    let simulator: Simulator
+    let token: TokenSimulator
     let configuration: ServiceConfiguration
-    /// The signing key the simulator trusts (a child `salvo serve` reads it from a .p8 file).
-    let signingKey: P256.Signing.PrivateKey
-    /// The CA of the simulator's certificate (PEM).
-    let caPEM: String
+    var simulator: Simulator { self.token.simulator }
 
     static func start(plan: FaultPlan = FaultPlan(), maximumTokens: Int = 1 << 16) async throws -> ServiceSimulator {
-        let started = try await TokenSimulator.start(
+        let token = try await TokenSimulator.start(
             topic: serviceTopic,
-            keyID: keyID,
-            teamID: teamID,
+            keyID: "SERVKEY123",
+            teamID: "DEF123GHIJ",
             plan: plan,
             maximumTokens: maximumTokens
         )
         return ServiceSimulator(
-            simulator: started.simulator,
-            configuration: ServiceConfiguration(job: started.job, defaults: .init(topic: serviceTopic)),
-            signingKey: started.signingKey,
-            caPEM: started.caPEM
+            token: token,
+            configuration: ServiceConfiguration(job: token.job, defaults: .init(topic: serviceTopic))
         )
     }
 }
