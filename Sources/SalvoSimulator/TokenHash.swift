@@ -16,7 +16,13 @@ public enum TokenHash {
         h = (h ^ (h >> 29) ^ b) &* 0xBF58_476D_1CE4_E5B9
         h = (h ^ (h >> 32) ^ c) &* 0x94D0_49BB_1331_11EB
         h = (h ^ (h >> 29) ^ d) &* 0x9E37_79B9_7F4A_7C15
-        return h ^ (h >> 32)
+        // A multiply carries a bit only upward, so the last word's high bits (a counter's last hex digits, in a
+        // token written out as hex) reach the low bits, which pick a table's slot, only through this finalizer
+        // (MurmurHash3's): without it, tokens that differ in their last byte alone shared a slot, and a table of
+        // counted tokens probed runs of 256.
+        h = (h ^ (h >> 33)) &* 0xFF51_AFD7_ED55_8CCD
+        h = (h ^ (h >> 33)) &* 0xC4CE_B9FE_1A85_EC53
+        return h ^ (h >> 33)
     }
 
     /// True when the 32 bytes at `a` equal the 32 bytes at `b`.

@@ -118,6 +118,22 @@ import Testing
         #expect(hits > 800 && hits < 1200)
     }
 
+    /// Tokens counted in their last bytes, as a load client writes them (a fixed prefix, then a counter in hex):
+    /// the slots they pick in a table of 65,536 spread as random ones would (about 1 - 1/e of the slots taken),
+    /// instead of each 256 of them sharing one.
+    @Test func countedTokensSpreadOverATablesSlots() {
+        var slots = Set<Int>()
+        var token = [UInt8](repeating: 0, count: 32)
+        token[0] = 0x5A
+        token[1] = 0x1F
+        for n in 0..<65_536 {
+            token[30] = UInt8(truncatingIfNeeded: n >> 8)
+            token[31] = UInt8(truncatingIfNeeded: n)
+            slots.insert(token.withUnsafeBytes { Int(truncatingIfNeeded: TokenHash.hash($0.baseAddress!)) & 0xFFFF })
+        }
+        #expect(slots.count > 39_000, "\(slots.count) slots of 65,536 taken")
+    }
+
     @Test func seededGeneratorRepeats() {
         var a = SeededGenerator(seed: 9, stream: 3)
         var b = SeededGenerator(seed: 9, stream: 3)
