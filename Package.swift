@@ -298,6 +298,26 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // The service's webhooks: a delivery loop per receiver over the store's outbox, batches signed with
+        // HMAC-SHA256, retried with backoff and jitter (the decisions as values), posted with AsyncHTTPClient.
+        .target(
+            name: "SalvoWebhooks",
+            dependencies: [
+                "APNSWire",
+                "SalvoRows",
+                "SalvoService",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictness
+        ),
+
         // The service's HTTP API on Hummingbird 2: routes checked against the OpenAPI document (`data/openapi`),
         // bearer API keys, problem details, health, readiness and metrics. Holds no decision of its own.
         .target(
@@ -306,6 +326,7 @@ let package = Package(
                 "APNSWire",
                 "SalvoService",
                 "SalvoCampaigns",
+                "SalvoWebhooks",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -430,6 +451,7 @@ let package = Package(
                 "SalvoService",
                 "SalvoServer",
                 "SalvoCampaigns",
+                "SalvoWebhooks",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -563,7 +585,7 @@ let package = Package(
             name: "SalvoCampaignsTests",
             dependencies: [
                 "APNSWire", "SalvoRows", "SalvoHTTP2", "SalvoSend", "SalvoService", "SalvoServer", "SalvoCampaigns",
-                "SalvoSimulator", "SalvoDevelopment", "SalvoTestSupport", "SalvoTestTraits",
+                "SalvoWebhooks", "SalvoSimulator", "SalvoDevelopment", "SalvoTestSupport", "SalvoTestTraits",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -572,6 +594,19 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "SalvoWebhooksTests",
+            dependencies: [
+                "APNSWire", "SalvoRows", "SalvoService", "SalvoWebhooks", "SalvoTestSupport", "SalvoTestTraits",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictness

@@ -76,6 +76,14 @@ public struct CampaignFolder: Sendable {
     }
 
     /// The contents of a result file of the campaign, nil when its runs have not written it.
+    /// What tells one version of a file from another without reading it: its size and its time of change
+    /// (nanoseconds); nil when there is no such file.
+    public static func signature(_ path: String) -> String? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return "\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)"
+    }
+
     public static func contents(_ path: String) -> [UInt8]? {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }

@@ -26,6 +26,8 @@ public actor CampaignRunner {
     /// The running jobs' latest progress, written from the jobs' threads.
     private let progress = NIOLockedValueBox<[String: JobProgress]>([:])
     private var scheduler: Task<Void, Never>?
+    /// Where the campaigns' events for webhooks go; nil: no webhook takes them.
+    private let webhooks: CampaignWebhooks?
     /// How long rows in flight may take to settle when a job is paused, cancelled or stopped.
     public static let stopGrace: Duration = .seconds(2)
 
@@ -34,8 +36,10 @@ public actor CampaignRunner {
         job: CampaignJob,
         template: @escaping @Sendable (String) -> [UInt8]?,
         now: @escaping @Sendable () -> Int64,
-        logger: Logger
+        logger: Logger,
+        webhooks: CampaignWebhooks? = nil
     ) {
+        self.webhooks = webhooks.flatMap { $0.routes.isEmpty ? nil : $0 }
         self.store = store
         self.job = job
         self.template = template
@@ -59,6 +63,8 @@ public actor CampaignRunner {
             }
             self.records[record.id] = record
             self.settings[record.id] = settings
+            // A run that ended before the service stopped may have left its rejects underived.
+            await self.deriveEvents(record.id)
             let actions = self.machine.restore(id: record.id, state: state, sendAt: record.sendAt)
             if !actions.isEmpty {
                 self.logger.notice("resuming a campaign that was running", metadata: ["campaign": "\(record.id)"])
@@ -133,7 +139,13 @@ public actor CampaignRunner {
             startedAt: startedNow ? now : nil
         )
         do {
-            try await self.store.putCampaign(record)
+            if let webhooks = self.webhooks, webhooks.routes.takes(.campaign) {
+                let event = CampaignEvents.state(campaign: id, state: state, message: nil, at: now)
+                try await self.store.putCampaign(record, events: [event], routes: webhooks.routes)
+                webhooks.wake()
+            } else {
+                try await self.store.putCampaign(record)
+            }
         } catch {
             self.machine.forget(id: id)
             await discard()
@@ -275,7 +287,13 @@ public actor CampaignRunner {
         if state.isFinal || state == .failed { record.endedAt = now }
         self.records[id] = record
         do {
-            try await self.store.putCampaign(record)
+            if let webhooks = self.webhooks, webhooks.routes.takes(.campaign) {
+                let event = CampaignEvents.state(campaign: id, state: state, message: message, at: now)
+                try await self.store.putCampaign(record, events: [event], routes: webhooks.routes)
+                webhooks.wake()
+            } else {
+                try await self.store.putCampaign(record)
+            }
         } catch {
             self.logger.error(
                 "a campaign's state cannot be recorded",
@@ -308,6 +326,7 @@ public actor CampaignRunner {
         self.jobs[id] = nil
         self.progress.withLockedValue { _ = $0.removeValue(forKey: id) }
         if let report { self.reports[id] = report }
+        await self.deriveEvents(id)
         await self.carryOut(self.machine.jobEnded(id: id, end))
     }
 
@@ -365,6 +384,38 @@ public actor CampaignRunner {
                 .invalidCampaign,
                 detail: error.message,
                 field: templateField ? "template" : field
+            )
+        }
+    }
+
+    // MARK: Webhooks
+
+    /// Puts the events of the campaign's rejects file (its gone tokens and refusals, as its last run wrote them) in
+    /// the outbox, when the file changed since they were last derived: each event's id is made from its row, so a
+    /// derivation done again makes no repeat.
+    private func deriveEvents(_ id: String) async {
+        guard let webhooks = self.webhooks, webhooks.routes.takes(.gone) || webhooks.routes.takes(.refused) else {
+            return
+        }
+        let path = self.job.folder.rejects(id)
+        let source = "campaign:\(id):rejects"
+        let now = self.now()
+        do throws(StoreFailure) {
+            guard let signature = await BlockingWork.run({ CampaignFolder.signature(path) }),
+                try await webhooks.outbox.derivedSignature(of: source) != signature,
+                let bytes = await BlockingWork.run({ CampaignFolder.contents(path) })
+            else { return }
+            let events = CampaignEvents.rejects(campaign: id, csv: String(decoding: bytes, as: UTF8.self), at: now)
+            let added = try await webhooks.outbox.enqueue(
+                events,
+                routes: webhooks.routes,
+                source: (source, signature)
+            )
+            if added > 0 { webhooks.wake() }
+        } catch {
+            self.logger.error(
+                "a campaign's webhook events cannot be written",
+                metadata: ["campaign": "\(id)", "error": "\(error.message)"]
             )
         }
     }

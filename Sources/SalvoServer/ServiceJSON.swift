@@ -1,6 +1,7 @@
 import APNSWire
 import SalvoRows
 import SalvoService
+import SalvoWebhooks
 
 /// The API's JSON bodies for what the service answers (the shapes the OpenAPI document gives).
 enum ServiceJSON {
@@ -46,6 +47,26 @@ enum ServiceJSON {
         if withText, let value = try? JSONValue.parse(template.text).value {
             members.append(JSONMember("template", value))
         }
+        return .object(members)
+    }
+
+    static func webhook(_ status: WebhookStatus) -> JSONValue {
+        var members: [JSONMember] = [
+            JSONMember("webhook", .string(status.webhook)),
+            JSONMember("events", .array(status.events.map { .string($0.rawValue) })),
+            JSONMember(
+                "counts",
+                .object([
+                    JSONMember("pending", .int(status.counts.pending)),
+                    JSONMember("delivered", .int(status.counts.delivered)),
+                    JSONMember("dead", .int(status.counts.dead)),
+                ])
+            ),
+            JSONMember("failures", .int(status.failures)),
+            JSONMember("failed_attempts", .int(status.failedAttempts)),
+        ]
+        if let error = status.lastError { members.append(JSONMember("last_error", .string(error))) }
+        if let next = status.nextAttemptAt { members.append(JSONMember("next_attempt_at", .string(Self.time(next)))) }
         return .object(members)
     }
 

@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import SalvoCampaigns
 import SalvoService
+import SalvoWebhooks
 
 /// The HTTP API of `salvo serve`: each operation of the OpenAPI document (`data/openapi/salvo-v1.json`) mapped to
 /// the service, bearer API keys on `/v1`, RFC 9457 problem details for every refusal, a request id on every answer.
@@ -19,6 +20,8 @@ public struct ServiceResponder: HTTPResponder {
     let service: NotificationService
     /// The campaigns (`/v1/campaigns`); nil: the service runs none, and those operations answer 503.
     let campaigns: CampaignRunner?
+    /// The webhooks (`GET /v1/webhooks`); nil: the service has none, and the list is empty.
+    let webhooks: WebhookDispatcher?
     let document: [UInt8]
     let metricsText: @Sendable () async -> String
     let logger: Logger
@@ -29,12 +32,14 @@ public struct ServiceResponder: HTTPResponder {
     public init(
         service: NotificationService,
         campaigns: CampaignRunner? = nil,
+        webhooks: WebhookDispatcher? = nil,
         document: [UInt8],
         metricsText: @escaping @Sendable () async -> String,
         logger: Logger
     ) {
         self.service = service
         self.campaigns = campaigns
+        self.webhooks = webhooks
         self.document = document
         self.metricsText = metricsText
         self.logger = logger
@@ -46,6 +51,7 @@ public struct ServiceResponder: HTTPResponder {
         case 1 where ["healthz", "readyz", "metrics", "openapi.json"].contains(path[0]):
             return ("/" + path[0], [.get])
         case 2 where path == ["v1", "notifications"]: return ("/v1/notifications", [.post])
+        case 2 where path == ["v1", "webhooks"]: return ("/v1/webhooks", [.get])
         case 3 where path[0] == "v1" && path[1] == "notifications": return ("/v1/notifications/{id}", [.get])
         case 3 where path[0] == "v1" && path[1] == "batches": return ("/v1/batches/{batch}", [.get])
         case 3 where path[0] == "v1" && path[1] == "templates": return ("/v1/templates/{name}", [.get, .put, .delete])
@@ -169,6 +175,8 @@ public struct ServiceResponder: HTTPResponder {
             return await self.putTemplate(String(path[2]), request: request, context: context)
         case ("/v1/templates/{name}", .delete):
             return await self.deleteTemplate(String(path[2]))
+        case ("/v1/webhooks", _):
+            return await self.webhookList()
         case _ where route.hasPrefix("/v1/campaigns"):
             return await self.campaign(route, path: path, request: request, context: context, keyID: keyID)
         default:
@@ -252,6 +260,19 @@ public struct ServiceResponder: HTTPResponder {
         case .success(true): return Response(status: .noContent)
         case .success(false): return Self.problem(ServiceProblem(.notFound, detail: "no template named \(name)"))
         case .failure(let problem): return Self.problem(problem)
+        }
+    }
+
+    /// `GET /v1/webhooks`: each webhook's events by state (pending, delivered, dead) and its failures.
+    private func webhookList() async -> Response {
+        guard let webhooks = self.webhooks else {
+            return Self.json(200, .object([JSONMember("webhooks", .array([]))]))
+        }
+        do {
+            let list = try await webhooks.status()
+            return Self.json(200, .object([JSONMember("webhooks", .array(list.map(ServiceJSON.webhook)))]))
+        } catch {
+            return Self.problem(ServiceProblem(.unavailable, detail: "the store cannot read: \(error.message)"))
         }
     }
 

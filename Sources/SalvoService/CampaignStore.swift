@@ -10,8 +10,20 @@ public protocol CampaignStore: Sendable {
     /// The campaign with this id, or nil.
     func campaign(id: String) async throws(StoreFailure) -> CampaignRecord?
 
-    /// Stores `record` durably, a new campaign or a campaign's new state (replacing the record of its id).
-    func putCampaign(_ record: CampaignRecord) async throws(StoreFailure)
+    /// Stores `record` durably, a new campaign or a campaign's new state (replacing the record of its id), with
+    /// `events` put in the webhooks' outbox (for the endpoints of `routes`) in the same transaction.
+    func putCampaign(
+        _ record: CampaignRecord,
+        events: [WebhookEvent],
+        routes: WebhookRoutes
+    ) async throws(StoreFailure)
+}
+
+extension CampaignStore {
+    /// `putCampaign` with no event.
+    public func putCampaign(_ record: CampaignRecord) async throws(StoreFailure) {
+        try await self.putCampaign(record, events: [], routes: WebhookRoutes())
+    }
 }
 
 /// A campaign as stored. The state is kept as its name (`CampaignState` is the campaigns' own type).

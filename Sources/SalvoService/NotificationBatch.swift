@@ -73,11 +73,15 @@ public struct NotificationBatch: Sendable {
         items.reserveCapacity(notifications.count)
         for (index, notification) in notifications.enumerated() {
             switch Self.notification(notification, defaults: defaults, templates: templates) {
-            case .success(let (token, payload, headers)):
+            case .success(let (token, payload, headers, webhook)):
                 var headers = headers
                 let id = makeID()
                 if headers.id == nil { headers.id = id }
-                items.append(.accepted(ServiceNotification(id: id, token: token, payload: payload, headers: headers)))
+                items.append(
+                    .accepted(
+                        ServiceNotification(id: id, token: token, payload: payload, headers: headers, webhook: webhook)
+                    )
+                )
             case .failure(let error):
                 let field = error.field.isEmpty ? "notifications[\(index)]" : "notifications[\(index)].\(error.field)"
                 items.append(.refused(FieldError(field: field, reason: error.reason)))
@@ -101,7 +105,7 @@ public struct NotificationBatch: Sendable {
         _ value: JSONValue,
         defaults: Defaults,
         templates: (String) -> ServiceTemplate?
-    ) -> Result<(DeviceToken, [UInt8], APNSRequestHeaders), Refusal> {
+    ) -> Result<(DeviceToken, [UInt8], APNSRequestHeaders, Bool), Refusal> {
         Result { () throws(Refusal) in
             guard case .object = value else {
                 throw Refusal("", "a notification must be a JSON object, not \(value.kindName)")
@@ -121,6 +125,7 @@ public struct NotificationBatch: Sendable {
                 throw Refusal("apns_id", "apns_id must be a lowercase UUID (8-4-4-4-12 hex digits), not \(id)")
             }
             let expiration = try Self.expiration(value["expiration"])
+            let webhook = try Self.webhook(value["webhook"])
             if let problem = pushType.problem(
                 topic: topic,
                 priority: priority,
@@ -145,7 +150,7 @@ public struct NotificationBatch: Sendable {
                     topic: topic,
                     collapseID: collapseID
                 )
-                return (token, payload, headers)
+                return (token, payload, headers, webhook)
             } catch {
                 throw Refusal("", "the headers would be refused: \(error)")
             }
@@ -236,6 +241,15 @@ public struct NotificationBatch: Sendable {
             )
         }
         return seconds
+    }
+
+    /// `webhook`: true for the final outcome as a webhook event.
+    private static func webhook(_ value: JSONValue?) throws(Refusal) -> Bool {
+        guard let value else { return false }
+        guard case .bool(let flag) = value else {
+            throw Refusal("webhook", "webhook must be true or false, not \(value.kindName)")
+        }
+        return flag
     }
 
     private static func string(_ value: JSONValue?, _ field: String) throws(Refusal) -> String? {

@@ -79,8 +79,10 @@ public final class NotificationService: Sendable {
         let recovery = try await store.recover(
             onUncertain: configuration.onUncertain,
             now: configuration.now(),
-            marks: marks?.marks()
+            marks: marks?.marks(),
+            webhooks: configuration.webhooks
         )
+        if recovery.answered > 0 { configuration.webhookEventsWritten?() }
         // Every row the marks told about is settled in the store now: the ring starts empty.
         if let marks { await BlockingWork.run { marks.clear() } }
         let templates = try await store.allTemplates()
@@ -440,8 +442,12 @@ public final class NotificationService: Sendable {
             cycle.accepts = accepts.map(\.accept)
             cycle.outcomes = outcomes
             cycle.claim = claim ? feed?.wanted ?? 0 : 0
+            cycle.webhooks = self.configuration.webhooks
             do {
                 let result = try await self.store.write(cycle)
+                if !cycle.webhooks.isEmpty, !outcomes.isEmpty || !result.expired.isEmpty {
+                    self.configuration.webhookEventsWritten?()
+                }
                 failures = 0
                 self.state.withLockedValue { $0.storeProblem = nil }
                 for (request, outcome) in zip(accepts, result.accepts) {

@@ -18,10 +18,12 @@ public protocol NotificationStore: Sendable {
     /// with `.resend` it is queued again and counted as an uncertain resend; with `.report` it ends uncertain.
     ///
     /// - Returns: the rows found so, and the notifications not final (the queue's depth).
+    /// With `webhooks`, the rows it makes final get their events in the outbox in the same transaction.
     func recover(
         onUncertain: OnUncertain,
         now: Int64,
-        marks: (@Sendable (Int) -> RowMark)?
+        marks: (@Sendable (Int) -> RowMark)?,
+        webhooks: WebhookRoutes
     ) async throws(StoreFailure) -> StoreRecovery
 
     /// The notifications with these ids that exist, in no particular order.
@@ -50,6 +52,17 @@ public protocol NotificationStore: Sendable {
     func close() async
 }
 
+extension NotificationStore {
+    /// `recover` with no webhook.
+    public func recover(
+        onUncertain: OnUncertain,
+        now: Int64,
+        marks: (@Sendable (Int) -> RowMark)?
+    ) async throws(StoreFailure) -> StoreRecovery {
+        try await self.recover(onUncertain: onUncertain, now: now, marks: marks, webhooks: WebhookRoutes())
+    }
+}
+
 /// Why the store failed: the file and what went wrong.
 public struct StoreFailure: Error, Hashable, Sendable, CustomStringConvertible {
     public var message: String
@@ -67,6 +80,8 @@ public struct StoreCycle: Sendable {
     public var claim = 0
     /// Milliseconds since 1970.
     public var now: Int64
+    /// The webhooks that take events: the outcomes made final by this cycle put theirs in the outbox in it.
+    public var webhooks = WebhookRoutes()
 
     public init(now: Int64) { self.now = now }
 }

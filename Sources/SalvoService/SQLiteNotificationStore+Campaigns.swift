@@ -15,21 +15,29 @@ extension SQLiteNotificationStore: CampaignStore {
         try await self.read("SELECT \(Self.campaignColumns) FROM campaigns WHERE id = ?", [id], Self.campaign).first
     }
 
-    public func putCampaign(_ record: CampaignRecord) async throws(StoreFailure) {
-        try await self.change(
-            """
-            INSERT INTO campaigns (id, seq, state, settings, created_by, created_at, send_at, started_at, ended_at,
-                message)
-            VALUES (?, (SELECT coalesce(max(seq), 0) + 1 FROM campaigns), ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (id) DO UPDATE SET state = excluded.state, settings = excluded.settings,
-                send_at = excluded.send_at, started_at = excluded.started_at, ended_at = excluded.ended_at,
-                message = excluded.message
-            """,
-            [
+    public func putCampaign(
+        _ record: CampaignRecord,
+        events: [WebhookEvent],
+        routes: WebhookRoutes
+    ) async throws(StoreFailure) {
+        try await self.writing { db in
+            let arguments: StatementArguments = [
                 record.id, record.state, Data(record.settings), record.createdBy, record.createdAt, record.sendAt,
                 record.startedAt, record.endedAt, record.message,
             ]
-        )
+            try db.execute(
+                sql: """
+                    INSERT INTO campaigns (id, seq, state, settings, created_by, created_at, send_at, started_at, ended_at,
+                        message)
+                    VALUES (?, (SELECT coalesce(max(seq), 0) + 1 FROM campaigns), ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (id) DO UPDATE SET state = excluded.state, settings = excluded.settings,
+                        send_at = excluded.send_at, started_at = excluded.started_at, ended_at = excluded.ended_at,
+                        message = excluded.message
+                    """,
+                arguments: arguments
+            )
+            try Self.enqueue(events, routes: routes, db)
+        }
     }
 
     private static func campaign(_ row: Row) -> CampaignRecord? {

@@ -30,8 +30,9 @@ public final class SQLiteNotificationStore: NotificationStore {
     /// time).
     private let lastSeq: Mutex<Int>
 
-    /// The schema this code reads and writes: 1, the notifications, keys and templates; 2 adds the campaigns.
-    static let schemaVersion = 2
+    /// The schema this code reads and writes: 1, the notifications, keys and templates; 2 adds the campaigns; 3 the
+    /// webhooks' outbox and a notification's wish for its outcome's event.
+    static let schemaVersion = 3
 
     /// Opens (creating it if needed) the store in `directory`.
     public static func open(directory: String) async throws(StoreFailure) -> SQLiteNotificationStore {
@@ -116,6 +117,7 @@ public final class SQLiteNotificationStore: NotificationStore {
         var statements: [String] = []
         if version < 1 { statements += Self.version1 }
         if version < 2 { statements += Self.version2 }
+        if version < 3 { statements += Self.version3 }
         statements.append(
             "INSERT INTO meta (key, value) VALUES ('schema', '\(Self.schemaVersion)') "
                 + "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
@@ -161,6 +163,21 @@ public final class SQLiteNotificationStore: NotificationStore {
         """
     ]
 
+    private static let version3 = [
+        "ALTER TABLE notifications ADD COLUMN webhook INTEGER NOT NULL DEFAULT 0",
+        // One row per event and endpoint: `state` 0 pending, 1 delivered (acknowledged), 2 dead (given up on).
+        """
+        CREATE TABLE webhook_outbox (
+            seq INTEGER PRIMARY KEY, endpoint TEXT NOT NULL, event_id TEXT NOT NULL, type TEXT NOT NULL,
+            created_at INTEGER NOT NULL, data BLOB NOT NULL, state INTEGER NOT NULL DEFAULT 0,
+            attempts INTEGER NOT NULL DEFAULT 0, last_attempt_at INTEGER, ended_at INTEGER,
+            UNIQUE (endpoint, event_id))
+        """,
+        "CREATE INDEX webhook_outbox_pending ON webhook_outbox (endpoint, seq) WHERE state = 0",
+        // What each derivation of events (a campaign's rejects file) last read, so that a restart derives only anew.
+        "CREATE TABLE webhook_sources (source TEXT PRIMARY KEY, signature TEXT NOT NULL)",
+    ]
+
     // MARK: Cycles
 
     public func write(_ cycle: StoreCycle) async throws(StoreFailure) -> StoreCycleResult {
@@ -178,7 +195,7 @@ public final class SQLiteNotificationStore: NotificationStore {
 
     /// Runs `body` in one transaction on the writer's queue, the caller suspended meanwhile; rolled back when it
     /// throws.
-    private func writing<T: Sendable>(
+    func writing<T: Sendable>(
         _ body: @escaping @Sendable (Database) throws -> T
     ) async throws(StoreFailure) -> T {
         do {
@@ -189,7 +206,7 @@ public final class SQLiteNotificationStore: NotificationStore {
     }
 
     /// The statement for `sql`, prepared once for the writer's connection and kept.
-    private static func statement(_ sql: String, _ db: Database) throws -> SQLiteStatementBinding {
+    static func statement(_ sql: String, _ db: Database) throws -> SQLiteStatementBinding {
         let statement = try db.cachedStatement(sql: sql)
         return SQLiteStatementBinding(statement: statement.sqliteStatement, connection: db.sqliteConnection!)
     }
@@ -246,16 +263,24 @@ public final class SQLiteNotificationStore: NotificationStore {
             try remember.run()
         }
         result.stored = toInsert.count
-        try Self.update(cycle.outcomes, db)
+        try Self.update(cycle.outcomes, webhooks: cycle.webhooks, db)
         // Rows queued before these (a backlog, or rows given back) go first; the new rows take the room left.
         var room = cycle.claim
         if room > 0 {
-            let (claimed, expired) = try Self.claim(room, now: cycle.now, db)
+            let (claimed, expired) = try Self.claim(room, now: cycle.now, webhooks: cycle.webhooks, db)
             result.claimed = claimed
             result.expired = expired
             room -= claimed.count + expired.count
         }
-        let last = try Self.insert(toInsert, after: lastSeq, claiming: room, now: cycle.now, into: &result, db)
+        let last = try Self.insert(
+            toInsert,
+            after: lastSeq,
+            claiming: room,
+            now: cycle.now,
+            webhooks: cycle.webhooks,
+            into: &result,
+            db
+        )
         return (result, last)
     }
 
@@ -269,6 +294,7 @@ public final class SQLiteNotificationStore: NotificationStore {
         after lastSeq: Int,
         claiming room: Int,
         now: Int64,
+        webhooks: WebhookRoutes,
         into result: inout StoreCycleResult,
         _ db: Database
     ) throws -> Int {
@@ -278,8 +304,8 @@ public final class SQLiteNotificationStore: NotificationStore {
         let insert = try Self.statement(
             """
             INSERT INTO notifications (seq, id, batch, token, payload, push_type, apns_id, expiration, priority,
-                topic, collapse_id, state, accepted_at, sent_at, answered_at, uncertain_resends)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
+                topic, collapse_id, state, accepted_at, sent_at, answered_at, uncertain_resends, webhook)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
             """,
             db
         )
@@ -291,6 +317,16 @@ public final class SQLiteNotificationStore: NotificationStore {
                 if let expiration = headers.expiration, expiration > 0, Int64(expiration) < nowSeconds {
                     state = .expired
                     result.expired.append((seq, notification.id))
+                    if notification.webhook, webhooks.takes(.outcome) {
+                        let events = WebhookEvent.notificationEvents(
+                            id: notification.id,
+                            batch: accept.batch,
+                            token: notification.token.hexString,
+                            optedIn: true,
+                            update: OutcomeUpdate(seq: seq, state: .expired, at: now)
+                        )
+                        try Self.enqueue(events, routes: webhooks, db)
+                    }
                 } else if room > 0 {
                     state = .sending
                     room -= 1
@@ -313,15 +349,19 @@ public final class SQLiteNotificationStore: NotificationStore {
                 insert.bind(13, Int(now))
                 insert.bind(14, state == .sending ? Int(now) : nil)
                 insert.bind(15, state == .expired ? Int(now) : nil)
+                insert.bind(16, notification.webhook ? 1 : 0)
                 try insert.run()
             }
         }
         return seq
     }
 
-    /// Writes the outcomes, one prepared statement run once a row; a row already final keeps its outcome.
-    private static func update(_ outcomes: [OutcomeUpdate], _ db: Database) throws {
+    /// Writes the outcomes, one prepared statement run once a row; a row already final keeps its outcome. With
+    /// webhooks, a row made final here gets its events in the outbox in the same transaction (once: a row already
+    /// final is not changed, so makes none).
+    private static func update(_ outcomes: [OutcomeUpdate], webhooks: WebhookRoutes, _ db: Database) throws {
         guard !outcomes.isEmpty else { return }
+        guard webhooks.isEmpty else { return try Self.update(outcomes, events: webhooks, db) }
         let update = try Self.statement(
             """
             UPDATE notifications SET state = ?, status = ?, reason = ?, apns_id = coalesce(?, apns_id),
@@ -344,16 +384,86 @@ public final class SQLiteNotificationStore: NotificationStore {
         }
     }
 
+    /// `update` when webhooks take events: each changed row's id, batch, token and wish returned, its events put in
+    /// the outbox.
+    private static func update(_ outcomes: [OutcomeUpdate], events routes: WebhookRoutes, _ db: Database) throws {
+        let update = try Self.statement(
+            """
+            UPDATE notifications SET state = ?, status = ?, reason = ?, apns_id = coalesce(?, apns_id),
+                apns_unique_id = ?, unregistered_at = ?, answered_at = ?, uncertain_resends = uncertain_resends + ?
+            WHERE seq = ? AND state < 2
+            RETURNING id, batch, token, webhook
+            """,
+            db
+        )
+        var events: [WebhookEvent] = []
+        for outcome in outcomes {
+            update.bind(1, outcome.state.rawValue)
+            update.bind(2, outcome.status)
+            update.bind(3, outcome.reason)
+            update.bind(4, outcome.apnsID)
+            update.bind(5, outcome.apnsUniqueID)
+            update.bind(6, outcome.unregisteredAt.map { Int($0) })
+            update.bind(7, outcome.state.isFinal ? Int(outcome.at) : nil)
+            update.bind(8, outcome.uncertainResend ? 1 : 0)
+            update.bind(9, outcome.seq)
+            while try update.next() {
+                guard outcome.state.isFinal else { continue }
+                events += WebhookEvent.notificationEvents(
+                    id: update.text(0) ?? "",
+                    batch: update.text(1) ?? "",
+                    token: Hex.string(update.blob(2)),
+                    optedIn: update.int(3) == 1,
+                    update: outcome
+                )
+            }
+        }
+        try Self.enqueue(events, routes: routes, db)
+    }
+
+    /// Puts `events` in the outbox for each endpoint that takes its kind; an event already there (its endpoint and
+    /// id) is left as it is.
+    /// - Returns: the rows added.
+    @discardableResult
+    static func enqueue(_ events: [WebhookEvent], routes: WebhookRoutes, _ db: Database) throws -> Int {
+        guard !events.isEmpty else { return 0 }
+        let insert = try Self.statement(
+            """
+            INSERT INTO webhook_outbox (endpoint, event_id, type, created_at, data) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (endpoint, event_id) DO NOTHING
+            """,
+            db
+        )
+        var added = 0
+        for event in events {
+            let endpoints = routes.endpoints(for: event.kind)
+            guard !endpoints.isEmpty else { continue }
+            let data = event.data.compactBytes
+            for endpoint in endpoints {
+                insert.bind(1, endpoint)
+                insert.bind(2, event.id)
+                insert.bind(3, event.kind.eventType)
+                insert.bind(4, Int(event.createdAt))
+                insert.bind(5, blob: data)
+                try insert.run()
+                added += Int(sqlite3_changes(insert.connection))
+            }
+        }
+        return added
+    }
+
     private static func claim(
         _ count: Int,
         now: Int64,
+        webhooks: WebhookRoutes,
         _ db: Database
     ) throws -> ([ClaimedRow], [(seq: Int, id: String)]) {
         let claim = try Self.statement(
             """
             UPDATE notifications SET state = 1, sent_at = ?
             WHERE seq IN (SELECT seq FROM notifications WHERE state = 0 ORDER BY seq LIMIT ?)
-            RETURNING seq, id, token, payload, push_type, apns_id, expiration, priority, topic, collapse_id, accepted_at
+            RETURNING seq, id, token, payload, push_type, apns_id, expiration, priority, topic, collapse_id, accepted_at,
+                webhook, batch
             """,
             db
         )
@@ -361,6 +471,7 @@ public final class SQLiteNotificationStore: NotificationStore {
         claim.bind(2, count)
         var claimed: [ClaimedRow] = []
         var expired: [(seq: Int, id: String)] = []
+        var events: [WebhookEvent] = []
         let nowSeconds = now / 1000
         while try claim.next() {
             let seq = claim.int(0) ?? 0
@@ -368,9 +479,19 @@ public final class SQLiteNotificationStore: NotificationStore {
             let expiration = claim.int(6)
             if let expiration, expiration > 0, Int64(expiration) < nowSeconds {
                 expired.append((seq, id))
+                if claim.int(11) == 1, webhooks.takes(.outcome) {
+                    events += WebhookEvent.notificationEvents(
+                        id: id,
+                        batch: claim.text(12) ?? "",
+                        token: Hex.string(claim.blob(2)),
+                        optedIn: true,
+                        update: OutcomeUpdate(seq: seq, state: .expired, at: now)
+                    )
+                }
                 continue
             }
             guard let token = try? DeviceToken(bytes: claim.blob(2)) else { continue }
+            let webhook = claim.int(11) == 1
             let headers = try APNSRequestHeaders(
                 pushType: claim.text(4).map { APNSPushType(rawValue: $0) },
                 id: claim.text(5),
@@ -383,10 +504,17 @@ public final class SQLiteNotificationStore: NotificationStore {
                 ClaimedRow(
                     seq: seq,
                     acceptedAt: Int64(claim.int(10) ?? 0),
-                    notification: ServiceNotification(id: id, token: token, payload: claim.blob(3), headers: headers)
+                    notification: ServiceNotification(
+                        id: id,
+                        token: token,
+                        payload: claim.blob(3),
+                        headers: headers,
+                        webhook: webhook
+                    )
                 )
             )
         }
+        try Self.enqueue(events, routes: webhooks, db)
         // Claimed rows are in the order the statement returned them; the job sends oldest first.
         claimed.sort { $0.seq < $1.seq }
         if !expired.isEmpty {
@@ -403,7 +531,8 @@ public final class SQLiteNotificationStore: NotificationStore {
     public func recover(
         onUncertain: OnUncertain,
         now: Int64,
-        marks: (@Sendable (Int) -> RowMark)?
+        marks: (@Sendable (Int) -> RowMark)?,
+        webhooks: WebhookRoutes
     ) async throws(StoreFailure) -> StoreRecovery {
         try await self.writing { db in
             var recovery = StoreRecovery()
@@ -436,7 +565,7 @@ public final class SQLiteNotificationStore: NotificationStore {
                 }
                 updates.append(update)
             }
-            try Self.update(updates, db)
+            try Self.update(updates, webhooks: webhooks, db)
             recovery.depth = try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications WHERE state < 2") ?? 0
             return recovery
         }

@@ -28,6 +28,11 @@ public struct ServiceConfiguration: Sendable {
     public var now: @Sendable () -> Int64 = { ServiceClock.milliseconds() }
     /// Rows the feed holds ready for the sending job, claimed from the store ahead of the connections' need.
     public var feedRows = 1024
+    /// The webhooks that take events (`serve --webhook`): a cycle that makes a row final puts its events in the
+    /// outbox in the same transaction.
+    public var webhooks = WebhookRoutes()
+    /// Called after a cycle that may have put events in the outbox (the webhooks' delivery looks at once).
+    public var webhookEventsWritten: (@Sendable () -> Void)?
 
     public var onUncertain: OnUncertain { self.job.onUncertain }
 

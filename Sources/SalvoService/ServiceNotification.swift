@@ -8,12 +8,21 @@ public struct ServiceNotification: Hashable, Sendable {
     /// The request body sent to the push service (compact JSON).
     public var payload: [UInt8]
     public var headers: APNSRequestHeaders
+    /// The caller wants the final outcome as a webhook event (`"webhook": true`).
+    public var webhook: Bool
 
-    public init(id: String, token: DeviceToken, payload: [UInt8], headers: APNSRequestHeaders) {
+    public init(
+        id: String,
+        token: DeviceToken,
+        payload: [UInt8],
+        headers: APNSRequestHeaders,
+        webhook: Bool = false
+    ) {
         self.id = id
         self.token = token
         self.payload = payload
         self.headers = headers
+        self.webhook = webhook
     }
 }
 

@@ -19,6 +19,14 @@ public final class ClosedPort: @unchecked Sendable {
         self.descriptor = -1
     }
 
+    /// The bound socket, given up to a server that listens on it from now on (the port stays the same, and was
+    /// never free meanwhile); nil when it was closed or given up before.
+    public func handOver() -> Int32? {
+        guard self.descriptor >= 0 else { return nil }
+        defer { self.descriptor = -1 }
+        return self.descriptor
+    }
+
     deinit { self.close() }
 }
 

@@ -15,6 +15,7 @@ import SalvoRows
 import SalvoServer
 import SalvoService
 import SalvoSimulator
+import SalvoWebhooks
 
 /// `salvo serve`: the service. Takes notifications over HTTP, keeps them in its store, sends them with the HTTP/2
 /// job `send` runs, and answers what became of each (docs/service.md).
@@ -78,6 +79,21 @@ struct ServeRunCommand: AsyncParsableCommand {
     )
     var campaignFiles: String?
 
+    @Option(
+        name: .customLong("webhook"),
+        help: ArgumentHelp(
+            "A receiver of events, 'URL [events=gone,refused,outcome,campaign]' (every kind when left out); repeatable.",
+            valueName: "URL [events=…]"
+        )
+    )
+    var webhooks: [String] = []
+
+    @Option(
+        name: .customLong("webhook-secret-file"),
+        help: "The file of the secret the webhooks' bodies are signed with (HMAC-SHA256; at least 16 bytes)."
+    )
+    var webhookSecretFile: String?
+
     @Flag(help: "Run against an embedded simulator with a demo API key (printed), to try the API.")
     var demo = false
 
@@ -119,6 +135,32 @@ struct ServeRunCommand: AsyncParsableCommand {
             try self.signingKey.validateIdentifiers()
         }
         if let topic, let problem = APNSHeaderValueRules.topicProblem(topic) { throw ValidationError(problem) }
+        _ = try self.webhookSettings()
+    }
+
+    /// The `--webhook` endpoints and their secret; none when no `--webhook` is given.
+    /// - Throws: `ValidationError` naming the option at fault.
+    private func webhookSettings() throws -> (endpoints: [WebhookEndpoint], secret: WebhookSecret)? {
+        guard !self.webhooks.isEmpty else {
+            if self.webhookSecretFile != nil { throw ValidationError("--webhook-secret-file goes with --webhook") }
+            return nil
+        }
+        var endpoints: [WebhookEndpoint] = []
+        do throws(WebhookOptionError) {
+            for text in self.webhooks {
+                let endpoint = try WebhookEndpoint.parse(text)
+                guard !endpoints.contains(where: { $0.url == endpoint.url }) else {
+                    throw WebhookOptionError("--webhook \(endpoint.url) is given twice")
+                }
+                endpoints.append(endpoint)
+            }
+            guard let path = self.webhookSecretFile else {
+                throw WebhookOptionError("--webhook needs --webhook-secret-file: every delivery is signed")
+            }
+            return (endpoints, try WebhookSecret.load(path: path))
+        } catch {
+            throw ValidationError(error.message)
+        }
     }
 
     func run() async throws {
@@ -158,6 +200,19 @@ struct ServeRunCommand: AsyncParsableCommand {
         var configuration = ServiceConfiguration(job: job, defaults: .init(topic: topic))
         configuration.queueLimit = self.queueLimit
         configuration.shutdownGrace = .seconds(self.shutdownGrace)
+        // The webhooks' loops first: the service's first cycles may already write events for them.
+        let webhooks = try self.webhookSettings().map { settings in
+            WebhookDispatcher.start(
+                endpoints: settings.endpoints,
+                secret: settings.secret,
+                outbox: store,
+                logger: logger
+            )
+        }
+        if let webhooks {
+            configuration.webhooks = webhooks.routes
+            configuration.webhookEventsWritten = { webhooks.wake() }
+        }
         let service: NotificationService
         do {
             service = try await NotificationService.start(
@@ -167,6 +222,7 @@ struct ServeRunCommand: AsyncParsableCommand {
                 logger: logger
             )
         } catch {
+            await webhooks?.shutdown()
             throw UserError(error.message)
         }
         let recovery = service.recovery
@@ -190,11 +246,15 @@ struct ServeRunCommand: AsyncParsableCommand {
             ),
             template: { name in service.template(name: name)?.text },
             now: configuration.now,
-            logger: logger
+            logger: logger,
+            webhooks: webhooks.map { dispatcher in
+                CampaignWebhooks(outbox: store, routes: dispatcher.routes, wake: { dispatcher.wake() })
+            }
         )
         do {
             try await campaigns.start()
         } catch {
+            await webhooks?.shutdown()
             await service.shutdown()
             throw UserError(error.message)
         }
@@ -217,6 +277,7 @@ struct ServeRunCommand: AsyncParsableCommand {
         let responder = ServiceResponder(
             service: service,
             campaigns: campaigns,
+            webhooks: webhooks,
             document: Array(document),
             metricsText: { String(decoding: registry.emitToBuffer(), as: UTF8.self) },
             logger: logger
@@ -254,6 +315,8 @@ struct ServeRunCommand: AsyncParsableCommand {
             // The campaigns' jobs first (each stops cleanly, its campaign left running for the next start), while
             // the store is still open for their records.
             await campaigns.shutdown()
+            // The webhooks' loops before the store closes; what they had not delivered stays in the outbox.
+            await webhooks?.shutdown()
             await service.shutdown()
             await server.stop()
             try? await Task.sleep(for: .seconds(5))
@@ -266,6 +329,7 @@ struct ServeRunCommand: AsyncParsableCommand {
             let cut = service.isStopping
             signals.cancel()
             await campaigns.shutdown()
+            await webhooks?.shutdown()
             await service.shutdown()
             try? await simulator?.shutdown()
             if cut { return }

@@ -15,6 +15,7 @@ import SalvoService
 import SalvoSimulator
 import SalvoTestSupport
 import SalvoTestTraits
+import SalvoWebhooks
 import Testing
 
 let campaignTopic = "com.example.campaigns"
@@ -66,6 +67,7 @@ final class CampaignService: Sendable {
     let store: SQLiteNotificationStore
     let service: NotificationService
     let campaigns: CampaignRunner
+    let webhooks: WebhookDispatcher?
     let server: ServiceServer
     let serving: Task<Void, Never>
     let base: String
@@ -76,10 +78,26 @@ final class CampaignService: Sendable {
         simulator: CampaignSimulator,
         folder: String,
         allowedFiles: String? = nil,
-        key: String? = nil
+        key: String? = nil,
+        webhooks webhookSettings: TestWebhooks? = nil
     ) async throws -> CampaignService {
         let store = try await SQLiteNotificationStore.open(directory: folder)
-        let configuration = ServiceConfiguration(job: simulator.job, defaults: .init(topic: campaignTopic))
+        var configuration = ServiceConfiguration(job: simulator.job, defaults: .init(topic: campaignTopic))
+        let logger = Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() })
+        // As `salvo serve` starts them: the webhooks' loops first, their routes in the service's configuration.
+        let webhooks = webhookSettings.map {
+            WebhookDispatcher.start(
+                endpoints: $0.endpoints,
+                secret: $0.secret,
+                outbox: store,
+                configuration: $0.configuration,
+                logger: logger
+            )
+        }
+        if let webhooks {
+            configuration.webhooks = webhooks.routes
+            configuration.webhookEventsWritten = { webhooks.wake() }
+        }
         let service = try await NotificationService.start(configuration: configuration, store: store)
         var apiKey = key
         if apiKey == nil {
@@ -87,7 +105,6 @@ final class CampaignService: Sendable {
             try await store.addAPIKey(record)
             apiKey = made
         }
-        let logger = Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() })
         let campaigns = CampaignRunner(
             store: store,
             job: CampaignJob(
@@ -98,12 +115,16 @@ final class CampaignService: Sendable {
             ),
             template: { service.template(name: $0)?.text },
             now: configuration.now,
-            logger: logger
+            logger: logger,
+            webhooks: webhooks.map { dispatcher in
+                CampaignWebhooks(outbox: store, routes: dispatcher.routes, wake: { dispatcher.wake() })
+            }
         )
         try await campaigns.start()
         let responder = ServiceResponder(
             service: service,
             campaigns: campaigns,
+            webhooks: webhooks,
             document: [],
             metricsText: { "" },
             logger: logger
@@ -118,6 +139,7 @@ final class CampaignService: Sendable {
             store: store,
             service: service,
             campaigns: campaigns,
+            webhooks: webhooks,
             server: server,
             serving: serving,
             base: "http://127.0.0.1:\(port.withLockedValue { $0 })",
@@ -130,6 +152,7 @@ final class CampaignService: Sendable {
         store: SQLiteNotificationStore,
         service: NotificationService,
         campaigns: CampaignRunner,
+        webhooks: WebhookDispatcher?,
         server: ServiceServer,
         serving: Task<Void, Never>,
         base: String,
@@ -139,6 +162,7 @@ final class CampaignService: Sendable {
         self.store = store
         self.service = service
         self.campaigns = campaigns
+        self.webhooks = webhooks
         self.server = server
         self.serving = serving
         self.base = base
@@ -146,9 +170,11 @@ final class CampaignService: Sendable {
         self.folder = folder
     }
 
-    /// As `salvo serve` stops on SIGTERM: the campaigns' jobs, the service (which closes the store), the listener.
+    /// As `salvo serve` stops on SIGTERM: the campaigns' jobs, the webhooks' loops, the service (which closes the
+    /// store), the listener.
     func stop() async {
         await self.campaigns.shutdown()
+        await self.webhooks?.shutdown()
         await self.service.shutdown()
         await self.server.stop()
         await self.serving.value
@@ -225,6 +251,13 @@ extension JSONValue {
     var stringValue: String? {
         if case .string(let text) = self { text } else { nil }
     }
+}
+
+/// The webhooks a test service posts to.
+struct TestWebhooks: Sendable {
+    var endpoints: [WebhookEndpoint]
+    var secret: WebhookSecret
+    var configuration: WebhookConfiguration
 }
 
 /// The counts two reports must agree on (the runs' times and connections aside).

@@ -60,4 +60,37 @@ struct ServeCommandLineTests {
         )
         #expect(taken == 3 && takenMessage.contains("--listen 127.0.0.1:\(port)"), "\(takenMessage)")
     }
+
+    @Test func aBadWebhookIsRefusedNamingWhatIsWrong() async throws {
+        guard let salvo = TestProcess.salvoPath else {
+            Issue.record("\(TestProcess.salvoMissing)")
+            return
+        }
+        let folder = try scratchFolder("webhooks")
+        let secret = folder + "/secret"
+        try Data("a secret of thirty-two bytes, ok".utf8).write(to: URL(fileURLWithPath: secret))
+        let short = folder + "/short"
+        try Data("short\n".utf8).write(to: URL(fileURLWithPath: short))
+        let cases: [(arguments: [String], message: String)] = [
+            (["--webhook", "ftp://example.com/x", "--webhook-secret-file", secret], "not an http:// or https:// URL"),
+            (
+                ["--webhook", "https://example.com events=gone,lost", "--webhook-secret-file", secret],
+                #"unknown event kind "lost" (known: gone, refused, outcome, campaign)"#
+            ),
+            (["--webhook", "https://example.com"], "--webhook needs --webhook-secret-file"),
+            (["--webhook", "https://example.com", "--webhook-secret-file", short], "at least 16"),
+            (
+                [
+                    "--webhook", "https://example.com", "--webhook", "https://example.com events=gone",
+                    "--webhook-secret-file", secret,
+                ], "is given twice"
+            ),
+            (["--webhook-secret-file", secret], "--webhook-secret-file goes with --webhook"),
+        ]
+        for (arguments, message) in cases {
+            let (status, output) = try await TestProcess.run(salvo, ["serve", "--demo"] + arguments)
+            #expect(status == 64 && output.contains(message), "\(arguments): \(output)")
+            #expect(!output.contains("thirty-two"), "the secret is never shown")
+        }
+    }
 }

@@ -53,7 +53,7 @@ struct ServiceRoutesTests {
         let routes: [[Substring]] =
             [
                 ["healthz"], ["readyz"], ["metrics"], ["openapi.json"], ["v1", "notifications"],
-                ["v1", "notifications", "x"],
+                ["v1", "notifications", "x"], ["v1", "webhooks"],
                 ["v1", "batches", "x"], ["v1", "templates", "x"], ["v1", "campaigns"], ["v1", "campaigns", "x"],
             ]
             + ["pause", "resume", "cancel", "report", "rejects", "unsettled"].map {
