@@ -76,7 +76,8 @@ final class CampaignService: Sendable {
         simulator: CampaignSimulator,
         folder: String,
         allowedFiles: String? = nil,
-        key: String? = nil
+        key: String? = nil,
+        clock: ManualCampaignClock? = nil
     ) async throws -> CampaignService {
         let store = try await SQLiteNotificationStore.open(directory: folder)
         let configuration = ServiceConfiguration(job: simulator.job, defaults: .init(topic: campaignTopic))
@@ -88,6 +89,12 @@ final class CampaignService: Sendable {
             apiKey = made
         }
         let logger = Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() })
+        var now: @Sendable () -> Int64 = configuration.now
+        var waitUntil: (@Sendable (Int64) async -> Void)?
+        if let clock {
+            now = { clock.now }
+            waitUntil = { await clock.wait(until: $0) }
+        }
         let campaigns = CampaignRunner(
             store: store,
             job: CampaignJob(
@@ -97,7 +104,8 @@ final class CampaignService: Sendable {
                 allowedFiles: allowedFiles
             ),
             template: { service.template(name: $0)?.text },
-            now: configuration.now,
+            now: now,
+            waitUntil: waitUntil,
             logger: logger
         )
         try await campaigns.start()
