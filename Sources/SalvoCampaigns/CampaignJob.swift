@@ -27,25 +27,28 @@ public struct CampaignJob: Sendable {
     /// The campaign's request. Blocks (a template file is read and hashed, a server-side path resolved): called on
     /// `BlockingWork`.
     ///
-    /// - Parameter journal: false for the check a new campaign gets before it is recorded (its input is opened and
-    ///   its first rows read, nothing is written).
+    /// - Parameters:
+    ///   - journal: false for the check a new campaign gets before it is recorded (its input is opened and its first
+    ///     rows read, nothing is written).
+    ///   - group: of a local-time campaign, the group (by its instant) whose file is the input, with its journal and
+    ///     result files in its folder (`LocalTimePlan`).
     /// - Throws: `ServiceProblem` naming the field at fault.
     public func request(
         id: String,
         settings: CampaignSettings,
-        journal: Bool = true
+        journal: Bool = true,
+        group: Int64? = nil
     ) throws(ServiceProblem)
         -> SendRequest
     {
         let audience: String
-        switch settings.audience {
-        case .upload:
-            audience = self.folder.audience(id)
-        case .file(let path):
-            switch CampaignFolder.resolve(path, allowed: self.allowedFiles) {
-            case .success(let resolved): audience = resolved
-            case .failure(let error): throw ServiceProblem(.invalidCampaign, detail: error.reason, errors: [error])
-            }
+        let outputs: String
+        if let group {
+            outputs = LocalTimePlan.groupFolder(self.folder, id, group)
+            audience = outputs + "/audience.csv"
+        } else {
+            outputs = self.folder.folder(id)
+            audience = try self.audience(id: id, settings: settings)
         }
         var templateFiles: PayloadTemplateFiles?
         if settings.template != nil {
@@ -74,25 +77,40 @@ public struct CampaignJob: Sendable {
         )
         configuration.retry = self.base.retry
         configuration.onUncertain = self.base.onUncertain
-        let folder = self.folder
         var request = SendRequest(
             files: [audience],
             input: TokenSource.Options(column: .name(settings.column)),
             interface: .http2(configuration),
             outputs: journal
                 ? SendOutputs(
-                    report: folder.report(id),
-                    rejects: folder.rejects(id),
-                    unregistered: folder.unregistered(id),
-                    unsettled: folder.unsettled(id)
+                    report: outputs + "/report.json",
+                    rejects: outputs + "/rejects.csv",
+                    unregistered: outputs + "/unregistered.csv",
+                    unsettled: outputs + "/unsettled.csv"
                 ) : SendOutputs(),
             journal: journal
-                ? SendJournal(directory: folder.journal(id), settings: self.settings(settings), waitSeconds: 30) : nil,
+                ? SendJournal(directory: outputs + "/journal", settings: self.settings(settings), waitSeconds: 30)
+                : nil,
             payloads: templateFiles?.templates
         )
         request.payloadFiles = templateFiles?.files ?? []
         request.settings = self.settings(settings)
         return request
+    }
+
+    /// The campaign's audience file: its upload, or the server-side file its settings name, resolved.
+    ///
+    /// - Throws: `ServiceProblem` (422, `audience.file`) for a file that cannot be the audience.
+    public func audience(id: String, settings: CampaignSettings) throws(ServiceProblem) -> String {
+        switch settings.audience {
+        case .upload:
+            return self.folder.audience(id)
+        case .file(let path):
+            switch CampaignFolder.resolve(path, allowed: self.allowedFiles) {
+            case .success(let resolved): return resolved
+            case .failure(let error): throw ServiceProblem(.invalidCampaign, detail: error.reason, errors: [error])
+            }
+        }
     }
 
     /// What changes what is sent and is not in the request's values as such, for the journal to compare between

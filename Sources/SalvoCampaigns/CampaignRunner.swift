@@ -12,19 +12,22 @@ import SalvoService
 /// store, their files in the store's folder. The HTTP layer only calls it.
 public actor CampaignRunner {
     private let store: any CampaignStore
-    private let job: CampaignJob
-    private let now: @Sendable () -> Int64
-    private let logger: Logger
+    let job: CampaignJob
+    let now: @Sendable () -> Int64
+    /// Returns once `now` has reached a time (milliseconds since 1970), or at once when its task is cancelled: the
+    /// waits of local-time campaigns between their groups.
+    let waitUntil: @Sendable (Int64) async -> Void
+    let logger: Logger
     /// A stored template's text by its name (the service's templates), nil when there is none.
     private let template: @Sendable (String) -> [UInt8]?
-    private var machine = CampaignMachine()
-    private var records: [String: CampaignRecord] = [:]
+    var machine = CampaignMachine()
+    var records: [String: CampaignRecord] = [:]
     private var settings: [String: CampaignSettings] = [:]
     /// Each campaign's last finished run's report (read from its folder when not yet known here).
-    private var reports: [String: JobReport] = [:]
+    var reports: [String: JobReport] = [:]
     private var jobs: [String: (task: Task<Void, Never>, stop: JobStop)] = [:]
     /// The running jobs' latest progress, written from the jobs' threads.
-    private let progress = NIOLockedValueBox<[String: JobProgress]>([:])
+    let progress = NIOLockedValueBox<[String: JobProgress]>([:])
     private var scheduler: Task<Void, Never>?
     /// Where the campaigns' events for webhooks go; nil: no webhook takes them.
     private let webhooks: CampaignWebhooks?
@@ -36,6 +39,7 @@ public actor CampaignRunner {
         job: CampaignJob,
         template: @escaping @Sendable (String) -> [UInt8]?,
         now: @escaping @Sendable () -> Int64,
+        waitUntil: (@Sendable (Int64) async -> Void)? = nil,
         logger: Logger,
         webhooks: CampaignWebhooks? = nil
     ) {
@@ -44,7 +48,18 @@ public actor CampaignRunner {
         self.job = job
         self.template = template
         self.now = now
+        self.waitUntil = waitUntil ?? { time in await Self.sleep(until: time, now: now) }
         self.logger = logger
+    }
+
+    /// Sleeps until `now()` reaches `time`, a minute at most at a time (the wall clock may be set meanwhile), or
+    /// until the task is cancelled.
+    static func sleep(until time: Int64, now: @Sendable () -> Int64) async {
+        while !Task.isCancelled {
+            let left = time - now()
+            guard left > 0 else { return }
+            try? await Task.sleep(for: .milliseconds(min(left, 60_000)))
+        }
     }
 
     /// Reads the campaigns from the store, removes what a stopped service left half-made, resumes the campaigns that
@@ -122,6 +137,11 @@ public actor CampaignRunner {
                 try job.request(id: id, settings: settings, journal: false)
             }
             try await Self.checkAudience(check, settings: settings)
+            if settings.deliverAtLocal != nil, let audience = check.files.first {
+                try await BlockingWork.run { () throws(ServiceProblem) in
+                    try LocalTimePlan.checkHeader(audience: audience, zoneColumn: settings.zoneColumn)
+                }
+            }
         } catch {
             await discard()
             return .failure(error)
@@ -193,6 +213,14 @@ public actor CampaignRunner {
         }
         status.report = self.reports[id]
         status.progress = self.progress.withLockedValue { $0[id] }
+        if settings.deliverAtLocal != nil {
+            let folder = self.job.folder
+            status.local = await BlockingWork.run { () -> CampaignStatus.Local? in
+                guard let plan = LocalTimePlan.load(folder, id) else { return nil }
+                let sent = Set(plan.groups.indices.filter { LocalTimePlan.isSent(folder, id, plan.groups[$0].instant) })
+                return CampaignStatus.Local(plan: plan, sent: sent)
+            }
+        }
         return status
     }
 
@@ -233,6 +261,8 @@ public actor CampaignRunner {
     /// Which file of a campaign's last run: `report.json`, `rejects.csv` or `unsettled.csv`.
     public enum ResultFile: Sendable {
         case report, rejects, unsettled
+        /// A local-time campaign's rows that used the fallback (`LocalTimePlan`).
+        case fallback
     }
 
     /// A result file as its last run wrote it, in `send`'s format.
@@ -246,6 +276,7 @@ public actor CampaignRunner {
             case .report: folder.report(id)
             case .rejects: folder.rejects(id)
             case .unsettled: folder.unsettled(id)
+            case .fallback: LocalTimePlan.fallbackPath(folder, id)
             }
         guard let bytes = await BlockingWork.run({ CampaignFolder.contents(path) }) else {
             return .failure(
@@ -312,8 +343,12 @@ public actor CampaignRunner {
         let job = self.job
         let progress = self.progress
         let logger = self.logger
+        let local = settings.deliverAtLocal != nil
         let task = Task {
-            let end = await Self.runJob(id: id, settings: settings, job: job, stop: stop, progress: progress)
+            let end =
+                local
+                ? await self.runLocal(id: id, settings: settings, stop: stop, closing: closing)
+                : await Self.runJob(id: id, settings: settings, job: job, stop: stop, progress: progress)
             if case .failed(let reason) = end.end {
                 logger.error("a campaign's job failed", metadata: ["campaign": "\(id)", "reason": "\(reason)"])
             }
@@ -330,22 +365,23 @@ public actor CampaignRunner {
         await self.carryOut(self.machine.jobEnded(id: id, end))
     }
 
-    private struct Ended: Sendable {
+    struct Ended: Sendable {
         var end: CampaignMachine.JobEnd
         var report: JobReport?
     }
 
-    /// One run: `BulkSend.prepare` and `run`, as `send --journal` runs them.
-    private static func runJob(
+    /// One run: `BulkSend.prepare` and `run`, as `send --journal` runs them (of a local-time campaign's `group`).
+    static func runJob(
         id: String,
         settings: CampaignSettings,
         job: CampaignJob,
         stop: JobStop,
-        progress: NIOLockedValueBox<[String: JobProgress]>
+        progress: NIOLockedValueBox<[String: JobProgress]>,
+        group: Int64? = nil
     ) async -> Ended {
         do {
             let request = try await BlockingWork.run { () throws(ServiceProblem) in
-                try job.request(id: id, settings: settings)
+                try job.request(id: id, settings: settings, group: group)
             }
             stop.begin()
             let send = try await BulkSend.prepare(request, stop: stop)

@@ -32,6 +32,13 @@ public struct CampaignSettings: Hashable, Sendable {
     public var sendAt: Int64?
     /// Notifications per second at most; nil: as fast as the connections go.
     public var rate: Int?
+    /// Local-time delivery: each row at this wall-clock time in its own zone (`LocalTimeSchedule`); nil: every row
+    /// from the start on.
+    public var deliverAtLocal: LocalTime?
+    /// With `deliverAtLocal`: the header name of the column with each row's IANA zone.
+    public var zoneColumn = "time_zone"
+    /// With `deliverAtLocal`: where rows go whose zone is empty or unknown.
+    public var localFallback = LocalFallback.zone("UTC")
 
     public init(audience: Audience) {
         self.audience = audience
@@ -161,6 +168,7 @@ public struct CampaignSettings: Hashable, Sendable {
             }
             settings.rate = number
         }
+        try Self.readLocalTime(value, into: &settings)
         let pushType = settings.pushType ?? .alert
         if let problem = pushType.problem(
             topic: settings.topic,
@@ -200,6 +208,11 @@ public struct CampaignSettings: Hashable, Sendable {
         if let collapseID { members.append(JSONMember("collapse_id", .string(collapseID))) }
         if let sendAt { members.append(JSONMember("send_at", .string(Self.timeText(sendAt)))) }
         if let rate { members.append(JSONMember("rate", .int(rate))) }
+        if let deliverAtLocal {
+            members.append(JSONMember("deliver_at_local", .string(deliverAtLocal.description)))
+            members.append(JSONMember("zone_column", .string(self.zoneColumn)))
+            members.append(JSONMember("local_fallback", .string(self.localFallback.description)))
+        }
         return JSONValue.object(members).compactBytes
     }
 
@@ -219,6 +232,42 @@ public struct CampaignSettings: Hashable, Sendable {
     }
 
     // MARK: Pieces
+
+    /// `deliver_at_local` (`HH:MM`), `zone_column` and `local_fallback` (an IANA zone or `skip`); the latter two
+    /// only with the first.
+    private static func readLocalTime(_ value: JSONValue, into settings: inout CampaignSettings) throws(ServiceProblem)
+    {
+        if let local = value["deliver_at_local"] {
+            guard case .string(let text) = local, let time = LocalTime(text) else {
+                throw Self.refusal(
+                    "deliver_at_local",
+                    "deliver_at_local is a wall-clock time HH:MM from 00:00 to 23:59, not \(Self.shown(local))"
+                )
+            }
+            settings.deliverAtLocal = time
+        }
+        for field in ["zone_column", "local_fallback"] where value[field] != nil && settings.deliverAtLocal == nil {
+            throw Self.refusal(field, "\(field) is for a local-time campaign: name its time with deliver_at_local")
+        }
+        if let column = try Self.string(value, "zone_column") {
+            guard !column.isEmpty, column.utf8.count <= 200 else {
+                throw Self.refusal("zone_column", "the time zone column's name is 1 to 200 bytes")
+            }
+            guard column != settings.column else {
+                throw Self.refusal("zone_column", "the time zone column cannot be the token column")
+            }
+            settings.zoneColumn = column
+        }
+        if let text = try Self.string(value, "local_fallback") {
+            guard let fallback = LocalFallback(text) else {
+                throw Self.refusal(
+                    "local_fallback",
+                    "unknown time zone \(Self.shown(text)): the fallback is an IANA zone (UTC, Europe/Paris) or skip"
+                )
+            }
+            settings.localFallback = fallback
+        }
+    }
 
     private static func refusal(_ field: String, _ reason: String) -> ServiceProblem {
         ServiceProblem(.badRequest, detail: reason, field: field)

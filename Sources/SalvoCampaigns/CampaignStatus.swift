@@ -13,6 +13,25 @@ public struct CampaignStatus: Sendable {
     public var progress: JobProgress?
     /// Its `send_at` had come when it was made, so it started at once (only in the answer that made it).
     public var startedNow = false
+    /// A local-time campaign's groups, once its rows are grouped.
+    public var local: Local?
+
+    /// A local-time campaign's groups, and which are sent.
+    public struct Local: Sendable {
+        public var plan: LocalTimePlan
+        /// The indices of the groups sent.
+        public var sent: Set<Int>
+
+        public init(plan: LocalTimePlan, sent: Set<Int>) {
+            self.plan = plan
+            self.sent = sent
+        }
+
+        /// When the next group not sent goes (milliseconds since 1970), and the rows of every group not sent.
+        public var waiting: (next: Int64?, rows: Int) {
+            LocalTimeSchedule.waiting(groups: self.plan.scheduleGroups, sent: self.sent)
+        }
+    }
 
     public init(record: CampaignRecord, state: CampaignState, settings: CampaignSettings) {
         self.record = record
@@ -60,7 +79,10 @@ public struct CampaignStatus: Sendable {
         counts.rejected.merge(progress.report.rejected, uniquingKeysWith: +)
         counts.expired += progress.report.expired
         counts.uncertain = progress.report.uncertain
-        counts.validRows = max(counts.validRows, progress.validRows)
+        // A local-time campaign's report is its groups' that ran; the running job is one more group's.
+        counts.validRows =
+            self.settings.deliverAtLocal != nil
+            ? counts.validRows + progress.validRows : max(counts.validRows, progress.validRows)
         counts.notSent = max(
             0,
             counts.validRows - counts.delivered - counts.rejectedTotal - counts.expired - counts.uncertain

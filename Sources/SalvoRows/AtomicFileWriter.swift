@@ -16,13 +16,15 @@ public final class AtomicFileWriter {
     private let temporaryPath: String
     private var descriptor: Int32
     private var buffer: [UInt8] = []
-    private let bufferCapacity = 1 << 20
+    private let bufferCapacity: Int
 
     /// Creates the temporary file.
     ///
+    /// - Parameter bufferBytes: what is gathered before a write (smaller for many files written side by side).
     /// - Throws: `JobError(.output)` naming the path when the folder cannot take a new file.
-    public init(path: String) throws(JobError) {
+    public init(path: String, bufferBytes: Int = 1 << 20) throws(JobError) {
         self.path = path
+        self.bufferCapacity = max(bufferBytes, 4096)
         self.temporaryPath = path + ".salvo-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).tmp"
         self.descriptor = open(self.temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard self.descriptor >= 0 else {

@@ -48,6 +48,7 @@ extension ServiceResponder {
         case "cancel": result = await campaigns.apply(.cancel, to: id)
         case "report": return Self.file(await campaigns.file(.report, of: id), type: "application/json")
         case "rejects": return Self.file(await campaigns.file(.rejects, of: id), type: "text/csv")
+        case "fallback": return Self.file(await campaigns.file(.fallback, of: id), type: "text/csv")
         default: return Self.file(await campaigns.file(.unsettled, of: id), type: "text/csv")
         }
         switch result {
@@ -251,6 +252,27 @@ enum CampaignJSON {
                 ])
             )
         )
+        if let time = status.settings.deliverAtLocal {
+            var local: [JSONMember] = [
+                JSONMember("deliver_at_local", .string(time.description)),
+                JSONMember("zone_column", .string(status.settings.zoneColumn)),
+                JSONMember("local_fallback", .string(status.settings.localFallback.description)),
+            ]
+            if let groups = status.local {
+                let waiting = groups.waiting
+                local += [
+                    JSONMember("groups", .int(groups.plan.groups.count)),
+                    JSONMember("groups_sent", .int(groups.sent.count)),
+                    JSONMember("rows_waiting", .int(waiting.rows)),
+                    JSONMember("fallback_rows", .int(groups.plan.fallbackRows)),
+                    JSONMember("skipped_rows", .int(groups.plan.skippedRows)),
+                ]
+                if let next = waiting.next {
+                    local.append(JSONMember("next_group_at", .string(ServiceJSON.time(next))))
+                }
+            }
+            members.append(JSONMember("local_time", .object(local)))
+        }
         if let settings = try? JSONValue.parse(status.settings.json).value {
             members.append(JSONMember("settings", settings))
         }

@@ -59,7 +59,9 @@ public struct ServiceResponder: HTTPResponder {
         case 3 where path[0] == "v1" && path[1] == "campaigns": return ("/v1/campaigns/{id}", [.get])
         case 4 where path[0] == "v1" && path[1] == "campaigns" && ["pause", "resume", "cancel"].contains(path[3]):
             return ("/v1/campaigns/{id}/" + path[3], [.post])
-        case 4 where path[0] == "v1" && path[1] == "campaigns" && ["report", "rejects", "unsettled"].contains(path[3]):
+        case 4
+        where path[0] == "v1" && path[1] == "campaigns"
+            && ["report", "rejects", "unsettled", "fallback"].contains(path[3]):
             return ("/v1/campaigns/{id}/" + path[3], [.get])
         default: return nil
         }

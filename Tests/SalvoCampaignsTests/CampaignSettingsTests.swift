@@ -79,6 +79,41 @@ struct CampaignSettingsTests {
         #expect(CampaignSettings.timeTextRoundTrip("2026-12-01T09:00:00") == nil)
         #expect(CampaignSettings.timeTextRoundTrip("2026-12-01") == nil)
     }
+
+    @Test func localTimeSettingsAreCheckedAndReadBack() throws {
+        let payload = #""payload":{"aps":{}}"#
+        let local = try Self.read(
+            #"{\#(payload),"deliver_at_local":"09:00","zone_column":"tz","local_fallback":"Asia/Tokyo"}"#,
+            upload: true
+        )
+        #expect(local.deliverAtLocal == LocalTime(hour: 9, minute: 0) && local.zoneColumn == "tz")
+        #expect(local.localFallback == .zone("Asia/Tokyo"))
+        #expect(try CampaignSettings.read(local.json, upload: true) == local)
+        // The defaults: the column `time_zone`, and UTC for rows without a known zone, kept as stated.
+        let plain = try Self.read(#"{\#(payload),"deliver_at_local":"23:59"}"#, upload: true)
+        #expect(plain.zoneColumn == "time_zone" && plain.localFallback == .zone("UTC"))
+        #expect(String(decoding: plain.json, as: UTF8.self).contains(#""local_fallback":"UTC""#))
+        let skip = try Self.read(#"{\#(payload),"deliver_at_local":"07:30","local_fallback":"skip"}"#, upload: true)
+        #expect(skip.localFallback == .skip)
+        #expect(try CampaignSettings.read(skip.json, upload: true) == skip)
+
+        for bad in [#""25:00""#, #""9:00""#, #""09:60""#, "900", #""09:00:00""#] {
+            #expect(Self.field(#"{\#(payload),"deliver_at_local":\#(bad)}"#, upload: true) == "deliver_at_local")
+        }
+        #expect(
+            Self.field(#"{\#(payload),"deliver_at_local":"09:00","local_fallback":"Mars/Base"}"#, upload: true)
+                == "local_fallback"
+        )
+        #expect(Self.field(#"{\#(payload),"local_fallback":"UTC"}"#, upload: true) == "local_fallback")
+        #expect(Self.field(#"{\#(payload),"zone_column":"tz"}"#, upload: true) == "zone_column")
+        #expect(
+            Self.field(#"{\#(payload),"deliver_at_local":"09:00","zone_column":"token"}"#, upload: true)
+                == "zone_column"
+        )
+        #expect(
+            Self.field(#"{\#(payload),"deliver_at_local":"09:00","zone_column":""}"#, upload: true) == "zone_column"
+        )
+    }
 }
 
 extension CampaignSettings {

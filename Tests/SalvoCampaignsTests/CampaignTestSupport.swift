@@ -79,7 +79,8 @@ final class CampaignService: Sendable {
         folder: String,
         allowedFiles: String? = nil,
         key: String? = nil,
-        webhooks webhookSettings: TestWebhooks? = nil
+        webhooks webhookSettings: TestWebhooks? = nil,
+        clock: ManualCampaignClock? = nil
     ) async throws -> CampaignService {
         let store = try await SQLiteNotificationStore.open(directory: folder)
         var configuration = ServiceConfiguration(job: simulator.job, defaults: .init(topic: campaignTopic))
@@ -105,6 +106,12 @@ final class CampaignService: Sendable {
             try await store.addAPIKey(record)
             apiKey = made
         }
+        var now: @Sendable () -> Int64 = configuration.now
+        var waitUntil: (@Sendable (Int64) async -> Void)?
+        if let clock {
+            now = { clock.now }
+            waitUntil = { await clock.wait(until: $0) }
+        }
         let campaigns = CampaignRunner(
             store: store,
             job: CampaignJob(
@@ -114,7 +121,8 @@ final class CampaignService: Sendable {
                 allowedFiles: allowedFiles
             ),
             template: { service.template(name: $0)?.text },
-            now: configuration.now,
+            now: now,
+            waitUntil: waitUntil,
             logger: logger,
             webhooks: webhooks.map { dispatcher in
                 CampaignWebhooks(outbox: store, routes: dispatcher.routes, wake: { dispatcher.wake() })
