@@ -53,8 +53,6 @@ public final class NotificationService: Sendable {
         var depth = 0
         /// Rows handed to the job, by their line in it (`ServiceMarks.line`).
         var inFlight: [Int: InFlight] = [:]
-        /// When the marks were last written to the disk.
-        var marksSynced = ContinuousClock.now
         var feed: ServiceFeed?
         var templates: [String: ServiceTemplate] = [:]
         var keys: [[UInt8]: APIKeyRecord] = [:]
@@ -106,6 +104,7 @@ public final class NotificationService: Sendable {
         service.metrics.depth.record(recovery.depth)
         Task { await service.writerLoop() }
         Task { await service.senderLoop() }
+        if let marks { Task { await service.marksLoop(marks) } }
         return service
     }
 
@@ -541,14 +540,6 @@ public final class NotificationService: Sendable {
         for latency in latencies { self.metrics.endToEnd.recordMilliseconds(latency) }
         self.metrics.depth.record(self.depth)
         if !finalIDs.isEmpty { self.waiters.settled(finalIDs) }
-        if let marks = self.marks {
-            let due = self.state.withLockedValue { state -> Bool in
-                guard ContinuousClock.now - state.marksSynced >= .seconds(1) else { return false }
-                state.marksSynced = ContinuousClock.now
-                return true
-            }
-            if due { marks.sync() }
-        }
         // Rows were there to claim, and the feed takes more: claim again rather than wait for it to run low.
         if let feed, !result.claimed.isEmpty, feed.wanted > feed.target / 2 { self.kick(claim: true) }
     }
@@ -574,6 +565,17 @@ public final class NotificationService: Sendable {
             start += count
         }
         return items
+    }
+
+    /// Writes the marks to the disk once a second until the service stops (for a machine's crash: a killed process
+    /// loses no mark anyway), on `BlockingWork`'s threads. Done in the writer's
+    /// cycle, the `msync` of the ring and the two `fsync`s held that cycle, and every request waiting on it, for
+    /// milliseconds once a second: the 99th percentile of the 202s at 1,000 requests a second.
+    private func marksLoop(_ marks: ServiceMarks) async {
+        while !self.state.withLockedValue({ $0.stopping }) {
+            try? await Task.sleep(for: .seconds(1))
+            await BlockingWork.run { marks.sync() }
+        }
     }
 
     // MARK: Sender
