@@ -79,7 +79,8 @@ final class CampaignService: Sendable {
         folder: String,
         allowedFiles: String? = nil,
         key: String? = nil,
-        webhooks webhookSettings: TestWebhooks? = nil
+        webhooks webhookSettings: TestWebhooks? = nil,
+        console: Bool = false
     ) async throws -> CampaignService {
         let store = try await SQLiteNotificationStore.open(directory: folder)
         var configuration = ServiceConfiguration(job: simulator.job, defaults: .init(topic: campaignTopic))
@@ -125,6 +126,7 @@ final class CampaignService: Sendable {
             service: service,
             campaigns: campaigns,
             webhooks: webhooks,
+            console: console ? Console(secureCookie: false) : nil,
             document: [],
             metricsText: { "" },
             logger: logger
