@@ -327,6 +327,8 @@ let package = Package(
                 "SalvoService",
                 "SalvoCampaigns",
                 "SalvoWebhooks",
+                "SalvoCharts",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -390,6 +392,10 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // Charts as inline SVG and text escaped for HTML, drawn from numbers alone (no I/O): the soak's page and the
+        // service's console draw with it.
+        .target(name: "SalvoCharts", swiftSettings: strictness),
+
         // Soak runs (not a product): rounds of bulk sends against the embedded simulator, each checked against the
         // ledger, with samples of the process between rounds, the rules that fail a soak, and its HTML chart.
         .target(
@@ -404,6 +410,7 @@ let package = Package(
                 "SalvoSimulator",
                 "SalvoDevelopment",
                 "SalvoObservability",
+                "SalvoCharts",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -570,7 +577,7 @@ let package = Package(
             name: "SalvoServiceTests",
             dependencies: [
                 "APNSWire", "SalvoRows", "SalvoHTTP2", "SalvoService", "SalvoServer", "SalvoSimulator",
-                "SalvoDevelopment", "SalvoTestSupport", "SalvoTestTraits",
+                "SalvoDevelopment", "SalvoTestSupport", "SalvoTestTraits", "SalvoCharts",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -86,7 +86,7 @@ extension CampaignRunner {
                     settings: settings,
                     job: job,
                     stop: groupStop,
-                    progress: self.progress,
+                    progress: self.recorder(id),
                     group: instant
                 )
                 relay.current(nil)
@@ -122,7 +122,7 @@ extension CampaignRunner {
                     settings: settings,
                     job: job,
                     stop: closingStop,
-                    progress: self.progress,
+                    progress: self.recorder(id),
                     group: group.instant
                 )
                 self.progress.withLockedValue { _ = $0.removeValue(forKey: id) }

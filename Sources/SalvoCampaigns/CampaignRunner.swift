@@ -28,6 +28,9 @@ public actor CampaignRunner {
     private var jobs: [String: (task: Task<Void, Never>, stop: JobStop)] = [:]
     /// The running jobs' latest progress, written from the jobs' threads.
     let progress = NIOLockedValueBox<[String: JobProgress]>([:])
+    /// The rows each campaign's jobs settled per second over the last hour (the console's charts), written from the
+    /// jobs' threads with their progress.
+    private let samples = NIOLockedValueBox<[String: RateRing]>([:])
     private var scheduler: Task<Void, Never>?
     /// Where the campaigns' events for webhooks go; nil: no webhook takes them.
     private let webhooks: CampaignWebhooks?
@@ -258,6 +261,11 @@ public actor CampaignRunner {
         return .success(await self.status(id)!)
     }
 
+    /// The rows the campaign's jobs settled per second over the last hour; nil when none ran in that time.
+    public nonisolated func rates(_ id: String) -> RateRing? {
+        self.samples.withLockedValue { $0[id] }
+    }
+
     /// Which file of a campaign's last run: `report.json`, `rejects.csv` or `unsettled.csv`.
     public enum ResultFile: Sendable {
         case report, rejects, unsettled
@@ -342,13 +350,21 @@ public actor CampaignRunner {
         if closing { stop.request(reason: "cancelled through the API") }
         let job = self.job
         let progress = self.progress
+        let samples = self.samples
+        let now = self.now
         let logger = self.logger
         let local = settings.deliverAtLocal != nil
         let task = Task {
             let end =
                 local
                 ? await self.runLocal(id: id, settings: settings, stop: stop, closing: closing)
-                : await Self.runJob(id: id, settings: settings, job: job, stop: stop, progress: progress)
+                : await Self.runJob(
+                    id: id,
+                    settings: settings,
+                    job: job,
+                    stop: stop,
+                    progress: Self.recorder(id, progress: progress, samples: samples, now: now)
+                )
             if case .failed(let reason) = end.end {
                 logger.error("a campaign's job failed", metadata: ["campaign": "\(id)", "reason": "\(reason)"])
             }
@@ -360,9 +376,32 @@ public actor CampaignRunner {
     private func ended(_ id: String, _ end: CampaignMachine.JobEnd, report: JobReport?) async {
         self.jobs[id] = nil
         self.progress.withLockedValue { _ = $0.removeValue(forKey: id) }
+        // Rings nothing was added to for their whole span show nothing: dropped.
+        let stale = RateRing.second(self.now()) - Int64(RateRing().capacity)
+        self.samples.withLockedValue { rings in rings = rings.filter { ($0.value.latest ?? stale) > stale } }
         if let report { self.reports[id] = report }
         await self.deriveEvents(id)
         await self.carryOut(self.machine.jobEnded(id: id, end))
+    }
+
+    /// What a run of campaign `id` does with each progress snapshot: keeps it (the live counts) and adds the rows it
+    /// settled since the last one to the campaign's rate ring, in the second they were seen.
+    static func recorder(
+        _ id: String,
+        progress: NIOLockedValueBox<[String: JobProgress]>,
+        samples: NIOLockedValueBox<[String: RateRing]>,
+        now: @escaping @Sendable () -> Int64
+    ) -> @Sendable (JobProgress) -> Void {
+        { snapshot in
+            let at = now()
+            let before = progress.withLockedValue { $0.updateValue(snapshot, forKey: id)?.settled ?? 0 }
+            samples.withLockedValue { $0[id, default: RateRing()].add(snapshot.settled - before, at: at) }
+        }
+    }
+
+    /// `recorder` for this runner's campaign `id`.
+    nonisolated func recorder(_ id: String) -> @Sendable (JobProgress) -> Void {
+        Self.recorder(id, progress: self.progress, samples: self.samples, now: self.now)
     }
 
     struct Ended: Sendable {
@@ -376,7 +415,7 @@ public actor CampaignRunner {
         settings: CampaignSettings,
         job: CampaignJob,
         stop: JobStop,
-        progress: NIOLockedValueBox<[String: JobProgress]>,
+        progress: @escaping @Sendable (JobProgress) -> Void,
         group: Int64? = nil
     ) async -> Ended {
         do {
@@ -386,7 +425,7 @@ public actor CampaignRunner {
             stop.begin()
             let send = try await BulkSend.prepare(request, stop: stop)
             let result = try await send.run(
-                progress: { snapshot in progress.withLockedValue { $0[id] = snapshot } },
+                progress: progress,
                 stop: stop
             )
             if let stopped = result.stopped ?? result.report.stopped {

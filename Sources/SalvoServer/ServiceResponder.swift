@@ -22,6 +22,8 @@ public struct ServiceResponder: HTTPResponder {
     let campaigns: CampaignRunner?
     /// The webhooks (`GET /v1/webhooks`); nil: the service has none, and the list is empty.
     let webhooks: WebhookDispatcher?
+    /// The console (`/`, `/console/…`); nil: those paths answer 404 (`--no-console`).
+    let console: Console?
     let document: [UInt8]
     let metricsText: @Sendable () async -> String
     let logger: Logger
@@ -33,6 +35,7 @@ public struct ServiceResponder: HTTPResponder {
         service: NotificationService,
         campaigns: CampaignRunner? = nil,
         webhooks: WebhookDispatcher? = nil,
+        console: Console? = nil,
         document: [UInt8],
         metricsText: @escaping @Sendable () async -> String,
         logger: Logger
@@ -40,6 +43,7 @@ public struct ServiceResponder: HTTPResponder {
         self.service = service
         self.campaigns = campaigns
         self.webhooks = webhooks
+        self.console = console
         self.document = document
         self.metricsText = metricsText
         self.logger = logger
@@ -73,7 +77,10 @@ public struct ServiceResponder: HTTPResponder {
         let path = request.uri.path.split(separator: "/", omittingEmptySubsequences: true)
         var response: Response
         let route: String
-        if let (name, methods) = Self.methods(for: path) {
+        if let console = self.console, Self.isConsolePath(path) {
+            route = "console"
+            response = await self.console(console, path: path, request: request, context: context)
+        } else if let (name, methods) = Self.methods(for: path) {
             route = name
             if methods.contains(request.method) {
                 response = await self.route(name, path: path, request: request, context: context, requestID: requestID)

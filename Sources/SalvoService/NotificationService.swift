@@ -64,6 +64,8 @@ public final class NotificationService: Sendable {
         /// Why the sending job last stopped, until it answers again (readiness).
         var senderProblem: String?
         var recovered = StoreRecovery()
+        /// The transactional traffic as the console shows it.
+        var activity = ServiceActivity()
     }
 
     /// Opens the service on `store`: recovers the rows a stopped service was sending, loads templates and keys, and
@@ -130,6 +132,9 @@ public final class NotificationService: Sendable {
     /// Notifications not final (queued or being sent).
     public var depth: Int { self.state.withLockedValue { $0.depth } }
 
+    /// The transactional traffic so far: counts, refusals by reason, rates per second, latencies.
+    public var activity: ServiceActivity { self.state.withLockedValue { $0.activity } }
+
     /// Whether the service is shutting down (its API answers 503 from then on).
     public var isStopping: Bool { self.state.withLockedValue { $0.stopping } }
 
@@ -193,6 +198,7 @@ public final class NotificationService: Sendable {
         var refusals: [FieldError] = []
         for item in batch.items { if case .refused(let error) = item { refusals.append(error) } }
         self.metrics.refused(refusals)
+        if !refusals.isEmpty { self.state.withLockedValue { $0.activity.refuseWhenPosted(refusals.count) } }
         guard !accepted.isEmpty else {
             return Answer(
                 ServiceProblem(
@@ -237,6 +243,8 @@ public final class NotificationService: Sendable {
         switch result {
         case .success(.stored):
             self.metrics.accepted.increment(by: accepted.count)
+            let at = self.configuration.now()
+            self.state.withLockedValue { $0.activity.accept(accepted.count, at: at) }
             return Answer(status: 202, body: answerBody)
         case .success(.replay(let answer)):
             self.release(accepted.count)
@@ -354,6 +362,18 @@ public final class NotificationService: Sendable {
             state.keys.removeAll()
             for key in keys where key.revokedAt == nil { state.keys[key.hash] = key }
             return state.keys[hash]?.id
+        }
+    }
+
+    /// Whether the key with this id is active, as the store says now (a key revoked by `salvo serve keys revoke`
+    /// while the service runs is not): the console asks it for every page, so a revoked key's sessions end. The
+    /// keys held in memory are refreshed from the same read.
+    public func isActiveKey(id: String) async -> Bool {
+        guard let keys = try? await self.store.apiKeys() else { return false }
+        return self.state.withLockedValue { state -> Bool in
+            state.keys.removeAll()
+            for key in keys where key.revokedAt == nil { state.keys[key.hash] = key }
+            return keys.contains { $0.id == id && $0.revokedAt == nil }
         }
     }
 
@@ -516,12 +536,21 @@ public final class NotificationService: Sendable {
                 if outcome.state.isFinal {
                     finalIDs.append(entry.id)
                     state.depth -= 1
-                    if outcome.state == .delivered { latencies.append(now - entry.acceptedAt) }
+                    let latency = outcome.state == .delivered ? now - entry.acceptedAt : nil
+                    if let latency { latencies.append(latency) }
+                    state.activity.settle(
+                        outcome.state,
+                        status: outcome.status,
+                        reason: outcome.reason,
+                        latency: latency,
+                        at: now
+                    )
                 }
             }
             for expired in result.expired {
                 finalIDs.append(expired.id)
                 state.depth -= 1
+                state.activity.settle(.expired, at: now)
             }
             for row in result.claimed {
                 state.inFlight[ServiceMarks.line(row.seq)] = InFlight(

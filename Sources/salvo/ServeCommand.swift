@@ -94,6 +94,12 @@ struct ServeRunCommand: AsyncParsableCommand {
     )
     var webhookSecretFile: String?
 
+    @Flag(
+        name: .customLong("no-console"),
+        help: "No console: / and /console/ answer 404 (the console is read-only HTML behind the API's keys)."
+    )
+    var noConsole = false
+
     @Flag(help: "Run against an embedded simulator with a demo API key (printed), to try the API.")
     var demo = false
 
@@ -278,11 +284,13 @@ struct ServeRunCommand: AsyncParsableCommand {
             service: service,
             campaigns: campaigns,
             webhooks: webhooks,
+            console: self.noConsole ? nil : Console(secureCookie: self.tlsCert != nil),
             document: Array(document),
             metricsText: { String(decoding: registry.emitToBuffer(), as: UTF8.self) },
             logger: logger
         )
         let key = demoKey
+        let withConsole = !self.noConsole
         let scheme = self.tlsCert == nil ? "http" : "https"
         let tls = self.tlsCert.map { ServiceServer.TLSFiles(certificate: $0, key: self.tlsKey!) }
         let server = try ServiceServer(
@@ -294,6 +302,7 @@ struct ServeRunCommand: AsyncParsableCommand {
         ) { port in
             let base = "\(scheme)://\(listen.host):\(port)"
             print("salvo serve: listening on \(base) (store \(store.path))")
+            if withConsole { print("console: \(base)/ (sign in with an API key)") }
             if let demoKey = key {
                 print("demo API key: \(demoKey)")
                 print(

@@ -80,7 +80,8 @@ final class CampaignService: Sendable {
         allowedFiles: String? = nil,
         key: String? = nil,
         webhooks webhookSettings: TestWebhooks? = nil,
-        clock: ManualCampaignClock? = nil
+        clock: ManualCampaignClock? = nil,
+        console: Bool = false
     ) async throws -> CampaignService {
         let store = try await SQLiteNotificationStore.open(directory: folder)
         var configuration = ServiceConfiguration(job: simulator.job, defaults: .init(topic: campaignTopic))
@@ -133,6 +134,7 @@ final class CampaignService: Sendable {
             service: service,
             campaigns: campaigns,
             webhooks: webhooks,
+            console: console ? Console(secureCookie: false) : nil,
             document: [],
             metricsText: { "" },
             logger: logger
