@@ -56,6 +56,8 @@ public final class NotificationService: Sendable {
         var feed: ServiceFeed?
         var templates: [String: ServiceTemplate] = [:]
         var keys: [[UInt8]: APIKeyRecord] = [:]
+        /// When `keys` were read from the store (milliseconds since 1970).
+        var keysLoadedAt: Int64 = 0
         var stopping = false
         /// The sender has ended for good (the service stops).
         var senderEnded = false
@@ -93,6 +95,7 @@ public final class NotificationService: Sendable {
             state.recovered = recovery
             for template in templates { state.templates[template.name] = template }
             for key in keys where key.revokedAt == nil { state.keys[key.hash] = key }
+            state.keysLoadedAt = configuration.now()
         }
         if recovery.uncertain > 0 {
             logger.warning(
@@ -356,33 +359,45 @@ public final class NotificationService: Sendable {
     /// (made by `salvo serve keys create` while the service runs); a revoked one is refused once the store says so.
     public func keyID(bearer: String) async -> String? {
         let hash = APIKeys.hash(bearer)
-        if let key = self.state.withLockedValue({ $0.keys[hash] }) { return key.id }
-        guard let keys = try? await self.store.apiKeys() else { return nil }
-        return self.state.withLockedValue { state -> String? in
-            state.keys.removeAll()
-            for key in keys where key.revokedAt == nil { state.keys[key.hash] = key }
-            return state.keys[hash]?.id
+        let now = self.configuration.now()
+        let known = self.state.withLockedValue { state -> APIKeyRecord?? in
+            guard now - state.keysLoadedAt < Self.keysFreshFor else { return .none }
+            return .some(state.keys[hash])
         }
+        // Held keys answer for a second after they were read (a read of the store per request would cost every
+        // request of one notification a hop to a reading connection); past that, and for a key not held, the store
+        // is read again, so a key revoked by `salvo serve keys revoke` while the service runs is refused within a
+        // second.
+        if case .some(.some(let key)) = known { return key.id }
+        return await self.loadKeys(now: now)?.values.first { $0.hash == hash }?.id
     }
+
+    /// How long keys read from the store are trusted, in milliseconds.
+    public static let keysFreshFor: Int64 = 1000
 
     /// Whether the key with this id is active, as the store says now (a key revoked by `salvo serve keys revoke`
     /// while the service runs is not): the console asks it for every page, so a revoked key's sessions end. The
     /// keys held in memory are refreshed from the same read.
     public func isActiveKey(id: String) async -> Bool {
-        guard let keys = try? await self.store.apiKeys() else { return false }
-        return self.state.withLockedValue { state -> Bool in
-            state.keys.removeAll()
-            for key in keys where key.revokedAt == nil { state.keys[key.hash] = key }
-            return keys.contains { $0.id == id && $0.revokedAt == nil }
-        }
+        guard let keys = await self.loadKeys(now: self.configuration.now()) else { return false }
+        return keys.values.contains { $0.id == id }
     }
 
     /// Drops the keys held in memory, so that a revocation made elsewhere takes effect at the next request.
     public func reloadKeys() async {
-        guard let keys = try? await self.store.apiKeys() else { return }
-        self.state.withLockedValue { state in
+        _ = await self.loadKeys(now: self.configuration.now())
+    }
+
+    /// Reads the active keys from the store and holds them, as of `now`.
+    /// - Returns: the active keys by their hash; nil when the store cannot be read (the keys held stay, and the store
+    ///   is read again at the next request).
+    private func loadKeys(now: Int64) async -> [[UInt8]: APIKeyRecord]? {
+        guard let keys = try? await self.store.apiKeys() else { return nil }
+        return self.state.withLockedValue { state in
             state.keys.removeAll()
             for key in keys where key.revokedAt == nil { state.keys[key.hash] = key }
+            state.keysLoadedAt = now
+            return state.keys
         }
     }
 

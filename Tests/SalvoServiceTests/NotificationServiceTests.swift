@@ -1,5 +1,6 @@
 import APNSWire
 import Foundation
+import NIOConcurrencyHelpers
 import SalvoRows
 import SalvoService
 import SalvoSimulator
@@ -58,6 +59,29 @@ struct NotificationServiceTests {
         #expect(verdict.deliveredMoreThanOnce == 0)
         #expect(verdict.deliveredOnce == 294)
         #expect(service.depth == 0)
+        await service.shutdown()
+        try await setup.simulator.shutdown()
+    }
+
+    /// A key revoked in the store (as `salvo serve keys revoke` does beside a running service) is refused once the
+    /// keys held in memory are a second old, by the service's own clock; a key made meanwhile is taken at once.
+    @Test func aKeyRevokedWhileTheServiceRunsIsRefusedWithinASecond() async throws {
+        let setup = try await ServiceSimulator.start()
+        let store = try await SQLiteNotificationStore.open(directory: try scratchFolder("service"))
+        let clock = NIOLockedValueBox<Int64>(1_000_000)
+        var configuration = setup.configuration
+        configuration.now = { clock.withLockedValue { $0 } }
+        let (key, record) = APIKeys.make(name: "backend", now: 1)
+        try await store.addAPIKey(record)
+        let service = try await NotificationService.start(configuration: configuration, store: store)
+        #expect(await service.keyID(bearer: key) == record.id)
+        #expect(try await store.revokeAPIKey(id: record.id, now: 2))
+        clock.withLockedValue { $0 += NotificationService.keysFreshFor }
+        #expect(await service.keyID(bearer: key) == nil)
+        let (other, otherRecord) = APIKeys.make(name: "other", now: 3)
+        try await store.addAPIKey(otherRecord)
+        #expect(await service.keyID(bearer: other) == otherRecord.id)
+        #expect(await service.keyID(bearer: key) == nil)
         await service.shutdown()
         try await setup.simulator.shutdown()
     }
