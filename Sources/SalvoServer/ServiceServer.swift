@@ -42,9 +42,12 @@ public final class ServiceServer: Sendable {
                 certificateChain: chain,
                 privateKey: .privateKey(key)
             )
-            server = try .tls(.http1(), tlsConfiguration: configuration)
+            server = try .tls(
+                .http1(configuration: HTTP1Channel.Configuration(additionalChannelHandlers: [ContinueHandler()])),
+                tlsConfiguration: configuration
+            )
         } else {
-            server = .http1()
+            server = .http1(configuration: HTTP1Channel.Configuration(additionalChannelHandlers: [ContinueHandler()]))
         }
         let app = Application(
             responder: responder,
