@@ -23,37 +23,19 @@ payload=$here/../data/payloads/bench-100.json
 client=$here/service-client.py
 work=$(mktemp -d /tmp/salvo-bench-campaign-XXXXXX)
 export XDG_CACHE_HOME=$work/cache
-simulator_pid=""
+simulators=()
 serve_pid=""
 finish() {
     [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null
-    [ -n "$simulator_pid" ] && kill "$simulator_pid" 2>/dev/null
+    for pid in "${simulators[@]}"; do kill "$pid" 2>/dev/null; done
     wait 2>/dev/null
     rm -rf "$work"
 }
 trap finish EXIT
-# Waits up to 30 s for a line matching PATTERN in FILE while PID lives.
-wait_line() {
-    for _ in $(seq 300); do
-        grep -q "$2" "$1" 2>/dev/null && return
-        kill -0 "$3" 2>/dev/null || break
-        sleep 0.1
-    done
-    echo "no '$2' in $1:" >&2
-    cat "$1" >&2
-    exit 1
-}
+# wait_line, start_simulator, stop_serve, median.
+. "$here/serve-common.sh"
 
-mkdir -p "$work/simulator"
-"$salvo" simulate --gateway-port 0 --feedback-port 0 --h2-port 0 --control-port 0 --topic "$topic" \
-    --certificates "$work/simulator/certs" >"$work/simulator/simulator.txt" 2>&1 &
-simulator_pid=$!
-wait_line "$work/simulator/simulator.txt" '^  control' "$simulator_pid"
-port=$(awk '/^  http2/ { split($2, a, ":"); print a[2] }' "$work/simulator/simulator.txt")
-control=$(awk '/^  control/ { sub(",", "", $2); print $2 }' "$work/simulator/simulator.txt")
-control_token=$(cat "$work/simulator/certs/control-token")
-credentials=(--gateway "127.0.0.1:$port" --auth-key "$work/simulator/certs/AuthKey_SALVODEV01.p8" --key-id SALVODEV01
-    --team-id SALVOTEAM1 --ca "$(awk '/^  CA/ { print $2 }' "$work/simulator/simulator.txt")" --server-name localhost)
+start_simulator 0
 
 "$salvo" tokens generate "$rows" --seed 42 --output "$work/tokens.csv" >/dev/null
 # The ledger holds each of the ROWS tokens once: accepted ROWS, as many distinct tokens, none twice.
@@ -95,17 +77,6 @@ start_serve() {
     url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$work/serve.txt")
 }
 
-stop_serve() {
-    kill -TERM "$serve_pid"
-    for _ in $(seq 200); do
-        kill -0 "$serve_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -9 "$serve_pid" 2>/dev/null && echo "serve did not stop within 20 s of SIGTERM" >&2
-    wait "$serve_pid" 2>/dev/null || true
-    serve_pid=""
-}
-
 # One campaign: upload, then poll until finished (bounded: 600 s); prints "SECONDS UPLOAD_SECONDS".
 campaign() {
     python3 "$client" reset "$control" "$control_token"
@@ -143,8 +114,6 @@ PY
     check_ledger campaign
     stop_serve
 }
-
-median() { sort -n "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # The simulator's ledger grows its table on a first run: a warm-up send before the measured ones.
 send

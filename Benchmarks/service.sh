@@ -53,34 +53,8 @@ finish() {
     rm -rf "$work"
 }
 trap finish EXIT
-# Waits up to 30 s for a line matching PATTERN in FILE while PID lives.
-wait_line() {
-    for _ in $(seq 300); do
-        grep -q "$2" "$1" 2>/dev/null && return
-        kill -0 "$3" 2>/dev/null || break
-        sleep 0.1
-    done
-    echo "no '$2' in $1:" >&2
-    cat "$1" >&2
-    exit 1
-}
-
-# A simulator with its own certificates and signing key; sets control, control_token and credentials.
-start_simulator() {
-    local folder=$work/simulator-$1 latency=()
-    [ "$1" != 0 ] && latency=(--latency-ms "$1")
-    mkdir -p "$folder"
-    "$salvo" simulate --gateway-port 0 --feedback-port 0 --h2-port 0 --control-port 0 --topic "$topic" \
-        --certificates "$folder/certs" "${latency[@]}" >"$folder/simulator.txt" 2>&1 &
-    simulators+=($!)
-    wait_line "$folder/simulator.txt" '^  control' $!
-    local port
-    port=$(awk '/^  http2/ { split($2, a, ":"); print a[2] }' "$folder/simulator.txt")
-    control=$(awk '/^  control/ { sub(",", "", $2); print $2 }' "$folder/simulator.txt")
-    control_token=$(cat "$folder/certs/control-token")
-    credentials=(--gateway "127.0.0.1:$port" --auth-key "$folder/certs/AuthKey_SALVODEV01.p8" --key-id SALVODEV01
-        --team-id SALVOTEAM1 --ca "$(awk '/^  CA/ { print $2 }' "$folder/simulator.txt")" --server-name localhost)
-}
+# wait_line, start_simulator, stop_serve, median.
+. "$here/serve-common.sh"
 
 # `salvo serve` on a fresh store, warmed by one notification; sets serve_pid, url and key.
 start_serve() {
@@ -97,20 +71,6 @@ start_serve() {
     url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$out")
     python3 "$client" warm --url "$url" --key "$key"
 }
-
-# SIGTERM, then up to 20 s to stop.
-stop_serve() {
-    kill -TERM "$serve_pid"
-    for _ in $(seq 200); do
-        kill -0 "$serve_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -9 "$serve_pid" 2>/dev/null && echo "serve did not stop within 20 s of SIGTERM" >&2
-    wait "$serve_pid" 2>/dev/null || true
-    serve_pid=""
-}
-
-median() { sort -n "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 start_simulator 0
 "$salvo" tokens generate "$rows" --seed 42 --output "$work/tokens.csv" >/dev/null

@@ -263,26 +263,11 @@ public struct LocalTimePlan: Hashable, Sendable, Codable {
         merged.onUncertain = first.onUncertain
         merged.job = first.job
         for report in reports {
-            merged.merge(report)
+            merged.mergeJob(report)
+            // The groups ran one after another, each on its own rows.
             merged.connections = max(merged.connections, report.connections)
             merged.inputRows += report.inputRows
-            merged.validRows += report.validRows
-            merged.invalidInput += report.invalidInput
-            merged.suppressed += report.suppressed
-            merged.reregistered += report.reregistered
-            merged.notSent += report.notSent
             merged.seconds += report.seconds
-            if merged.stopped == nil { merged.stopped = report.stopped }
-            if merged.cutShort == nil { merged.cutShort = report.cutShort }
-            if let failures = report.outputFailures { merged.outputFailures = (merged.outputFailures ?? []) + failures }
-            if let duplicates = report.duplicates { merged.duplicates = (merged.duplicates ?? 0) + duplicates }
-            if let resumed = report.resumed {
-                var total = merged.resumed ?? JobResume(run: 0, settledBefore: 0, inheritedUncertain: 0)
-                total.run = max(total.run, resumed.run)
-                total.settledBefore += resumed.settledBefore
-                total.inheritedUncertain += resumed.inheritedUncertain
-                merged.resumed = total
-            }
         }
         merged.notificationsPerSecond = merged.seconds > 0 ? Double(merged.delivered) / merged.seconds : 0
         return merged

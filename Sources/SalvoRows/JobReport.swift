@@ -128,6 +128,31 @@ public struct JobReport: Codable, Hashable, Sendable {
         self.written += other.written
     }
 
+    /// Adds another whole job's report to this one (partitions of one input, or a campaign's groups): its outcomes
+    /// (`merge`), its rows' counts that are not outcomes, and what it records of its stops, output failures,
+    /// repeats and resumes. The input rows, connections and seconds are the caller's to combine: summed or the
+    /// largest, as the jobs ran one after another or side by side.
+    public mutating func mergeJob(_ other: JobReport) {
+        self.merge(other)
+        self.validRows += other.validRows
+        self.invalidInput += other.invalidInput
+        self.suppressed += other.suppressed
+        self.reregistered += other.reregistered
+        self.notSent += other.notSent
+        if self.stopped == nil { self.stopped = other.stopped }
+        if self.cutShort == nil { self.cutShort = other.cutShort }
+        if let failures = other.outputFailures { self.outputFailures = (self.outputFailures ?? []) + failures }
+        if let duplicates = other.duplicates { self.duplicates = (self.duplicates ?? 0) + duplicates }
+        if let resumed = other.resumed {
+            // The most runs any took, and what they took over, added up.
+            var total = self.resumed ?? JobResume(run: 0, settledBefore: 0, inheritedUncertain: 0)
+            total.run = max(total.run, resumed.run)
+            total.settledBefore += resumed.settledBefore
+            total.inheritedUncertain += resumed.inheritedUncertain
+            self.resumed = total
+        }
+    }
+
     /// A few lines for a person.
     public var summary: String {
         var lines: [String] = []

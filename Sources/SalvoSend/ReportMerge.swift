@@ -70,27 +70,10 @@ public enum ReportMerge {
         merged.mergedPartitions = count
         merged.job = first.job
         for report in reports {
-            merged.merge(report)
+            merged.mergeJob(report)
             merged.connections += report.connections
-            merged.validRows += report.validRows
-            merged.invalidInput += report.invalidInput
-            merged.suppressed += report.suppressed
-            merged.reregistered += report.reregistered
-            merged.notSent += report.notSent
-            if merged.stopped == nil { merged.stopped = report.stopped }
-            if merged.cutShort == nil { merged.cutShort = report.cutShort }
-            if let failures = report.outputFailures { merged.outputFailures = (merged.outputFailures ?? []) + failures }
-            if let duplicates = report.duplicates { merged.duplicates = (merged.duplicates ?? 0) + duplicates }
             // The workers ran side by side: the job took as long as the slowest.
             merged.seconds = max(merged.seconds, report.seconds)
-            if let resumed = report.resumed {
-                // Resumed workers: the most runs any took, and what they took over, added up.
-                var total = merged.resumed ?? JobResume(run: 0, settledBefore: 0, inheritedUncertain: 0)
-                total.run = max(total.run, resumed.run)
-                total.settledBefore += resumed.settledBefore
-                total.inheritedUncertain += resumed.inheritedUncertain
-                merged.resumed = total
-            }
         }
         merged.notificationsPerSecond = merged.seconds > 0 ? Double(merged.delivered) / merged.seconds : 0
         return merged

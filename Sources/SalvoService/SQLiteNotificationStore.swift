@@ -363,50 +363,44 @@ public final class SQLiteNotificationStore: NotificationStore {
         guard !outcomes.isEmpty else { return }
         guard webhooks.isEmpty else { return try Self.update(outcomes, events: webhooks, db) }
         let update = try Self.statement(
-            """
-            UPDATE notifications SET state = ?, status = ?, reason = ?, apns_id = coalesce(?, apns_id),
-                apns_unique_id = ?, unregistered_at = ?, answered_at = ?, uncertain_resends = uncertain_resends + ?
-            WHERE seq = ? AND state < 2
-            """,
+            Self.outcomeUpdate,
             db
         )
         for outcome in outcomes {
-            update.bind(1, outcome.state.rawValue)
-            update.bind(2, outcome.status)
-            update.bind(3, outcome.reason)
-            update.bind(4, outcome.apnsID)
-            update.bind(5, outcome.apnsUniqueID)
-            update.bind(6, outcome.unregisteredAt.map { Int($0) })
-            update.bind(7, outcome.state.isFinal ? Int(outcome.at) : nil)
-            update.bind(8, outcome.uncertainResend ? 1 : 0)
-            update.bind(9, outcome.seq)
+            Self.bind(outcome, to: update)
             try update.run()
         }
+    }
+
+    /// An outcome's row made final (or queued again): a row already final keeps its outcome.
+    private static let outcomeUpdate = """
+        UPDATE notifications SET state = ?, status = ?, reason = ?, apns_id = coalesce(?, apns_id),
+            apns_unique_id = ?, unregistered_at = ?, answered_at = ?, uncertain_resends = uncertain_resends + ?
+        WHERE seq = ? AND state < 2
+        """
+
+    private static func bind(_ outcome: OutcomeUpdate, to update: SQLiteStatementBinding) {
+        update.bind(1, outcome.state.rawValue)
+        update.bind(2, outcome.status)
+        update.bind(3, outcome.reason)
+        update.bind(4, outcome.apnsID)
+        update.bind(5, outcome.apnsUniqueID)
+        update.bind(6, outcome.unregisteredAt.map { Int($0) })
+        update.bind(7, outcome.state.isFinal ? Int(outcome.at) : nil)
+        update.bind(8, outcome.uncertainResend ? 1 : 0)
+        update.bind(9, outcome.seq)
     }
 
     /// `update` when webhooks take events: each changed row's id, batch, token and wish returned, its events put in
     /// the outbox.
     private static func update(_ outcomes: [OutcomeUpdate], events routes: WebhookRoutes, _ db: Database) throws {
         let update = try Self.statement(
-            """
-            UPDATE notifications SET state = ?, status = ?, reason = ?, apns_id = coalesce(?, apns_id),
-                apns_unique_id = ?, unregistered_at = ?, answered_at = ?, uncertain_resends = uncertain_resends + ?
-            WHERE seq = ? AND state < 2
-            RETURNING id, batch, token, webhook
-            """,
+            Self.outcomeUpdate + " RETURNING id, batch, token, webhook",
             db
         )
         var events: [WebhookEvent] = []
         for outcome in outcomes {
-            update.bind(1, outcome.state.rawValue)
-            update.bind(2, outcome.status)
-            update.bind(3, outcome.reason)
-            update.bind(4, outcome.apnsID)
-            update.bind(5, outcome.apnsUniqueID)
-            update.bind(6, outcome.unregisteredAt.map { Int($0) })
-            update.bind(7, outcome.state.isFinal ? Int(outcome.at) : nil)
-            update.bind(8, outcome.uncertainResend ? 1 : 0)
-            update.bind(9, outcome.seq)
+            Self.bind(outcome, to: update)
             while try update.next() {
                 guard outcome.state.isFinal else { continue }
                 events += WebhookEvent.notificationEvents(
