@@ -442,6 +442,7 @@ public final class NotificationService: Sendable {
             cycle.outcomes = outcomes
             cycle.claim = claim ? feed?.wanted ?? 0 : 0
             cycle.webhooks = self.configuration.webhooks
+            cycle.onUncertain = self.configuration.onUncertain
             do {
                 let result = try await self.store.write(cycle)
                 if !cycle.webhooks.isEmpty, !outcomes.isEmpty || !result.expired.isEmpty {
@@ -519,7 +520,7 @@ public final class NotificationService: Sendable {
                     if outcome.state == .delivered { latencies.append(now - entry.acceptedAt) }
                 }
             }
-            for expired in result.expired {
+            for expired in result.expired + result.uncertain {
                 finalIDs.append(expired.id)
                 state.depth -= 1
             }
@@ -535,6 +536,12 @@ public final class NotificationService: Sendable {
         if !items.isEmpty, let feed, !feed.push(items) {
             // The feed closed meanwhile (the sender stopped): the rows go back to the queue next cycle.
             self.requeue(items)
+        }
+        if !result.fenced.isEmpty {
+            self.logger.warning(
+                "rows taken over by another worker after their lease expired: their outcomes here were refused",
+                metadata: ["rows": "\(result.fenced.count)"]
+            )
         }
         self.metrics.outcomes(outcomes, expired: result.expired.count)
         for latency in latencies { self.metrics.endToEnd.recordMilliseconds(latency) }
