@@ -439,6 +439,24 @@ let package = Package(
             swiftSettings: strictness
         ),
 
+        // The service's stores besides the embedded one: PostgreSQL for a fleet of `salvo serve` processes on one
+        // database (cycles as batched statements, claims under leases with fencing, versioned migrations), and the
+        // choice of store that `--store` makes. Kept apart so that SalvoService never links PostgresNIO.
+        .target(
+            name: "SalvoServiceStores",
+            dependencies: [
+                "APNSWire",
+                "SalvoRows",
+                "SalvoService",
+                "SalvoPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictness
+        ),
+
         // The command line. An executable may use the non-product scaffolding: `demo` and `simulate` take their
         // development certificates from SalvoDevelopment.
         .executableTarget(
@@ -460,6 +478,7 @@ let package = Package(
                 "SalvoBroadcast",
                 "SalvoProxy",
                 "SalvoService",
+                "SalvoServiceStores",
                 "SalvoServer",
                 "SalvoCampaigns",
                 "SalvoWebhooks",
@@ -580,8 +599,9 @@ let package = Package(
         .testTarget(
             name: "SalvoServiceTests",
             dependencies: [
-                "APNSWire", "SalvoRows", "SalvoHTTP2", "SalvoService", "SalvoServer", "SalvoSimulator",
-                "SalvoDevelopment", "SalvoTestSupport", "SalvoTestTraits", "SalvoCharts",
+                "APNSWire", "SalvoRows", "SalvoHTTP2", "SalvoService", "SalvoServiceStores", "SalvoPostgres",
+                "SalvoServer", "SalvoSimulator", "SalvoDevelopment", "SalvoTestSupport", "SalvoTestTraits",
+                "SalvoCharts",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -12,7 +12,7 @@ public enum PostgresFailure {
     ///   none of the three sources gave; `JobError(.input)` for another refusal by the server (a database that does
     ///   not exist); `JobError(.unreachable)` when no connection could be made.
     public static func connecting(_ error: any Error, to location: PostgresLocation) -> JobError {
-        let place = "--from-postgres \(location.redacted)"
+        let place = "\(location.option) \(location.redacted)"
         guard let error = error as? PSQLError else {
             return JobError(.unreachable, "\(place): cannot connect: \(Self.describe(error))")
         }

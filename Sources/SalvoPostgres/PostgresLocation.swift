@@ -44,23 +44,27 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, CustomDebugSt
     public let connectTimeout: Duration
     public let applicationName: String
     public let passwordSource: PasswordSource
+    /// The option that gave the URL, as messages name it (`--from-postgres`, `--store`).
+    public let option: String
     private let password: String?
 
-    /// Reads `url`, and the password from it, `passwordFile` or `environment["PGPASSWORD"]`.
+    /// Reads `url`, and the password from it, `passwordFile` or `environment["PGPASSWORD"]`; messages name `option`.
     ///
     /// - Throws: `JobError(.configuration)` for a URL that is not a PostgreSQL one, an unknown parameter or
     ///   `sslmode`, a password given twice; `JobError(.input)` for a password file that cannot be read or is empty.
     public init(
         url: String,
         passwordFile: String? = nil,
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        option: String = "--from-postgres"
     ) throws(JobError) {
+        self.option = option
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
             scheme == "postgres" || scheme == "postgresql"
         else {
             throw JobError(
                 .configuration,
-                "--from-postgres takes a URL postgres://USER@HOST:PORT/DATABASE?sslmode=MODE (got "
+                "\(option) takes a URL postgres://USER@HOST:PORT/DATABASE?sslmode=MODE (got "
                     + "\(Self.withoutPassword(url)))"
             )
         }
@@ -69,7 +73,7 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, CustomDebugSt
         guard components.percentEncodedHost != nil || !url.contains("@") else {
             throw JobError(
                 .configuration,
-                "--from-postgres takes a URL postgres://USER@HOST:PORT/DATABASE?sslmode=MODE (got "
+                "\(option) takes a URL postgres://USER@HOST:PORT/DATABASE?sslmode=MODE (got "
                     + "\(Self.withoutPassword(url)): no '//' before the user and host"
             )
         }
@@ -81,14 +85,14 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, CustomDebugSt
         if let unknown = parameters.keys.sorted().first(where: { !known.contains($0) }) {
             throw JobError(
                 .configuration,
-                "--from-postgres: the parameter \(unknown) is not understood (known: \(known.sorted().joined(separator: ", ")))"
+                "\(option): the parameter \(unknown) is not understood (known: \(known.sorted().joined(separator: ", ")))"
             )
         }
         let modeText = parameters["sslmode"] ?? "prefer"
         guard let mode = TLSMode(rawValue: modeText) else {
             throw JobError(
                 .configuration,
-                "--from-postgres: sslmode=\(modeText) is not one of "
+                "\(option): sslmode=\(modeText) is not one of "
                     + TLSMode.allCases.map(\.rawValue).joined(separator: ", ")
             )
         }
@@ -96,7 +100,7 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, CustomDebugSt
         self.rootCertificates = parameters["sslrootcert"].flatMap { $0.isEmpty ? nil : $0 }
         if let text = parameters["connect_timeout"] {
             guard let seconds = Int(text), (1...3600).contains(seconds) else {
-                throw JobError(.configuration, "--from-postgres: connect_timeout is 1 to 3600 seconds (got \(text))")
+                throw JobError(.configuration, "\(option): connect_timeout is 1 to 3600 seconds (got \(text))")
             }
             self.connectTimeout = .seconds(seconds)
         } else {
@@ -108,7 +112,7 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, CustomDebugSt
         guard !host.hasPrefix("/") else {
             throw JobError(
                 .configuration,
-                "--from-postgres: a Unix socket host (\(host)) is not supported; name a TCP host"
+                "\(option): a Unix socket host (\(host)) is not supported; name a TCP host"
             )
         }
         // An IPv6 literal comes bracketed in a URL; the socket wants it bare.
@@ -124,11 +128,11 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, CustomDebugSt
             self.port = 5432
         }
         guard (1...65535).contains(self.port) else {
-            throw JobError(.configuration, "--from-postgres: port \(self.port) is not 1 to 65535")
+            throw JobError(.configuration, "\(option): port \(self.port) is not 1 to 65535")
         }
         let user = components.user.flatMap { $0.isEmpty ? nil : $0 } ?? environment["PGUSER"] ?? environment["USER"]
         guard let user else {
-            throw JobError(.configuration, "--from-postgres: the URL names no user (postgres://USER@HOST/DATABASE)")
+            throw JobError(.configuration, "\(option): the URL names no user (postgres://USER@HOST/DATABASE)")
         }
         self.user = user
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
@@ -139,7 +143,7 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, CustomDebugSt
         case (.some, .some(let file)):
             throw JobError(
                 .configuration,
-                "--from-postgres holds a password and --postgres-password-file \(file) names another: give it once"
+                "\(option) holds a password and --postgres-password-file \(file) names another: give it once"
             )
         case (.some(let password), nil):
             self.password = password
@@ -187,7 +191,7 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, CustomDebugSt
         } catch let error as JobError {
             throw error
         } catch {
-            throw JobError(.configuration, "--from-postgres \(self.redacted): cannot set up TLS: \(error)")
+            throw JobError(.configuration, "\(self.option) \(self.redacted): cannot set up TLS: \(error)")
         }
         var configuration =
             if let channel {
@@ -250,7 +254,7 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, CustomDebugSt
             do {
                 tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(file))
             } catch {
-                throw JobError(.configuration, "--from-postgres: sslrootcert=\(file): cannot read PEM certificates")
+                throw JobError(.configuration, "\(self.option): sslrootcert=\(file): cannot read PEM certificates")
             }
         }
         return tls

@@ -477,6 +477,7 @@ public final class NotificationService: Sendable {
             cycle.outcomes = outcomes
             cycle.claim = claim ? feed?.wanted ?? 0 : 0
             cycle.webhooks = self.configuration.webhooks
+            cycle.onUncertain = self.configuration.onUncertain
             do {
                 let result = try await self.store.write(cycle)
                 if !cycle.webhooks.isEmpty, !outcomes.isEmpty || !result.expired.isEmpty {
@@ -562,7 +563,7 @@ public final class NotificationService: Sendable {
                     )
                 }
             }
-            for expired in result.expired {
+            for expired in result.expired + result.uncertain {
                 finalIDs.append(expired.id)
                 state.depth -= 1
                 state.activity.settle(.expired, at: now)
@@ -579,6 +580,12 @@ public final class NotificationService: Sendable {
         if !items.isEmpty, let feed, !feed.push(items) {
             // The feed closed meanwhile (the sender stopped): the rows go back to the queue next cycle.
             self.requeue(items)
+        }
+        if !result.fenced.isEmpty {
+            self.logger.warning(
+                "rows taken over by another worker after their lease expired: their outcomes here were refused",
+                metadata: ["rows": "\(result.fenced.count)"]
+            )
         }
         self.metrics.outcomes(outcomes, expired: result.expired.count)
         for latency in latencies { self.metrics.endToEnd.recordMilliseconds(latency) }

@@ -63,6 +63,10 @@ extension NotificationStore {
     }
 }
 
+/// Everything the service keeps in its store: notifications, campaigns' records and the webhooks' outbox, behind one
+/// object (`SQLiteNotificationStore` for one node, a shared database's store for a fleet).
+public typealias ServiceStore = NotificationStore & CampaignStore & WebhookOutbox
+
 /// Why the store failed: the file and what went wrong.
 public struct StoreFailure: Error, Hashable, Sendable, CustomStringConvertible {
     public var message: String
@@ -82,6 +86,10 @@ public struct StoreCycle: Sendable {
     public var now: Int64
     /// The webhooks that take events: the outcomes made final by this cycle put theirs in the outbox in it.
     public var webhooks = WebhookRoutes()
+    /// What a shared store does with a row whose lease another worker let expire (it may have been sent): claim it
+    /// again (`.resend`, counted as an uncertain resend) or end it uncertain (`.report`). A store of one node has no
+    /// leases and ignores it.
+    public var onUncertain = OnUncertain.resend
 
     public init(now: Int64) { self.now = now }
 }
@@ -164,6 +172,12 @@ public struct ClaimedRow: Sendable {
     /// When it was accepted (milliseconds since 1970), for the end-to-end latency.
     public var acceptedAt: Int64
     public var notification: ServiceNotification
+
+    public init(seq: Int, acceptedAt: Int64, notification: ServiceNotification) {
+        self.seq = seq
+        self.acceptedAt = acceptedAt
+        self.notification = notification
+    }
 }
 
 public struct StoreCycleResult: Sendable {
@@ -175,6 +189,12 @@ public struct StoreCycleResult: Sendable {
     public var expired: [(seq: Int, id: String)] = []
     /// Notifications stored by this cycle (the pending accepts that were `stored`).
     public var stored = 0
+    /// Rows of outcomes the store refused because this worker no longer holds them: their lease expired and another
+    /// worker claimed them (a shared store's fencing). The caller stops sending them. Always empty for one node.
+    public var fenced: [Int] = []
+    /// Rows whose lease another worker let expire, ended `uncertain` by this cycle's claim (`onUncertain` `.report`):
+    /// now final.
+    public var uncertain: [(seq: Int, id: String)] = []
 
     public init() {}
 }
@@ -188,6 +208,8 @@ public struct StoreRecovery: Hashable, Sendable {
     public var answered = 0
     /// Notifications not final: queued, or being sent.
     public var depth = 0
+
+    public init() {}
 }
 
 /// An API key as stored: only a hash of the key itself.

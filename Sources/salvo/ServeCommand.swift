@@ -14,6 +14,7 @@ import SalvoObservability
 import SalvoRows
 import SalvoServer
 import SalvoService
+import SalvoServiceStores
 import SalvoSimulator
 import SalvoWebhooks
 
@@ -24,7 +25,7 @@ struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract:
             "Run Salvo as a service: an HTTP API that takes notifications, keeps them durably and sends each once.",
-        subcommands: [ServeRunCommand.self, ServeKeysCommand.self],
+        subcommands: [ServeRunCommand.self, ServeKeysCommand.self, ServeMigrateCommand.self],
         defaultSubcommand: ServeRunCommand.self
     )
 }
@@ -40,10 +41,35 @@ struct ServeRunCommand: AsyncParsableCommand {
     var listen = "127.0.0.1:8080"
 
     @Option(
-        help:
-            "The folder of the service's store (created if missing; default salvo-store, with --demo a throwaway one)."
+        help: ArgumentHelp(
+            "The service's store: a folder (created if missing; default salvo-store, with --demo a throwaway one), or "
+                + "a PostgreSQL URL postgres://USER@HOST:PORT/DATABASE?sslmode=MODE shared by a fleet (made by "
+                + "`salvo serve migrate`).",
+            valueName: "folder-or-url"
+        )
     )
     var store: String?
+
+    @Option(
+        name: .customLong("postgres-password-file"),
+        help: "With a PostgreSQL store: the file whose first line is the password (else the URL's, or PGPASSWORD)."
+    )
+    var passwordFile: String?
+
+    @Option(
+        name: .customLong("worker-id"),
+        help: "With a PostgreSQL store: this process's id on the rows it claims (default HOST-PID-RANDOM)."
+    )
+    var workerID: String?
+
+    @Option(
+        name: .customLong("local-folder"),
+        help: ArgumentHelp(
+            "With a PostgreSQL store: this process's own files, the sending job's marks and the campaigns' files "
+                + "(default salvo-local)."
+        )
+    )
+    var localFolder: String?
 
     @Option(name: .customLong("tls-cert"), help: "The listener's certificate chain (PEM), for HTTPS.")
     var tlsCert: String?
@@ -142,6 +168,26 @@ struct ServeRunCommand: AsyncParsableCommand {
         }
         if let topic, let problem = APNSHeaderValueRules.topicProblem(topic) { throw ValidationError(problem) }
         _ = try self.webhookSettings()
+        if let id = self.workerID, !WorkerID.isValid(id) {
+            throw ValidationError("--worker-id is 1 to 128 visible ASCII characters")
+        }
+        let location = try self.storeLocation()
+        if case .folder = location {
+            if self.workerID != nil { throw ValidationError("--worker-id goes with a PostgreSQL store") }
+            if self.localFolder != nil { throw ValidationError("--local-folder goes with a PostgreSQL store") }
+        }
+    }
+
+    /// `--store` read: a folder, or a PostgreSQL URL (its password never shown).
+    private func storeLocation(demoFolder: String? = nil) throws -> ServiceStoreLocation {
+        do {
+            return try ServiceStoreLocation(
+                self.store ?? demoFolder.map { $0 + "/store" } ?? "salvo-store",
+                passwordFile: self.passwordFile
+            )
+        } catch {
+            throw ValidationError(error.message)
+        }
     }
 
     /// The `--webhook` endpoints and their secret; none when no `--webhook` is given.
@@ -195,11 +241,19 @@ struct ServeRunCommand: AsyncParsableCommand {
             job = try self.jobConfiguration()
         }
         defer { if let folder { try? FileManager.default.removeItem(atPath: folder) } }
-        let storeFolder = self.store ?? folder.map { $0 + "/store" } ?? "salvo-store"
-
-        let store: SQLiteNotificationStore
+        let location = try self.storeLocation(demoFolder: folder)
+        // The process's own files (the job's marks, the campaigns' folders): beside the SQLite file, or in a folder of
+        // its own beside a shared database.
+        let storeFolder: String
+        switch location {
+        case .folder(let path): storeFolder = path
+        case .postgres: storeFolder = self.localFolder ?? "salvo-local"
+        }
+        let workerID = self.workerID ?? WorkerID.make()
+        let store: any ServiceStore
         do {
-            store = try await SQLiteNotificationStore.open(directory: storeFolder)
+            if case .postgres = location { try Self.makeFolder(storeFolder) }
+            store = try await location.open(workerID: workerID)
         } catch {
             throw UserError(error.message)
         }
@@ -301,7 +355,10 @@ struct ServeRunCommand: AsyncParsableCommand {
             logger: logger
         ) { port in
             let base = "\(scheme)://\(listen.host):\(port)"
-            print("salvo serve: listening on \(base) (store \(store.path))")
+            switch location {
+            case .folder(let path): print("salvo serve: listening on \(base) (store \(path)/salvo.sqlite)")
+            case .postgres(let url): print("salvo serve: listening on \(base) (store \(url), worker \(workerID))")
+            }
             if withConsole { print("console: \(base)/ (sign in with an API key)") }
             if let demoKey = key {
                 print("demo API key: \(demoKey)")
@@ -348,6 +405,15 @@ struct ServeRunCommand: AsyncParsableCommand {
         try? await simulator?.shutdown()
     }
 
+    /// Makes the process's own folder beside a shared store.
+    private static func makeFolder(_ path: String) throws(StoreFailure) {
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            throw StoreFailure("--local-folder \(path): cannot create the folder: \(error.localizedDescription)")
+        }
+    }
+
     private func jobConfiguration() throws -> HTTP2JobConfiguration {
         guard let gateway = GatewayAddress(parsing: self.gateway, for: .http2) else {
             throw ValidationError("--gateway is HOST:PORT, production or sandbox (got \(self.gateway))")
@@ -374,6 +440,53 @@ struct ServeRunCommand: AsyncParsableCommand {
         )
         configuration.onUncertain = self.onUncertain
         return configuration
+    }
+}
+
+/// `salvo serve migrate`: makes or upgrades a PostgreSQL store's tables to this salvo's schema. Idempotent; two
+/// processes migrating at once take turns.
+struct ServeMigrateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract: "Create or upgrade a PostgreSQL store's tables (versioned; running it again changes nothing)."
+    )
+
+    @Option(help: "The PostgreSQL store: postgres://USER@HOST:PORT/DATABASE?sslmode=MODE.")
+    var store: String
+
+    @Option(
+        name: .customLong("postgres-password-file"),
+        help: "The file whose first line is the password (else the URL's, or PGPASSWORD)."
+    )
+    var passwordFile: String?
+
+    func run() async throws {
+        try await exitingOnUserError {
+            let location: ServiceStoreLocation
+            do {
+                location = try ServiceStoreLocation(self.store, passwordFile: self.passwordFile)
+            } catch let failure as StoreFailure {
+                throw UserError(failure.message)
+            }
+            guard case .postgres(let postgres) = location else {
+                throw UserError(
+                    "--store \(self.store): migrate takes a PostgreSQL URL (a folder's SQLite store upgrades itself)"
+                )
+            }
+            let migration: PostgresStoreSchema.Migration
+            do {
+                migration = try await PostgresNotificationStore.migrate(location: postgres)
+            } catch let failure as StoreFailure {
+                throw UserError(failure.message)
+            }
+            if migration.from == migration.to {
+                print("salvo serve migrate: \(postgres.redacted): schema version \(migration.to), nothing to do")
+            } else {
+                print(
+                    "salvo serve migrate: \(postgres.redacted): schema version \(migration.from) -> \(migration.to)"
+                )
+            }
+        }
     }
 }
 

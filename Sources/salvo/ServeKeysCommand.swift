@@ -1,6 +1,7 @@
 import ArgumentParser
 import SalvoConsole
 import SalvoService
+import SalvoServiceStores
 
 /// `salvo serve keys`: the service's API keys, in its store. A key is shown once, when made; the store keeps only
 /// its SHA-256.
@@ -12,12 +13,19 @@ struct ServeKeysCommand: AsyncParsableCommand {
     )
 
     struct StoreOption: ParsableArguments {
-        @Option(help: "The folder of the service's store.")
+        @Option(help: "The service's store: its folder, or a PostgreSQL URL (postgres://USER@HOST:PORT/DATABASE).")
         var store = "salvo-store"
 
-        func open() async throws -> SQLiteNotificationStore {
+        @Option(
+            name: .customLong("postgres-password-file"),
+            help: "With a PostgreSQL store: the file whose first line is the password (else the URL's, or PGPASSWORD)."
+        )
+        var passwordFile: String?
+
+        func open() async throws -> any ServiceStore {
             do {
-                return try await SQLiteNotificationStore.open(directory: self.store)
+                return try await ServiceStoreLocation(self.store, passwordFile: self.passwordFile)
+                    .open(workerID: WorkerID.make())
             } catch {
                 throw UserError(error.message)
             }

@@ -9,7 +9,7 @@ import SalvoTestTraits
 import Testing
 
 /// The service without its HTTP shell, against the simulator over TLS: requests' notifications stored, sent once,
-/// answered; keys replayed; a restart sends what was left; the queue's limit.
+/// answered (with either store); keys replayed; a restart sends what was left; the queue's limit.
 @Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(2)))
 struct NotificationServiceTests {
     static func body(_ range: Range<Int>) -> [UInt8] {
@@ -27,12 +27,15 @@ struct NotificationServiceTests {
         return (batch, items.compactMap { if case .string(let id)? = $0["id"] { id } else { nil } })
     }
 
-    @Test func notificationsAreSentOnceAndTheirOutcomesAnswered() async throws {
+    /// With each store: the embedded one and PostgreSQL.
+    @Test(arguments: StoreKind.allCases) func notificationsAreSentOnceAndTheirOutcomesAnswered(
+        kind: StoreKind
+    ) async throws {
         var plan = FaultPlan()
         plan.uninstalled = [.init(topic: serviceTopic, tokens: (0..<5).map { notification($0 * 7).token.hexString })]
         plan.invalidTokens = [notification(3).token.hexString]
         let setup = try await ServiceSimulator.start(plan: plan)
-        let store = try await SQLiteNotificationStore.open(directory: try scratchFolder("service"))
+        let store = try await StorePlace.make(kind, "service").open()
         let service = try await NotificationService.start(configuration: setup.configuration, store: store)
         var batches: [String] = []
         for start in stride(from: 0, to: 300, by: 100) {
@@ -86,9 +89,12 @@ struct NotificationServiceTests {
         try await setup.simulator.shutdown()
     }
 
-    @Test func aRepeatedKeyIsAnsweredWithTheFirstAnswerAndSendsNothingAgain() async throws {
+    /// With each store: the embedded one and PostgreSQL.
+    @Test(arguments: StoreKind.allCases) func aRepeatedKeyIsAnsweredWithTheFirstAnswerAndSendsNothingAgain(
+        kind: StoreKind
+    ) async throws {
         let setup = try await ServiceSimulator.start()
-        let store = try await SQLiteNotificationStore.open(directory: try scratchFolder("service"))
+        let store = try await StorePlace.make(kind, "service").open()
         let service = try await NotificationService.start(configuration: setup.configuration, store: store)
         let body = Self.body(0..<10)
         let first = await service.submit(keyID: "k", idempotencyKey: "order-1", body: body)

@@ -93,4 +93,40 @@ struct ServeCommandLineTests {
             #expect(!output.contains("thirty-two"), "the secret is never shown")
         }
     }
+
+    @Test(.tags(.network)) func aPostgreSQLStoreIsMigratedOnceAndTheServiceRefusesOneNotMigrated() async throws {
+        guard let salvo = TestProcess.salvoPath else {
+            Issue.record("\(TestProcess.salvoMissing)")
+            return
+        }
+        let server = try PostgresTestServer.shared()
+        let database = try await server.makeDatabase("serve_migrate")
+        let url = server.url(database: database)
+        let shown = server.urlWithoutPassword(database: database)
+        // Not migrated: the service does not start, says what to run, and never shows the password.
+        let (refused, refusal) = try await TestProcess.run(
+            salvo,
+            ["serve", "--demo", "--listen", "127.0.0.1:0", "--store", url, "--log-level", "error"]
+        )
+        #expect(refused == 3 && refusal.contains("run `salvo serve migrate --store URL` first"), "\(refusal)")
+        #expect(refusal.contains(shown) && !refusal.contains(server.password), "\(refusal)")
+        let (first, migrated) = try await TestProcess.run(salvo, ["serve", "migrate", "--store", url])
+        #expect(first == 0 && migrated.contains("\(shown): schema version 0 -> 1"), "\(migrated)")
+        let (second, again) = try await TestProcess.run(salvo, ["serve", "migrate", "--store", url])
+        #expect(second == 0 && again.contains("schema version 1, nothing to do"), "\(again)")
+        #expect(!(migrated + again).contains(server.password))
+        // The keys go into the same database.
+        let (created, key) = try await TestProcess.run(
+            salvo,
+            ["serve", "keys", "create", "--store", url, "--name", "fleet"]
+        )
+        #expect(created == 0 && key.contains("key: salvo_"), "\(key)")
+        let (listed, list) = try await TestProcess.run(salvo, ["serve", "keys", "list", "--store", url])
+        #expect(listed == 0 && list.contains("active  fleet"), "\(list)")
+        let (folder, folderMessage) = try await TestProcess.run(
+            salvo,
+            ["serve", "migrate", "--store", try scratchFolder("not-a-url")]
+        )
+        #expect(folder == 3 && folderMessage.contains("migrate takes a PostgreSQL URL"), "\(folderMessage)")
+    }
 }

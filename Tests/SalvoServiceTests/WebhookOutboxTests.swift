@@ -6,20 +6,22 @@ import Testing
 
 /// The webhooks' outbox in the store: events written in the cycle that makes a notification final (once, however
 /// often the outcome is reported), kept per endpoint by id, pending until acknowledged or given up on, and across a
-/// reopening of the store.
-@Suite(.tags(.pure), .runs(.pure)) struct WebhookOutboxTests {
+/// reopening of the store; the same for each store (`StoreKind.selected`).
+@Suite(.tags(.pure, .network)) struct WebhookOutboxTests {
     static let routes = WebhookRoutes([
         (endpoint: "https://a.example/hook", kinds: [.gone, .refused, .outcome, .campaign]),
         (endpoint: "https://b.example/hook", kinds: [.gone]),
     ])
 
-    @Test func aFinalOutcomeWritesItsEventsInItsOwnCycleOnce() async throws {
-        let folder = try scratchFolder("outbox")
-        let store = try await SQLiteNotificationStore.open(directory: folder)
+    @Test(arguments: StoreKind.selected) func aFinalOutcomeWritesItsEventsInItsOwnCycleOnce(
+        kind: StoreKind
+    ) async throws {
+        let place = try await StorePlace.make(kind, "outbox")
+        let store = try await place.open()
         var asked = notification(1)
         asked.webhook = true
         var cycle = StoreCycle(now: 1_000)
-        cycle.accepts = [SQLiteStoreTests.accept([notification(0), asked, notification(2)])]
+        cycle.accepts = [NotificationStoreTests.accept([notification(0), asked, notification(2)])]
         cycle.claim = 3
         cycle.webhooks = Self.routes
         let claimed = try await store.write(cycle).claimed
@@ -55,9 +57,11 @@ import Testing
         await store.close()
     }
 
-    @Test func eventsArePendingUntilAcknowledgedOrDeadAndSurviveAReopening() async throws {
-        let folder = try scratchFolder("outbox")
-        let store = try await SQLiteNotificationStore.open(directory: folder)
+    @Test(arguments: StoreKind.selected) func eventsArePendingUntilAcknowledgedOrDeadAndSurviveAReopening(
+        kind: StoreKind
+    ) async throws {
+        let place = try await StorePlace.make(kind, "outbox")
+        let store = try await place.open()
         let events = (0..<5).map {
             WebhookEvent(id: "c:x:\($0):gone", kind: .gone, createdAt: Int64($0), data: .object([]))
         }
@@ -75,7 +79,7 @@ import Testing
         try await store.acknowledge(endpoint: endpoint, ids: ["c:x:1:gone"], now: 60)
         await store.close()
 
-        let reopened = try await SQLiteNotificationStore.open(directory: folder)
+        let reopened = try await place.open()
         let left = try await reopened.pendingEvents(endpoint: endpoint, limit: 10)
         #expect(left.map(\.id) == ["c:x:2:gone", "c:x:3:gone", "c:x:4:gone"])
         #expect(left.map(\.attempts) == [1, 0, 0])

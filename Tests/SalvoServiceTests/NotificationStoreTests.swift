@@ -1,11 +1,13 @@
 import APNSWire
 import SalvoRows
 import SalvoService
+import SalvoServiceStores
 import SalvoTestTraits
 import Testing
 
-/// The store's write cycles, idempotency keys and restart rule, on a file in a scratch folder.
-@Suite(.tags(.pure), .runs(.pure)) struct SQLiteStoreTests {
+/// The store's write cycles, idempotency keys and restart rule, the same for each store: the SQLite file in a scratch
+/// folder (`.pure`) and PostgreSQL (`.network`), each case a store (`StoreKind.selected`).
+@Suite(.tags(.pure, .network)) struct NotificationStoreTests {
     static func accept(_ notifications: [ServiceNotification], key: String? = nil, hash: UInt8 = 1) -> PendingAccept {
         PendingAccept(
             keyID: "key_1",
@@ -17,8 +19,8 @@ import Testing
         )
     }
 
-    @Test func aCycleStoresClaimsAndRecordsOutcomes() async throws {
-        let store = try await SQLiteNotificationStore.open(directory: try scratchFolder("store"))
+    @Test(arguments: StoreKind.selected) func aCycleStoresClaimsAndRecordsOutcomes(kind: StoreKind) async throws {
+        let store = try await StorePlace.make(kind, "store").open()
         var cycle = StoreCycle(now: 1_000)
         cycle.accepts = [Self.accept((0..<3).map { notification($0) })]
         cycle.claim = 2
@@ -46,9 +48,11 @@ import Testing
         await store.close()
     }
 
-    @Test func queuedRowsGoBeforeNewOnesAndNewOnesTakeTheRoomLeft() async throws {
-        let folder = try scratchFolder("store")
-        let store = try await SQLiteNotificationStore.open(directory: folder)
+    @Test(arguments: StoreKind.selected) func queuedRowsGoBeforeNewOnesAndNewOnesTakeTheRoomLeft(
+        kind: StoreKind
+    ) async throws {
+        let place = try await StorePlace.make(kind, "store")
+        let store = try await place.open()
         var first = StoreCycle(now: 1_000)
         first.accepts = [Self.accept((0..<3).map { notification($0) })]
         // No room: all three wait.
@@ -63,7 +67,7 @@ import Testing
         #expect(result.claimed.map(\.acceptedAt) == [1_000, 1_000, 1_000, 2_000])
         await store.close()
         // Reopened, the numbering goes on after the last row.
-        let reopened = try await SQLiteNotificationStore.open(directory: folder)
+        let reopened = try await place.open()
         var third = StoreCycle(now: 3_000)
         third.accepts = [Self.accept([notification(6)])]
         third.claim = 10
@@ -75,8 +79,10 @@ import Testing
         await reopened.close()
     }
 
-    @Test func anIdempotencyKeyReplaysTheFirstAnswerOrConflicts() async throws {
-        let store = try await SQLiteNotificationStore.open(directory: try scratchFolder("store"))
+    @Test(arguments: StoreKind.selected) func anIdempotencyKeyReplaysTheFirstAnswerOrConflicts(
+        kind: StoreKind
+    ) async throws {
+        let store = try await StorePlace.make(kind, "store").open()
         var cycle = StoreCycle(now: 1)
         // Two requests with one key in the same cycle: the second is a replay, not a second insert.
         cycle.accepts = [Self.accept([notification(0)], key: "k"), Self.accept([notification(1)], key: "k")]
@@ -93,17 +99,17 @@ import Testing
         await store.close()
     }
 
-    @Test(arguments: [OnUncertain.resend, .report])
-    func rowsBeingSentWhenTheServiceStoppedFollowThePolicy(policy: OnUncertain) async throws {
-        let folder = try scratchFolder("store")
-        let store = try await SQLiteNotificationStore.open(directory: folder)
+    @Test(arguments: StoreKind.selected, [OnUncertain.resend, .report])
+    func rowsBeingSentWhenTheServiceStoppedFollowThePolicy(kind: StoreKind, policy: OnUncertain) async throws {
+        let place = try await StorePlace.make(kind, "store")
+        let store = try await place.open()
         var cycle = StoreCycle(now: 1)
         cycle.accepts = [Self.accept((0..<4).map { notification($0) })]
         cycle.claim = 3
         _ = try await store.write(cycle)
         await store.close()
         // As after a kill: three rows were handed to the job and never reported.
-        let reopened = try await SQLiteNotificationStore.open(directory: folder)
+        let reopened = try await place.open()
         // Marks: the first row was never written, the second answered 410 before the store heard, the rest written.
         let recovery = try await reopened.recover(onUncertain: policy, now: 5) { seq in
             switch seq {
@@ -128,8 +134,8 @@ import Testing
         await reopened.close()
     }
 
-    @Test func aRowPastItsExpirationIsExpiredWhenClaimed() async throws {
-        let store = try await SQLiteNotificationStore.open(directory: try scratchFolder("store"))
+    @Test(arguments: StoreKind.selected) func aRowPastItsExpirationIsExpiredWhenClaimed(kind: StoreKind) async throws {
+        let store = try await StorePlace.make(kind, "store").open()
         var old = notification(0)
         old.headers.expiration = 100
         var cycle = StoreCycle(now: 200_000)
@@ -142,9 +148,9 @@ import Testing
         await store.close()
     }
 
-    @Test func templatesAndKeysAreKept() async throws {
-        let folder = try scratchFolder("store")
-        let store = try await SQLiteNotificationStore.open(directory: folder)
+    @Test(arguments: StoreKind.selected) func templatesAndKeysAreKept(kind: StoreKind) async throws {
+        let place = try await StorePlace.make(kind, "store")
+        let store = try await place.open()
         let template = try ServiceTemplate(name: "t", text: Array(#"{"aps":{"alert":"{{a}}"}}"#.utf8))
         try await store.putTemplate(template, now: 1)
         let (key, record) = APIKeys.make(name: "backend", now: 1)
@@ -153,7 +159,7 @@ import Testing
         #expect(try await store.revokeAPIKey(id: record.id, now: 2))
         #expect(try await !store.revokeAPIKey(id: record.id, now: 3))
         await store.close()
-        let reopened = try await SQLiteNotificationStore.open(directory: folder)
+        let reopened = try await place.open()
         #expect(try await reopened.template(named: "t")?.fields == ["a"])
         let keys = try await reopened.apiKeys()
         #expect(keys.map(\.hash) == [APIKeys.hash(key)] && keys[0].revokedAt == 2)
@@ -162,9 +168,11 @@ import Testing
         await reopened.close()
     }
 
-    @Test func campaignRecordsAreKeptInOrderAndReplacedByTheirID() async throws {
-        let folder = try scratchFolder("store")
-        let store = try await SQLiteNotificationStore.open(directory: folder)
+    @Test(arguments: StoreKind.selected) func campaignRecordsAreKeptInOrderAndReplacedByTheirID(
+        kind: StoreKind
+    ) async throws {
+        let place = try await StorePlace.make(kind, "store")
+        let store = try await place.open()
         let first = CampaignRecord(
             id: "c-1",
             state: "scheduled",
@@ -185,7 +193,7 @@ import Testing
         changed.message = "the credentials were refused"
         try await store.putCampaign(changed)
         await store.close()
-        let reopened = try await SQLiteNotificationStore.open(directory: folder)
+        let reopened = try await place.open()
         #expect(try await reopened.campaigns() == [changed, second])
         #expect(try await reopened.campaign(id: "c-2") == second)
         #expect(try await reopened.campaign(id: "c-3") == nil)
