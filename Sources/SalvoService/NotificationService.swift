@@ -110,6 +110,7 @@ public final class NotificationService: Sendable {
         Task { await service.writerLoop() }
         Task { await service.senderLoop() }
         if let marks { Task { await service.marksLoop(marks) } }
+        if let every = store.leaseRenewal { Task { await service.leaseLoop(every: every) } }
         return service
     }
 
@@ -626,6 +627,20 @@ public final class NotificationService: Sendable {
         while !self.state.withLockedValue({ $0.stopping }) {
             try? await Task.sleep(for: .seconds(1))
             await BlockingWork.run { marks.sync() }
+        }
+    }
+
+    /// Renews the leases of the rows this worker holds, every `every`, until the service stops (a store shared by
+    /// workers: a row whose lease runs out is taken over by another). A renewal that fails is logged and tried again
+    /// at the next turn; the lease outlasts two of them.
+    private func leaseLoop(every: Duration) async {
+        while !self.state.withLockedValue({ $0.stopping }) {
+            try? await Task.sleep(for: every)
+            do {
+                _ = try await self.store.renewLeases(now: self.configuration.now())
+            } catch {
+                self.logger.error("the rows' leases cannot be renewed", metadata: ["cause": "\(error.message)"])
+            }
         }
     }
 

@@ -49,10 +49,25 @@ public protocol NotificationStore: Sendable {
     /// Whether the store can still write (a small write, made durable).
     func checkWritable() async throws(StoreFailure)
 
+    /// How often the service renews the leases of the rows it was handed (`renewLeases`); nil: the store has no
+    /// leases (one node's store, where no other worker could take a row over).
+    var leaseRenewal: Duration? { get }
+
+    /// Extends the leases of the rows this worker was handed and still holds to `now` plus the lease, so that no
+    /// other worker takes over a row whose answer is merely slow. A row another worker took over is not this worker's
+    /// any more and is left alone.
+    /// - Returns: how many rows it holds.
+    func renewLeases(now: Int64) async throws(StoreFailure) -> Int
+
     func close() async
 }
 
 extension NotificationStore {
+    /// No leases: one node's store.
+    public var leaseRenewal: Duration? { nil }
+
+    public func renewLeases(now: Int64) async throws(StoreFailure) -> Int { 0 }
+
     /// `recover` with no webhook.
     public func recover(
         onUncertain: OnUncertain,

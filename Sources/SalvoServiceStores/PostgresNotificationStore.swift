@@ -283,6 +283,17 @@ public final class PostgresNotificationStore: NotificationStore {
         return applied.result
     }
 
+    /// A third of the lease: two renewals may fail (a database restarting) before a row's lease runs out.
+    public var leaseRenewal: Duration? { self.options.lease / 3 }
+
+    public func renewLeases(now: Int64) async throws(StoreFailure) -> Int {
+        let until = now + Self.milliseconds(self.options.lease)
+        let worker = self.options.workerID
+        return try await self.change(
+            "UPDATE salvo.notifications SET lease_until = \(until) WHERE worker = \(worker) AND state = 1"
+        )
+    }
+
     static func milliseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
     }

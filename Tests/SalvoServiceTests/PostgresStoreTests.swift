@@ -96,6 +96,37 @@ import Testing
         await b.close()
     }
 
+    /// A worker that renews its leases keeps its rows past the first lease's end: another worker's claim then takes
+    /// nothing, and the first worker's answers are not fenced; a renewal touches no row another worker holds.
+    @Test func renewedLeasesKeepTheRowsFromAnotherWorker() async throws {
+        let place = try await StorePlace.make(.postgres, "pg_renew")
+        let a = try await place.open(worker: "a", lease: .seconds(60))
+        let b = try await place.open(worker: "b", lease: .seconds(60))
+        #expect(a.leaseRenewal == .seconds(20))
+        var cycle = StoreCycle(now: 1_000)
+        cycle.accepts = [NotificationStoreTests.accept([notification(0), notification(1)])]
+        cycle.claim = 1
+        let claimed = try await a.write(cycle).claimed.map(\.seq)
+        #expect(claimed.count == 1)
+        var other = StoreCycle(now: 2_000)
+        other.claim = 1
+        let claimedByB = try await b.write(other).claimed.map(\.seq)
+        #expect(claimedByB.count == 1)
+        #expect(try await a.renewLeases(now: 50_000) == 1)
+        var late = StoreCycle(now: 62_000)
+        late.claim = 10
+        #expect(try await b.write(late).claimed.isEmpty, "a's renewed row stays a's")
+        var answer = StoreCycle(now: 100_000)
+        answer.outcomes = [OutcomeUpdate(seq: claimed[0], state: .delivered, at: 100_000)]
+        #expect(try await a.write(answer).fenced.isEmpty)
+        // b's row was not renewed by a: past b's lease, a's claim takes it over.
+        var takeover = StoreCycle(now: 100_000)
+        takeover.claim = 10
+        #expect(try await a.write(takeover).claimed.map(\.seq) == claimedByB)
+        await a.close()
+        await b.close()
+    }
+
     @Test func migratingTwiceOrAtOnceChangesNothingTheSecondTime() async throws {
         let location = try await StorePlace.database("pg_migrate")
         async let first = PostgresNotificationStore.migrate(location: location)
