@@ -225,6 +225,36 @@ public struct StoreRecovery: Hashable, Sendable {
     public var depth = 0
 
     public init() {}
+
+    /// The restart rule for one row a sending job was handed and never reported, by its `mark`: never written,
+    /// queued again; answered before the store heard, its answer; written and unanswered, queued again as an
+    /// uncertain resend or, with `.report`, ended uncertain. Counted here; every store settles its rows so.
+    /// - Returns: the row's outcome, to be written as the job's answers are.
+    public mutating func settle(seq: Int, mark: RowMark, onUncertain: OnUncertain, now: Int64) -> OutcomeUpdate {
+        var update = OutcomeUpdate(seq: seq, state: .queued, at: now)
+        switch mark.state {
+        case .none:
+            self.neverWritten += 1
+        case .confirmed:
+            self.answered += 1
+            update.state = .delivered
+            update.status = 200
+        case .rejected:
+            self.answered += 1
+            update.state = .refused
+            update.status = mark.status
+            update.reason = mark.reason ?? "Refused"
+        case .written, .presumed, .expired:
+            self.uncertain += 1
+            if onUncertain == .resend {
+                update.uncertainResend = true
+            } else {
+                update.state = .uncertain
+                update.reason = "UncertainAfterRestart"
+            }
+        }
+        return update
+    }
 }
 
 /// An API key as stored: only a hash of the key itself.

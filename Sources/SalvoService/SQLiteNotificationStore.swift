@@ -535,29 +535,7 @@ public final class SQLiteNotificationStore: NotificationStore {
             updates.reserveCapacity(sending.count)
             for seq in sending {
                 let mark = marks?(seq) ?? RowMark(state: .written)
-                var update = OutcomeUpdate(seq: seq, state: .queued, at: now)
-                switch mark.state {
-                case .none:
-                    recovery.neverWritten += 1
-                case .confirmed:
-                    recovery.answered += 1
-                    update.state = .delivered
-                    update.status = 200
-                case .rejected:
-                    recovery.answered += 1
-                    update.state = .refused
-                    update.status = mark.status
-                    update.reason = mark.reason ?? "Refused"
-                case .written, .presumed, .expired:
-                    recovery.uncertain += 1
-                    if onUncertain == .resend {
-                        update.uncertainResend = true
-                    } else {
-                        update.state = .uncertain
-                        update.reason = "UncertainAfterRestart"
-                    }
-                }
-                updates.append(update)
+                updates.append(recovery.settle(seq: seq, mark: mark, onUncertain: onUncertain, now: now))
             }
             try Self.update(updates, webhooks: webhooks, db)
             recovery.depth = try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications WHERE state < 2") ?? 0

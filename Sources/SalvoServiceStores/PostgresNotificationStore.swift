@@ -326,29 +326,7 @@ public final class PostgresNotificationStore: NotificationStore {
             updates.reserveCapacity(rows.count)
             for row in rows {
                 let mark = row.mine ? marks?(row.seq) ?? RowMark(state: .written) : RowMark(state: .written)
-                var update = OutcomeUpdate(seq: row.seq, state: .queued, at: now)
-                switch mark.state {
-                case .none:
-                    recovery.neverWritten += 1
-                case .confirmed:
-                    recovery.answered += 1
-                    update.state = .delivered
-                    update.status = 200
-                case .rejected:
-                    recovery.answered += 1
-                    update.state = .refused
-                    update.status = mark.status
-                    update.reason = mark.reason ?? "Refused"
-                case .written, .presumed, .expired:
-                    recovery.uncertain += 1
-                    if onUncertain == .resend {
-                        update.uncertainResend = true
-                    } else {
-                        update.state = .uncertain
-                        update.reason = "UncertainAfterRestart"
-                    }
-                }
-                updates.append(update)
+                updates.append(recovery.settle(seq: row.seq, mark: mark, onUncertain: onUncertain, now: now))
             }
             var cycle = StoreCycle(now: now)
             cycle.outcomes = updates
