@@ -89,14 +89,6 @@ extension SQLiteNotificationStore: WebhookOutbox {
             "SELECT endpoint, state, count(*) AS n FROM webhook_outbox GROUP BY endpoint, state",
             []
         ) { row -> (String, Int, Int)? in (row["endpoint"] ?? "", row["state"] ?? 0, row["n"] ?? 0) }
-        var counts: [String: OutboxCounts] = [:]
-        for (endpoint, state, count) in rows {
-            switch state {
-            case 0: counts[endpoint, default: OutboxCounts()].pending = count
-            case 1: counts[endpoint, default: OutboxCounts()].delivered = count
-            default: counts[endpoint, default: OutboxCounts()].dead = count
-            }
-        }
-        return counts
+        return OutboxCounts.byEndpoint(rows)
     }
 }

@@ -68,4 +68,18 @@ public struct OutboxCounts: Hashable, Sendable {
         self.delivered = delivered
         self.dead = dead
     }
+
+    /// The counts by endpoint from the outbox's rows counted by endpoint and state (0 pending, 1 delivered, 2 dead),
+    /// as every store keeps them.
+    public static func byEndpoint(_ rows: [(endpoint: String, state: Int, count: Int)]) -> [String: OutboxCounts] {
+        var counts: [String: OutboxCounts] = [:]
+        for (endpoint, state, count) in rows {
+            switch state {
+            case 0: counts[endpoint, default: OutboxCounts()].pending = count
+            case 1: counts[endpoint, default: OutboxCounts()].delivered = count
+            default: counts[endpoint, default: OutboxCounts()].dead = count
+            }
+        }
+        return counts
+    }
 }

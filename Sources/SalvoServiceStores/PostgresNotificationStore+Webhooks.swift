@@ -92,14 +92,6 @@ extension PostgresNotificationStore: WebhookOutbox {
         let rows = try await self.read(
             "SELECT endpoint, state, count(*) FROM salvo.webhook_outbox GROUP BY endpoint, state"
         ) { try $0.decode((String, Int, Int).self) }
-        var counts: [String: OutboxCounts] = [:]
-        for (endpoint, state, count) in rows {
-            switch state {
-            case 0: counts[endpoint, default: OutboxCounts()].pending = count
-            case 1: counts[endpoint, default: OutboxCounts()].delivered = count
-            default: counts[endpoint, default: OutboxCounts()].dead = count
-            }
-        }
-        return counts
+        return OutboxCounts.byEndpoint(rows)
     }
 }
