@@ -85,6 +85,39 @@ public final class ManualJobClock: JobClock, Sendable {
         }
     }
 
+    /// Keeps the clock running: every `tick` of real time it moves by `step` (so time runs `step / tick` times as
+    /// fast as real time), for as long as `condition` holds when the tick comes, until the returned `Run` is stopped.
+    /// The ticks come on a queue of their own, off the concurrency pool, and the condition is read just before each
+    /// move: a test that lets a job reach a timeout quickly, but holds the clock still from a point (a row sent a
+    /// second time must not time out), says so in the condition rather than in a loop of its own.
+    public func run(
+        every tick: Duration = .milliseconds(10),
+        by step: Duration,
+        while condition: @escaping @Sendable () -> Bool = { true }
+    ) -> Run {
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "salvo.manual-clock.run"))
+        let interval = DispatchTimeInterval.nanoseconds(Int(tick.nanoseconds))
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.setEventHandler { [self] in
+            if condition() { self.advance(by: step) }
+        }
+        timer.resume()
+        return Run(timer: timer)
+    }
+
+    /// A clock kept running by `run(every:by:while:)`; `stop()` (or its end) holds it still again.
+    /// (`@unchecked`: the timer source is only cancelled, which is thread-safe; Dispatch does not mark it Sendable.)
+    public final class Run: @unchecked Sendable {
+        private let timer: any DispatchSourceTimer
+
+        init(timer: any DispatchSourceTimer) { self.timer = timer }
+
+        /// Stops the ticks; a tick already running finishes first.
+        public func stop() { self.timer.cancel() }
+
+        deinit { self.timer.cancel() }
+    }
+
     /// Moves the clock forward by `duration`, running each timer and ending each pause that falls due on the way, in
     /// order, with the clock at its time. A timer's work runs on its queue before this returns (a timer it sets that
     /// falls due within `duration` runs too); a pause ended here resumes its task, which goes on afterwards.

@@ -42,7 +42,7 @@ struct HostileServerJobTests {
     /// Runs `rows` rows against a hostile server with `--give-up-seconds 2` and a 10 s request timeout (unless given);
     /// `stopAfter`, when set, asks the job to stop twice (at once) that long after it started, and the time is then
     /// measured from that request; otherwise the test stops it at `deadline`. With `clock`, the job decides by that
-    /// clock, which the test moves 100 ms every 10 ms once the server has a connection: the give-up comes without
+    /// clock, which runs 100 ms every 10 ms once the server has a connection: the give-up comes without
     /// its seconds of real time.
     static func run(
         _ behaviour: HostileHTTP2Server.Behaviour,
@@ -77,17 +77,18 @@ struct HostileServerJobTests {
         reconnect.giveUpAfter = .seconds(giveUp)
         configuration.client.reconnect = reconnect
         if let clock { configuration.client.clock = clock }
+        let running = NIOLockedValueBox<ManualJobClock.Run?>(nil)
         let mover = Task {
             guard let clock else { return }
             try await eventually("the server has a connection", timeout: .seconds(30), every: .milliseconds(10)) {
                 server.connectionCount >= 1
             }
-            while !Task.isCancelled {
-                clock.advance(by: .milliseconds(100))
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            running.withLockedValue { $0 = Task.isCancelled ? nil : clock.run(by: .milliseconds(100)) }
         }
-        defer { mover.cancel() }
+        defer {
+            mover.cancel()
+            running.withLockedValue { $0?.stop() }
+        }
         let stop = JobStop(grace: .seconds(2))
         let start = ContinuousClock.now
         let stopAt = stopAfter ?? deadline

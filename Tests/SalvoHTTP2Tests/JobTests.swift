@@ -372,16 +372,20 @@ import Testing
         // again once the silent row went a second time: on loaded cores no answer that was merely slow can miss
         // its deadline. Reporting, nothing is in flight after the deadline, and the clock may go on.
         let clock = ManualJobClock()
+        let running = NIOLockedValueBox<ManualJobClock.Run?>(nil)
         let mover = Task {
             _ = try await eventually("the other rows answered", timeout: .seconds(60), every: .milliseconds(10)) {
                 ledger.snapshot.delivered.count >= 19
             }
-            while !Task.isCancelled, policy == .report || (ledger.snapshot.requests[silent] ?? 0) < 2 {
-                clock.advance(by: .milliseconds(50))
-                try await Task.sleep(for: .milliseconds(10))
+            let run = clock.run(by: .milliseconds(50)) {
+                policy == .report || (ledger.snapshot.requests[silent] ?? 0) < 2
             }
+            running.withLockedValue { $0 = Task.isCancelled ? nil : run }
         }
-        defer { mover.cancel() }
+        defer {
+            mover.cancel()
+            running.withLockedValue { $0?.stop() }
+        }
         let (result, _) = try await Self.run(
             file,
             engine: engine,
