@@ -30,6 +30,17 @@ public struct CampaignFolder: Sendable {
     public func unsettled(_ id: String) -> String { self.folder(id) + "/unsettled.csv" }
     public func unregistered(_ id: String) -> String { self.folder(id) + "/unregistered.csv" }
 
+    /// The bytes an unprivileged writer may still put on the file system that holds the campaigns (`statvfs`), nil
+    /// when it cannot be read.
+    public func freeBytes() -> Int? {
+        var status = statvfs()
+        guard statvfs(self.root, &status) == 0 else { return nil }
+        let (bytes, overflow) = Int(clamping: status.f_bavail).multipliedReportingOverflow(
+            by: Int(clamping: status.f_frsize)
+        )
+        return overflow ? .max : bytes
+    }
+
     /// Creates the folders (once, at the start) and removes what a stopped service left half-made: uploads that
     /// never became campaigns, and campaign folders whose campaign was never recorded (`known`).
     public func prepare(known: Set<String>) throws(StoreFailure) {

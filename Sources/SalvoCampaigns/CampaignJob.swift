@@ -16,6 +16,8 @@ public struct CampaignJob: Sendable {
     public var folder: CampaignFolder
     /// The folder server-side audiences must be under (`serve --campaign-files`); nil: none are taken.
     public var allowedFiles: String?
+    /// How large an uploaded audience may be, and the room the store's disk must keep (`CampaignUploadRoom`).
+    public var uploadRoom = CampaignUploadRoom.standard
 
     public init(base: HTTP2JobConfiguration, defaultTopic: String?, folder: CampaignFolder, allowedFiles: String?) {
         self.base = base

@@ -193,6 +193,15 @@ public actor CampaignRunner {
         try await CampaignUpload.begin(in: self.job.folder, id: Self.newID())
     }
 
+    /// How large an upload may be, and the room the store's disk must keep.
+    public nonisolated var uploadRoom: CampaignUploadRoom { self.job.uploadRoom }
+
+    /// The bytes free on the campaigns' file system (`.max` when it cannot be read: the writes then say).
+    public nonisolated func freeBytes() async -> Int {
+        let folder = self.job.folder
+        return await BlockingWork.run { folder.freeBytes() } ?? .max
+    }
+
     public func list() async -> [CampaignStatus] {
         var list: [CampaignStatus] = []
         for record in self.records.values.sorted(by: { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }) {

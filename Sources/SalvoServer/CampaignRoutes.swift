@@ -136,6 +136,10 @@ extension ServiceResponder {
         CampaignUpload, ServiceProblem
     > {
         let expected = request.headers[.contentLength].flatMap { Int($0) }
+        let room = campaigns.uploadRoom
+        if let expected, let refusal = room.check(declared: expected, free: await campaigns.freeBytes()) {
+            return .failure(CampaignUploadRoom.problem(refusal))
+        }
         let upload: CampaignUpload
         do {
             upload = try await campaigns.beginUpload()
@@ -150,12 +154,25 @@ extension ServiceResponder {
             for try await buffer in request.body {
                 received += buffer.readableBytes
                 pending += buffer.readableBytesView
+                if received > room.limit {
+                    await upload.discard()
+                    return .failure(CampaignUploadRoom.problem(.overLimit(bytes: received, limit: room.limit)))
+                }
                 if pending.count >= 1 << 20 {
                     try await upload.write(pending)
                     pending.removeAll(keepingCapacity: true)
+                    // The room left, once a MiB: the upload is refused while the disk still has its reserve.
+                    if let refusal = room.check(received: received, free: await campaigns.freeBytes()) {
+                        await upload.discard()
+                        return .failure(CampaignUploadRoom.problem(refusal))
+                    }
                 }
             }
             if !pending.isEmpty { try await upload.write(pending) }
+            if let refusal = room.check(received: received, free: await campaigns.freeBytes()) {
+                await upload.discard()
+                return .failure(CampaignUploadRoom.problem(refusal))
+            }
         } catch let failure as StoreFailure {
             await upload.discard()
             return .failure(

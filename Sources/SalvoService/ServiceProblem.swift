@@ -45,6 +45,11 @@ public struct ServiceProblem: Error, Hashable, Sendable, CustomStringConvertible
             title: "The campaign's state does not allow it"
         )
         public static let queueFull = Kind(slug: "queue-full", status: 429, title: "The queue is full")
+        public static let insufficientStorage = Kind(
+            slug: "insufficient-storage",
+            status: 507,
+            title: "The store has no room for it"
+        )
         public static let unavailable = Kind(slug: "unavailable", status: 503, title: "The service is unavailable")
         public static let internalError = Kind(slug: "internal", status: 500, title: "The service failed")
     }

@@ -106,6 +106,16 @@ struct ServeRunCommand: AsyncParsableCommand {
     var campaignFiles: String?
 
     @Option(
+        name: .customLong("campaign-upload-limit"),
+        help: ArgumentHelp(
+            "The largest audience a campaign may upload, in MiB (413 beyond); an upload the store's disk has no room "
+                + "for (twice the audience, and 64 MiB left free) is refused 507.",
+            valueName: "MiB"
+        )
+    )
+    var campaignUploadLimit = 4096
+
+    @Option(
         name: .customLong("webhook"),
         help: ArgumentHelp(
             "A receiver of events, 'URL [events=gone,refused,outcome,campaign]' (every kind when left out); repeatable.",
@@ -153,6 +163,9 @@ struct ServeRunCommand: AsyncParsableCommand {
             else {
                 throw ValidationError("--campaign-files \(folder) is not a folder")
             }
+        }
+        guard (1...(1 << 30)).contains(self.campaignUploadLimit) else {
+            throw ValidationError("--campaign-upload-limit is 1 to 1073741824 MiB")
         }
         guard self.shutdownGrace >= 0 else { throw ValidationError("--shutdown-grace is 0 or more seconds") }
         if !self.demo {
@@ -296,14 +309,16 @@ struct ServeRunCommand: AsyncParsableCommand {
             )
         }
         // Campaigns: `send --journal` jobs over the same gateway and credentials, their records in the same store.
+        var campaignJob = CampaignJob(
+            base: configuration.job,
+            defaultTopic: topic,
+            folder: CampaignFolder(store: storeFolder),
+            allowedFiles: self.campaignFiles
+        )
+        campaignJob.uploadRoom.limit = self.campaignUploadLimit << 20
         let campaigns = CampaignRunner(
             store: store,
-            job: CampaignJob(
-                base: configuration.job,
-                defaultTopic: topic,
-                folder: CampaignFolder(store: storeFolder),
-                allowedFiles: self.campaignFiles
-            ),
+            job: campaignJob,
             template: { name in service.template(name: name)?.text },
             now: configuration.now,
             logger: logger,

@@ -81,7 +81,8 @@ final class CampaignService: Sendable {
         key: String? = nil,
         webhooks webhookSettings: TestWebhooks? = nil,
         clock: ManualCampaignClock? = nil,
-        console: Bool = false
+        console: Bool = false,
+        uploadRoom: CampaignUploadRoom = .standard
     ) async throws -> CampaignService {
         let store = try await SQLiteNotificationStore.open(directory: folder)
         var configuration = ServiceConfiguration(job: simulator.job, defaults: .init(topic: campaignTopic))
@@ -113,14 +114,16 @@ final class CampaignService: Sendable {
             now = { clock.now }
             waitUntil = { await clock.wait(until: $0) }
         }
+        var job = CampaignJob(
+            base: configuration.job,
+            defaultTopic: campaignTopic,
+            folder: CampaignFolder(store: folder),
+            allowedFiles: allowedFiles
+        )
+        job.uploadRoom = uploadRoom
         let campaigns = CampaignRunner(
             store: store,
-            job: CampaignJob(
-                base: configuration.job,
-                defaultTopic: campaignTopic,
-                folder: CampaignFolder(store: folder),
-                allowedFiles: allowedFiles
-            ),
+            job: job,
             template: { service.template(name: $0)?.text },
             now: now,
             waitUntil: waitUntil,
