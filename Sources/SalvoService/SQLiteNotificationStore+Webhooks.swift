@@ -60,6 +60,16 @@ extension SQLiteNotificationStore: WebhookOutbox {
         }
     }
 
+    public func prune(endpoint: String, endedBefore: Int64) async throws(StoreFailure) -> Int {
+        try await self.writing { db in
+            try db.execute(
+                sql: "DELETE FROM webhook_outbox WHERE endpoint = ? AND state <> 0 AND ended_at < ?",
+                arguments: [endpoint, endedBefore]
+            )
+            return db.changesCount
+        }
+    }
+
     public func failed(endpoint: String, ids: [String], dead: [String], now: Int64) async throws(StoreFailure) {
         guard !ids.isEmpty else { return }
         try await self.writing { db in

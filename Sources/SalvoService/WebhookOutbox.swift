@@ -29,6 +29,12 @@ public protocol WebhookOutbox: Sendable {
     /// An attempt to deliver these events failed: counted; the ones in `dead` are given up on (kept, marked dead).
     func failed(endpoint: String, ids: [String], dead: [String], now: Int64) async throws(StoreFailure)
 
+    /// Removes the events of `endpoint` that were delivered or given up on before `endedBefore` (milliseconds since
+    /// 1970), so that the outbox holds what is pending and the recent past; pending events are never removed.
+    ///
+    /// - Returns: how many were removed.
+    func prune(endpoint: String, endedBefore: Int64) async throws(StoreFailure) -> Int
+
     /// How many events of `endpoint` are pending.
     func pendingCount(endpoint: String) async throws(StoreFailure) -> Int
 

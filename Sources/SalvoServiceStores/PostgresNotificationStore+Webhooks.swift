@@ -60,6 +60,14 @@ extension PostgresNotificationStore: WebhookOutbox {
         )
     }
 
+    public func prune(endpoint: String, endedBefore: Int64) async throws(StoreFailure) -> Int {
+        try await self.change(
+            """
+            DELETE FROM salvo.webhook_outbox WHERE endpoint = \(endpoint) AND state <> 0 AND ended_at < \(endedBefore)
+            """
+        )
+    }
+
     public func failed(endpoint: String, ids: [String], dead: [String], now: Int64) async throws(StoreFailure) {
         guard !ids.isEmpty else { return }
         try await self.transaction { connection in

@@ -9,6 +9,11 @@ public struct WebhookConfiguration: Sendable {
     public var requestTimeout: Int64 = 10_000
     /// The longest an idle endpoint waits before it looks at the outbox again, though nothing woke it (milliseconds).
     public var idleCheck: Int64 = 5000
+    /// How long delivered and dead events stay in the outbox (milliseconds; `serve --webhook-retention-days`): a
+    /// receiver that drops repeats by id keeps its ids at least this long.
+    public var retention: Int64 = 7 * 86_400_000
+    /// How often each endpoint's loop removes the events past `retention` (milliseconds).
+    public var pruneEvery: Int64 = 3_600_000
     /// Milliseconds since 1970.
     public var now: @Sendable () -> Int64 = { ServiceClock.milliseconds() }
     /// A delay drawn from `0...ceiling`.

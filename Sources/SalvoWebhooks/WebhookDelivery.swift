@@ -129,8 +129,13 @@ final class WebhookDelivery: Sendable {
     func run() async {
         var retry = WebhookRetry(policy: self.configuration.retry)
         let batching = self.configuration.batching
+        var pruneAt = self.configuration.now()
         while !self.isStopping {
             let now = self.configuration.now()
+            if now >= pruneAt {
+                pruneAt = now + self.configuration.pruneEvery
+                await self.prune(now: now)
+            }
             if !retry.mayAttempt(now: now), let next = retry.nextAttemptAt {
                 await self.wait(until: next)
                 continue
@@ -162,6 +167,28 @@ final class WebhookDelivery: Sendable {
                     self.metrics.pending.record(count)
                 }
             }
+        }
+    }
+
+    /// Removes this endpoint's delivered and dead events older than the retention; a failure is logged and left to
+    /// the next time.
+    private func prune(now: Int64) async {
+        do {
+            let removed = try await self.outbox.prune(
+                endpoint: self.endpoint.url,
+                endedBefore: now - self.configuration.retention
+            )
+            if removed > 0 {
+                self.logger.info(
+                    "the webhook's old events were removed from the outbox",
+                    metadata: ["webhook": "\(self.endpoint.label)", "removed": "\(removed)"]
+                )
+            }
+        } catch {
+            self.logger.warning(
+                "the webhook's old events cannot be removed",
+                metadata: ["webhook": "\(self.endpoint.label)", "cause": "\(error.message)"]
+            )
         }
     }
 

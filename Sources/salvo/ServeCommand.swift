@@ -130,6 +130,12 @@ struct ServeRunCommand: AsyncParsableCommand {
     )
     var webhookSecretFile: String?
 
+    @Option(
+        name: .customLong("webhook-retention-days"),
+        help: "Days delivered and dead webhook events stay in the outbox (a receiver keeps their ids as long)."
+    )
+    var webhookRetentionDays = 7
+
     @Flag(
         name: .customLong("no-console"),
         help: "No console: / and /console/ answer 404 (the console is read-only HTML behind the API's keys)."
@@ -166,6 +172,9 @@ struct ServeRunCommand: AsyncParsableCommand {
         }
         guard (1...(1 << 30)).contains(self.campaignUploadLimit) else {
             throw ValidationError("--campaign-upload-limit is 1 to 1073741824 MiB")
+        }
+        guard (1...3650).contains(self.webhookRetentionDays) else {
+            throw ValidationError("--webhook-retention-days is 1 to 3650")
         }
         guard self.shutdownGrace >= 0 else { throw ValidationError("--shutdown-grace is 0 or more seconds") }
         if !self.demo {
@@ -275,10 +284,13 @@ struct ServeRunCommand: AsyncParsableCommand {
         configuration.shutdownGrace = .seconds(self.shutdownGrace)
         // The webhooks' loops first: the service's first cycles may already write events for them.
         let webhooks = try self.webhookSettings().map { settings in
-            WebhookDispatcher.start(
+            var delivery = WebhookConfiguration()
+            delivery.retention = Int64(self.webhookRetentionDays) * 86_400_000
+            return WebhookDispatcher.start(
                 endpoints: settings.endpoints,
                 secret: settings.secret,
                 outbox: store,
+                configuration: delivery,
                 logger: logger
             )
         }

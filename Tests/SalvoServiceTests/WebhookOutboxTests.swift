@@ -91,4 +91,29 @@ import Testing
         #expect(try await reopened.pendingCount(endpoint: endpoint) == 3)
         await reopened.close()
     }
+
+    @Test(arguments: StoreKind.selected) func pruningRemovesOnlyTheEndpointsEndedEventsPastTheCutoff(
+        kind: StoreKind
+    ) async throws {
+        let place = try await StorePlace.make(kind, "outbox-prune")
+        let store = try await place.open()
+        let events = (0..<6).map {
+            WebhookEvent(id: "c:y:\($0):gone", kind: .gone, createdAt: Int64($0), data: .object([]))
+        }
+        _ = try await store.enqueue(events, routes: Self.routes, source: nil)
+        let endpoint = "https://a.example/hook"
+        // 0 delivered at 100, 1 dead at 100, 2 delivered at 300, 3 dead at 300; 4 and 5 pending.
+        try await store.acknowledge(endpoint: endpoint, ids: ["c:y:0:gone"], now: 100)
+        try await store.failed(endpoint: endpoint, ids: ["c:y:1:gone"], dead: ["c:y:1:gone"], now: 100)
+        try await store.acknowledge(endpoint: endpoint, ids: ["c:y:2:gone"], now: 300)
+        try await store.failed(endpoint: endpoint, ids: ["c:y:3:gone"], dead: ["c:y:3:gone"], now: 300)
+        #expect(try await store.prune(endpoint: endpoint, endedBefore: 100) == 0, "ended at the cutoff: kept")
+        #expect(try await store.prune(endpoint: endpoint, endedBefore: 200) == 2)
+        #expect(try await store.outboxCounts()[endpoint] == OutboxCounts(pending: 2, delivered: 1, dead: 1))
+        // Far past every end: the pending stay, and the other endpoint's events are untouched.
+        #expect(try await store.prune(endpoint: endpoint, endedBefore: .max) == 2)
+        #expect(try await store.pendingEvents(endpoint: endpoint, limit: 10).map(\.id) == ["c:y:4:gone", "c:y:5:gone"])
+        #expect(try await store.outboxCounts()["https://b.example/hook"] == OutboxCounts(pending: 6))
+        await store.close()
+    }
 }
