@@ -43,6 +43,16 @@ enum ConsolePages {
         )
     }
 
+    /// A form sent from another site's page (`ConsoleOrigin`).
+    static func refused(_ why: String) -> String {
+        Self.page(
+            title: "Refused",
+            refresh: false,
+            signedIn: false,
+            body: "<h2>Refused</h2><p>\(HTMLText.escaped(why))</p><p><a href=\"/console/login\">Sign in</a></p>"
+        )
+    }
+
     static func notFound(_ what: String) -> String {
         Self.page(
             title: "Not found",

@@ -39,6 +39,15 @@ extension ServiceResponder {
             response.headers[.allow] = methods.map(\.rawValue).joined(separator: ", ")
             return response
         }
+        let origin = ConsoleOrigin(
+            method: request.method.rawValue,
+            fetchSite: request.headers[.init("Sec-Fetch-Site")!],
+            origin: request.headers[.origin],
+            host: request.head.authority
+        )
+        guard origin.allowed else {
+            return Self.html(403, ConsolePages.refused("The console's forms are taken from its own pages only."))
+        }
         switch (route.first ?? "", request.method) {
         case ("console.css", _):
             var response = Response(

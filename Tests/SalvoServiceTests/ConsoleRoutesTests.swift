@@ -84,10 +84,27 @@ struct ConsoleRoutesTests {
                     #expect($0.headers[.setCookie] == nil)
                     #expect(String(buffer: $0.body).contains("not known"))
                 }
+                // The right key, from another site's page: refused, and no session.
+                for crossSite: HTTPFields in [
+                    [.contentType: "application/x-www-form-urlencoded", .init("Sec-Fetch-Site")!: "cross-site"],
+                    [.contentType: "application/x-www-form-urlencoded", .origin: "https://evil.example"],
+                ] {
+                    try await client.execute(
+                        uri: "/console/login",
+                        method: .post,
+                        headers: crossSite,
+                        body: ByteBuffer(string: "key=\(key.key)")
+                    ) {
+                        #expect($0.status == .forbidden)
+                        #expect($0.headers[.setCookie] == nil)
+                    }
+                }
                 let session = try await client.execute(
                     uri: "/console/login",
                     method: .post,
-                    headers: form,
+                    headers: [
+                        .contentType: "application/x-www-form-urlencoded", .init("Sec-Fetch-Site")!: "same-origin",
+                    ],
                     body: ByteBuffer(string: "key=\(key.key)")
                 ) { response -> String in
                     #expect(response.status == .seeOther && response.headers[.location] == "/")
@@ -121,7 +138,17 @@ struct ConsoleRoutesTests {
                 try await client.execute(uri: "/console/console.css", method: .get) {
                     #expect($0.status == .ok && $0.headers[.contentType] == "text/css; charset=utf-8")
                 }
-                // Signing out ends the session.
+                // Signing out from another site's page is refused; from the console's, it ends the session.
+                try await client.execute(
+                    uri: "/console/logout",
+                    method: .post,
+                    headers: [.cookie: session, .init("Sec-Fetch-Site")!: "cross-site"]
+                ) {
+                    #expect($0.status == .forbidden)
+                }
+                try await client.execute(uri: "/", method: .get, headers: [.cookie: session]) {
+                    #expect($0.status == .ok)
+                }
                 try await client.execute(uri: "/console/logout", method: .post, headers: [.cookie: session]) {
                     #expect($0.status == .seeOther && $0.headers[.location] == "/console/login")
                     #expect($0.headers[.setCookie]?.contains("Max-Age=0") == true)

@@ -158,3 +158,34 @@ import Testing
         #expect(sparkline.contains("points=\"0,19 100,1\""), "\(sparkline)")
     }
 }
+
+/// The console's forms refuse what a page of another site made a browser send, by `Sec-Fetch-Site`, else `Origin`;
+/// a request with neither (not a browser's form) and every GET go on.
+@Suite(.tags(.pure)) struct ConsoleOriginTests {
+    @Test(
+        arguments: [
+            ("POST", "same-origin", nil, "127.0.0.1:8080", true),
+            ("POST", "none", nil, "127.0.0.1:8080", true),
+            ("POST", "cross-site", "https://127.0.0.1:8080", "127.0.0.1:8080", false),
+            ("POST", "same-site", "https://a.example.com", "b.example.com", false),
+            ("POST", nil, "https://evil.example", "127.0.0.1:8080", false),
+            ("POST", nil, "null", "127.0.0.1:8080", false),
+            ("POST", nil, "http://127.0.0.1:8080", "127.0.0.1:8080", true),
+            ("POST", nil, "HTTPS://Console.Example", "console.example", true),
+            ("POST", nil, "http://127.0.0.1:8081", "127.0.0.1:8080", false),
+            ("POST", nil, "http://127.0.0.1:8080", nil, false),
+            ("POST", nil, nil, "127.0.0.1:8080", true),
+            ("GET", "cross-site", "https://evil.example", "127.0.0.1:8080", true),
+        ] as [(String, String?, String?, String?, Bool)]
+    )
+    func aFormIsTakenOnlyFromTheConsolesOwnPages(
+        method: String,
+        fetchSite: String?,
+        origin: String?,
+        host: String?,
+        allowed: Bool
+    ) {
+        let request = ConsoleOrigin(method: method, fetchSite: fetchSite, origin: origin, host: host)
+        #expect(request.allowed == allowed)
+    }
+}
