@@ -81,7 +81,8 @@ final class CampaignService: Sendable {
         key: String? = nil,
         webhooks webhookSettings: TestWebhooks? = nil,
         clock: ManualCampaignClock? = nil,
-        console: Bool = false
+        console: Bool = false,
+        query: CampaignQuery? = nil
     ) async throws -> CampaignService {
         let store = try await SQLiteNotificationStore.open(directory: folder)
         var configuration = ServiceConfiguration(job: simulator.job, defaults: .init(topic: campaignTopic))
@@ -119,7 +120,8 @@ final class CampaignService: Sendable {
                 base: configuration.job,
                 defaultTopic: campaignTopic,
                 folder: CampaignFolder(store: folder),
-                allowedFiles: allowedFiles
+                allowedFiles: allowedFiles,
+                query: query
             ),
             template: { service.template(name: $0)?.text },
             now: now,
