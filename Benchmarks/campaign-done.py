@@ -200,7 +200,7 @@ def campaign(args, simulator, kind):
     send_started = time.monotonic()
     sent = subprocess.run([args.salvo, "send"] + source + [
         "--payload", args.payload, "--protocol", "h2", "--push-type", "alert", "--no-proxy", "--connections", "2",
-        "--journal", journal + "/journal", "--report", journal + "-report.json", "--quiet"] + args.credentials,
+        "--journal", journal + "-journal", "--report", journal + "-report.json", "--quiet"] + args.credentials,
         capture_output=True, text=True)
     send_seconds = time.monotonic() - send_started
     check(sent.returncode in (0, 1), f"salvo send --journal exit {sent.returncode} in {send_seconds:.1f} s "

@@ -73,6 +73,7 @@ chmod 600 "$work/postgres-password"
 cp "$work/tokens.csv" "$work/audience.csv"
 for i in $(seq "$invalid"); do echo "not-a-token-$i" >>"$work/audience.csv"; done
 "$psql" -X -q -v ON_ERROR_STOP=1 -d "$url" <<SQL
+SET client_min_messages TO warning;
 DROP TABLE IF EXISTS campaign_devices;
 CREATE TABLE campaign_devices (n bigserial PRIMARY KEY, token text NOT NULL);
 \copy campaign_devices (token) FROM '$work/audience.csv' CSV HEADER

@@ -189,6 +189,25 @@ struct CampaignQueryTests {
             #expect(try await service.campaign(id, client: client)["counts"]?["delivered"]?.intValue == 5)
             let settings = try await service.campaign(id, client: client)["settings"]
             #expect(settings?["audience"]?["postgres"]?["query"] == .string("SELECT token, first_name FROM devices"))
+
+            // What only running the query shows fails the campaign at its first run, with the database's words: no
+            // rows, or a change to the database (the session is read-only).
+            try await server.run("CREATE SEQUENCE numbers", database: database)
+            for (query, says) in [
+                ("SELECT token FROM devices WHERE n < 0", "returned no rows"),
+                ("SELECT token, nextval('numbers') AS number FROM devices", "read-only transaction"),
+            ] {
+                let made = try await Self.post(service, "{\(audience(query)),\(Self.payload)}", client: client)
+                #expect(made.status == 201, "\(made.text)")
+                let id = try #require(made.json["id"]?.stringValue)
+                try await service.waitFor(id, state: "failed", client: client)
+                let message = try await service.campaign(id, client: client)["message"]?.stringValue ?? ""
+                #expect(message.contains(says), "\(message)")
+            }
+            #expect(
+                try await server.run("SELECT is_called FROM numbers", database: database) == "f\n",
+                "never advanced"
+            )
         }
         for each in [plain, service, down] { await each.stop() }
         try await setup.simulator.shutdown()
