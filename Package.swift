@@ -294,6 +294,7 @@ let package = Package(
                 "SalvoHTTP2",
                 "SalvoSend",
                 "SalvoService",
+                "SalvoPostgres",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -616,7 +617,7 @@ let package = Package(
             name: "SalvoCampaignsTests",
             dependencies: [
                 "APNSWire", "SalvoRows", "SalvoHTTP2", "SalvoSend", "SalvoService", "SalvoServer", "SalvoCampaigns",
-                "SalvoWebhooks", "SalvoSimulator", "SalvoDevelopment", "SalvoTestSupport", "SalvoTestTraits",
+                "SalvoPostgres", "SalvoWebhooks", "SalvoSimulator", "SalvoDevelopment", "SalvoTestSupport", "SalvoTestTraits",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -13,13 +13,15 @@ wait_line() {
     exit 1
 }
 
-# A simulator with its own certificates and signing key; sets control, control_token and credentials.
+# A simulator with its own certificates and signing key (and the options in the array simulator_options, when the
+# script sets one); sets control, control_token and credentials.
 start_simulator() {
     local folder=$work/simulator-$1 latency=()
     [ "$1" != 0 ] && latency=(--latency-ms "$1")
     mkdir -p "$folder"
     "$salvo" simulate --gateway-port 0 --feedback-port 0 --h2-port 0 --control-port 0 --topic "$topic" \
-        --certificates "$folder/certs" "${latency[@]}" >"$folder/simulator.txt" 2>&1 &
+        --certificates "$folder/certs" "${latency[@]}" ${simulator_options[@]+"${simulator_options[@]}"} \
+        >"$folder/simulator.txt" 2>&1 &
     simulators+=($!)
     wait_line "$folder/simulator.txt" '^  control' $!
     local port

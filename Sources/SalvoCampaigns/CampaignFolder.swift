@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// The files of the campaigns in the store's folder: `campaigns/ID/` holds a campaign's uploaded audience
-/// (`audience.csv`), its template (`template.json`), its journal (`journal/`, `send --journal`'s folder) and the
+/// (`audience.csv`) or its query's rows (`postgres.csv`), its template (`template.json`), its journal (`journal/`, `send --journal`'s folder) and the
 /// files its runs write in the formats of `send` (`report.json`, `rejects.csv`, `unsettled.csv`,
 /// `unregistered.csv`). An upload is written to `campaigns/incoming/` first and moved into its campaign's folder only
 /// once whole and checked, so that a folder exists only for a campaign that does. Every call blocks (file I/O,
@@ -23,6 +23,8 @@ public struct CampaignFolder: Sendable {
 
     public func folder(_ id: String) -> String { self.root + "/" + id }
     public func audience(_ id: String) -> String { self.folder(id) + "/audience.csv" }
+    /// The snapshot of a query's rows (`CampaignQuery`), taken at the campaign's first run.
+    public func query(_ id: String) -> String { self.folder(id) + "/postgres.csv" }
     public func template(_ id: String) -> String { self.folder(id) + "/template.json" }
     public func journal(_ id: String) -> String { self.folder(id) + "/journal" }
     public func report(_ id: String) -> String { self.folder(id) + "/report.json" }

@@ -18,12 +18,21 @@ public struct CampaignJob: Sendable {
     public var allowedFiles: String?
     /// How large an uploaded audience may be, and the room the store's disk must keep (`CampaignUploadRoom`).
     public var uploadRoom = CampaignUploadRoom.standard
+    /// The database whose queries may be audiences (`serve --campaign-postgres`); nil: none are taken.
+    public var query: CampaignQuery?
 
-    public init(base: HTTP2JobConfiguration, defaultTopic: String?, folder: CampaignFolder, allowedFiles: String?) {
+    public init(
+        base: HTTP2JobConfiguration,
+        defaultTopic: String?,
+        folder: CampaignFolder,
+        allowedFiles: String?,
+        query: CampaignQuery? = nil
+    ) {
         self.base = base
         self.defaultTopic = defaultTopic
         self.folder = folder
         self.allowedFiles = allowedFiles
+        self.query = query
     }
 
     /// The campaign's request. Blocks (a template file is read and hashed, a server-side path resolved): called on
@@ -79,8 +88,11 @@ public struct CampaignJob: Sendable {
         )
         configuration.retry = self.base.retry
         configuration.onUncertain = self.base.onUncertain
+        // A query's snapshot is read under the name `send --from-postgres` gives it (its rejects' `file` column).
+        let queried: Bool
+        if case .postgres = settings.audience, group == nil { queried = true } else { queried = false }
         var request = SendRequest(
-            files: [audience],
+            files: [queried ? CampaignQuery.inputName : audience],
             input: TokenSource.Options(column: .name(settings.column)),
             interface: .http2(configuration),
             outputs: journal
@@ -95,18 +107,22 @@ public struct CampaignJob: Sendable {
                 : nil,
             payloads: templateFiles?.templates
         )
+        if queried { request.inputSpools.read(CampaignQuery.inputName, from: audience) }
         request.payloadFiles = templateFiles?.files ?? []
         request.settings = self.settings(settings)
         return request
     }
 
-    /// The campaign's audience file: its upload, or the server-side file its settings name, resolved.
+    /// The campaign's audience file: its upload, the server-side file its settings name, resolved, or its query's
+    /// snapshot (which `prepareAudience` takes).
     ///
     /// - Throws: `ServiceProblem` (422, `audience.file`) for a file that cannot be the audience.
     public func audience(id: String, settings: CampaignSettings) throws(ServiceProblem) -> String {
         switch settings.audience {
         case .upload:
             return self.folder.audience(id)
+        case .postgres:
+            return self.folder.query(id)
         case .file(let path):
             switch CampaignFolder.resolve(path, allowed: self.allowedFiles) {
             case .success(let resolved): return resolved
@@ -114,6 +130,23 @@ public struct CampaignJob: Sendable {
             }
         }
     }
+
+    /// Makes the audience file ready before a run reads it: a query's rows are copied, once, at the first run
+    /// (`CampaignQuery.snapshot`); an upload or a server-side file is ready as it is.
+    ///
+    /// - Throws: `ServiceProblem` saying why the query's rows could not be copied (nothing is kept, nothing sent).
+    public func prepareAudience(id: String, settings: CampaignSettings) async throws(ServiceProblem) {
+        guard case .postgres(let text) = settings.audience else { return }
+        guard let query else { throw Self.noDatabase }
+        try await query.snapshot(query: text, column: settings.column, path: self.folder.query(id))
+    }
+
+    /// A campaign naming a query on a service with no database for campaigns.
+    static let noDatabase = ServiceProblem(
+        .invalidCampaign,
+        detail: "this service takes no query as an audience (salvo serve --campaign-postgres URL)",
+        field: "audience.postgres"
+    )
 
     /// What changes what is sent and is not in the request's values as such, for the journal to compare between
     /// runs (as `send` gives its options).

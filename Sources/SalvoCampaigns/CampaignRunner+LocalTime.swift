@@ -27,6 +27,7 @@ extension CampaignRunner {
         let plan: LocalTimePlan
         let audience: String
         do {
+            try await job.prepareAudience(id: id, settings: settings)
             audience = try await BlockingWork.run { () throws(ServiceProblem) in
                 try job.audience(id: id, settings: settings)
             }

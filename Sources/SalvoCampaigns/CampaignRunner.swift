@@ -121,6 +121,10 @@ public actor CampaignRunner {
             await discard()
             return .failure(ServiceProblem(.invalidCampaign, detail: "no template named \(name)", field: "template"))
         }
+        if case .postgres = settings.audience, self.job.query == nil {
+            await discard()
+            return .failure(CampaignJob.noDatabase)
+        }
         let job = self.job
         do throws(ServiceProblem) {
             // The folder first (the template is read from it), then the audience opened and its first rows read
@@ -139,8 +143,14 @@ public actor CampaignRunner {
             let check = try await BlockingWork.run { () throws(ServiceProblem) in
                 try job.request(id: id, settings: settings, journal: false)
             }
-            try await Self.checkAudience(check, settings: settings)
-            if settings.deliverAtLocal != nil, let audience = check.files.first {
+            if case .postgres(let query) = settings.audience, let database = job.query {
+                // Described, not run: its rows are copied at the first run.
+                let columns = try await database.check(query: query, column: settings.column)
+                try Self.checkColumns(columns, of: check, settings: settings)
+            } else {
+                try await Self.checkAudience(check, settings: settings)
+            }
+            if settings.deliverAtLocal != nil, settings.audience.isFile, let audience = check.files.first {
                 try await BlockingWork.run { () throws(ServiceProblem) in
                     try LocalTimePlan.checkHeader(audience: audience, zoneColumn: settings.zoneColumn)
                 }
@@ -428,6 +438,7 @@ public actor CampaignRunner {
         group: Int64? = nil
     ) async -> Ended {
         do {
+            if group == nil { try await job.prepareAudience(id: id, settings: settings) }
             let request = try await BlockingWork.run { () throws(ServiceProblem) in
                 try job.request(id: id, settings: settings, group: group)
             }
@@ -458,6 +469,7 @@ public actor CampaignRunner {
             switch settings.audience {
             case .upload: "audience"
             case .file: "audience.file"
+            case .postgres: "audience.postgres"
             }
         do throws(JobError) {
             _ = try await BulkSend.prepare(request)
@@ -469,6 +481,28 @@ public actor CampaignRunner {
                 detail: error.message,
                 field: templateField ? "template" : field
             )
+        }
+    }
+
+    /// Refuses a query whose columns lack what the campaign's template or local time names (the checks
+    /// `checkAudience` makes on a file's header, made here on the columns the server described).
+    private static func checkColumns(
+        _ columns: [String],
+        of request: SendRequest,
+        settings: CampaignSettings
+    ) throws(ServiceProblem) {
+        if let templates = request.payloads {
+            do throws(InputError) {
+                _ = try RowPayloads(templates: templates, limit: (settings.pushType ?? .alert).payloadLimit).columns(
+                    in: "the query",
+                    header: columns
+                )
+            } catch {
+                throw ServiceProblem(.invalidCampaign, detail: error.description, field: "template")
+            }
+        }
+        if settings.deliverAtLocal != nil {
+            try LocalTimePlan.checkZoneColumn(columns, zoneColumn: settings.zoneColumn, audience: "the query's columns")
         }
     }
 

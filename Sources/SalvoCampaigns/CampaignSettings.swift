@@ -2,8 +2,8 @@ import APNSWire
 import SalvoRows
 import SalvoService
 
-/// What a campaign sends, and when, as `POST /v1/campaigns` gives it: the audience (an upload, or a file under the
-/// folder the operator allows), the token column, one payload or a stored template filled from each row, the
+/// What a campaign sends, and when, as `POST /v1/campaigns` gives it: the audience (an upload, a file under the
+/// folder the operator allows, or a query on the operator's PostgreSQL server), the token column, one payload or a stored template filled from each row, the
 /// headers `send` takes, the start time and the rate. A value read from JSON and written back to it (the store keeps
 /// it so, and every run of the campaign builds its job from it), with no I/O.
 public struct CampaignSettings: Hashable, Sendable {
@@ -12,6 +12,14 @@ public struct CampaignSettings: Hashable, Sendable {
         case upload
         /// A CSV on the server, named relative to the folder `serve --campaign-files` allows.
         case file(String)
+        /// The rows of a query on the server's database (`serve --campaign-postgres`), copied once into the
+        /// campaign's folder at its first run (`CampaignQuery`); the token column is `column`.
+        case postgres(query: String)
+
+        /// An audience that is a CSV file when the campaign is made (an upload, a server-side file).
+        public var isFile: Bool {
+            if case .postgres = self { false } else { true }
+        }
     }
 
     public var name: String?
@@ -82,6 +90,15 @@ public struct CampaignSettings: Hashable, Sendable {
         if let column = try Self.string(value, "column") {
             guard !column.isEmpty, column.utf8.count <= 200 else {
                 throw Self.refusal("column", "the token column's name is 1 to 200 bytes")
+            }
+            settings.column = column
+        }
+        if case .postgres = settings.audience, case .string(let column)? = value["audience"]?["postgres"]?["column"] {
+            guard column == settings.column || value["column"] == nil else {
+                throw Self.refusal(
+                    "audience.postgres.column",
+                    "the token column is named twice (column and audience.postgres.column), differently"
+                )
             }
             settings.column = column
         }
@@ -195,6 +212,11 @@ public struct CampaignSettings: Hashable, Sendable {
         switch self.audience {
         case .upload: break
         case .file(let path): members.append(JSONMember("audience", .object([JSONMember("file", .string(path))])))
+        case .postgres(let query):
+            let postgres = JSONValue.object([
+                JSONMember("query", .string(query)), JSONMember("column", .string(column)),
+            ])
+            members.append(JSONMember("audience", .object([JSONMember("postgres", postgres)])))
         }
         members.append(JSONMember("column", .string(self.column)))
         if let payload, let value = try? JSONValue.parse(payload).value {
@@ -273,21 +295,72 @@ public struct CampaignSettings: Hashable, Sendable {
         ServiceProblem(.badRequest, detail: reason, field: field)
     }
 
+    /// The most a query may hold, in bytes.
+    public static let maximumQueryBytes = 65_536
+
     private static func audience(_ value: JSONValue?) throws(ServiceProblem) -> Audience {
         guard let value else {
             throw Self.refusal(
                 "audience",
-                "a campaign needs an audience: {\"file\": PATH} under the server's campaign folder, or a CSV body "
+                "a campaign needs an audience: {\"file\": PATH} under the server's campaign folder, "
+                    + "{\"postgres\": {\"query\": SQL}} on the server's database, or a CSV body "
                     + "(Content-Type: text/csv) with the settings in the Salvo-Campaign header"
             )
         }
+        if case .object = value, let postgres = value["postgres"] {
+            guard value["file"] == nil else {
+                throw Self.refusal("audience", "the audience is a file or a query, not both")
+            }
+            return try Self.postgresAudience(postgres)
+        }
         guard case .object = value, case .string(let path)? = value["file"] else {
-            throw Self.refusal("audience", "the audience is {\"file\": PATH}, not \(Self.shown(value))")
+            throw Self.refusal(
+                "audience",
+                "the audience is {\"file\": PATH} or {\"postgres\": {\"query\": SQL}}, not \(Self.shown(value))"
+            )
         }
         guard !path.isEmpty, path.utf8.count <= 4096, !path.utf8.contains(0) else {
             throw Self.refusal("audience.file", "the file's path is 1 to 4096 bytes")
         }
         return .file(path)
+    }
+
+    /// `{"query": SQL, "column": NAME}`: the query's text only; the database is the server's.
+    private static func postgresAudience(_ value: JSONValue) throws(ServiceProblem) -> Audience {
+        guard case .object(let members) = value else {
+            throw Self.refusal(
+                "audience.postgres",
+                "audience.postgres is an object {\"query\": SQL, \"column\": NAME}, not \(value.kindName)"
+            )
+        }
+        for member in members where member.key != "query" && member.key != "column" {
+            throw Self.refusal(
+                "audience.postgres.\(member.key)",
+                "audience.postgres takes query and column only: the database, its user and password are the server's "
+                    + "(salvo serve --campaign-postgres)"
+            )
+        }
+        guard let query = value["query"] else {
+            throw Self.refusal(
+                "audience.postgres.query",
+                "audience.postgres needs the query whose rows are the audience"
+            )
+        }
+        guard case .string(let text) = query else {
+            throw Self.refusal("audience.postgres.query", "the query is a string, not \(query.kindName)")
+        }
+        guard !text.allSatisfy(\.isWhitespace), text.utf8.count <= Self.maximumQueryBytes, !text.utf8.contains(0) else {
+            throw Self.refusal(
+                "audience.postgres.query",
+                "the query is 1 to \(Self.maximumQueryBytes) bytes, not blank, without a NUL character"
+            )
+        }
+        if let column = value["column"] {
+            guard case .string(let name) = column, !name.isEmpty, name.utf8.count <= 200 else {
+                throw Self.refusal("audience.postgres.column", "the token column's name is a string of 1 to 200 bytes")
+            }
+        }
+        return .postgres(query: text)
     }
 
     private static func string(_ value: JSONValue, _ field: String) throws(ServiceProblem) -> String? {

@@ -95,10 +95,15 @@ public struct LocalTimePlan: Hashable, Sendable, Codable {
         } catch {
             throw ServiceProblem(.invalidCampaign, detail: error.description, field: "audience")
         }
+        try Self.checkZoneColumn(names, zoneColumn: zoneColumn, audience: "the audience's header")
+    }
+
+    /// Refuses columns `names` (of `audience`, for the message) without `zoneColumn`.
+    static func checkZoneColumn(_ names: [String], zoneColumn: String, audience: String) throws(ServiceProblem) {
         guard names.contains(zoneColumn) else {
             throw ServiceProblem(
                 .invalidCampaign,
-                detail: "the audience's header has no column \(CampaignSettings.shown(zoneColumn)) for the rows' "
+                detail: "\(audience) has no column \(CampaignSettings.shown(zoneColumn)) for the rows' "
                     + "time zones (its columns: \(names.prefix(20).joined(separator: ", ")))",
                 field: "zone_column"
             )

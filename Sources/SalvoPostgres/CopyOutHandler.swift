@@ -38,6 +38,8 @@ final class CopyOutHandler: ChannelInboundHandler, RemovableChannelHandler, @unc
     enum Outcome {
         /// Every row copied.
         case copied(Copied)
+        /// Without a copy statement: the query's columns, as the server described them (and `described` took).
+        case described([String])
         /// The server refused or failed the query (its ErrorResponse's fields by code), in `phase`.
         case serverError(fields: [UInt8: String], phase: Phase)
         /// The decision after describing the query, the spool's writer, or a message that cannot be read.
@@ -66,9 +68,9 @@ final class CopyOutHandler: ChannelInboundHandler, RemovableChannelHandler, @unc
     }
 
     private let query: String
-    private let copyStatement: String
+    private let copyStatement: String?
     private let described: Described
-    private let writer: CSVSpoolWriter
+    private let writer: CSVSpoolWriter?
     private let promise: EventLoopPromise<Outcome>
     /// Called once, after the first row is in the file (flushed), with the columns' names.
     private var firstRow: (([String]) -> Void)?
@@ -91,15 +93,17 @@ final class CopyOutHandler: ChannelInboundHandler, RemovableChannelHandler, @unc
 
     /// - Parameters:
     ///   - query: the user's query (one statement, no trailing `;`).
-    ///   - copyStatement: `COPY (query) TO STDOUT …`.
+    ///   - copyStatement: `COPY (query) TO STDOUT …`; nil: the exchange ends once the query is described (and
+    ///     `described` took its columns), and nothing is run.
+    ///   - writer: where the rows go; nil only without a copy statement.
     ///   - described: judges the columns; returns the token column's index, or throws to end without copying.
     ///   - silenceLimit: the longest the server may send nothing once rows flow (a server gone quiet mid-copy).
     ///   - firstRowLimit: the longest it may send nothing before the first row.
     init(
         query: String,
-        copyStatement: String,
+        copyStatement: String?,
         described: @escaping Described,
-        writer: CSVSpoolWriter,
+        writer: CSVSpoolWriter?,
         firstRow: (([String]) -> Void)?,
         promise: EventLoopPromise<Outcome>,
         silenceLimit: TimeAmount = .seconds(120),
@@ -281,7 +285,7 @@ final class CopyOutHandler: ChannelInboundHandler, RemovableChannelHandler, @unc
                     self.nullTokens += 1
                     if self.firstNullRows.count < 10 { self.firstNullRows.append(self.rows) }
                 }
-                self.writer.raw(record)
+                self.writer?.raw(record)
                 at += 1 + length
             }
             return at
@@ -294,10 +298,10 @@ final class CopyOutHandler: ChannelInboundHandler, RemovableChannelHandler, @unc
         }
         if let firstRow = self.firstRow {
             self.firstRow = nil
-            self.writer.flush()
-            if self.writer.failure == nil { firstRow(self.names) }
+            self.writer?.flush()
+            if self.writer?.failure == nil { firstRow(self.names) }
         }
-        if let failure = self.writer.failure {
+        if let failure = self.writer?.failure {
             // The file cannot be written: the copy is cut (closing the connection ends the query).
             self.finish(.failed(failure))
             context.close(promise: nil)
@@ -333,11 +337,11 @@ final class CopyOutHandler: ChannelInboundHandler, RemovableChannelHandler, @unc
             }
             self.startCopy(columns, context: context)
         case (.copying(let error), UInt8(ascii: "Z")):
-            self.writer.flush()
+            self.writer?.flush()
             if let error {
                 return self.finish(.serverError(fields: error, phase: .copy))
             }
-            if let failure = self.writer.failure { return self.finish(.failed(failure)) }
+            if let failure = self.writer?.failure { return self.finish(.failed(failure)) }
             self.finish(
                 .copied(
                     Copied(
@@ -362,10 +366,14 @@ final class CopyOutHandler: ChannelInboundHandler, RemovableChannelHandler, @unc
             return self.finish(.failed(error))
         }
         self.names = columns.map(\.name)
+        guard let copyStatement = self.copyStatement else {
+            // Described only: the connection is idle (after ReadyForQuery), PostgresNIO's again.
+            return self.finish(.described(self.names))
+        }
         self.state = .copying(error: nil)
-        var message = context.channel.allocator.buffer(capacity: self.copyStatement.utf8.count + 8)
+        var message = context.channel.allocator.buffer(capacity: copyStatement.utf8.count + 8)
         Self.frontend(UInt8(ascii: "Q"), into: &message) { body in
-            body.writeString(self.copyStatement)
+            body.writeString(copyStatement)
             body.writeInteger(UInt8(0))
         }
         context.writeAndFlush(self.wrapOutboundOut(message), promise: nil)

@@ -50,21 +50,31 @@ public enum PostgresSpool {
     /// Runs `query` on the server at `location` and writes its rows into the journal folder `directory` (made if
     /// missing) as `postgres.csv`.
     ///
+    /// - Parameters:
+    ///   - readOnly: the session's transactions are read-only (`default_transaction_read_only`): the query can change
+    ///     nothing (the service's campaigns, whose queries come from its callers).
+    ///   - releasingLock: the folder's lock is let go once the snapshot is whole or discarded, instead of being held
+    ///     for the life of the process (a process that runs many jobs, and may take a snapshot again after a failure).
     /// - Throws: `JobError` as `copy` does; `JobError(.output)` when the folder or the snapshot cannot be written.
     public static func spool(
         query: String,
         from location: PostgresLocation,
         tokenColumn: TokenColumn,
-        intoJournal directory: String
+        intoJournal directory: String,
+        readOnly: Bool = false,
+        releasingLock: Bool = false
     ) async throws(JobError) -> Snapshot {
         // `postgres.lock`: two runs started together over one journal never write one snapshot at once.
-        let file = try SpoolFile.inJournal(
-            directory,
-            fileName: "postgres.csv",
-            lockName: "postgres.lock",
-            what: "the snapshot of the query",
-            busy: "another run is taking or sending its snapshot of the query; the query was not run"
-        )
+        let file = try await BlockingWork.run { () throws(JobError) in
+            try SpoolFile.inJournal(
+                directory,
+                fileName: "postgres.csv",
+                lockName: "postgres.lock",
+                what: "the snapshot of the query",
+                busy: "another run is taking or sending its snapshot of the query; the query was not run"
+            )
+        }
+        defer { if releasingLock { file.releaseLock() } }
         var snapshot: Snapshot
         do throws(JobError) {
             snapshot = try await Self.copy(
@@ -72,15 +82,59 @@ public enum PostgresSpool {
                 from: location,
                 tokenColumn: tokenColumn,
                 to: file.descriptor,
-                name: file.name
+                name: file.name,
+                readOnly: readOnly
             )
         } catch {
-            file.discard()
+            await BlockingWork.run { file.discard() }
             throw error
         }
-        try file.commit()
+        try await BlockingWork.run { () throws(JobError) in try file.commit() }
         snapshot.path = file.path
         return snapshot
+    }
+
+    /// The columns `query` returns, as the server describes it without running it (Parse and Describe, the copy's
+    /// first step): a query the server refuses, or one without a usable token column, throws as `copy` does, and
+    /// nothing is read.
+    ///
+    /// - Throws: `JobError(.unreachable)`, `JobError(.credentials)` as `copy`; `JobError(.input)` with the server's
+    ///   message (and the position in the query) for a query it refuses, or for a token column that is missing or not
+    ///   text.
+    public static func describe(
+        query: String,
+        from location: PostgresLocation,
+        tokenColumn: TokenColumn,
+        readOnly: Bool = false
+    ) async throws(JobError) -> [String] {
+        let statement = try Self.statement(query)
+        let (channel, connection) = try await Self.connect(to: location, readOnly: readOnly)
+        let promise = channel.eventLoop.makePromise(of: CopyOutHandler.Outcome.self)
+        let handler = CopyOutHandler(
+            query: statement,
+            copyStatement: nil,
+            described: { columns throws(JobError) in try ResultTable(columns, tokenColumn: tokenColumn).tokenIndex },
+            writer: nil,
+            firstRow: nil,
+            promise: promise
+        )
+        let outcome = try await Self.exchange(handler, promise: promise, on: channel, connection, query, location)
+        switch outcome {
+        case .described(let columns):
+            return columns
+        case .serverError(let fields, _):
+            throw PostgresFailure.queryFailed(fields: fields, query: query, positionOffset: 0, at: location)
+        case .failed(let error):
+            throw error
+        case .connectionLost(let reason):
+            throw JobError(
+                .unreachable,
+                "\(location.option) \(location.redacted): the connection was lost while the query was described: "
+                    + reason
+            )
+        case .copied:
+            throw JobError(.input, "the server ran the query where only its description was asked for")
+        }
     }
 
     /// A query's rows being written into a temporary file while a job reads them (`GrowingInput`).
@@ -174,35 +228,11 @@ public enum PostgresSpool {
         name: String,
         growing: GrowingInput? = nil,
         firstRow: (@Sendable (_ columns: [String]) -> Void)? = nil,
-        silenceLimit: Duration = .seconds(120)
+        silenceLimit: Duration = .seconds(120),
+        readOnly: Bool = false
     ) async throws(JobError) -> Snapshot {
         let statement = try Self.statement(query)
-        let channel: any Channel
-        do {
-            channel = try await ClientBootstrap(group: PostgresConnection.defaultEventLoopGroup)
-                .connectTimeout(location.connectTimeAmount)
-                .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-                .connect(host: location.host, port: location.port).get()
-        } catch {
-            throw PostgresFailure.connecting(error, to: location)
-        }
-        var configuration = try location.configuration(over: channel)
-        configuration.options.additionalStartupParameters += [
-            ("client_encoding", "UTF8"), ("TimeZone", "UTC"), ("DateStyle", "ISO, MDY"), ("extra_float_digits", "1"),
-        ]
-        let logger = Logger(label: "salvo.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
-        let connection: PostgresConnection
-        do {
-            connection = try await PostgresConnection.connect(
-                on: channel.eventLoop,
-                configuration: configuration,
-                id: 1,
-                logger: logger
-            )
-        } catch {
-            channel.close(promise: nil)
-            throw PostgresFailure.connecting(error, to: location)
-        }
+        let (channel, connection) = try await Self.connect(to: location, readOnly: readOnly)
         let writer = CSVSpoolWriter(descriptor: descriptor, name: name, hashing: growing == nil, growing: growing)
         let promise = channel.eventLoop.makePromise(of: CopyOutHandler.Outcome.self)
         let handler = CopyOutHandler(
@@ -218,23 +248,7 @@ public enum PostgresSpool {
             promise: promise,
             silenceLimit: .nanoseconds(Int64(silenceLimit.nanoseconds))
         )
-        let outcome: CopyOutHandler.Outcome
-        do {
-            // In front of PostgresNIO's handler, behind TLS when the connection has it.
-            try await channel.eventLoop.submit {
-                let pipeline = channel.pipeline.syncOperations
-                if let tls = try? pipeline.handler(type: NIOSSLClientHandler.self) {
-                    try pipeline.addHandler(handler, position: .after(tls))
-                } else {
-                    try pipeline.addHandler(handler, position: .first)
-                }
-            }.get()
-            outcome = try await promise.futureResult.get()
-        } catch {
-            try? await connection.close()
-            throw PostgresFailure.querying(error, query: query, at: location)
-        }
-        try? await connection.close()
+        let outcome = try await Self.exchange(handler, promise: promise, on: channel, connection, query, location)
         switch outcome {
         case .copied(let copied):
             guard copied.rows > 0 else {
@@ -262,10 +276,78 @@ public enum PostgresSpool {
         case .connectionLost(let reason):
             throw JobError(
                 .unreachable,
-                "--from-postgres \(location.redacted): the connection was lost while the query's rows were read: "
+                "\(location.option) \(location.redacted): the connection was lost while the query's rows were read: "
                     + reason
             )
+        case .described:
+            throw JobError(.input, "the server described the query and did not copy its rows")
         }
+    }
+
+    /// A connection to `location`, logged in, in a session whose time zone is UTC and date style ISO (and whose
+    /// transactions are read-only with `readOnly`).
+    private static func connect(
+        to location: PostgresLocation,
+        readOnly: Bool
+    ) async throws(JobError) -> (any Channel, PostgresConnection) {
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: PostgresConnection.defaultEventLoopGroup)
+                .connectTimeout(location.connectTimeAmount)
+                .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+                .connect(host: location.host, port: location.port).get()
+        } catch {
+            throw PostgresFailure.connecting(error, to: location)
+        }
+        var configuration = try location.configuration(over: channel)
+        configuration.options.additionalStartupParameters += [
+            ("client_encoding", "UTF8"), ("TimeZone", "UTC"), ("DateStyle", "ISO, MDY"), ("extra_float_digits", "1"),
+        ]
+        if readOnly {
+            configuration.options.additionalStartupParameters.append(("default_transaction_read_only", "on"))
+        }
+        let logger = Logger(label: "salvo.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+        do {
+            let connection = try await PostgresConnection.connect(
+                on: channel.eventLoop,
+                configuration: configuration,
+                id: 1,
+                logger: logger
+            )
+            return (channel, connection)
+        } catch {
+            channel.close(promise: nil)
+            throw PostgresFailure.connecting(error, to: location)
+        }
+    }
+
+    /// Puts `handler` in front of PostgresNIO's (behind TLS when the connection has it), waits for its outcome and
+    /// closes the connection.
+    private static func exchange(
+        _ handler: CopyOutHandler,
+        promise: EventLoopPromise<CopyOutHandler.Outcome>,
+        on channel: any Channel,
+        _ connection: PostgresConnection,
+        _ query: String,
+        _ location: PostgresLocation
+    ) async throws(JobError) -> CopyOutHandler.Outcome {
+        let outcome: CopyOutHandler.Outcome
+        do {
+            try await channel.eventLoop.submit {
+                let pipeline = channel.pipeline.syncOperations
+                if let tls = try? pipeline.handler(type: NIOSSLClientHandler.self) {
+                    try pipeline.addHandler(handler, position: .after(tls))
+                } else {
+                    try pipeline.addHandler(handler, position: .first)
+                }
+            }.get()
+            outcome = try await promise.futureResult.get()
+        } catch {
+            try? await connection.close()
+            throw PostgresFailure.querying(error, query: query, at: location)
+        }
+        try? await connection.close()
+        return outcome
     }
 
     /// What stands before the query in the copy's statement (a line end, so that a comment ending the query ends

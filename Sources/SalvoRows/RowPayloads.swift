@@ -19,7 +19,7 @@ public struct RowPayloads: Sendable {
     ///
     /// - Throws: `InputError` naming the file, and the template and position of a placeholder that names no
     ///   column of it (or the language column it lacks).
-    func columns(in file: String, header names: [String]?) throws(InputError) -> [Int] {
+    public func columns(in file: String, header names: [String]?) throws(InputError) -> [Int] {
         guard let names else {
             throw InputError(
                 file: file,

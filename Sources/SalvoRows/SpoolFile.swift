@@ -21,6 +21,8 @@ public struct SpoolFile: Sendable {
     public let what: String
     private let partial: String?
     private let directory: String?
+    /// The journal folder's lock, held from `inJournal` on (nil for a temporary file).
+    private let lock: Int32?
 
     /// Opens `directory/fileName.partial` (the folder made if missing) after taking `directory/lockName` for the
     /// life of the process.
@@ -53,7 +55,9 @@ public struct SpoolFile: Sendable {
         let partial = path + ".partial"
         let descriptor = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
-            throw JobError(.output, "\(what) \(partial): cannot create: \(Self.reason())")
+            let reason = Self.reason()
+            close(held)
+            throw JobError(.output, "\(what) \(partial): cannot create: \(reason)")
         }
         return SpoolFile(
             descriptor: descriptor,
@@ -61,7 +65,8 @@ public struct SpoolFile: Sendable {
             name: partial,
             what: what,
             partial: partial,
-            directory: directory
+            directory: directory,
+            lock: held
         )
     }
 
@@ -84,7 +89,8 @@ public struct SpoolFile: Sendable {
             name: "\(name) (in \(base))",
             what: what,
             partial: nil,
-            directory: nil
+            directory: nil,
+            lock: nil
         )
     }
 
@@ -117,6 +123,12 @@ public struct SpoolFile: Sendable {
     public func discard() {
         close(self.descriptor)
         if let partial { unlink(partial) }
+    }
+
+    /// Lets go of the journal folder's lock, which is otherwise held for the life of the process: for a process
+    /// that runs many jobs (the service's campaigns), once the spool is committed or discarded.
+    public func releaseLock() {
+        if let lock { close(lock) }
     }
 
     /// `TMPDIR` when set, else `/tmp`.

@@ -11,6 +11,7 @@ import SalvoData
 import SalvoDevelopment
 import SalvoHTTP2
 import SalvoObservability
+import SalvoPostgres
 import SalvoRows
 import SalvoServer
 import SalvoService
@@ -116,6 +117,26 @@ struct ServeRunCommand: AsyncParsableCommand {
     var campaignUploadLimit = 4096
 
     @Option(
+        name: .customLong("campaign-postgres"),
+        help: ArgumentHelp(
+            "The PostgreSQL database whose queries a campaign may name as its audience (default: none).",
+            discussion: """
+                postgres://USER@HOST:PORT/DATABASE?sslmode=MODE, the service's own: a caller names only the query. \
+                The password from --campaign-postgres-password-file, the URL or PGPASSWORD (never shown). The \
+                queries run in read-only sessions; a role that may only read the audience's tables is best.
+                """,
+            valueName: "url"
+        )
+    )
+    var campaignPostgres: String?
+
+    @Option(
+        name: .customLong("campaign-postgres-password-file"),
+        help: "With --campaign-postgres: the file whose first line is the database's password."
+    )
+    var campaignPostgresPasswordFile: String?
+
+    @Option(
         name: .customLong("webhook"),
         help: ArgumentHelp(
             "A receiver of events, 'URL [events=gone,refused,outcome,campaign]' (every kind when left out); repeatable.",
@@ -175,6 +196,16 @@ struct ServeRunCommand: AsyncParsableCommand {
         }
         guard (1...3650).contains(self.webhookRetentionDays) else {
             throw ValidationError("--webhook-retention-days is 1 to 3650")
+        }
+        if let url = self.campaignPostgres {
+            do {
+                // The password file is read when the service starts; here only the URL's form is judged.
+                _ = try PostgresLocation(url: url, environment: ["USER": "-"], option: "--campaign-postgres")
+            } catch {
+                throw ValidationError(error.message)
+            }
+        } else if self.campaignPostgresPasswordFile != nil {
+            throw ValidationError("--campaign-postgres-password-file goes with --campaign-postgres")
         }
         guard self.shutdownGrace >= 0 else { throw ValidationError("--shutdown-grace is 0 or more seconds") }
         if !self.demo {
@@ -321,11 +352,29 @@ struct ServeRunCommand: AsyncParsableCommand {
             )
         }
         // Campaigns: `send --journal` jobs over the same gateway and credentials, their records in the same store.
+        var campaignQuery: CampaignQuery?
+        if let url = self.campaignPostgres {
+            do {
+                campaignQuery = CampaignQuery(
+                    location: try PostgresLocation(
+                        url: url,
+                        passwordFile: self.campaignPostgresPasswordFile,
+                        option: "--campaign-postgres"
+                    )
+                )
+            } catch {
+                await webhooks?.shutdown()
+                await service.shutdown()
+                throw UserError(error.message)
+            }
+            logger.info("campaigns may name queries", metadata: ["database": "\(campaignQuery!.location.redacted)"])
+        }
         var campaignJob = CampaignJob(
             base: configuration.job,
             defaultTopic: topic,
             folder: CampaignFolder(store: storeFolder),
-            allowedFiles: self.campaignFiles
+            allowedFiles: self.campaignFiles,
+            query: campaignQuery
         )
         campaignJob.uploadRoom.limit = self.campaignUploadLimit << 20
         let campaigns = CampaignRunner(

@@ -114,6 +114,43 @@ struct CampaignSettingsTests {
             Self.field(#"{\#(payload),"deliver_at_local":"09:00","zone_column":""}"#, upload: true) == "zone_column"
         )
     }
+
+    @Test func aQueryAudienceNamesOnlyItsQueryAndTokenColumn() throws {
+        let payload = #""payload":{"aps":{"alert":"hi"}}"#
+        let settings = try Self.read(
+            #"{"audience":{"postgres":{"query":"SELECT t AS device FROM d;","column":"device"}},\#(payload)}"#
+        )
+        #expect(settings.audience == .postgres(query: "SELECT t AS device FROM d;") && settings.column == "device")
+        #expect(!settings.audience.isFile)
+        #expect(try CampaignSettings.read(settings.json, upload: false) == settings)
+        let plain = try Self.read(#"{"audience":{"postgres":{"query":"SELECT token FROM d"}},\#(payload)}"#)
+        #expect(plain.column == "token")
+        let same = try Self.read(
+            #"{"audience":{"postgres":{"query":"SELECT 1","column":"device"}},"column":"device",\#(payload)}"#
+        )
+        #expect(same.column == "device")
+
+        let refusals: [(String, String)] = [
+            (#"{"postgres":"SELECT 1"}"#, "audience.postgres"),
+            (#"{"postgres":{}}"#, "audience.postgres.query"),
+            (#"{"postgres":{"query":7}}"#, "audience.postgres.query"),
+            (#"{"postgres":{"query":"  \n "}}"#, "audience.postgres.query"),
+            (#"{"postgres":{"query":"SELECT \u0000"}}"#, "audience.postgres.query"),
+            (#"{"postgres":{"query":"SELECT 1","column":""}}"#, "audience.postgres.column"),
+            (#"{"postgres":{"query":"SELECT 1","url":"postgres://x@y/z"}}"#, "audience.postgres.url"),
+            (#"{"postgres":{"query":"SELECT 1","password":"secret"}}"#, "audience.postgres.password"),
+            (#"{"postgres":{"query":"SELECT 1"},"file":"a.csv"}"#, "audience"),
+        ]
+        for (audience, field) in refusals {
+            #expect(Self.field(#"{"audience":\#(audience),\#(payload)}"#) == field, "\(audience)")
+        }
+        let long = String(repeating: "x", count: CampaignSettings.maximumQueryBytes + 1)
+        #expect(Self.field(#"{"audience":{"postgres":{"query":"\#(long)"}},\#(payload)}"#) == "audience.postgres.query")
+        #expect(
+            Self.field(#"{"audience":{"postgres":{"query":"SELECT 1","column":"a"}},"column":"b",\#(payload)}"#)
+                == "audience.postgres.column"
+        )
+    }
 }
 
 extension CampaignSettings {

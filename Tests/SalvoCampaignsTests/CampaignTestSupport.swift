@@ -82,7 +82,8 @@ final class CampaignService: Sendable {
         webhooks webhookSettings: TestWebhooks? = nil,
         clock: ManualCampaignClock? = nil,
         console: Bool = false,
-        uploadRoom: CampaignUploadRoom = .standard
+        uploadRoom: CampaignUploadRoom = .standard,
+        query: CampaignQuery? = nil
     ) async throws -> CampaignService {
         let store = try await SQLiteNotificationStore.open(directory: folder)
         var configuration = ServiceConfiguration(job: simulator.job, defaults: .init(topic: campaignTopic))
@@ -118,7 +119,8 @@ final class CampaignService: Sendable {
             base: configuration.job,
             defaultTopic: campaignTopic,
             folder: CampaignFolder(store: folder),
-            allowedFiles: allowedFiles
+            allowedFiles: allowedFiles,
+            query: query
         )
         job.uploadRoom = uploadRoom
         let campaigns = CampaignRunner(

@@ -112,7 +112,8 @@ final class CopyHarness {
     init(
         connected: Bool = true,
         silenceLimit: TimeAmount = .seconds(120),
-        firstRowLimit: TimeAmount = .minutes(15)
+        firstRowLimit: TimeAmount = .minutes(15),
+        describeOnly: Bool = false
     ) throws {
         if connected { try self.channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 5432)).wait() }
         self.file = try SpoolFile.temporary(prefix: "salvo-copy-test", what: "a test spool")
@@ -122,7 +123,7 @@ final class CopyHarness {
         promise.futureResult.whenSuccess { [result] outcome in result.withLockedValue { $0 = outcome } }
         let handler = CopyOutHandler(
             query: "SELECT token, n FROM t",
-            copyStatement: "COPY (\nSELECT token, n FROM t\n) TO STDOUT (FORMAT csv)",
+            copyStatement: describeOnly ? nil : "COPY (\nSELECT token, n FROM t\n) TO STDOUT (FORMAT csv)",
             described: { columns throws(JobError) in
                 let table = try ResultTable(columns, tokenColumn: .name("token"))
                 table.writeHeader(to: writer)
@@ -230,6 +231,31 @@ final class CopyHarness {
     }
 
     static let rows = ["aa,1\n", ",2\n", "\"c,\"\"d\",3\n", "\"\",4\n"]
+
+    @Test("without a copy statement the exchange ends with the query's columns once described, and runs nothing")
+    func describedOnly() throws {
+        let harness = try CopyHarness(describeOnly: true)
+        defer { harness.close() }
+        #expect(try harness.sent() == [UInt8(ascii: "P"), UInt8(ascii: "D"), UInt8(ascii: "S")])
+        try harness.deliver([Self.message("1"), Self.description([("token", .text), ("n", .int4)]), Self.ready()])
+        #expect(try harness.sent().isEmpty, "no copy is asked for")
+        guard case .described(let names)? = harness.outcome else {
+            Issue.record("\(String(describing: harness.outcome))")
+            return
+        }
+        #expect(names == ["token", "n"])
+
+        let refused = try CopyHarness(describeOnly: true)
+        defer { refused.close() }
+        _ = try refused.sent()
+        try refused.deliver([Self.message("1"), Self.description([("n", .int4)]), Self.ready()])
+        #expect(try refused.sent().isEmpty)
+        guard case .failed(let error)? = refused.outcome else {
+            Issue.record("\(String(describing: refused.outcome))")
+            return
+        }
+        #expect(error.message.contains("no column named 'token'"), "\(error.message)")
+    }
 
     static func copyAnswer(_ rows: [String], failing: Bool = false) -> [ByteBuffer] {
         var messages = [
