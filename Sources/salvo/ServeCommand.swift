@@ -85,6 +85,16 @@ struct ServeRunCommand: AsyncParsableCommand {
     @OptionGroup var signingKey: SigningKeyOptions
     @OptionGroup var proxy: ProxyOptions
 
+    @Option(
+        name: .customLong("provider-token-file"),
+        help: """
+            Send the provider token in this file (from `salvo token mint`, e.g. a mounted Kubernetes Secret) \
+            instead of minting one: a fleet's workers then share one token, as APNs wants a key's token renewed at \
+            most every 20 minutes; it is read again when it changes.
+            """
+    )
+    var providerTokenFile: String?
+
     @Option(help: "The topic (bundle id) of a notification that names none.")
     var topic: String?
 
@@ -208,10 +218,20 @@ struct ServeRunCommand: AsyncParsableCommand {
             throw ValidationError("--campaign-postgres-password-file goes with --campaign-postgres")
         }
         guard self.shutdownGrace >= 0 else { throw ValidationError("--shutdown-grace is 0 or more seconds") }
-        if !self.demo {
+        if let file = self.providerTokenFile {
+            guard self.signingKey.authKey == nil, self.signingKey.keyID == nil, self.signingKey.teamID == nil else {
+                throw ValidationError(
+                    "--provider-token-file \(file) holds the token: leave out --auth-key, --key-id and --team-id"
+                )
+            }
+            guard !self.certificate.isAnyGiven, !self.demo else {
+                throw ValidationError("give --provider-token-file, a certificate or --demo: one of them")
+            }
+        } else if !self.demo {
             guard self.certificate.isGiven || self.signingKey.authKey != nil else {
                 throw ValidationError(
-                    "the gateway credentials: --auth-key with --key-id and --team-id, or --cert and --key (or --demo)"
+                    "the gateway credentials: --auth-key with --key-id and --team-id, --provider-token-file, or --cert "
+                        + "and --key (or --demo)"
                 )
             }
             if self.signingKey.authKey != nil, self.signingKey.keyID == nil || self.signingKey.teamID == nil {
@@ -500,7 +520,7 @@ struct ServeRunCommand: AsyncParsableCommand {
             authentication: try http2Authentication(
                 certificate: self.certificate,
                 signingKey: self.signingKey,
-                providerTokenFile: nil,
+                providerTokenFile: self.providerTokenFile,
                 tokenCache: nil
             )
         )
