@@ -152,9 +152,10 @@ struct FleetChaos: Sendable {
                 }
             }
             for load in self.loads { group.addTask { try await load.run(on: fleet) } }
+            let stalling = NIOLockedValueBox(false)
             group.addTask {
-                // The faults, each once the stream is well under way: a kill -9 (then one every `killEvery` in the
-                // longer run), a stall past the lease, a database restart.
+                // The faults, each once the stream is well under way: a kill -9 (in the longer run, the kills' own
+                // loop below), a stall past the lease, a database restart.
                 let share = { (part: Double) async throws in
                     if let end {
                         let at = started + (end - started) * part
@@ -167,26 +168,39 @@ struct FleetChaos: Sendable {
                         }
                     }
                 }
-                try await share(0.2)
-                try await fleet.killAndRestart(0)
-                counts.withLockedValue { $0.kills += 1 }
+                if end == nil {
+                    try await share(0.2)
+                    try await fleet.killAndRestart(0)
+                    counts.withLockedValue { $0.kills += 1 }
+                }
                 try await share(0.4)
+                stalling.withLockedValue { $0 = true }
                 let stalled = try await fleet.stallPastLease(Fleet.stalled)
+                stalling.withLockedValue { $0 = false }
                 stall.withLockedValue { $0 = stalled }
                 try await share(0.6)
                 try await fleet.restartDatabase()
                 counts.withLockedValue { $0.restarts += 1 }
-                guard let end else { return }
-                // The longer run: a kill -9 every `killEvery`, each worker in turn, until its end.
-                var next = 0
-                while ContinuousClock.now + self.killEvery < end {
-                    let at = ContinuousClock.now + self.killEvery
-                    try await eventually("the next kill", timeout: self.killEvery * 2, every: .milliseconds(100)) {
-                        ContinuousClock.now >= at
+            }
+            if let end {
+                group.addTask {
+                    // The longer run: a kill -9 every `killEvery`, each worker in turn (but the one being stalled),
+                    // until its end.
+                    var next = 0
+                    while ContinuousClock.now + self.killEvery < end {
+                        let at = ContinuousClock.now + self.killEvery
+                        try await eventually("the next kill", timeout: self.killEvery * 2, every: .milliseconds(100)) {
+                            ContinuousClock.now >= at
+                        }
+                        var index = next % fleet.workers.count
+                        if index == Fleet.stalled, stalling.withLockedValue({ $0 }) {
+                            next += 1
+                            index = next % fleet.workers.count
+                        }
+                        try await fleet.killAndRestart(index)
+                        counts.withLockedValue { $0.kills += 1 }
+                        next += 1
                     }
-                    try await fleet.killAndRestart(next % fleet.workers.count)
-                    counts.withLockedValue { $0.kills += 1 }
-                    next += 1
                 }
             }
             try await group.waitForAll()
