@@ -14,6 +14,14 @@ public protocol HTTP2RowFeed: AnyObject, Sendable {
     var maximumBodyLength: Int { get }
 }
 
+/// What decides, right before a served job writes a row, whether it may still be written: a service's store whose
+/// rows are leased to it (a row whose lease ran out, or that another worker took over, must not be written by this
+/// one). Called on the connections' event loops with the rows about to be written: it must not block.
+public protocol HTTP2WriteGate: Sendable {
+    /// Of the rows with these lines, those that must not be written now; empty when every one may be.
+    func withheld(_ lines: [Int]) -> Set<Int>
+}
+
 /// The answers of a batch of rows, as a connection records them: what `HTTP2Job.serve` hands its caller as they
 /// come, rather than gathering them for the job's end. Rows are named by `TokenRow.line`.
 public struct HTTP2Answers: Sendable {
@@ -101,14 +109,18 @@ extension HTTP2Job {
     /// job took and did not settle goes to `answers` as unsettled before this returns: `unsent` ones (never written)
     /// may be sent again; unanswered ones may have arrived.
     ///
-    /// - Parameter configuration: the client, the retry and uncertainty policies. Its headers and payload are not
-    ///   sent: each row carries its own (a row's headers are whole, so the job's would repeat them).
+    /// - Parameters:
+    ///   - configuration: the client, the retry and uncertainty policies. Its headers and payload are not sent: each
+    ///     row carries its own (a row's headers are whole, so the job's would repeat them).
+    ///   - gate: asked right before each row is written (a first send or a resend); a row it withholds is never
+    ///     written and goes to `answers` as unsent.
     public static func serve(
         configuration: HTTP2JobConfiguration,
         feed: some HTTP2RowFeed,
         answers: @escaping @Sendable (HTTP2Answers) -> Void,
         group: (any EventLoopGroup)? = nil,
         answerLatency: (@Sendable (Int64) -> Void)? = nil,
+        gate: (any HTTP2WriteGate)? = nil,
         stop: JobStop? = nil
     ) async throws(HTTP2ClientError) -> HTTP2ServeResult {
         var configuration = configuration
@@ -134,6 +146,7 @@ extension HTTP2Job {
             progressInterval: .seconds(1),
             progress: nil,
             answerLatency: answerLatency,
+            gate: gate,
             stop: stop
         )
         _ = await running.waitForEnd()

@@ -57,6 +57,9 @@ final class HTTP2JobContext: Sendable {
     let answers: (@Sendable (HTTP2Answers) -> Void)?
     /// Takes one request-to-answer time per batch of answers (nanoseconds), for the latency metric.
     let answerLatency: (@Sendable (Int64) -> Void)?
+    /// Asked about every row right before it is written (a service's leases): a row it withholds is not written and
+    /// goes to `answers` as unsent. Nil: every row is written.
+    let gate: (any HTTP2WriteGate)?
     /// Called once, when the first TLS handshake tells the distance: the pool sizes its first step then, not on
     /// its next timer tick.
     let onFirstHandshake = NIOLockedValueBox<(@Sendable () -> Void)?>(nil)
@@ -74,6 +77,7 @@ final class HTTP2JobContext: Sendable {
         outcomes: RowOutcomes,
         answers: (@Sendable (HTTP2Answers) -> Void)? = nil,
         answerLatency: (@Sendable (Int64) -> Void)? = nil,
+        gate: (any HTTP2WriteGate)? = nil,
         reconnect: ReconnectPolicy = .default,
         logger: Logger = Logger(label: "salvo.h2", factory: { _ in SwiftLogNoOpLogHandler() }),
         clock: any JobClock = SystemJobClock(),
@@ -83,6 +87,7 @@ final class HTTP2JobContext: Sendable {
         let now = now ?? .uptimeNanoseconds(clock.now)
         self.answers = answers
         self.answerLatency = answerLatency
+        self.gate = gate
         self.logger = logger
         self.work = work
         self.template = template
@@ -176,13 +181,45 @@ final class HTTP2JobContext: Sendable {
             if granted == 0 { nextDelayed = rate.withLockedValue { $0.nextAvailable(now: now) } }
             room = granted
         }
-        let items = room > 0 ? self.work.take(maximum: room, maximumBytes: maximumBytes, now: now) : []
+        var items = room > 0 ? self.work.take(maximum: room, maximumBytes: maximumBytes, now: now) : []
+        if let gate = self.gate, !items.isEmpty {
+            items = self.admitted(items, by: gate)
+            // Rows withheld leave room that the rows behind them may fill now, rather than at the next wake-up.
+            while items.count < room {
+                let bytes = items.reduce(0) { $0 + ($1.payload?.readableBytes ?? 0) }
+                let more = self.work.take(maximum: room - items.count, maximumBytes: maximumBytes - bytes, now: now)
+                guard !more.isEmpty else { break }
+                items += self.admitted(more, by: gate)
+            }
+        }
         if let rate = self.rate, items.count < room { rate.withLockedValue { $0.giveBack(room - items.count) } }
         // Nothing to send and nothing in flight while the source reads ahead: the server is not the one stalling.
         if items.isEmpty, self.work.waitsForInput {
             self.recorded.withLockedValue { $0.watch.foundNoRows(waitingForInput: true, now: now) }
         }
         return (items, rateLimited, nextDelayed)
+    }
+
+    /// The rows of `items` the gate lets be written; the others are settled at once, handed to `answers` as unsent
+    /// (never written), and the queue counts them done.
+    private func admitted(_ items: [HTTP2WorkItem], by gate: any HTTP2WriteGate) -> [HTTP2WorkItem] {
+        let withheld = gate.withheld(items.map(\.row.line))
+        guard !withheld.isEmpty else { return items }
+        var kept: [HTTP2WorkItem] = []
+        kept.reserveCapacity(items.count - withheld.count)
+        var unsent: [UnsettledRow] = []
+        for item in items {
+            if withheld.contains(item.row.line) {
+                unsent.append(
+                    UnsettledRow(token: item.row.token.hexString, file: "", line: item.row.line, outcome: .unsent)
+                )
+            } else {
+                kept.append(item)
+            }
+        }
+        self.answers?(HTTP2Answers(unsettled: unsent))
+        self.work.complete(finals: unsent.count, retries: [HTTP2WorkItem]())
+        return kept
     }
 
     /// When the `--rate` bucket has room again (nil without a rate).

@@ -38,6 +38,7 @@ final class HTTP2JobRun: Sendable {
         progressInterval: Duration,
         progress: (@Sendable (HTTP2JobContext, ContinuousClock.Instant) -> Void)?,
         answerLatency: (@Sendable (Int64) -> Void)?,
+        gate: (any HTTP2WriteGate)? = nil,
         stop: JobStop?
     ) {
         let client = configuration.client
@@ -63,6 +64,7 @@ final class HTTP2JobRun: Sendable {
             outcomes: outcomes,
             answers: answers,
             answerLatency: answerLatency,
+            gate: gate,
             reconnect: client.reconnect,
             logger: client.logger,
             clock: client.clock

@@ -24,12 +24,18 @@ public final class NotificationService: Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let jobStop: NIOLockedValueBox<JobStop?> = NIOLockedValueBox(nil)
     private let logger: Logger
-    private let metrics = ServiceMetrics()
+    private let metrics: ServiceMetrics
     /// What the sending job did with each row, kept across a kill (nil: every row handed out and unreported at a
     /// restart counts as written).
     private let marks: ServiceMarks?
     /// Succeeded when the writer has written its last cycle.
     private let writerEnded: EventLoopPromise<Void>
+    /// The leases of the rows this worker holds, for a store shared by workers (nil for one node's store): asked by
+    /// the sending job before every write (`LeaseGate`).
+    private let leases: NIOLockedValueBox<LeaseBook>?
+    private let gate: LeaseGate?
+    /// The lease loop's pause, ended early when a commit was fenced (`renewSoon`).
+    private let leasePause = NIOLockedValueBox<CheckedContinuation<Void, Never>?>(nil)
 
     private struct InFlight {
         var seq: Int
@@ -111,6 +117,12 @@ public final class NotificationService: Sendable {
         Task { await service.senderLoop() }
         if let marks { Task { await service.marksLoop(marks) } }
         if let every = store.leaseRenewal { Task { await service.leaseLoop(every: every) } }
+        service.metrics.storeUp.record(1)
+        Task { await service.healthLoop() }
+        if store.lease != nil {
+            Task { await service.pollLoop() }
+            store.watchQueue { [weak service] in service?.queueSignalled() }
+        }
         return service
     }
 
@@ -128,6 +140,16 @@ public final class NotificationService: Sendable {
         self.loop = self.group.next()
         self.writerEnded = self.loop.makePromise(of: Void.self)
         self.state = NIOLockedValueBox(State())
+        let metrics = ServiceMetrics()
+        self.metrics = metrics
+        if let lease = store.lease {
+            let leases = NIOLockedValueBox(LeaseBook(lease: lease))
+            self.leases = leases
+            self.gate = LeaseGate(leases: leases, now: configuration.now, metrics: metrics)
+        } else {
+            self.leases = nil
+            self.gate = nil
+        }
     }
 
     /// What the last restart found: rows being sent when the service stopped.
@@ -370,7 +392,12 @@ public final class NotificationService: Sendable {
         // is read again, so a key revoked by `salvo serve keys revoke` while the service runs is refused within a
         // second.
         if case .some(.some(let key)) = known { return key.id }
-        return await self.loadKeys(now: now)?.values.first { $0.hash == hash }?.id
+        // While the store cannot be read (a database restarting), the keys held answer: a request with a good key
+        // is answered 503 by the store, which its client retries, never 401, which it would not. A revocation made
+        // meanwhile takes effect once the store answers again.
+        let failing = self.state.withLockedValue { $0.storeProblem != nil }
+        if !failing, let keys = await self.loadKeys(now: now) { return keys.values.first { $0.hash == hash }?.id }
+        return self.state.withLockedValue { $0.keys[hash]?.id }
     }
 
     /// How long keys read from the store are trusted, in milliseconds.
@@ -410,18 +437,66 @@ public final class NotificationService: Sendable {
         public var isReady: Bool { self.store == nil && self.sender == nil }
     }
 
-    /// What keeps the service from its work: the store's last failure, the sending job's last stop.
+    /// What keeps the service from its work: the store's last failure, the sending job's last stop. While no
+    /// failure is known the store is asked for a small write, answered within `readinessBound` (a database that does
+    /// not answer is not ready: its calls would wait their own, longer bound).
     public func readiness() async -> Readiness {
         var readiness = self.state.withLockedValue { Readiness(store: $0.storeProblem, sender: $0.senderProblem) }
-        if readiness.store == nil {
-            do {
-                try await self.store.checkWritable()
-            } catch {
-                readiness.store = error.message
-            }
+        if readiness.store == nil, let problem = await self.probeStore() {
+            readiness.store = problem
+            self.storeFailed(problem)
         }
         if self.state.withLockedValue({ $0.stopping }) { readiness.sender = "shutting down" }
         return readiness
+    }
+
+    /// How long a readiness check waits for the store.
+    public static let readinessBound = Duration.seconds(2)
+
+    /// A small write to the store, within `readinessBound`: nil when it answered, else why not.
+    private func probeStore() async -> String? {
+        let bound = Self.readinessBound
+        return await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
+            let once = NIOLockedValueBox<CheckedContinuation<String?, Never>?>(continuation)
+            let take = { @Sendable () -> CheckedContinuation<String?, Never>? in
+                once.withLockedValue { taken in
+                    defer { taken = nil }
+                    return taken
+                }
+            }
+            let store = self.store
+            Task {
+                var problem: String?
+                do throws(StoreFailure) {
+                    try await store.checkWritable()
+                } catch {
+                    problem = error.message
+                }
+                take()?.resume(returning: problem)
+            }
+            self.loop.scheduleTask(in: .nanoseconds(Int64(bound.components.seconds) * 1_000_000_000)) {
+                take()?.resume(returning: "the store does not answer within \(bound.components.seconds) s")
+            }
+        }
+    }
+
+    /// The store failed a call: not ready, and no claim, until a call succeeds again.
+    private func storeFailed(_ problem: String) {
+        self.state.withLockedValue { $0.storeProblem = problem }
+        self.metrics.storeUp.record(0)
+    }
+
+    /// The store answered a call: ready again; a worker that stopped claiming while it was gone claims at once.
+    private func storeAnswered() {
+        let was = self.state.withLockedValue { state -> String? in
+            defer { state.storeProblem = nil }
+            return state.storeProblem
+        }
+        if let was {
+            self.metrics.storeUp.record(1)
+            self.logger.notice("the store answers again", metadata: ["was": "\(was)"])
+            self.kick(claim: true)
+        }
     }
 
     // MARK: Shutdown
@@ -440,6 +515,7 @@ public final class NotificationService: Sendable {
         }
         // Held answers go at once (with the state of the moment); the API takes no new wait from here on.
         self.waiters.endAll()
+        self.renewSoon()
         let job = self.jobStop.withLockedValue { $0 }
         job?.request(reason: "the service is shutting down")
         _ = self.state.withLockedValue { $0.feed }?.close()
@@ -476,7 +552,13 @@ public final class NotificationService: Sendable {
             var cycle = StoreCycle(now: self.configuration.now())
             cycle.accepts = accepts.map(\.accept)
             cycle.outcomes = outcomes
-            cycle.claim = claim ? feed?.wanted ?? 0 : 0
+            // While the store fails, nothing more is claimed: what this worker holds is finished or given back, and
+            // claims start again with the first cycle the store answers.
+            let storeUp = self.state.withLockedValue { $0.storeProblem == nil }
+            cycle.claim = claim && storeUp ? feed?.wanted ?? 0 : 0
+            if let leases = self.leases, !outcomes.isEmpty {
+                leases.withLockedValue { $0.settling(outcomes.map(\.seq)) }
+            }
             cycle.webhooks = self.configuration.webhooks
             cycle.onUncertain = self.configuration.onUncertain
             do {
@@ -485,18 +567,18 @@ public final class NotificationService: Sendable {
                     self.configuration.webhookEventsWritten?()
                 }
                 failures = 0
-                self.state.withLockedValue { $0.storeProblem = nil }
                 for (request, outcome) in zip(accepts, result.accepts) {
                     request.continuation.resume(returning: .success(outcome))
                 }
-                self.finish(outcomes, result: result, feed: feed)
+                self.finish(outcomes, result: result, feed: feed, at: cycle.now)
+                self.storeAnswered()
             } catch {
                 failures += 1
                 self.logger.error("the store cannot write", metadata: ["cause": "\(error.message)"])
                 for request in accepts { request.continuation.resume(returning: .failure(error)) }
                 // The outcomes are kept for the next cycle; the wait between attempts is bounded and grows.
+                self.storeFailed(error.message)
                 self.state.withLockedValue { state in
-                    state.storeProblem = error.message
                     state.outcomes.insert(contentsOf: outcomes, at: 0)
                 }
                 try? await Task.sleep(for: .milliseconds(min(2000, 50 << min(failures, 6))))
@@ -539,12 +621,19 @@ public final class NotificationService: Sendable {
         }
     }
 
-    /// After a cycle: the rows claimed go to the feed, final rows leave the depth and wake their waiters.
-    private func finish(_ outcomes: [OutcomeUpdate], result: StoreCycleResult, feed: ServiceFeed?) {
+    /// After a cycle written at `at`: the rows claimed go to the feed (their leases in the book first), final rows
+    /// leave the depth and wake their waiters.
+    private func finish(_ outcomes: [OutcomeUpdate], result: StoreCycleResult, feed: ServiceFeed?, at: Int64) {
         let now = self.configuration.now()
         var finalIDs: [String] = []
         var latencies: [Int64] = []
         for row in result.claimed { self.marks?.handOut(row.seq) }
+        if let leases = self.leases {
+            leases.withLockedValue { book in
+                book.settled(outcomes.filter { $0.state != .sending }.map(\.seq) + result.fenced)
+                book.claimed(result.claimed.map(\.seq), at: at)
+            }
+        }
         let items = self.state.withLockedValue { state -> [HTTP2WorkItem] in
             for outcome in outcomes {
                 let line = ServiceMarks.line(outcome.seq)
@@ -587,6 +676,9 @@ public final class NotificationService: Sendable {
                 "rows taken over by another worker after their lease expired: their outcomes here were refused",
                 metadata: ["rows": "\(result.fenced.count)"]
             )
+            self.metrics.fenced.increment(by: result.fenced.count)
+            // Other rows of the same lease may be lost too: the renewal finds them now, before they are written.
+            self.renewSoon()
         }
         self.metrics.outcomes(outcomes, expired: result.expired.count)
         for latency in latencies { self.metrics.endToEnd.recordMilliseconds(latency) }
@@ -631,17 +723,93 @@ public final class NotificationService: Sendable {
     }
 
     /// Renews the leases of the rows this worker holds, every `every`, until the service stops (a store shared by
-    /// workers: a row whose lease runs out is taken over by another). A renewal that fails is logged and tried again
-    /// at the next turn; the lease outlasts two of them.
+    /// workers: a row whose lease runs out is taken over by another). The rows the renewal no longer finds held are
+    /// lost (`LeaseBook.renewed`): those not yet written are taken out of the sending. A renewal that fails is logged
+    /// and tried again after a second; the lease outlasts two renewals, and rows whose lease is about to end without
+    /// one are not written (`LeaseBook.withheld`).
     private func leaseLoop(every: Duration) async {
         while !self.state.withLockedValue({ $0.stopping }) {
-            try? await Task.sleep(for: every)
+            let failing = self.state.withLockedValue { $0.storeProblem != nil }
+            await self.pauseLeases(for: failing ? min(every, .seconds(1)) : every)
+            guard !self.state.withLockedValue({ $0.stopping }) else { break }
+            let ticket = self.leases?.withLockedValue { $0.renewalStarted() }
+            let renewal: LeaseRenewal
             do {
-                _ = try await self.store.renewLeases(now: self.configuration.now())
+                renewal = try await self.store.renewLeases(ticket?.seqs ?? [], now: self.configuration.now())
             } catch {
                 self.logger.error("the rows' leases cannot be renewed", metadata: ["cause": "\(error.message)"])
+                self.storeFailed(error.message)
+                continue
+            }
+            self.storeAnswered()
+            guard let leases = self.leases, let ticket else { continue }
+            let loss = leases.withLockedValue { $0.renewed(ticket, held: renewal.held, until: renewal.until) }
+            guard !loss.isEmpty else { continue }
+            self.metrics.leasesLostUnwritten.increment(by: loss.unwritten.count)
+            self.metrics.leasesLostWritten.increment(by: loss.written.count)
+            self.logger.warning(
+                "rows taken over by another worker: the unwritten ones are taken out of the sending",
+                metadata: ["unwritten": "\(loss.unwritten.count)", "written": "\(loss.written.count)"]
+            )
+        }
+    }
+
+    /// Waits `duration`, or less when `renewSoon` is called meanwhile.
+    private func pauseLeases(for duration: Duration) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            self.leasePause.withLockedValue { $0 = continuation }
+            let nanoseconds =
+                duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+            self.loop.scheduleTask(in: .nanoseconds(nanoseconds)) { self.renewSoon() }
+            // `shutdown` sets `stopping` before it ends the pause: one of the two sees the other.
+            if self.state.withLockedValue({ $0.stopping }) { self.renewSoon() }
+        }
+    }
+
+    /// Ends the lease loop's pause: a commit was fenced, so the renewal that finds the other lost rows comes now.
+    private func renewSoon() {
+        let pause = self.leasePause.withLockedValue { pause in
+            defer { pause = nil }
+            return pause
+        }
+        pause?.resume()
+    }
+
+    /// While the store fails, asks it for a small write every second, until one succeeds (the service is then ready
+    /// and claims again) or the service stops: a store that failed with nothing left to write is found back.
+    private func healthLoop() async {
+        while !self.state.withLockedValue({ $0.stopping }) {
+            try? await Task.sleep(for: .seconds(1))
+            guard self.state.withLockedValue({ $0.storeProblem != nil && !$0.stopping }) else { continue }
+            do {
+                try await self.store.checkWritable()
+                self.storeAnswered()
+            } catch {
+                self.storeFailed(error.message)
             }
         }
+    }
+
+    /// How often an idle worker of a shared store claims anyway: the bound on a wake-up `watchQueue` missed (a
+    /// connection lost) and on rows whose lease ran out, which no notification announces.
+    public static let claimPoll = Duration.seconds(2)
+
+    /// Claims every `claimPoll` while the feed wants rows and the store answers, until the service stops.
+    private func pollLoop() async {
+        while !self.state.withLockedValue({ $0.stopping }) {
+            try? await Task.sleep(for: Self.claimPoll)
+            self.queueSignalled()
+        }
+    }
+
+    /// Rows may be queued (another worker's notification, or the poll): a claim, when the feed wants rows and the
+    /// store answers.
+    private func queueSignalled() {
+        let wanted = self.state.withLockedValue { state -> Bool in
+            guard state.storeProblem == nil, !state.stopping, let feed = state.feed else { return false }
+            return feed.wanted > 0
+        }
+        if wanted { self.kick(claim: true) }
     }
 
     // MARK: Sender
@@ -668,6 +836,7 @@ public final class NotificationService: Sendable {
                         self?.answered(AnswerOutcomes.updates(answers, onUncertain: onUncertain, at: now()))
                     },
                     answerLatency: nil,
+                    gate: self.gate,
                     stop: stop
                 )
             } catch {
@@ -706,9 +875,20 @@ public final class NotificationService: Sendable {
     /// the row's sequence number.
     private func answered(_ updates: [OutcomeUpdate]) {
         guard !updates.isEmpty else { return }
+        // Rows another worker took over: their outcomes are not this worker's to record (the store would refuse
+        // them); they leave this worker's rows here.
+        let lost: Set<Int> =
+            self.leases?.withLockedValue { book in
+                Set(updates.compactMap { book.gaveBack(line: $0.seq) != nil ? $0.seq : nil })
+            } ?? []
         let wake = self.state.withLockedValue { state in
             for var update in updates {
                 guard let entry = state.inFlight[update.seq] else { continue }
+                if lost.contains(update.seq) {
+                    state.inFlight[update.seq] = nil
+                    state.depth -= 1
+                    continue
+                }
                 update.seq = entry.seq
                 state.outcomes.append(update)
             }
@@ -806,5 +986,29 @@ struct SplitMix128: RandomNumberGenerator {
     mutating func next() -> UInt64 {
         self.turn.toggle()
         return self.turn ? self.first.next() : self.second.next()
+    }
+}
+
+/// The sending job's question before every write, answered by the service's `LeaseBook` at the time of the question.
+final class LeaseGate: HTTP2WriteGate {
+    private let leases: NIOLockedValueBox<LeaseBook>
+    private let now: @Sendable () -> Int64
+    private let metrics: ServiceMetrics
+
+    init(leases: NIOLockedValueBox<LeaseBook>, now: @escaping @Sendable () -> Int64, metrics: ServiceMetrics) {
+        self.leases = leases
+        self.now = now
+        self.metrics = metrics
+    }
+
+    func withheld(_ lines: [Int]) -> Set<Int> {
+        let now = self.now()
+        let (withheld, lapsed) = self.leases.withLockedValue { book -> (Set<Int>, Int) in
+            let before = book.lapsed
+            let withheld = book.withheld(lines, now: now)
+            return (withheld, book.lapsed - before)
+        }
+        if lapsed > 0 { self.metrics.lapsed.increment(by: lapsed) }
+        return withheld
     }
 }

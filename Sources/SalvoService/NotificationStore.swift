@@ -49,24 +49,38 @@ public protocol NotificationStore: Sendable {
     /// Whether the store can still write (a small write, made durable).
     func checkWritable() async throws(StoreFailure)
 
-    /// How often the service renews the leases of the rows it was handed (`renewLeases`); nil: the store has no
-    /// leases (one node's store, where no other worker could take a row over).
+    /// How long a row handed to this worker is its own before another worker may take it over (`--lease-seconds`);
+    /// nil: the store has no leases (one node's store, where no other worker could take a row over).
+    var lease: Duration? { get }
+
+    /// How often the service renews the leases of the rows it was handed (`renewLeases`); nil without leases.
     var leaseRenewal: Duration? { get }
 
-    /// Extends the leases of the rows this worker was handed and still holds to `now` plus the lease, so that no
-    /// other worker takes over a row whose answer is merely slow. A row another worker took over is not this worker's
-    /// any more and is left alone.
-    /// - Returns: how many rows it holds.
-    func renewLeases(now: Int64) async throws(StoreFailure) -> Int
+    /// Extends the leases of the rows `seqs` this worker was handed and still holds to `now` plus the lease, so that
+    /// no other worker takes over a row whose answer is merely slow. A row another worker took over is not this
+    /// worker's any more and is left alone.
+    /// - Returns: the rows of `seqs` it holds, and the new end of their leases.
+    func renewLeases(_ seqs: Set<Int>, now: Int64) async throws(StoreFailure) -> LeaseRenewal
+
+    /// Calls `wake` (from any thread) whenever another worker of a shared store leaves rows queued, until the store
+    /// closes, so that an idle worker claims them at once rather than at its next poll. Returns at once; a store of
+    /// one node has no other worker and never calls it.
+    func watchQueue(_ wake: @escaping @Sendable () -> Void)
 
     func close() async
 }
 
 extension NotificationStore {
     /// No leases: one node's store.
-    public var leaseRenewal: Duration? { nil }
+    public var lease: Duration? { nil }
 
-    public func renewLeases(now: Int64) async throws(StoreFailure) -> Int { 0 }
+    public var leaseRenewal: Duration? { self.lease.map { $0 / 3 } }
+
+    public func renewLeases(_ seqs: Set<Int>, now: Int64) async throws(StoreFailure) -> LeaseRenewal {
+        LeaseRenewal(held: [], until: now)
+    }
+
+    public func watchQueue(_ wake: @escaping @Sendable () -> Void) {}
 
     /// `recover` with no webhook.
     public func recover(
@@ -75,6 +89,19 @@ extension NotificationStore {
         marks: (@Sendable (Int) -> RowMark)?
     ) async throws(StoreFailure) -> StoreRecovery {
         try await self.recover(onUncertain: onUncertain, now: now, marks: marks, webhooks: WebhookRoutes())
+    }
+}
+
+/// What a renewal of a worker's leases found: the rows the worker still holds, and the new end of their leases.
+public struct LeaseRenewal: Hashable, Sendable {
+    /// Sequence numbers of the rows held (being sent, stamped with this worker, under the fence of its claim).
+    public var held: Set<Int>
+    /// Milliseconds since 1970.
+    public var until: Int64
+
+    public init(held: Set<Int>, until: Int64) {
+        self.held = held
+        self.until = until
     }
 }
 

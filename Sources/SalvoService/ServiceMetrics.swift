@@ -8,6 +8,15 @@ struct ServiceMetrics: Sendable {
     let depth = Gauge(label: "salvo_service_queue_depth")
     let endToEnd = Timer(label: "salvo_service_end_to_end_seconds", preferredDisplayUnit: .seconds)
     let uncertainAfterRestart = Counter(label: "salvo_service_uncertain_after_restart_total")
+    /// Rows another worker took over while this one held them (a shared store), before and after it wrote them.
+    let leasesLostUnwritten = Counter(label: "salvo_service_leases_lost_total", dimensions: [("written", "false")])
+    let leasesLostWritten = Counter(label: "salvo_service_leases_lost_total", dimensions: [("written", "true")])
+    /// Outcomes the store refused: the row was another worker's by then.
+    let fenced = Counter(label: "salvo_service_fenced_total")
+    /// Rows given back unwritten because their lease was about to end without a renewal.
+    let lapsed = Counter(label: "salvo_service_leases_lapsed_total")
+    /// 1 while the store answers, 0 while it does not.
+    let storeUp = Gauge(label: "salvo_service_store_up")
 
     /// Refused notifications, by the field at fault (`token`, `payload`, …).
     func refused(_ errors: [FieldError]) {

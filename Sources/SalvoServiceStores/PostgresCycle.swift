@@ -21,6 +21,8 @@ struct PostgresCycle {
     private var claims: [(seq: Int, fence: Int64)] = []
     private var released: [Int] = []
     private var events: [WebhookEvent] = []
+    /// Rows this cycle left queued (stored beyond the claim's room, or given back).
+    private var queued = 0
 
     init(cycle: StoreCycle, worker: String, leaseMilliseconds: Int64, fences: [Int: Int64]) {
         self.cycle = cycle
@@ -51,6 +53,13 @@ struct PostgresCycle {
         }
         try await self.insert(toInsert, claiming: max(0, room), connection)
         try await PostgresCycle.enqueue(self.events, routes: self.cycle.webhooks, connection)
+        if self.queued > 0 {
+            // Delivered at the commit, to every worker listening: an idle one claims them at once.
+            try await connection.query(
+                "SELECT pg_notify(\(PostgresNotificationStore.queueChannel), \(self.worker))",
+                logger: Self.logger
+            )
+        }
         return Applied(result: self.result, claims: self.claims, released: self.released)
     }
 
@@ -234,6 +243,7 @@ struct PostgresCycle {
                 self.result.fenced.append(outcomes[position].seq)
             } else {
                 changed.append((position, id, batch, Array(token.readableBytesView), webhook))
+                if outcomes[position].state == .queued { self.queued += 1 }
             }
         }
         self.result.fenced.sort()
@@ -407,6 +417,7 @@ struct PostgresCycle {
                     room -= 1
                 } else {
                     state = .queued
+                    self.queued += 1
                 }
                 rows.append((accept.batch, notification, state))
             }

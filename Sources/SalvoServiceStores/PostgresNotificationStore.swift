@@ -50,6 +50,8 @@ public final class PostgresNotificationStore: NotificationStore {
     /// The rows this worker holds, by sequence number, with the fence of its claim: an outcome names its row's fence
     /// in its cycle. Changed only after a commit.
     private let held = Mutex<[Int: Int64]>([:])
+    /// The task that listens for other workers' queued rows (`watchQueue`), cancelled when the store closes.
+    private let listener = Mutex<Task<Void, Never>?>(nil)
 
     static let logger = Logger(label: "salvo.store.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -262,6 +264,7 @@ public final class PostgresNotificationStore: NotificationStore {
     }
 
     public func close() async {
+        self.listener.withLock { $0?.cancel() }
         self.running.cancel()
     }
 
@@ -283,15 +286,74 @@ public final class PostgresNotificationStore: NotificationStore {
         return applied.result
     }
 
+    public var lease: Duration? { self.options.lease }
+
     /// A third of the lease: two renewals may fail (a database restarting) before a row's lease runs out.
     public var leaseRenewal: Duration? { self.options.lease / 3 }
 
-    public func renewLeases(now: Int64) async throws(StoreFailure) -> Int {
+    public func renewLeases(_ seqs: Set<Int>, now: Int64) async throws(StoreFailure) -> LeaseRenewal {
         let until = now + Self.milliseconds(self.options.lease)
         let worker = self.options.workerID
-        return try await self.change(
-            "UPDATE salvo.notifications SET lease_until = \(until) WHERE worker = \(worker) AND state = 1"
-        )
+        let named = seqs.map(Int64.init)
+        let held = try await self.read(
+            """
+            UPDATE salvo.notifications SET lease_until = \(until)
+            WHERE seq = ANY(\(named)::bigint[]) AND worker = \(worker) AND state = 1 RETURNING seq
+            """
+        ) { try $0.decode(Int.self) }
+        return LeaseRenewal(held: Set(held), until: until)
+    }
+
+    // MARK: Queue signals
+
+    /// The channel a cycle that leaves rows queued notifies (`pg_notify`, sent at its commit), with the worker's id
+    /// as the payload: each worker listens on it and ignores its own.
+    static let queueChannel = "salvo_queue"
+
+    public func watchQueue(_ wake: @escaping @Sendable () -> Void) {
+        let location = self.location
+        let worker = self.options.workerID
+        let timeout = self.options.timeout
+        let task = Task { await Self.listen(location, worker: worker, timeout: timeout, wake: wake) }
+        self.listener.withLock { listener in
+            listener?.cancel()
+            listener = task
+        }
+    }
+
+    /// Listens on `queueChannel` over a connection of its own until cancelled, connecting again after a bounded,
+    /// growing pause (0.25 s doubled to 5 s) when the connection is lost: a database restart costs a wake-up, never
+    /// the listener. `wake` is called once each time it starts to listen (rows may have been queued meanwhile), and
+    /// for every other worker's notification.
+    private static func listen(
+        _ location: PostgresLocation,
+        worker: String,
+        timeout: Duration,
+        wake: @escaping @Sendable () -> Void
+    ) async {
+        var pause = Duration.milliseconds(250)
+        while !Task.isCancelled {
+            do {
+                var configuration = try location.configuration()
+                configuration.options.additionalStartupParameters += Self.sessionSettings(timeout: timeout)
+                let connection = try await PostgresConnection.connect(
+                    configuration: configuration,
+                    id: 2,
+                    logger: Self.logger
+                )
+                pause = .milliseconds(250)
+                do {
+                    try await connection.listen(on: Self.queueChannel) { notifications in
+                        wake()
+                        for try await notification in notifications where notification.payload != worker { wake() }
+                    }
+                } catch {}
+                try? await connection.close()
+            } catch {}
+            guard !Task.isCancelled else { return }
+            try? await Task.sleep(for: pause)
+            pause = min(pause * 2, .seconds(5))
+        }
     }
 
     static func milliseconds(_ duration: Duration) -> Int64 {

@@ -38,16 +38,15 @@ public enum ServiceStoreLocation: Sendable, CustomStringConvertible {
     }
 
     /// Opens the store: the SQLite file in the folder (created if missing), or the PostgreSQL store as worker
-    /// `workerID` (its schema made by `salvo serve migrate` first).
-    public func open(workerID: String) async throws(StoreFailure) -> any ServiceStore {
+    /// `workerID` with rows leased for `lease` (its schema made by `salvo serve migrate` first).
+    public func open(workerID: String, lease: Duration = .seconds(120)) async throws(StoreFailure) -> any ServiceStore {
         switch self {
         case .folder(let path):
             return try await SQLiteNotificationStore.open(directory: path)
         case .postgres(let location):
-            return try await PostgresNotificationStore.open(
-                location: location,
-                options: PostgresNotificationStore.Options(workerID: workerID)
-            )
+            var options = PostgresNotificationStore.Options(workerID: workerID)
+            options.lease = lease
+            return try await PostgresNotificationStore.open(location: location, options: options)
         }
     }
 }

@@ -131,73 +131,10 @@ public final class PostgresTestServer: Sendable {
     }
 
     private static func startCluster(initdb: String, pgctl: String, psql: String) throws -> PostgresTestServer {
-        var template = Array("/tmp/salvo-test-postgres-XXXXXX".utf8CString)
-        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
-            throw Failure("cannot make a folder for a PostgreSQL cluster in /tmp")
-        }
-        let folder = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let data = folder + "/data"
-        let sockets = folder + "/sockets"
-        let user = "salvo"
-        let password = "salvo-test-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: sockets, withIntermediateDirectories: true)
-        try Data((password + "\n").utf8).write(to: URL(fileURLWithPath: folder + "/pwfile"))
-        // TLS on, with a self-signed certificate, for `sslmode=require` (as .ci/run's cluster).
-        var tls = ""
-        if let openssl = Self.binary("openssl") {
-            let (status, _) = try TestProcess.runToEnd(
-                openssl,
-                [
-                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1", "-keyout",
-                    folder + "/server.key", "-out", folder + "/server.crt",
-                ]
-            )
-            if status == 0 {
-                chmod(folder + "/server.key", 0o600)
-                tls = " -c ssl=on -c ssl_cert_file=\(folder)/server.crt -c ssl_key_file=\(folder)/server.key"
-            }
-        }
-        // initdb refuses root: the cluster then belongs to the `postgres` user.
-        var runAs: [String] = []
-        if getuid() == 0 {
-            guard let account = getpwnam("postgres") else {
-                throw Failure("run as root, and no `postgres` user to own a PostgreSQL cluster (initdb refuses root)")
-            }
-            for name in ["", "/sockets", "/pwfile", "/server.key", "/server.crt"] {
-                chown(folder + name, account.pointee.pw_uid, account.pointee.pw_gid)
-            }
-            runAs = ["/usr/sbin/runuser", "-u", "postgres", "--"]
-        }
-        // Spawned and waited for directly, output into a file: the server that `pg_ctl start` leaves running would
-        // hold a pipe open for ever, and `TestProcess` (Foundation's `Process`) never saw `pg_ctl` end while it ran.
-        let log = folder + "/commands.log"
-        func run(_ arguments: [String]) throws {
-            let status = Self.spawnAndWait(runAs + arguments, output: log)
-            guard status == 0 else {
-                let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-                throw Failure("\(arguments.joined(separator: " ")): exit \(status): \(output.suffix(2000))")
-            }
-        }
-        try run([
-            initdb, "-D", data, "-U", user, "--pwfile", folder + "/pwfile", "--auth-host", "scram-sha-256",
-            "--auth-local", "trust", "-E", "UTF8", "--no-sync",
-        ])
-        let port = try Self.freePort()
-        let options = "-p \(port) -k \(sockets) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" + tls
-        try run([pgctl, "-D", data, "-o", options, "-l", folder + "/server.log", "-w", "-t", "60", "start"])
-        clusterToStop = (pgctl, data, folder, runAs)
-        atexit {
-            guard let (pgctl, data, folder, runAs) = clusterToStop else { return }
-            _ = PostgresTestServer.spawnAndWait(
-                runAs + [pgctl, "-D", data, "-m", "immediate", "-w", "stop"],
-                output: nil
-            )
-            try? FileManager.default.removeItem(atPath: folder)
-        }
-        return try PostgresTestServer(
-            url: "postgres://\(user):\(password)@127.0.0.1:\(port)/postgres?sslmode=disable",
-            psql: psql
-        )
+        let cluster = try PostgresCluster.start(initdb: initdb, pgctl: pgctl)
+        clusterToStop = cluster
+        atexit { clusterToStop?.stop() }
+        return try PostgresTestServer(url: cluster.url(database: "postgres"), psql: psql)
     }
 
     /// Runs `arguments` (the program first, by path) with its output appended to the file `output` (nil: dropped)
@@ -222,7 +159,7 @@ public final class PostgresTestServer: Sendable {
     }
 
     /// A loopback port nothing listens on now (bound to port 0 and released).
-    private static func freePort() throws -> Int {
+    static func freePort() throws -> Int {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw Failure("cannot open a socket to find a free port") }
         defer { close(descriptor) }
@@ -242,4 +179,4 @@ public final class PostgresTestServer: Sendable {
 }
 
 /// What the exit handler stops and removes (a C function pointer captures nothing).
-nonisolated(unsafe) private var clusterToStop: (pgctl: String, data: String, folder: String, runAs: [String])?
+nonisolated(unsafe) private var clusterToStop: PostgresCluster?

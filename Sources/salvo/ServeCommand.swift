@@ -64,6 +64,16 @@ struct ServeRunCommand: AsyncParsableCommand {
     var workerID: String?
 
     @Option(
+        name: .customLong("lease-seconds"),
+        help: ArgumentHelp(
+            "With a PostgreSQL store: how long a row this worker claimed is its own before another worker may take it "
+                + "over (renewed every third of it while the worker runs), 3 to 86400.",
+            valueName: "seconds"
+        )
+    )
+    var leaseSeconds: Int?
+
+    @Option(
         name: .customLong("local-folder"),
         help: ArgumentHelp(
             "With a PostgreSQL store: this process's own files, the sending job's marks and the campaigns' files "
@@ -248,6 +258,10 @@ struct ServeRunCommand: AsyncParsableCommand {
         if case .folder = location {
             if self.workerID != nil { throw ValidationError("--worker-id goes with a PostgreSQL store") }
             if self.localFolder != nil { throw ValidationError("--local-folder goes with a PostgreSQL store") }
+            if self.leaseSeconds != nil { throw ValidationError("--lease-seconds goes with a PostgreSQL store") }
+        }
+        if let lease = self.leaseSeconds, !(3...86_400).contains(lease) {
+            throw ValidationError("--lease-seconds is 3 to 86400 (seconds), not \(lease)")
         }
     }
 
@@ -326,7 +340,7 @@ struct ServeRunCommand: AsyncParsableCommand {
         let store: any ServiceStore
         do {
             if case .postgres = location { try Self.makeFolder(storeFolder) }
-            store = try await location.open(workerID: workerID)
+            store = try await location.open(workerID: workerID, lease: .seconds(self.leaseSeconds ?? 120))
         } catch {
             throw UserError(error.message)
         }

@@ -5,6 +5,7 @@ import SalvoService
 import SalvoServiceStores
 import SalvoTestSupport
 import SalvoTestTraits
+import Synchronization
 import Testing
 
 /// What a PostgreSQL store adds to the store's rules, on a real server: workers sharing one database claim disjoint
@@ -112,7 +113,8 @@ import Testing
         other.claim = 1
         let claimedByB = try await b.write(other).claimed.map(\.seq)
         #expect(claimedByB.count == 1)
-        #expect(try await a.renewLeases(now: 50_000) == 1)
+        let renewal = try await a.renewLeases(Set(claimed + claimedByB), now: 50_000)
+        #expect(renewal.held == Set(claimed) && renewal.until == 110_000)
         var late = StoreCycle(now: 62_000)
         late.claim = 10
         #expect(try await b.write(late).claimed.isEmpty, "a's renewed row stays a's")
@@ -123,6 +125,40 @@ import Testing
         var takeover = StoreCycle(now: 100_000)
         takeover.claim = 10
         #expect(try await a.write(takeover).claimed.map(\.seq) == claimedByB)
+        // b's renewal finds the row it lost no longer held.
+        #expect(try await b.renewLeases(Set(claimedByB), now: 101_000).held.isEmpty)
+        #expect(try await a.renewLeases(Set(claimedByB), now: 101_000).held == Set(claimedByB))
+        // Only the rows named are renewed: a row a worker holds without knowing it is left to run out.
+        #expect(try await a.renewLeases([], now: 101_000).held.isEmpty)
+        await a.close()
+        await b.close()
+    }
+
+    /// A cycle that leaves rows queued wakes the other workers listening (`watchQueue`, LISTEN/NOTIFY), and not the
+    /// worker that wrote it; each listener is woken once when it starts to listen too.
+    @Test func rowsQueuedByOneWorkerWakeTheOthers() async throws {
+        let place = try await StorePlace.make(.postgres, "pg_notify")
+        let a = try await place.open(worker: "a")
+        let b = try await place.open(worker: "b")
+        let wakes = Mutex((a: 0, b: 0))
+        a.watchQueue { wakes.withLock { $0.a += 1 } }
+        b.watchQueue { wakes.withLock { $0.b += 1 } }
+        try await eventually("both listen", timeout: .seconds(20)) { wakes.withLock { $0.a >= 1 && $0.b >= 1 } }
+        var queue = StoreCycle(now: 1_000)
+        queue.accepts = [NotificationStoreTests.accept([notification(0), notification(1)])]
+        _ = try await a.write(queue)
+        try await eventually("b is woken by a's rows", timeout: .seconds(20)) { wakes.withLock { $0.b >= 2 } }
+        // A cycle that queues nothing notifies nobody; b's queued rows wake a. A notification reaches a listener in
+        // the order of the commits, so a's own, had it not been ignored, would have come first.
+        var claim = StoreCycle(now: 2_000)
+        claim.claim = 2
+        #expect(try await b.write(claim).claimed.count == 2)
+        var again = StoreCycle(now: 3_000)
+        again.accepts = [NotificationStoreTests.accept([notification(2)], key: "second")]
+        _ = try await b.write(again)
+        try await eventually("a is woken by b's rows", timeout: .seconds(20)) { wakes.withLock { $0.a >= 2 } }
+        #expect(wakes.withLock { $0.a } == 2)
+        #expect(wakes.withLock { $0.b } == 2)
         await a.close()
         await b.close()
     }

@@ -59,6 +59,23 @@ struct ServeCommandLineTests {
             ["serve", "--demo", "--listen", "127.0.0.1:\(port)", "--store", folder + "/store", "--log-level", "error"]
         )
         #expect(taken == 3 && takenMessage.contains("--listen 127.0.0.1:\(port)"), "\(takenMessage)")
+        // A lease only goes with a shared store, and is bounded.
+        let (folderLease, folderLeaseMessage) = try await TestProcess.run(
+            salvo,
+            ["serve", "--demo", "--store", folder + "/store", "--lease-seconds", "10"]
+        )
+        #expect(
+            folderLease == 64 && folderLeaseMessage.contains("--lease-seconds goes with a PostgreSQL store"),
+            "\(folderLeaseMessage)"
+        )
+        let (shortLease, shortLeaseMessage) = try await TestProcess.run(
+            salvo,
+            ["serve", "--demo", "--store", "postgres://salvo@127.0.0.1:1/x", "--lease-seconds", "2"]
+        )
+        #expect(
+            shortLease == 64 && shortLeaseMessage.contains("--lease-seconds is 3 to 86400 (seconds), not 2"),
+            "\(shortLeaseMessage)"
+        )
     }
 
     @Test func aBadWebhookIsRefusedNamingWhatIsWrong() async throws {
