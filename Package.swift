@@ -617,6 +617,7 @@ let package = Package(
             dependencies: [
                 "APNSWire", "SalvoRows", "SalvoHTTP2", "SalvoSend", "SalvoService", "SalvoServer", "SalvoCampaigns",
                 "SalvoWebhooks", "SalvoSimulator", "SalvoDevelopment", "SalvoTestSupport", "SalvoTestTraits",
+                "SalvoServiceStores", "SalvoPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
