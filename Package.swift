@@ -617,7 +617,8 @@ let package = Package(
             name: "SalvoCampaignsTests",
             dependencies: [
                 "APNSWire", "SalvoRows", "SalvoHTTP2", "SalvoSend", "SalvoService", "SalvoServer", "SalvoCampaigns",
-                "SalvoPostgres", "SalvoWebhooks", "SalvoSimulator", "SalvoDevelopment", "SalvoTestSupport", "SalvoTestTraits",
+                "SalvoWebhooks", "SalvoSimulator", "SalvoDevelopment", "SalvoTestSupport", "SalvoTestTraits",
+                "SalvoServiceStores", "SalvoPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

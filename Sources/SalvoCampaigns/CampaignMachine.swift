@@ -32,6 +32,8 @@ public struct CampaignMachine: Sendable {
         public var jobRunning = false
         /// Why its job is being stopped, when it is.
         public var stopping: StopReason?
+        /// The state another worker of the fleet recorded, which this one's job is being stopped for.
+        public var followed: CampaignState?
 
         public init(state: CampaignState, sendAt: Int64) {
             self.state = state
@@ -45,6 +47,9 @@ public struct CampaignMachine: Sendable {
         case cancel
         /// The service stops: the campaign stays `running` and the next start resumes it.
         case shutdown
+        /// Another worker of the fleet recorded another state (a pause, a cancel, a failure): this worker's part
+        /// stops and the campaign takes that state, recorded already.
+        case elsewhere
     }
 
     /// How a campaign's job ended.
@@ -159,6 +164,8 @@ public struct CampaignMachine: Sendable {
             case .pause?: return []
             case .cancel?: throw Refusal(id: id, state: .running, reason: "the campaign is being cancelled")
             case .shutdown?: throw Refusal(id: id, state: .running, reason: "the service is stopping")
+            case .elsewhere?:
+                throw Refusal(id: id, state: .running, reason: "another worker of the fleet is stopping it")
             case nil:
                 self.campaigns[id]?.stopping = .pause
                 return [.stop(id, .pause)]
@@ -247,6 +254,10 @@ public struct CampaignMachine: Sendable {
         switch (end, stopping) {
         case (_, .cancel?):
             next = (.cancelled, nil)
+        case (_, .elsewhere?):
+            campaign.state = campaign.followed ?? campaign.state
+            campaign.followed = nil
+            return []
         case (.finished, _):
             next = (.finished, nil)
         case (.stopped, .pause?):
@@ -260,6 +271,27 @@ public struct CampaignMachine: Sendable {
         guard let (state, message) = next else { return [] }
         campaign.state = state
         return [.record(id, state, message: message)]
+    }
+
+    /// A fleet's campaign as another worker recorded it (read from the shared store): one not known here is taken up
+    /// (and its job started when it is running), one whose job runs here and is no longer `running` there has its job
+    /// stopped (`elsewhere`: the state is taken once the job ended, not recorded again), and one without a job here
+    /// takes the state, starting its job when it is `running`.
+    public mutating func follow(id: String, state: CampaignState, sendAt: Int64) -> [Action] {
+        guard var campaign = self.campaigns[id] else { return self.restore(id: id, state: state, sendAt: sendAt) }
+        campaign.sendAt = sendAt
+        defer { self.campaigns[id] = campaign }
+        if campaign.jobRunning {
+            guard state != .running, campaign.state == .running, campaign.stopping == nil else { return [] }
+            campaign.stopping = .elsewhere
+            campaign.followed = state
+            return [.stop(id, .elsewhere)]
+        }
+        guard state != campaign.state else { return [] }
+        campaign.state = state
+        guard state == .running, !self.shuttingDown else { return [] }
+        campaign.jobRunning = true
+        return [.start(id)]
     }
 
     /// A campaign made (`create`) and then not recorded after all: as if it never was.

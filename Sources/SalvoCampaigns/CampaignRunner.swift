@@ -11,7 +11,17 @@ import SalvoService
 /// same request run again on the same journal) and cancelled as `CampaignMachine` decides; their records in the
 /// store, their files in the store's folder. The HTTP layer only calls it.
 public actor CampaignRunner {
-    private let store: any CampaignStore
+    let store: any CampaignStore
+    /// The store's partitions, when it keeps them (a fleet's store): then each campaign's audience is cut into
+    /// partitions that any worker claims (`CampaignRunner+Fleet`); nil: each campaign is one job on this node.
+    let partitionStore: (any CampaignPartitionStore)?
+    let fleet: CampaignFleet
+    /// The campaigns whose audience is in the store's partitions.
+    var partitioned: Set<String> = []
+    /// How many times this worker wrote each campaign's record: a read of the records begun before a write is not
+    /// followed for that campaign (it would undo the write).
+    var recordWrites: [String: Int] = [:]
+    private var follower: Task<Void, Never>?
     let job: CampaignJob
     let now: @Sendable () -> Int64
     /// Returns once `now` has reached a time (milliseconds since 1970), or at once when its task is cancelled: the
@@ -22,10 +32,10 @@ public actor CampaignRunner {
     private let template: @Sendable (String) -> [UInt8]?
     var machine = CampaignMachine()
     var records: [String: CampaignRecord] = [:]
-    private var settings: [String: CampaignSettings] = [:]
+    var settings: [String: CampaignSettings] = [:]
     /// Each campaign's last finished run's report (read from its folder when not yet known here).
     var reports: [String: JobReport] = [:]
-    private var jobs: [String: (task: Task<Void, Never>, stop: JobStop)] = [:]
+    var jobs: [String: (task: Task<Void, Never>, stop: JobStop)] = [:]
     /// The running jobs' latest progress, written from the jobs' threads.
     let progress = NIOLockedValueBox<[String: JobProgress]>([:])
     /// The rows each campaign's jobs settled per second over the last hour (the console's charts), written from the
@@ -44,10 +54,13 @@ public actor CampaignRunner {
         now: @escaping @Sendable () -> Int64,
         waitUntil: (@Sendable (Int64) async -> Void)? = nil,
         logger: Logger,
-        webhooks: CampaignWebhooks? = nil
+        webhooks: CampaignWebhooks? = nil,
+        fleet: CampaignFleet = CampaignFleet()
     ) {
         self.webhooks = webhooks.flatMap { $0.routes.isEmpty ? nil : $0 }
         self.store = store
+        self.partitionStore = store as? any CampaignPartitionStore
+        self.fleet = fleet
         self.job = job
         self.template = template
         self.now = now
@@ -81,6 +94,9 @@ public actor CampaignRunner {
             }
             self.records[record.id] = record
             self.settings[record.id] = settings
+            if let partitions = self.partitionStore, try await partitions.partitioned(campaign: record.id) != nil {
+                self.partitioned.insert(record.id)
+            }
             // A run that ended before the service stopped may have left its rejects underived.
             await self.deriveEvents(record.id)
             let actions = self.machine.restore(id: record.id, state: state, sendAt: record.sendAt)
@@ -90,11 +106,15 @@ public actor CampaignRunner {
             await self.carryOut(actions)
         }
         self.scheduler = Task { [weak self] in await self?.watchSchedule() }
+        if self.partitionStore != nil {
+            self.follower = Task { [weak self] in await self?.followFleet() }
+        }
     }
 
     /// Stops every running job (their campaigns stay `running`, for the next start to resume) and waits for them.
     public func shutdown() async {
         self.scheduler?.cancel()
+        self.follower?.cancel()
         await self.carryOut(self.machine.shutdown())
         for (_, job) in self.jobs { await job.task.value }
     }
@@ -155,6 +175,9 @@ public actor CampaignRunner {
                     try LocalTimePlan.checkHeader(audience: audience, zoneColumn: settings.zoneColumn)
                 }
             }
+            if let partitions = self.partitionStore, settings.deliverAtLocal == nil, let audience = check.files.first {
+                try await self.cut(id: id, audience: audience, template: templateText, into: partitions)
+            }
         } catch {
             await discard()
             return .failure(error)
@@ -181,6 +204,7 @@ public actor CampaignRunner {
             }
         } catch {
             self.machine.forget(id: id)
+            await self.discardPartitions(id)
             await discard()
             return .failure(
                 ServiceProblem(.unavailable, detail: "the store cannot write: \(error.message)", retryAfter: 5)
@@ -188,6 +212,7 @@ public actor CampaignRunner {
         }
         self.records[id] = record
         self.settings[id] = settings
+        if self.partitionStore != nil, settings.deliverAtLocal == nil { self.partitioned.insert(id) }
         self.logger.info(
             "campaign created",
             metadata: ["campaign": "\(id)", "state": "\(state.rawValue)", "created_by": "\(keyID)"]
@@ -225,7 +250,9 @@ public actor CampaignRunner {
             let state = self.machine.campaigns[id]?.state
         else { return nil }
         var status = CampaignStatus(record: record, state: state, settings: settings)
-        if self.reports[id] == nil {
+        if self.partitioned.contains(id) {
+            status.report = await self.fleetReport(id)
+        } else if self.reports[id] == nil {
             let path = self.job.folder.report(id)
             if let bytes = await BlockingWork.run({ CampaignFolder.contents(path) }),
                 let report = try? JSONDecoder().decode(JobReport.self, from: Data(bytes))
@@ -233,7 +260,7 @@ public actor CampaignRunner {
                 self.reports[id] = report
             }
         }
-        status.report = self.reports[id]
+        if !self.partitioned.contains(id) { status.report = self.reports[id] }
         status.progress = self.progress.withLockedValue { $0[id] }
         if settings.deliverAtLocal != nil {
             let folder = self.job.folder
@@ -297,6 +324,9 @@ public actor CampaignRunner {
         guard self.records[id] != nil else {
             return .failure(ServiceProblem(.notFound, detail: "no campaign \(id)"))
         }
+        if self.partitioned.contains(id), file != .fallback {
+            return await self.fleetFile(file, of: id)
+        }
         let folder = self.job.folder
         let path =
             switch file {
@@ -315,7 +345,7 @@ public actor CampaignRunner {
 
     // MARK: Carrying out
 
-    private func carryOut(_ actions: [CampaignMachine.Action]) async {
+    func carryOut(_ actions: [CampaignMachine.Action]) async {
         for action in actions {
             switch action {
             case .start(let id):
@@ -328,6 +358,7 @@ public actor CampaignRunner {
                     case .pause: "paused through the API"
                     case .cancel: "cancelled through the API"
                     case .shutdown: "the service is shutting down"
+                    case .elsewhere: "another worker of the fleet changed the campaign"
                     }
                 self.jobs[id]?.stop.request(reason: text)
             case .record(let id, let state, let message):
@@ -338,6 +369,7 @@ public actor CampaignRunner {
 
     private func record(_ id: String, _ state: CampaignState, message: String?) async {
         guard var record = self.records[id] else { return }
+        self.recordWrites[id, default: 0] += 1
         let now = self.now()
         record.state = state.rawValue
         record.message = message
@@ -373,17 +405,20 @@ public actor CampaignRunner {
         let now = self.now
         let logger = self.logger
         let local = settings.deliverAtLocal != nil
+        let partitioned = self.partitioned.contains(id)
         let task = Task {
             let end =
-                local
-                ? await self.runLocal(id: id, settings: settings, stop: stop, closing: closing)
-                : await Self.runJob(
-                    id: id,
-                    settings: settings,
-                    job: job,
-                    stop: stop,
-                    progress: Self.recorder(id, progress: progress, samples: samples, now: now)
-                )
+                partitioned
+                ? await self.runFleet(id: id, settings: settings, stop: stop, closing: closing)
+                : local
+                    ? await self.runLocal(id: id, settings: settings, stop: stop, closing: closing)
+                    : await Self.runJob(
+                        id: id,
+                        settings: settings,
+                        job: job,
+                        stop: stop,
+                        progress: Self.recorder(id, progress: progress, samples: samples, now: now)
+                    )
             if case .failed(let reason) = end.end {
                 logger.error("a campaign's job failed", metadata: ["campaign": "\(id)", "reason": "\(reason)"])
             }

@@ -12,7 +12,8 @@ public enum PostgresStoreSchema {
 
     /// Version 1: the notifications with their leases (`worker`, `lease_until`, `fence`), idempotency keys,
     /// templates, API keys, campaigns, the webhooks' outbox and its sources: what the SQLite store's three versions
-    /// hold, with the columns a fleet needs.
+    /// hold, with the columns a fleet needs. Version 2: campaigns' audiences in partitions
+    /// (`campaignPartitions`).
     static let versions: [[String]] = [
         [
             """
@@ -58,7 +59,8 @@ public enum PostgresStoreSchema {
             "CREATE INDEX webhook_outbox_pending ON salvo.webhook_outbox (endpoint, seq) WHERE state = 0",
             "CREATE TABLE salvo.webhook_sources (source text PRIMARY KEY, signature text NOT NULL)",
             "CREATE TABLE salvo.meta (key text PRIMARY KEY, value text NOT NULL)",
-        ]
+        ],
+        PostgresStoreSchema.campaignPartitions,
     ]
 
     /// What `migrate` did: the version found and the version left.
