@@ -48,6 +48,8 @@ if [ -z "$url" ]; then
     as=()
     if [ "$(id -u)" = 0 ]; then
         chown -R postgres:postgres "$work/pg"
+        # The work folder is root's (mktemp: 0700): the cluster's owner needs to pass through it to its own.
+        chmod 711 "$work"
         as=(runuser -u postgres --)
     fi
     "${as[@]}" "$(pg_bin initdb)" -D "$work/pg/data" -U salvo --pwfile "$work/pg/pwfile" --auth-host scram-sha-256 \
