@@ -418,24 +418,8 @@ extension CampaignRunner {
         stop: JobStop,
         progress: @escaping @Sendable (JobProgress) -> Void
     ) async -> Ended {
-        do {
-            let request = try await BlockingWork.run { () throws(ServiceProblem) in
-                try job.request(id: id, settings: settings, partition: part, share: share)
-            }
-            stop.begin()
-            let send = try await BulkSend.prepare(request, stop: stop)
-            let result = try await send.run(progress: progress, stop: stop)
-            if let stopped = result.stopped ?? result.report.stopped {
-                return Ended(end: .stopped(stopped), report: result.report)
-            }
-            if let error = result.error { return Ended(end: .failed(error.message), report: result.report) }
-            return Ended(end: .finished, report: result.report)
-        } catch let error as ServiceProblem {
-            return Ended(end: .failed(error.detail), report: nil)
-        } catch let error as JobError {
-            return Ended(end: .failed(error.message), report: nil)
-        } catch {
-            return Ended(end: .failed("\(error)"), report: nil)
+        await Self.run(stop: stop, progress: progress) { () throws(ServiceProblem) in
+            try job.request(id: id, settings: settings, partition: part, share: share)
         }
     }
 

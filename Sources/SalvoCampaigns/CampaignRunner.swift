@@ -474,15 +474,26 @@ public actor CampaignRunner {
     ) async -> Ended {
         do {
             if group == nil { try await job.prepareAudience(id: id, settings: settings) }
-            let request = try await BlockingWork.run { () throws(ServiceProblem) in
-                try job.request(id: id, settings: settings, group: group)
-            }
+        } catch {
+            return Ended(end: .failed(error.detail), report: nil)
+        }
+        return await Self.run(stop: stop, progress: progress) { () throws(ServiceProblem) in
+            try job.request(id: id, settings: settings, group: group)
+        }
+    }
+
+    /// A job's run, as `send --journal` runs it: its request made (on `BlockingWork`: a template is read, a path
+    /// resolved), `BulkSend.prepare` and `run`, and how it ended.
+    static func run(
+        stop: JobStop,
+        progress: @escaping @Sendable (JobProgress) -> Void,
+        request makeRequest: @escaping @Sendable () throws(ServiceProblem) -> SendRequest
+    ) async -> Ended {
+        do {
+            let request = try await BlockingWork.run(makeRequest)
             stop.begin()
             let send = try await BulkSend.prepare(request, stop: stop)
-            let result = try await send.run(
-                progress: progress,
-                stop: stop
-            )
+            let result = try await send.run(progress: progress, stop: stop)
             if let stopped = result.stopped ?? result.report.stopped {
                 return Ended(end: .stopped(stopped), report: result.report)
             }
