@@ -233,6 +233,14 @@ extension CampaignRunner {
             }
             switch result {
             case .nothing(.done):
+                // Every partition is done; a cancel (or a pause or failure) recorded elsewhere may have closed them:
+                // followed, as its record says, rather than recorded finished over it.
+                if let record = try? await self.store.campaign(id: id),
+                    let state = CampaignState(rawValue: record.state), state != .running, state != .finished
+                {
+                    await self.carryOut(self.machine.follow(id: id, state: state, sendAt: record.sendAt))
+                    break running
+                }
                 end = .finished
                 break running
             case .nothing(.waiting(let until)):

@@ -302,6 +302,11 @@ public actor CampaignRunner {
         }
         let stopping = actions.contains { if case .stop = $0 { true } else { false } }
         let running = self.jobs[id]?.task
+        if operation == .cancel, stopping, self.partitioned.contains(id) {
+            // On a fleet the cancel is recorded at once, before this worker closes the partitions: another worker
+            // that finds them all closed follows the cancel rather than recording the campaign finished over it.
+            await self.record(id, .cancelled, message: nil)
+        }
         await self.carryOut(actions)
         if stopping, let running { await running.value }
         return .success(await self.status(id)!)
