@@ -31,7 +31,7 @@ struct CampaignServiceTests {
         let campaignReport = try await withCampaignClient { client in
             let made = try await service.upload(
                 csv,
-                settings: #"{"name":"pause","rate":1000,"# + Self.payload.dropFirst(),
+                settings: #"{"name":"pause","rate":400,"# + Self.payload.dropFirst(),
                 client: client
             )
             #expect(made.status == 201, "\(made.text)")
