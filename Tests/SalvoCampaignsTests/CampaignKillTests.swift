@@ -45,30 +45,17 @@ struct CampaignKillTests {
             + (try setup.commandLineOptions(in: folder))
         var server = try TestProcess(salvo, arguments, input: .nothing, output: .together)
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
-        let base = "http://127.0.0.1:\(port)"
-
-        func call(_ method: HTTPMethod, _ path: String, csv: String? = nil) async throws -> (Int, JSONValue, [UInt8]) {
-            var request = HTTPClientRequest(url: base + path)
-            request.method = method
-            request.headers.add(name: "Authorization", value: "Bearer \(key)")
-            if let csv {
-                request.headers.add(name: "Content-Type", value: "text/csv")
-                request.headers.add(name: "Salvo-Campaign", value: #"{"rate":1500,"payload":{"aps":{"alert":"k"}}}"#)
-                request.body = .bytes(ByteBuffer(string: csv))
-            }
-            let response = try await client.execute(request, timeout: .seconds(30))
-            let bytes = Array(try await response.body.collect(upTo: 16 << 20).readableBytesView)
-            return (Int(response.status.code), (try? JSONValue.parse(bytes).value) ?? .null, bytes)
-        }
-        func up() async throws {
-            try await eventually("the service answers", timeout: .seconds(60)) {
-                (try? await call(.GET, "/v1/campaigns"))?.0 == 200
-            }
-        }
+        let api = ServeAPI(base: "http://127.0.0.1:\(port)", key: key, client: client)
 
         do {
-            try await up()
-            let (status, made, _) = try await call(.POST, "/v1/campaigns", csv: audienceCSV(0..<rows))
+            try await api.up()
+            let (status, made, _) = try await api.call(
+                .POST,
+                "/v1/campaigns",
+                contentType: "text/csv",
+                headers: [("Salvo-Campaign", #"{"rate":1500,"payload":{"aps":{"alert":"k"}}}"#)],
+                body: audienceCSV(0..<rows)
+            )
             #expect(status == 201, "\(made)")
             let id = try #require(made["id"]?.stringValue)
             try await eventually("a third delivered", timeout: .seconds(60), every: .milliseconds(5)) {
@@ -79,24 +66,8 @@ struct CampaignKillTests {
             #expect(atKill < rows)
 
             server = try TestProcess(salvo, arguments, input: .nothing, output: .together)
-            try await up()
-            try await eventually("two thirds delivered", timeout: .seconds(60), every: .milliseconds(5)) {
-                setup.simulator.ledger.snapshot().accepted >= 2 * rows / 3
-            }
-            let (pausedStatus, paused, _) = try await call(.POST, "/v1/campaigns/\(id)/pause")
-            #expect(pausedStatus == 200 && paused["state"] == .string("paused"), "\(paused)")
-            let (_, _, reportBytes) = try await call(.GET, "/v1/campaigns/\(id)/report")
-            let afterKill = try JSONDecoder().decode(JobReport.self, from: Data(reportBytes))
-            #expect(afterKill.resumed?.run == 2, "\(afterKill.summary)")
-            let inherited = afterKill.resumed?.inheritedUncertain ?? 0
-
-            let (resumedStatus, _, _) = try await call(.POST, "/v1/campaigns/\(id)/resume")
-            #expect(resumedStatus == 200)
-            try await eventually("the campaign finished", timeout: .seconds(120)) {
-                (try? await call(.GET, "/v1/campaigns/\(id)"))?.1["state"] == .string("finished")
-            }
-            let (_, _, finalBytes) = try await call(.GET, "/v1/campaigns/\(id)/report")
-            let final = try JSONDecoder().decode(JobReport.self, from: Data(finalBytes))
+            try await api.up()
+            let (inherited, final) = try await api.pauseAtTwoThirdsAndFinish(id, rows: rows, simulator: setup.simulator)
             #expect(final.confirmed == rows && final.notSent == 0 && final.resumed?.run == 3, "\(final.summary)")
             let verdict = setup.simulator.verdict(
                 expected: ExpectedTokens((0..<rows).map { try! DeviceToken(hex: campaignToken($0)) }),

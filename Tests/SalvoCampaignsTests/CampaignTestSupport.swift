@@ -312,3 +312,64 @@ func withCampaignClient<T>(_ body: (HTTPClient) async throws -> T) async throws 
     try await client.shutdown()
     return value
 }
+
+/// The API of a `salvo serve` child process, as its kill tests call it: each call's status, JSON (or null) and bytes;
+/// the wait for the service to answer after a start; and a campaign paused once two thirds of its rows are in the
+/// ledger, its report read (the journal's second run, after the kill), resumed and waited for to its end.
+struct ServeAPI {
+    let base: String
+    let key: String
+    let client: HTTPClient
+
+    func call(
+        _ method: HTTPMethod,
+        _ path: String,
+        contentType: String? = nil,
+        headers: [(String, String)] = [],
+        body: String? = nil
+    ) async throws -> (Int, JSONValue, [UInt8]) {
+        var request = HTTPClientRequest(url: self.base + path)
+        request.method = method
+        request.headers.add(name: "Authorization", value: "Bearer \(self.key)")
+        if let contentType { request.headers.add(name: "Content-Type", value: contentType) }
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body { request.body = .bytes(ByteBuffer(string: body)) }
+        let response = try await self.client.execute(request, timeout: .seconds(30))
+        let bytes = Array(try await response.body.collect(upTo: 16 << 20).readableBytesView)
+        return (Int(response.status.code), (try? JSONValue.parse(bytes).value) ?? .null, bytes)
+    }
+
+    /// Waits (60 s at most) until the service answers.
+    func up() async throws {
+        try await eventually("the service answers", timeout: .seconds(60)) {
+            (try? await self.call(.GET, "/v1/campaigns"))?.0 == 200
+        }
+    }
+
+    /// Pauses campaign `id` once the simulator's ledger holds two thirds of `rows`, checks the pause and that its report is
+    /// the journal's second run, resumes it and waits for it to finish: the rows the kill left uncertain, and the
+    /// final report.
+    func pauseAtTwoThirdsAndFinish(
+        _ id: String,
+        rows: Int,
+        simulator: Simulator
+    ) async throws -> (inherited: Int, final: JobReport) {
+        try await eventually("two thirds delivered", timeout: .seconds(60), every: .milliseconds(5)) {
+            simulator.ledger.snapshot().accepted >= 2 * rows / 3
+        }
+        let (pausedStatus, paused, _) = try await self.call(.POST, "/v1/campaigns/\(id)/pause")
+        #expect(pausedStatus == 200 && paused["state"] == .string("paused"), "\(paused)")
+        let (_, _, reportBytes) = try await self.call(.GET, "/v1/campaigns/\(id)/report")
+        let afterKill = try JSONDecoder().decode(JobReport.self, from: Data(reportBytes))
+        #expect(afterKill.resumed?.run == 2, "\(afterKill.summary)")
+        let inherited = afterKill.resumed?.inheritedUncertain ?? 0
+
+        let (resumedStatus, _, _) = try await self.call(.POST, "/v1/campaigns/\(id)/resume")
+        #expect(resumedStatus == 200)
+        try await eventually("the campaign finished", timeout: .seconds(120)) {
+            (try? await self.call(.GET, "/v1/campaigns/\(id)"))?.1["state"] == .string("finished")
+        }
+        let (_, _, finalBytes) = try await self.call(.GET, "/v1/campaigns/\(id)/report")
+        return (inherited, try JSONDecoder().decode(JobReport.self, from: Data(finalBytes)))
+    }
+}
