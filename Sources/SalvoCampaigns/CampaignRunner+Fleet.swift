@@ -216,11 +216,13 @@ extension CampaignRunner {
         var end: CampaignMachine.JobEnd?
         running: while !closing && stop.reason == nil {
             let result: PartitionClaimResult
+            // The lease of a claim runs from here at the latest.
+            let claimedAt = self.now()
             do {
                 result = try await store.claimPartition(
                     campaign: id,
                     rate: settings.rate,
-                    now: self.now(),
+                    now: claimedAt,
                     lease: self.fleet.lease
                 )
             } catch {
@@ -247,7 +249,13 @@ extension CampaignRunner {
                 let now = self.now()
                 await self.idle(relay, until: min(until.map { $0 + 1 } ?? now + self.fleet.poll, now + self.fleet.poll))
             case .claimed(let claim):
-                let ended = await self.runPartition(claim, settings: settings, relay: relay, closing: false)
+                let ended = await self.runPartition(
+                    claim,
+                    claimedAt: claimedAt,
+                    settings: settings,
+                    relay: relay,
+                    closing: false
+                )
                 if case .failed = ended {
                     end = ended
                     break running
@@ -275,15 +283,22 @@ extension CampaignRunner {
     private func closePartitions(id: String, settings: CampaignSettings) async {
         guard let store = self.partitionStore else { return }
         while true {
+            let claimedAt = self.now()
             guard
                 case .claimed(let claim)? = try? await store.claimPartition(
                     campaign: id,
                     rate: nil,
-                    now: self.now(),
+                    now: claimedAt,
                     lease: self.fleet.lease
                 )
             else { return }
-            _ = await self.runPartition(claim, settings: settings, relay: LocalStopRelay(), closing: true)
+            _ = await self.runPartition(
+                claim,
+                claimedAt: claimedAt,
+                settings: settings,
+                relay: LocalStopRelay(),
+                closing: true
+            )
         }
     }
 
@@ -291,10 +306,12 @@ extension CampaignRunner {
     /// before (here or elsewhere: a run stopped before its first row makes the journal, the checkpoint's states go
     /// into it, those a dead holder may have written since marked written: `CampaignPartitions.takeover`), then its
     /// job, checkpointed every `checkpointEvery` under the claim's fence (a refused checkpoint, or none committed
-    /// while the lease runs out, stops it at once), and released with its files: done when every row settled (or
+    /// while the lease runs out, stops it at once), asking before each row it writes whether the lease, as last
+    /// renewed, still lets it (`PartitionWriteGate`), and released with its files: done when every row settled (or
     /// closing), open again otherwise.
     private func runPartition(
         _ claim: PartitionClaim,
+        claimedAt: Int64,
         settings: CampaignSettings,
         relay: LocalStopRelay,
         closing: Bool
@@ -380,13 +397,17 @@ extension CampaignRunner {
         if closing { partStop.request(reason: "cancelled through the API") }
         relay.current(partStop)
         let lost = LostClaim()
-        let watching = Task { await self.checkpointLoop(claim, journal: journal, stop: partStop, lost: lost) }
+        let gate = PartitionWriteGate(claimedAt: claimedAt, fleet: self.fleet, now: self.now, stop: partStop)
+        let watching = Task {
+            await self.checkpointLoop(claim, journal: journal, gate: gate, stop: partStop, lost: lost)
+        }
         let ended = await Self.runPartitionJob(
             id: id,
             settings: settings,
             job: job,
             part: claim.part,
             share: share,
+            gate: gate,
             stop: partStop,
             progress: self.recorder(id)
         )
@@ -423,19 +444,26 @@ extension CampaignRunner {
         job: CampaignJob,
         part: Int,
         share: Int?,
+        gate: PartitionWriteGate? = nil,
         stop: JobStop,
         progress: @escaping @Sendable (JobProgress) -> Void
     ) async -> Ended {
         await Self.run(stop: stop, progress: progress) { () throws(ServiceProblem) in
-            try job.request(id: id, settings: settings, partition: part, share: share)
+            try job.request(id: id, settings: settings, partition: part, share: share, gate: gate)
         }
     }
 
-    /// Checkpoints the running partition every `checkpointEvery` until cancelled: a checkpoint refused (the partition
-    /// taken over) or none committed while the lease runs out (`CampaignPartitions.mustStop`) stops its job at once.
-    private func checkpointLoop(_ claim: PartitionClaim, journal: String, stop: JobStop, lost: LostClaim) async {
+    /// Checkpoints the running partition every `checkpointEvery` until cancelled, each committed one renewing the
+    /// lease the write gate reads: a checkpoint refused (the partition taken over) or none committed while the lease
+    /// runs out (`CampaignPartitions.mustStop`, the gate closed) stops its job at once.
+    private func checkpointLoop(
+        _ claim: PartitionClaim,
+        journal: String,
+        gate: PartitionWriteGate,
+        stop: JobStop,
+        lost: LostClaim
+    ) async {
         guard let store = self.partitionStore else { return }
-        var renewed = self.now()
         let fleet = self.fleet
         while !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(fleet.checkpointEvery))
@@ -447,7 +475,7 @@ extension CampaignRunner {
             }
             do {
                 if try await store.checkpointPartition(claim, checkpoint: checkpoint, now: now, lease: fleet.lease) {
-                    renewed = now
+                    gate.renewed(at: now)
                     continue
                 }
                 lost.set()
@@ -456,14 +484,7 @@ extension CampaignRunner {
                     metadata: ["campaign": "\(claim.campaign)", "partition": "\(claim.part)"]
                 )
             } catch {
-                guard
-                    CampaignPartitions.mustStop(
-                        lastRenewed: renewed,
-                        lease: fleet.lease,
-                        margin: fleet.margin,
-                        now: now
-                    )
-                else { continue }
+                guard gate.isClosed(at: self.now()) else { continue }
                 lost.set()
                 self.logger.error(
                     "a partition's lease cannot be renewed: its job stops",

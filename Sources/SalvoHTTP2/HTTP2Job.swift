@@ -89,6 +89,7 @@ public enum HTTP2Job {
             progressInterval: progressInterval,
             progress: tick,
             answerLatency: answerLatency,
+            gate: configuration.gate,
             stop: stop
         )
         let endedAt = await running.waitForEnd()

@@ -20,6 +20,10 @@ public struct HTTP2JobConfiguration: Sendable {
     /// Where the job marks each row it writes and settles (`send --journal`); nil: no journal. The token source
     /// reads the same journal to skip what an earlier run settled.
     public var journal: RowJournal?
+    /// Asked right before each row is written (a first send or a resend): a row it withholds is not written by this
+    /// job and is left unsettled (never written: not sent; written before: unanswered). A fleet's campaign partition
+    /// closes it when its lease may have run out (`PartitionWriteGate`); nil: every row may be written.
+    public var gate: (any HTTP2WriteGate)?
 
     public init(client: HTTP2ClientConfiguration, headers: APNSRequestHeaders, payload: Payload) {
         self.client = client

@@ -200,25 +200,33 @@ final class HTTP2JobContext: Sendable {
         return (items, rateLimited, nextDelayed)
     }
 
-    /// The rows of `items` the gate lets be written; the others are settled at once, handed to `answers` as unsent
-    /// (never written), and the queue counts them done.
+    /// The rows of `items` the gate lets be written; the others are settled at once and the queue counts them done:
+    /// a served job hands them to `answers` as unsent (the store decides what they were), a job with a source leaves
+    /// them in its outcomes, unsent when no send of theirs can have arrived and unanswered when one was lost (its journal and report
+    /// say so, as for the rows a stopped job never took).
     private func admitted(_ items: [HTTP2WorkItem], by gate: any HTTP2WriteGate) -> [HTTP2WorkItem] {
         let withheld = gate.withheld(items.map(\.row.line))
         guard !withheld.isEmpty else { return items }
         var kept: [HTTP2WorkItem] = []
         kept.reserveCapacity(items.count - withheld.count)
-        var unsent: [UnsettledRow] = []
+        var left: [HTTP2WorkItem] = []
         for item in items {
-            if withheld.contains(item.row.line) {
-                unsent.append(
-                    UnsettledRow(token: item.row.token.hexString, file: "", line: item.row.line, outcome: .unsent)
+            if withheld.contains(item.row.line) { left.append(item) } else { kept.append(item) }
+        }
+        if let answers = self.answers {
+            answers(
+                HTTP2Answers(
+                    unsettled: left.map {
+                        UnsettledRow(token: $0.row.token.hexString, file: "", line: $0.row.line, outcome: .unsent)
+                    }
                 )
-            } else {
-                kept.append(item)
+            )
+        } else {
+            self.recorded.withLockedValue { recorded in
+                for item in left { recorded.outcomes.leave(item.row, item.losses > 0 ? .unanswered : .unsent) }
             }
         }
-        self.answers?(HTTP2Answers(unsettled: unsent))
-        self.work.complete(finals: unsent.count, retries: [HTTP2WorkItem]())
+        self.work.complete(finals: left.count, retries: [HTTP2WorkItem]())
         return kept
     }
 

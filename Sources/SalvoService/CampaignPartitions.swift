@@ -53,16 +53,18 @@ public enum CampaignPartitions {
         }
     }
 
-    /// Which partition a worker claims at `now`: the first open one in order, else the first whose holder's lease
-    /// has run out (a takeover); nil when every partition not done is held under a live lease. The fence is one more
-    /// than the partition's, so that its earlier holder's checkpoints and release are refused from here on.
+    /// Which partition a worker claims at `now`: the first whose holder's lease has run out (a takeover), else the
+    /// first open one in order; nil when every partition not done is held under a live lease. A dead or stalled
+    /// holder's partition goes first, so that its rows wait a lease and the claimer's current partition, not the rest
+    /// of the campaign. The fence is one more than the partition's, so that its earlier holder's checkpoints and
+    /// release are refused from here on.
     public static func choose(_ slots: [Slot], now: Int64) -> Choice? {
         let ordered = slots.sorted { $0.part < $1.part }
-        if let open = ordered.first(where: { $0.state == .open }) {
-            return Choice(part: open.part, fence: open.fence + 1, takeover: false)
-        }
         if let expired = ordered.first(where: { $0.state == .held && ($0.leaseUntil ?? Int64.min) < now }) {
             return Choice(part: expired.part, fence: expired.fence + 1, takeover: true)
+        }
+        if let open = ordered.first(where: { $0.state == .open }) {
+            return Choice(part: open.part, fence: open.fence + 1, takeover: false)
         }
         return nil
     }
@@ -80,12 +82,16 @@ public enum CampaignPartitions {
     /// one included), and never more than what the live claims (`held`, their shares) leave. nil when that is under
     /// one notification a second: the worker waits for a claim to end. A campaign without a rate: no share (nil
     /// rate), every claim unpaced.
+    ///
+    /// A claim's share is fixed for its partition's run, so a claim never takes a crumb: when less than half an even
+    /// share is free (a dead worker's claim still holding its share until its lease ends, or the shares of a fleet
+    /// that grew), it waits for a claim to end rather than run a partition at a few notifications a second.
     public static func share(rate: Int?, held: [Int], workers: Int) -> RateShare {
         guard let rate else { return .unpaced }
         let free = rate - held.reduce(0, +)
-        let even = rate / max(1, workers)
-        let share = min(free, max(1, even))
-        return share >= 1 ? .paced(share) : .wait
+        let even = max(1, rate / max(1, workers))
+        if free >= even { return .paced(even) }
+        return free >= 1 && free * 2 >= even ? .paced(free) : .wait
     }
 
     public enum RateShare: Hashable, Sendable {

@@ -42,6 +42,7 @@ extension FaultPlan {
             ("http2.goAwayAfterStreams", self.http2?.goAwayAfterStreams ?? 1, 1),
             ("http2.shrinkAfterStreams", self.http2?.shrinkAfterStreams ?? 1, 1),
             ("http2.shrinkTo", self.http2?.shrinkTo ?? 1, 1),
+            ("http2.shrinkConnections", self.http2?.shrinkConnections ?? 1, 1),
             ("http2.restoreAfterStreams", self.http2?.restoreAfterStreams ?? 1, 1),
             ("http2.responseDelayMilliseconds", self.http2?.responseDelayMilliseconds ?? 0, 0),
             ("http2.shrinkForStreams", self.http2?.shrinkForStreams ?? 1, 1),

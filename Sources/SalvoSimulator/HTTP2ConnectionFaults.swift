@@ -9,6 +9,8 @@ struct HTTP2ConnectionFaults {
     let faults: HTTP2EndpointConfiguration.Faults
     /// The endpoint's configured limit, which a shrink's end restores.
     let maximumConcurrentStreams: Int
+    /// The connection's serial number at the endpoint (its first is 1).
+    let connection: UInt32
     /// The connection's one seeded sequence: the faults' draws, and the `apns-id`s the endpoint makes
     /// (`HTTP2Answers.withAPNSID`) as their answers are written, in the order they happen.
     var random: SeededGenerator
@@ -23,6 +25,7 @@ struct HTTP2ConnectionFaults {
     init(faults: HTTP2EndpointConfiguration.Faults, maximumConcurrentStreams: Int, seed: UInt64, connection: UInt32) {
         self.faults = faults
         self.maximumConcurrentStreams = maximumConcurrentStreams
+        self.connection = connection
         self.random = SeededGenerator(seed: seed ^ 0x4832, stream: UInt64(connection))
         self.fullLimit = maximumConcurrentStreams
     }
@@ -76,11 +79,13 @@ struct HTTP2ConnectionFaults {
     }
 
     /// The connection faults after its `requests`th request is answered: each stream limit to announce, in order
-    /// (`announce`: a shrink at `shrinkAfterStreams`, the limit back at `restoreAfterStreams`, a seeded drop or
+    /// (`announce`: a shrink at `shrinkAfterStreams` on the connections `shrinkConnections` names, the limit back at `restoreAfterStreams`, a seeded drop or
     /// its end), and whether to send GOAWAY now (never once `goAwaySent`).
     mutating func afterRequest(_ requests: Int, goAwaySent: Bool, announce: (Int) -> Void) -> Bool {
         let faults = self.faults
-        if let after = faults.shrinkAfterStreams, requests == after {
+        if let after = faults.shrinkAfterStreams, requests == after,
+            faults.shrinkConnections.map({ self.connection <= $0 }) ?? true
+        {
             self.fullLimit = faults.shrinkTo
             announce(faults.shrinkTo)
         }

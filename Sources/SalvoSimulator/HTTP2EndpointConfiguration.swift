@@ -44,6 +44,9 @@ public struct HTTP2EndpointConfiguration: Sendable {
         /// After `shrinkAfterStreams` requests on a connection, announce `shrinkTo` as the stream limit.
         public var shrinkAfterStreams: Int?
         public var shrinkTo: Int = 1
+        /// Only the endpoint's first this-many connections shrink at `shrinkAfterStreams` (a client's long-lived
+        /// connections slowed, those it opens later not); nil: every connection.
+        public var shrinkConnections: Int?
         /// After this many requests on a connection (counted from its start; after `shrinkAfterStreams`), announce
         /// the endpoint's limit again: a limit lowered, then raised, mid-job.
         public var restoreAfterStreams: Int?
@@ -83,7 +86,8 @@ public struct HTTP2EndpointConfiguration: Sendable {
 
         private enum CodingKeys: String, CodingKey {
             case tooManyRequestsRate, retryAfterSeconds, internalServerErrorRate, serviceUnavailableRate
-            case goAwayAfterStreams, shrinkAfterStreams, shrinkTo, restoreAfterStreams, responseDelayMilliseconds
+            case goAwayAfterStreams, shrinkAfterStreams, shrinkTo, shrinkConnections, restoreAfterStreams
+            case responseDelayMilliseconds
             case tokenConnectionsStartWithOneStream, dropToOneAfterRejection
             case goAwayRate, resetRate, shrinkRate, shrinkForStreams, errorBurstRate, errorBurstLength
         }
@@ -99,6 +103,7 @@ public struct HTTP2EndpointConfiguration: Sendable {
             self.goAwayAfterStreams = try c.decodeIfPresent(Int.self, forKey: .goAwayAfterStreams)
             self.shrinkAfterStreams = try c.decodeIfPresent(Int.self, forKey: .shrinkAfterStreams)
             self.shrinkTo = try c.decodeIfPresent(Int.self, forKey: .shrinkTo) ?? d.shrinkTo
+            self.shrinkConnections = try c.decodeIfPresent(Int.self, forKey: .shrinkConnections)
             self.restoreAfterStreams = try c.decodeIfPresent(Int.self, forKey: .restoreAfterStreams)
             self.responseDelayMilliseconds = try c.decodeIfPresent(Int.self, forKey: .responseDelayMilliseconds) ?? 0
             self.tokenConnectionsStartWithOneStream =

@@ -74,6 +74,27 @@ struct ServeRunCommand: AsyncParsableCommand {
     var leaseSeconds: Int?
 
     @Option(
+        name: .customLong("campaign-lease-seconds"),
+        help: ArgumentHelp(
+            "With a PostgreSQL store: how long a campaign partition this worker claimed is its own without a "
+                + "checkpoint (one every 0.3 s while it sends) before another worker may take it over, 3 to 86400 "
+                + "(default 10).",
+            valueName: "seconds"
+        )
+    )
+    var campaignLeaseSeconds: Int?
+
+    @Option(
+        name: .customLong("campaign-partition-rows"),
+        help: ArgumentHelp(
+            "With a PostgreSQL store: the rows of each partition a campaign's audience is cut into for the fleet's "
+                + "workers to claim, 100 to 10000000 (default 10000).",
+            valueName: "rows"
+        )
+    )
+    var campaignPartitionRows: Int?
+
+    @Option(
         name: .customLong("local-folder"),
         help: ArgumentHelp(
             "With a PostgreSQL store: this process's own files, the sending job's marks and the campaigns' files "
@@ -259,9 +280,21 @@ struct ServeRunCommand: AsyncParsableCommand {
             if self.workerID != nil { throw ValidationError("--worker-id goes with a PostgreSQL store") }
             if self.localFolder != nil { throw ValidationError("--local-folder goes with a PostgreSQL store") }
             if self.leaseSeconds != nil { throw ValidationError("--lease-seconds goes with a PostgreSQL store") }
+            if self.campaignLeaseSeconds != nil {
+                throw ValidationError("--campaign-lease-seconds goes with a PostgreSQL store")
+            }
+            if self.campaignPartitionRows != nil {
+                throw ValidationError("--campaign-partition-rows goes with a PostgreSQL store")
+            }
         }
         if let lease = self.leaseSeconds, !(3...86_400).contains(lease) {
             throw ValidationError("--lease-seconds is 3 to 86400 (seconds), not \(lease)")
+        }
+        if let lease = self.campaignLeaseSeconds, !(3...86_400).contains(lease) {
+            throw ValidationError("--campaign-lease-seconds is 3 to 86400 (seconds), not \(lease)")
+        }
+        if let rows = self.campaignPartitionRows, !(100...10_000_000).contains(rows) {
+            throw ValidationError("--campaign-partition-rows is 100 to 10000000, not \(rows)")
         }
     }
 
@@ -411,6 +444,9 @@ struct ServeRunCommand: AsyncParsableCommand {
             query: campaignQuery
         )
         campaignJob.uploadRoom.limit = self.campaignUploadLimit << 20
+        var fleet = CampaignFleet()
+        if let seconds = self.campaignLeaseSeconds { fleet.lease = Int64(seconds) * 1000 }
+        if let rows = self.campaignPartitionRows { fleet.partitionRows = rows }
         let campaigns = CampaignRunner(
             store: store,
             job: campaignJob,
@@ -419,7 +455,8 @@ struct ServeRunCommand: AsyncParsableCommand {
             logger: logger,
             webhooks: webhooks.map { dispatcher in
                 CampaignWebhooks(outbox: store, routes: dispatcher.routes, wake: { dispatcher.wake() })
-            }
+            },
+            fleet: fleet
         )
         do {
             try await campaigns.start()

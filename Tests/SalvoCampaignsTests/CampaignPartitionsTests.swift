@@ -18,22 +18,28 @@ struct CampaignPartitionsTests {
         #expect(CampaignPartitions.sizes(rows: 0, rowsPerPartition: 10).isEmpty)
     }
 
-    @Test func aClaimTakesTheFirstOpenPartitionElseTheFirstWhoseLeaseRanOut() {
+    @Test func aClaimTakesTheFirstPartitionWhoseLeaseRanOutElseTheFirstOpenOne() {
         let slots = [
             Slot(part: 2, state: .open, leaseUntil: nil, fence: 3),
-            Slot(part: 0, state: .held, leaseUntil: 500, fence: 1),
-            Slot(part: 1, state: .held, leaseUntil: 2_000, fence: 1),
+            Slot(part: 3, state: .open, leaseUntil: nil, fence: 0),
+            Slot(part: 1, state: .held, leaseUntil: 500, fence: 1),
+            Slot(part: 0, state: .held, leaseUntil: 2_000, fence: 1),
         ]
-        // An open partition first, even with an expired lease before it: its fence one more.
+        // A lease that ran out first, even with open partitions before it: a takeover with its fence raised (its
+        // holder is fenced off).
         #expect(
             CampaignPartitions.choose(slots, now: 1_000)
+                == CampaignPartitions.Choice(part: 1, fence: 2, takeover: true)
+        )
+        // Every live lease: the first open partition in order, its fence one more.
+        #expect(
+            CampaignPartitions.choose(slots, now: 500)
                 == CampaignPartitions.Choice(part: 2, fence: 4, takeover: false)
         )
-        // None open: the first whose lease ran out, a takeover with its fence raised (its holder is fenced off).
         let held = slots.filter { $0.state == .held }
         #expect(
             CampaignPartitions.choose(held, now: 1_000)
-                == CampaignPartitions.Choice(part: 0, fence: 2, takeover: true)
+                == CampaignPartitions.Choice(part: 1, fence: 2, takeover: true)
         )
         // A lease is the holder's up to its last millisecond.
         #expect(CampaignPartitions.choose(held, now: 500) == nil)
@@ -67,6 +73,11 @@ struct CampaignPartitionsTests {
         // A third comes: what is left, never more than the even share.
         #expect(CampaignPartitions.share(rate: 1_000, held: [500, 500], workers: 3) == .wait)
         #expect(CampaignPartitions.share(rate: 1_000, held: [500], workers: 3) == .paced(333))
+        // Less than half an even share left (a dead worker's claim holds its share until its lease ends): wait,
+        // rather than run a partition at 2 a second; half or more: what is left.
+        #expect(CampaignPartitions.share(rate: 5_000, held: [1_666, 1_666, 1_666], workers: 3) == .wait)
+        #expect(CampaignPartitions.share(rate: 1_000, held: [500, 340], workers: 3) == .wait)
+        #expect(CampaignPartitions.share(rate: 1_000, held: [500, 300], workers: 3) == .paced(200))
         // A rate under the workers' number: one a second each, as long as any is left.
         #expect(CampaignPartitions.share(rate: 2, held: [1], workers: 5) == .paced(1))
         #expect(CampaignPartitions.share(rate: 2, held: [1, 1], workers: 5) == .wait)

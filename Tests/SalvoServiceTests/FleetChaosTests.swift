@@ -18,8 +18,12 @@ import Testing
 /// (`pg_ctl restart -m fast`). Then the ledgers show every accepted notification delivered, more than once only among
 /// the rows the service declared uncertain, and the stopped worker sent none of the rows taken from it after it woke.
 ///
+/// Beside the stream, a campaign of 300,000 rows (`FleetCampaign`) is uploaded to one worker and run by all three in
+/// partitions through the same faults: every row is delivered, more than once no more often than the campaign's
+/// report declares rows uncertain, and the stopped worker sends none of the rows of the partitions taken from it.
+///
 /// `Benchmarks/chaos.sh` runs the same scenario for longer (`SALVO_CHAOS_SECONDS`, a kill every
-/// `SALVO_CHAOS_KILL_EVERY` seconds).
+/// `SALVO_CHAOS_KILL_EVERY` seconds; `SALVO_CHAOS_CAMPAIGN_ROWS` rows in the campaign).
 @Suite(
     .tags(.process, .network),
     .runs(.process),
@@ -48,6 +52,7 @@ struct FleetChaosTests {
                 "the stopped worker sent rows taken from it: \(report.sentAfterWaking.prefix(5)); \(report.summary)"
             )
             #expect(report.takenUnwritten > 0, "no unwritten row was taken from the stopped worker: \(report.summary)")
+            #expect(!report.loads.isEmpty, "the campaign ran beside the stream")
             #expect(report.issues.isEmpty, "\(report.issues)")
         } catch {
             Issue.record("\(error)\n\(fleet.outputs())")
@@ -64,8 +69,17 @@ protocol FleetLoad: Sendable {
     var name: String { get }
     /// Puts the load on the fleet; runs while the faults happen, and returns when the load was handed over whole.
     func run(on fleet: Fleet) async throws
-    /// Once every worker has settled: what went wrong, as messages (none when the load arrived as it should).
-    func check(_ fleet: Fleet, ledger: FleetLedger) async throws -> [String]
+    /// Whether the load is well under way, so that the faults come in its middle: they wait for it.
+    func isUnderWay(on fleet: Fleet) async -> Bool
+    /// Once every worker has settled: what the load came to (a line for the run's summary) and what went wrong, as
+    /// messages (none when the load arrived as it should). `stall` is what the stopped worker held and had sent.
+    func check(
+        _ fleet: Fleet,
+        ledger: FleetLedger,
+        stall: Fleet.Stall?
+    ) async throws -> (
+        summary: String, issues: [String]
+    )
 }
 
 /// What a chaos run does: its fleet, its stream, its faults, and the loads beside the stream.
@@ -86,7 +100,8 @@ struct FleetChaos: Sendable {
     var loads: [any FleetLoad] = []
 
     /// The default run, or the longer one `Benchmarks/chaos.sh` asks for (`SALVO_CHAOS_SECONDS`,
-    /// `SALVO_CHAOS_KILL_EVERY`).
+    /// `SALVO_CHAOS_KILL_EVERY`, `SALVO_CHAOS_CAMPAIGN_ROWS`), with its campaign: 300,000 rows by default, paced to
+    /// last about 60 s (the default run's faults come within its first 30 to 60), or most of the longer run.
     static func fromEnvironment() -> FleetChaos {
         var chaos = FleetChaos()
         let environment = ProcessInfo.processInfo.environment
@@ -96,6 +111,9 @@ struct FleetChaos: Sendable {
         if let seconds = environment["SALVO_CHAOS_KILL_EVERY"].flatMap(Int.init), seconds > 0 {
             chaos.killEvery = .seconds(seconds)
         }
+        let rows = environment["SALVO_CHAOS_CAMPAIGN_ROWS"].flatMap(Int.init).map { max(1_000, $0) } ?? 300_000
+        let seconds = chaos.duration.map { Int($0.components.seconds) * 4 / 5 } ?? 60
+        chaos.loads = [FleetCampaign(rows: rows, rate: max(100, rows / max(1, seconds)))]
         return chaos
     }
 
@@ -116,6 +134,8 @@ struct FleetChaos: Sendable {
         var sentAfterWaking: [String] = []
         var workerWarnings = 0
         var seconds = 0.0
+        /// Each load's line.
+        var loads: [String] = []
         var issues: [String] = []
 
         var summary: String {
@@ -126,6 +146,7 @@ struct FleetChaos: Sendable {
                 + "\(self.takenFromStopped) taken from it (\(self.takenUnwritten) never written by it), "
                 + "\(self.sentAfterWaking.count) of them sent by it after it woke; \(self.workerWarnings) lease or fence warnings in the workers' logs; "
                 + String(format: "%.1f s", self.seconds)
+                + self.loads.map { "\n\($0)" }.joined()
         }
     }
 
@@ -138,11 +159,16 @@ struct FleetChaos: Sendable {
         let counts = NIOLockedValueBox((kills: 0, restarts: 0))
         let end = self.duration.map { started + $0 }
         let batches = self.batches
+        // The stream goes on past its batches until the faults are over, so that each finds rows in flight.
+        let faulted = NIOLockedValueBox(false)
+        let loads = self.loads
         try await withThrowingTaskGroup(of: Void.self) { group in
             for client in 0..<self.clients {
                 group.addTask {
                     var batch = client
-                    while end.map({ ContinuousClock.now < $0 }) ?? (batch < batches) {
+                    while end.map({ ContinuousClock.now < $0 })
+                        ?? (batch < batches || !faulted.withLockedValue { $0 })
+                    {
                         let id = try await fleet.post(batch, size: self.batchSize, first: batch)
                         answers.withLockedValue { $0[batch] = id }
                         posted.withLockedValue { $0 += 1 }
@@ -152,7 +178,6 @@ struct FleetChaos: Sendable {
                 }
             }
             for load in self.loads { group.addTask { try await load.run(on: fleet) } }
-            let stalling = NIOLockedValueBox(false)
             group.addTask {
                 // The faults, each once the stream is well under way: a kill -9 (in the longer run, the kills' own
                 // loop below), a stall past the lease, a database restart.
@@ -168,35 +193,35 @@ struct FleetChaos: Sendable {
                         }
                     }
                 }
+                try await eventually("the loads are under way", timeout: .seconds(600), every: .milliseconds(500)) {
+                    for load in loads where await !load.isUnderWay(on: fleet) { return false }
+                    return true
+                }
                 if end == nil {
                     try await share(0.2)
                     try await fleet.killAndRestart(0)
                     counts.withLockedValue { $0.kills += 1 }
                 }
                 try await share(0.4)
-                stalling.withLockedValue { $0 = true }
                 let stalled = try await fleet.stallPastLease(Fleet.stalled)
-                stalling.withLockedValue { $0 = false }
                 stall.withLockedValue { $0 = stalled }
                 try await share(0.6)
                 try await fleet.restartDatabase()
                 counts.withLockedValue { $0.restarts += 1 }
+                faulted.withLockedValue { $0 = true }
             }
             if let end {
                 group.addTask {
-                    // The longer run: a kill -9 every `killEvery`, each worker in turn (but the one being stalled),
-                    // until its end.
+                    // The longer run: a kill -9 every `killEvery`, each worker in turn but the one the stall stops
+                    // (its first connections, the slow ones, must stay the ones it started with), until its end.
+                    let killed = fleet.workers.indices.filter { $0 != Fleet.stalled }
                     var next = 0
                     while ContinuousClock.now + self.killEvery < end {
                         let at = ContinuousClock.now + self.killEvery
                         try await eventually("the next kill", timeout: self.killEvery * 2, every: .milliseconds(100)) {
                             ContinuousClock.now >= at
                         }
-                        var index = next % fleet.workers.count
-                        if index == Fleet.stalled, stalling.withLockedValue({ $0 }) {
-                            next += 1
-                            index = next % fleet.workers.count
-                        }
+                        let index = killed[next % killed.count]
                         try await fleet.killAndRestart(index)
                         counts.withLockedValue { $0.kills += 1 }
                         next += 1
@@ -249,7 +274,9 @@ struct FleetChaos: Sendable {
             }
         }
         for load in self.loads {
-            report.issues += try await load.check(fleet, ledger: ledger).map { "\(load.name): \($0)" }
+            let (summary, issues) = try await load.check(fleet, ledger: ledger, stall: stall.withLockedValue { $0 })
+            report.loads.append("\(load.name): \(summary)")
+            report.issues += issues.map { "\(load.name): \($0)" }
         }
         report.workerWarnings = fleet.outputs().components(separatedBy: "taken over by another worker").count - 1
         report.seconds = Double((ContinuousClock.now - started).components.seconds)
@@ -364,6 +391,9 @@ final class Fleet: Sendable {
             if index == Fleet.stalled {
                 faults.shrinkAfterStreams = 2
                 faults.shrinkTo = 4
+                // Only the transactional job's two connections, opened at the worker's start: a campaign
+                // partition's job opens connections of its own, which keep the full limit.
+                faults.shrinkConnections = 2
             }
             var plan = FaultPlan()
             plan.http2 = faults
@@ -381,7 +411,8 @@ final class Fleet: Sendable {
                     port: port,
                     arguments: [
                         "serve", "--listen", "127.0.0.1:\(port)", "--store", url, "--worker-id", "w\(index)",
-                        "--local-folder", own + "/local", "--lease-seconds", "\(leaseSeconds)", "--log-level",
+                        "--local-folder", own + "/local", "--lease-seconds", "\(leaseSeconds)",
+                        "--campaign-lease-seconds", "\(leaseSeconds)", "--log-level",
                         "warning", "--shutdown-grace", "2",
                     ] + gateway
                 )
@@ -502,16 +533,20 @@ final class Fleet: Sendable {
         try await self.waitReady(worker)
     }
 
-    /// A stall: which worker, the rows it held when stopped (by token), and what its simulator had accepted for them
-    /// when it was woken.
+    /// A stall: which worker, the rows it held when stopped (by token), the rows of the campaign partitions it held,
+    /// and what its simulator had accepted for each when it was woken and a lease later.
     struct Stall: Sendable {
         var worker: Int
         var held: [DeviceToken]
+        var partitionRows: [DeviceToken] = []
         var countsAtWake: [String: Int]
+        var countsALeaseLater: [String: Int] = [:]
     }
 
-    /// `SIGSTOP` of worker `index` until its lease has run out and the rows it held are held by it no more (the others
-    /// took them over), then `SIGCONT`.
+    /// `SIGSTOP` of worker `index` until its lease has run out and the rows and campaign partitions it held are held
+    /// by it no more (the others took them over), then `SIGCONT`; the ledger read again a lease after (a partition
+    /// taken from it is held by its taker at least that long, so what the woken worker sent of its rows by then it
+    /// sent after they were taken).
     func stallPastLease(_ index: Int) async throws -> Stall {
         let worker = self.workers[index]
         guard let process = worker.process else { throw PostgresCluster.Failure("worker \(index) is not running") }
@@ -520,6 +555,10 @@ final class Fleet: Sendable {
         let held = try await self.cluster.query(
             "SELECT encode(token, 'hex') FROM salvo.notifications WHERE state = 1 AND worker = 'w\(index)'"
         ).split(separator: "\n").compactMap { try? DeviceToken(hex: String($0)) }
+        // The partitions' CSVs: a header, then a token a line.
+        let partitionRows = try await self.cluster.query(
+            "SELECT convert_from(audience, 'UTF8') FROM salvo.campaign_partitions WHERE state = 1 AND worker = 'w\(index)'"
+        ).split(whereSeparator: \.isNewline).compactMap { try? DeviceToken(hex: String($0)) }
         let lease = Duration.seconds(self.leaseSeconds)
         try await eventually(
             "worker \(index) is past its lease and holds nothing",
@@ -528,15 +567,48 @@ final class Fleet: Sendable {
         ) {
             guard ContinuousClock.now - stoppedAt > lease + .seconds(1) else { return false }
             let still = try await self.cluster.query(
-                "SELECT count(*) FROM salvo.notifications WHERE state = 1 AND worker = 'w\(index)'"
+                """
+                SELECT (SELECT count(*) FROM salvo.notifications WHERE state = 1 AND worker = 'w\(index)')
+                    + (SELECT count(*) FROM salvo.campaign_partitions WHERE state = 1 AND worker = 'w\(index)')
+                """
             )
             return still.trimmingCharacters(in: .whitespacesAndNewlines) == "0"
         }
-        let ledger = self.ledger()
-        var counts: [String: Int] = [:]
-        for token in held { counts[token.hexString] = ledger.count(token, worker: index) }
+        var stall = Stall(worker: index, held: held, partitionRows: partitionRows, countsAtWake: [:])
+        let counts = { [self] () -> [String: Int] in
+            let ledger = self.ledger()
+            var counts: [String: Int] = [:]
+            for token in held + partitionRows { counts[token.hexString] = ledger.count(token, worker: index) }
+            return counts
+        }
+        stall.countsAtWake = counts()
         process.signal(SIGCONT)
-        return Stall(worker: index, held: held, countsAtWake: counts)
+        let woke = ContinuousClock.now
+        try await eventually("a lease after the wake", timeout: lease * 2, every: .milliseconds(100)) {
+            ContinuousClock.now - woke >= lease
+        }
+        stall.countsALeaseLater = counts()
+        return stall
+    }
+
+    /// A call of the API on worker `index`: its status and body, nil when the worker did not answer (refused, cut,
+    /// stopped, or no answer within `timeout`).
+    func call(
+        _ index: Int,
+        post: Bool = false,
+        _ path: String,
+        body: ByteBuffer? = nil,
+        headers: [(String, String)] = [],
+        timeout: TimeAmount = .seconds(30)
+    ) async -> (status: Int, body: ByteBuffer)? {
+        var request = self.request(self.workers[index % self.workers.count], path)
+        request.method = post ? .POST : .GET
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body { request.body = .bytes(body) }
+        guard let response = try? await self.client.execute(request, timeout: timeout),
+            let bytes = try? await response.body.collect(upTo: 64 << 20)
+        else { return nil }
+        return (Int(response.status.code), bytes)
     }
 
     /// `pg_ctl restart -m fast`: every worker's sessions cut, the server back on the same port.

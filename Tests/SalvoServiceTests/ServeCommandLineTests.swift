@@ -77,6 +77,25 @@ struct ServeCommandLineTests {
             shortLease == 64 && shortLeaseMessage.contains("--lease-seconds is 3 to 86400 (seconds), not 2"),
             "\(shortLeaseMessage)"
         )
+        // So do a campaign partition's lease and size.
+        for (arguments, message) in [
+            (["--store", folder + "/store", "--campaign-lease-seconds", "10"], "--campaign-lease-seconds goes with"),
+            (
+                ["--store", folder + "/store", "--campaign-partition-rows", "500"],
+                "--campaign-partition-rows goes with"
+            ),
+            (
+                ["--store", "postgres://salvo@127.0.0.1:1/x", "--campaign-lease-seconds", "2"],
+                "--campaign-lease-seconds is 3 to 86400 (seconds), not 2"
+            ),
+            (
+                ["--store", "postgres://salvo@127.0.0.1:1/x", "--campaign-partition-rows", "99"],
+                "--campaign-partition-rows is 100 to 10000000, not 99"
+            ),
+        ] {
+            let (status, output) = try await TestProcess.run(salvo, ["serve", "--demo"] + arguments)
+            #expect(status == 64 && output.contains(message), "\(arguments): \(output)")
+        }
     }
 
     @Test func aBadWebhookIsRefusedNamingWhatIsWrong() async throws {

@@ -129,6 +129,28 @@ import Testing
         #expect(faults.fullLimit == 100)
     }
 
+    @Test func onlyTheFirstConnectionsNamedShrink() {
+        var faults = HTTP2EndpointConfiguration.Faults()
+        faults.shrinkAfterStreams = 2
+        faults.shrinkTo = 3
+        faults.shrinkConnections = 3
+        // Connections 1 to 3 shrink at their second request; the fourth and later keep the endpoint's limit.
+        for (connection, shrinks) in [(UInt32(1), true), (3, true), (4, false), (9, false)] {
+            var connectionFaults = HTTP2ConnectionFaults(
+                faults: faults,
+                maximumConcurrentStreams: 100,
+                seed: 7,
+                connection: connection
+            )
+            var announced: [Int] = []
+            for request in 1...3 {
+                _ = connectionFaults.afterRequest(request, goAwaySent: false) { announced.append($0) }
+            }
+            #expect(announced == (shrinks ? [3] : []), "connection \(connection)")
+            #expect(connectionFaults.fullLimit == (shrinks ? 3 : 100), "connection \(connection)")
+        }
+    }
+
     @Test func aSeededDropLastsItsStreams() {
         var faults = Self.faults {
             $0.shrinkRate = 1
