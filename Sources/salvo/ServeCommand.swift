@@ -408,6 +408,14 @@ struct ServeRunCommand: AsyncParsableCommand {
             await webhooks?.shutdown()
             throw UserError(error.message)
         }
+        if case .postgres = location, self.signingKey.authKey != nil {
+            // Every worker of a fleet would mint its own tokens from one key: APNs answers TooManyProviderTokenUpdates
+            // to a key whose token changes more than once in 20 minutes.
+            logger.warning(
+                "a worker of a fleet minting its own provider tokens: give every worker one token with "
+                    + "--provider-token-file (salvo token mint) rather than --auth-key"
+            )
+        }
         let recovery = service.recovery
         if recovery.uncertain + recovery.neverWritten + recovery.answered > 0 {
             logger.warning(
