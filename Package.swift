@@ -349,7 +349,8 @@ let package = Package(
         ),
 
         // Benchmark drivers and sinks behind `salvo bench` (not a product): the TLS transport benchmark, the
-        // HTTP/2 client benchmark and its always-200 sink, and the gateway blast that loads the simulator.
+        // HTTP/2 client benchmark and its always-200 sink, the gateway blast that loads the simulator, and the
+        // service's queue through its store alone (embedded or PostgreSQL, with the server's CPU and log).
         .target(
             name: "SalvoBenchmarkSupport",
             dependencies: [
@@ -359,6 +360,11 @@ let package = Package(
                 "SalvoBinary",
                 "SalvoHTTP2",
                 "SalvoTestSupport",
+                "SalvoService",
+                "SalvoServiceStores",
+                "SalvoPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -496,13 +502,15 @@ let package = Package(
             swiftSettings: strictness
         ),
 
-        // The benchmark drivers' command line (`swift run -c release salvo-bench send|h2|transport|gateway|wire`):
-        // scaffolding kept out of the `salvo` product.
+        // The benchmark drivers' command line (`swift run -c release salvo-bench
+        // send|h2|transport|gateway|wire|queue`): scaffolding kept out of the `salvo` product.
         .executableTarget(
             name: "salvo-bench",
             dependencies: [
                 "APNSWire",
                 "SalvoSend",
+                "SalvoService",
+                "SalvoServiceStores",
                 "SalvoRows",
                 "SalvoBinary",
                 "SalvoIO",
@@ -602,7 +610,7 @@ let package = Package(
             dependencies: [
                 "APNSWire", "SalvoRows", "SalvoHTTP2", "SalvoService", "SalvoServiceStores", "SalvoPostgres",
                 "SalvoServer", "SalvoSimulator", "SalvoDevelopment", "SalvoTestSupport", "SalvoTestTraits",
-                "SalvoCharts",
+                "SalvoCharts", "SalvoBenchmarkSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -909,7 +909,7 @@ public final class NotificationService: Sendable {
     /// request carries). Time first, so that the store's index of ids grows at its end: with version-4 ids every
     /// cycle's rows landed on random pages of the index, and each commit wrote most of the index again (a cycle of
     /// 1,600 rows wrote over a thousand pages to the log).
-    static func uuid(milliseconds: Int64, using generator: inout some RandomNumberGenerator) -> String {
+    public static func uuid(milliseconds: Int64, using generator: inout some RandomNumberGenerator) -> String {
         let time = UInt64(clamping: max(0, milliseconds)) & 0xFFFF_FFFF_FFFF
         let first: UInt64 = generator.next()
         let second: UInt64 = generator.next()

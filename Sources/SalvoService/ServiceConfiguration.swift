@@ -27,7 +27,9 @@ public struct ServiceConfiguration: Sendable {
     /// Milliseconds since 1970 (injected: the tests' own clock).
     public var now: @Sendable () -> Int64 = { ServiceClock.milliseconds() }
     /// Rows the feed holds ready for the sending job, claimed from the store ahead of the connections' need.
-    public var feedRows = 1024
+    public var feedRows = Self.defaultFeedRows
+    /// The feed's rows unless a configuration says otherwise: the most one cycle claims.
+    public static let defaultFeedRows = 1024
     /// The webhooks that take events (`serve --webhook`): a cycle that makes a row final puts its events in the
     /// outbox in the same transaction.
     public var webhooks = WebhookRoutes()

@@ -17,7 +17,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "salvo-bench",
         abstract: "Measure throughput (build with -c release).",
-        subcommands: [Wire.self, Transport.self, Gateway.self, Send.self, H2.self]
+        subcommands: [Wire.self, Transport.self, Gateway.self, Send.self, H2.self, Queue.self]
     )
 
     /// Standard output is line-buffered even into a pipe or a file, as in `salvo`.
