@@ -292,6 +292,7 @@ class Bench:
              "-H", "Content-Type: text/csv", "-H", "Salvo-Campaign: " + self.settings,
              "--data-binary", "@" + self.options.tokens], capture_output=True, check=True).stdout
         uploaded = time.monotonic() - start
+        uploaded_at = time.time()
         campaign = json.loads(answer)
         if "id" not in campaign:
             sys.exit(f"{what}: campaign refused: {answer[:500]!r}")
@@ -304,8 +305,10 @@ class Bench:
                 sys.exit(f"{what}: the campaign did not finish within {self.options.timeout} s")
             time.sleep(poll)
         seconds = time.monotonic() - start
+        finished_at = time.time()
         measured = span.stop()
         measured["seconds"], measured["upload"], measured["id"] = seconds, uploaded, campaign["id"]
+        measured["uploaded_at"], measured["finished_at"] = uploaded_at, finished_at
         delivered = status.get("counts", {}).get("delivered", 0)
         if status["state"] != "finished" or delivered != self.options.rows:
             fail(f"{what}: campaign {status['state']}: delivered {delivered} of {self.options.rows}: "
@@ -367,6 +370,11 @@ class Bench:
             f"SELECT worker, count(*), count(*) FILTER (WHERE state = 2) FROM salvo.campaign_partitions "
             f"WHERE campaign = '{measured['id']}' GROUP BY worker ORDER BY worker", database)
         measured["partitions"] = {worker: int(count) for worker, count, _ in parts}
+        jobs = self.postgres.query(
+            f"SELECT worker, checkpoint_at, encode(report, 'hex') FROM salvo.campaign_partitions "
+            f"WHERE campaign = '{measured['id']}' AND report IS NOT NULL", database)
+        measured["jobs"] = [(worker, int(at) / 1000, json.loads(bytes.fromhex(report)))
+                            for worker, at, report in jobs]
         expected = -(-self.options.rows // PARTITION_ROWS)
         held = sum(int(count) for _, count, _ in parts)
         done = sum(int(d) for _, _, d in parts)
@@ -380,6 +388,33 @@ class Bench:
     def stop_all(self):
         for process in self.processes:
             stop(process, "salvo serve", seconds=5)
+
+
+def timeline(run):
+    """The partitions' jobs over the run, from their reports (`seconds`, `firstRowSeconds`) and release times."""
+    jobs = run.get("jobs") or []
+    if not jobs:
+        return None
+    spans = [(worker, end - report["seconds"], end, report) for worker, end, report in jobs]
+    first = min(start for _, start, _, _ in spans)
+    last = max(end for _, _, end, _ in spans)
+    busy = sum(report["seconds"] for *_, report in spans)
+    gaps = []
+    for worker in {w for w, *_ in spans}:
+        mine = sorted((start, end) for w, start, end, _ in spans if w == worker)
+        gaps += [b[0] - a[1] for a, b in zip(mine, mine[1:])]
+    first_rows = [r["firstRowSeconds"] for *_, r in spans if r.get("firstRowSeconds") is not None]
+    return {
+        "jobs": len(spans),
+        "job": busy / len(spans),
+        "first_row": sum(first_rows) / len(first_rows) if first_rows else float("nan"),
+        "gap": sum(gaps) / len(gaps) if gaps else 0.0,
+        "concurrency": busy / (last - first) if last > first else 0.0,
+        "to_first": first - run["uploaded_at"],
+        "sending": last - first,
+        "after_last": run["finished_at"] - last,
+        "connections": sum(r.get("connections", 0) for *_, r in spans) / len(spans),
+    }
 
 
 def bound(run):
@@ -465,6 +500,16 @@ def main():
                   f"| {pg['tup_inserted'] / rows:.5f} / {pg['tup_updated'] / rows:.5f} / {pg['tup_deleted'] / rows:.5f} "
                   f"| {pg['wal_bytes'] / rows:.1f}{audience} | {pg['wal_records'] / rows:.4f} | {pg['wal_sync'] / rows:.5f} "
                   f"| {pg['buffers_written'] / rows:.4f} | {run['postgres'] / rows * 1e6:.2f} |")
+        print()
+        print("The partitions' jobs (from their reports and release times):")
+        print("| run | jobs | a job's seconds (mean) | its first row | between a worker's jobs | jobs at once (mean) "
+              "| upload's end to the first job | first job to the last's end | last end to `finished` seen |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for run in fleets:
+            t = timeline(run)
+            if t:
+                print(f"| {run['name']} | {t['jobs']} | {t['job']:.3f} | {t['first_row']:.3f} | {t['gap']:.3f} "
+                      f"| {t['concurrency']:.2f} | {t['to_first']:.2f} | {t['sending']:.2f} | {t['after_last']:.2f} |")
         print()
         print("PostgreSQL totals over each fleet run:")
         for run in fleets:
