@@ -64,8 +64,19 @@ if [ -e "$("$(pg_bin pg_config)" --pkglibdir)/pg_stat_statements.so" ]; then
     statements=(--statements)
     preload="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_utility=on"
 fi
+# The server outlives the command that starts it: it gets none of this script's descriptors beyond the standard three
+# (a `flock` on the machine's lock, held on such a descriptor, would be held as long as the server runs).
+closed() {
+    (
+        for fd in /proc/$BASHPID/fd/*; do
+            fd=${fd##*/}
+            if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi
+        done
+        exec "$@"
+    )
+}
 pgport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"${as[@]}" "$(pg_bin pg_ctl)" -D "$work/pg/data" -l "$work/pg/log" -w -t 60 start \
+closed "${as[@]}" "$(pg_bin pg_ctl)" -D "$work/pg/data" -l "$work/pg/log" -w -t 60 start \
     -o "-p $pgport -k $work/pg/sockets -c listen_addresses=127.0.0.1 -c max_connections=200 $preload" >/dev/null
 cleanup=("${as[*]} $(pg_bin pg_ctl) -D $work/pg/data -m fast -w -t 30 stop")
 url="postgres://salvo@127.0.0.1:$pgport/postgres?sslmode=disable"
