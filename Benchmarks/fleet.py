@@ -11,7 +11,9 @@ each worker count N a fleet of N `salvo serve` workers on a fresh database of th
 campaign uploaded to worker 0. Each run is timed from its start (the upload's, for a campaign) to its end (the first
 `GET /v1/campaigns/{id}` that says `finished`, polled every POLL_MS); over the same span it takes the CPU seconds
 (user + system, /proc/PID/stat) of the serve processes, of PostgreSQL (the postmaster with its reaped children and
-every live child) and of the simulator, and the machine's idle share (/proc/stat). For a fleet run it also takes
+every live child) and of the simulator, and the machine's idle share (/proc/stat), also split at the upload's answer
+into the upload and the sending. For a fleet run it also reads the partitions' jobs (their reports' seconds and their
+release times: how long a job, the time between a worker's jobs, the jobs running at once) and takes
 PostgreSQL's own counters over the run (pg_stat_database of the run's database, pg_stat_wal, pg_stat_bgwriter, and
 pg_stat_statements when loaded), read once the workers have stopped (a backend reports its counters when it ends).
 Checks: the report or the campaign's counts hold every row delivered; the simulator's ledger holds each token once;
