@@ -412,8 +412,8 @@ struct ServeRunCommand: AsyncParsableCommand {
             // Every worker of a fleet would mint its own tokens from one key: APNs answers TooManyProviderTokenUpdates
             // to a key whose token changes more than once in 20 minutes.
             logger.warning(
-                "a worker of a fleet minting its own provider tokens: give every worker one token with "
-                    + "--provider-token-file (salvo token mint) rather than --auth-key"
+                "a worker of a fleet minting its own provider tokens",
+                metadata: ["instead": "one token for every worker: --provider-token-file (salvo token mint)"]
             )
         }
         let recovery = service.recovery
