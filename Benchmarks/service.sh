@@ -7,9 +7,11 @@
 #   notification to a token of its own) in requests of 1, 100 and 1000, timed from wrk's start to the moment the
 #   simulator's ledger holds every accepted notification (polled every 10 ms through its control endpoint); requests
 #   of 1 carry ROWS / 10 notifications (SINGLE_ROWS);
-# - latency: one notification a request at a fixed RATE a second for DURATION seconds (Benchmarks/service-client.py,
-#   open loop), the time from each request to the push service's answer (`answered_at` of each notification, read
-#   afterwards), p50 and p99, with the simulator holding every byte 0 and 50 ms each way (LATENCIES; empty: none).
+# - latency: one notification a request at a fixed RATE a second for DURATION seconds (Benchmarks/service-latency.go
+#   when Go is installed, Debian's golang-go: a goroutine a request, so that the client's own delay stays out of the
+#   figure; else Benchmarks/service-client.py; both open loop), the time from each request to the push service's
+#   answer (`answered_at` of each notification, read afterwards), p50 and p99, with the simulator holding every byte
+#   0 and 50 ms each way (LATENCIES; empty: none).
 # Prints every run, the medians and each service rate as a ratio to send's.
 #
 #   Benchmarks/service.sh SALVO [ROWS] [RUNS]
@@ -143,11 +145,17 @@ for batch in $batches; do
 done
 
 echo
+latency_client=(python3 "$client" latency)
+if [ -n "$latencies" ] && command -v go >/dev/null 2>&1; then
+    GOCACHE=$work/go-cache GOPATH=$work/go go build -o "$work/service-latency" "$here/service-latency.go"
+    latency_client=("$work/service-latency")
+fi
 for latency in $latencies; do
     [ "$latency" != 0 ] && start_simulator "$latency"
     start_serve
     echo "latency: the simulator $latency ms each way (round trip $((2 * latency)) ms; goal p99 <= $((2 * latency + 10)) ms), $rate notifications/s for $duration s, one a request"
-    python3 "$client" latency --url "$url" --key "$key" --payload "$payload" --rate "$rate" --seconds "$duration" \
+    echo "  client: ${latency_client[*]##*/}"
+    "${latency_client[@]}" --url "$url" --key "$key" --payload "$payload" --rate "$rate" --seconds "$duration" \
         --phase "$latency" | tee "$work/latency-$latency"
     # The service's own view of its 202s (its request histogram, from the request's arrival to its answer): what the
     # client's timing adds besides (its scheduling on the same two cores) shows against "the 202" above.
