@@ -96,10 +96,10 @@ extension CampaignRunner {
 
     /// The campaign's report: its partitions' reports added up (nil before any partition ran).
     func fleetReport(_ id: String) async -> JobReport? {
-        guard let store = self.partitionStore, let results = try? await store.partitionResults(campaign: id) else {
+        guard let store = self.partitionStore, let reports = try? await store.partitionReports(campaign: id) else {
             return self.reports[id]
         }
-        let report = PartitionSpool.report(results)
+        let report = PartitionSpool.report(reports: reports)
         if let report { self.reports[id] = report }
         return report ?? self.reports[id]
     }

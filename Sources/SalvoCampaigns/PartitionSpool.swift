@@ -188,10 +188,12 @@ public enum PartitionSpool {
 
     /// The partitions' reports added up: the campaign's report (nil before any partition ran).
     public static func report(_ results: [PartitionResult]) -> JobReport? {
-        let reports = results.compactMap { result in
-            result.files.report.flatMap { try? JSONDecoder().decode(JobReport.self, from: Data($0)) }
-        }
-        return LocalTimePlan.mergeReports(reports)
+        Self.report(reports: results.compactMap(\.files.report))
+    }
+
+    /// The partitions' reports (their JSON) merged; nil when none is there yet.
+    public static func report(reports: [[UInt8]]) -> JobReport? {
+        LocalTimePlan.mergeReports(reports.compactMap { try? JSONDecoder().decode(JobReport.self, from: Data($0)) })
     }
 
     /// The partitions' CSV files of one kind joined (one header), each partition's file name and line replaced by the

@@ -46,6 +46,10 @@ public protocol CampaignPartitionStore: Sendable {
 
     /// Every partition of the campaign with the files of its last run (in order of part).
     func partitionResults(campaign: String) async throws(StoreFailure) -> [PartitionResult]
+
+    /// The reports of the campaign's partitions that have one (in order of part): what a campaign's status needs,
+    /// read without the partitions' line maps and row files.
+    func partitionReports(campaign: String) async throws(StoreFailure) -> [[UInt8]]
 }
 
 /// One partition as the campaign's creation keeps it: a CSV of its own (the audience's header, then its rows as they

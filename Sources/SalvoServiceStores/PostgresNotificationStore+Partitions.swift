@@ -260,6 +260,20 @@ extension PostgresNotificationStore: CampaignPartitionStore {
         return changed == 1
     }
 
+    public func partitionReports(campaign: String) async throws(StoreFailure) -> [[UInt8]] {
+        var binds = PostgresBindings()
+        binds.append(campaign)
+        return try await self.read(
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT report FROM salvo.campaign_partitions
+                    WHERE campaign = $1 AND report IS NOT NULL ORDER BY part
+                    """,
+                binds: binds
+            )
+        ) { row in Array(try row.decode(ByteBuffer.self).readableBytesView) }
+    }
+
     public func partitionResults(campaign: String) async throws(StoreFailure) -> [PartitionResult] {
         var binds = PostgresBindings()
         binds.append(campaign)

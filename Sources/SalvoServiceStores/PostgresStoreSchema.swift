@@ -13,7 +13,7 @@ public enum PostgresStoreSchema {
     /// Version 1: the notifications with their leases (`worker`, `lease_until`, `fence`), idempotency keys,
     /// templates, API keys, campaigns, the webhooks' outbox and its sources: what the SQLite store's three versions
     /// hold, with the columns a fleet needs. Version 2: campaigns' audiences in partitions
-    /// (`campaignPartitions`).
+    /// (`campaignPartitions`). Version 3: those audiences stored uncompressed.
     static let versions: [[String]] = [
         [
             """
@@ -61,6 +61,9 @@ public enum PostgresStoreSchema {
             "CREATE TABLE salvo.meta (key text PRIMARY KEY, value text NOT NULL)",
         ],
         PostgresStoreSchema.campaignPartitions,
+        // Version 3: a partition's audience, a CSV of hex tokens that does not compress, is stored as it is rather
+        // than tried for compression at every insert (most of the time of cutting an audience into partitions).
+        ["ALTER TABLE salvo.campaign_partitions ALTER COLUMN audience SET STORAGE EXTERNAL"],
     ]
 
     /// What `migrate` did: the version found and the version left.

@@ -346,4 +346,9 @@ struct CuttableCampaignStore: CampaignStore, CampaignPartitionStore {
         try self.check()
         return try await self.store.partitionResults(campaign: campaign)
     }
+
+    func partitionReports(campaign: String) async throws(StoreFailure) -> [[UInt8]] {
+        try self.check()
+        return try await self.store.partitionReports(campaign: campaign)
+    }
 }
