@@ -39,25 +39,11 @@ trap finish EXIT
 # wait_line, start_simulator.
 . "$here/serve-common.sh"
 
-pg_bin() { command -v "$1" 2>/dev/null || find /usr/lib/postgresql -path "*/bin/$1" 2>/dev/null | sort -V | tail -1; }
+# pg_bin, start_postgres.
+. "$here/postgres-common.sh"
 url=${SALVO_TEST_POSTGRES_URL:-}
 if [ -z "$url" ]; then
-    mkdir "$work/pg" "$work/pg/sockets"
-    pgpassword="done-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
-    printf '%s\n' "$pgpassword" >"$work/pg/pwfile"
-    as=()
-    if [ "$(id -u)" = 0 ]; then
-        chown -R postgres:postgres "$work/pg"
-        # The work folder is root's (mktemp: 0700): the cluster's owner needs to pass through it to its own.
-        chmod 711 "$work"
-        as=(runuser -u postgres --)
-    fi
-    "${as[@]}" "$(pg_bin initdb)" -D "$work/pg/data" -U salvo --pwfile "$work/pg/pwfile" --auth-host scram-sha-256 \
-        --auth-local trust -E UTF8 --no-sync >/dev/null
-    pgport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    "${as[@]}" "$(pg_bin pg_ctl)" -D "$work/pg/data" -l "$work/pg/log" -w -t 60 start \
-        -o "-p $pgport -k $work/pg/sockets -c listen_addresses=127.0.0.1 -c fsync=off" >/dev/null
-    cleanup=("${as[*]} $(pg_bin pg_ctl) -D $work/pg/data -m fast -w stop")
+    start_postgres done -c fsync=off
     url="postgres://salvo:$pgpassword@127.0.0.1:$pgport/postgres?sslmode=disable"
 fi
 psql=$(pg_bin psql)

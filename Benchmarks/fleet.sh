@@ -45,40 +45,15 @@ trap finish EXIT
 # wait_line, start_simulator.
 . "$here/serve-common.sh"
 
-pg_bin() { command -v "$1" 2>/dev/null || find /usr/lib/postgresql -path "*/bin/$1" 2>/dev/null | sort -V | tail -1; }
-mkdir "$work/pg" "$work/pg/sockets"
-pgpassword="fleet-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
-printf '%s\n' "$pgpassword" >"$work/pg/pwfile"
-as=()
-if [ "$(id -u)" = 0 ]; then
-    chown -R postgres:postgres "$work/pg"
-    # The work folder is root's (mktemp: 0700): the cluster's owner needs to pass through it to its own.
-    chmod 711 "$work"
-    as=(runuser -u postgres --)
-fi
-"${as[@]}" "$(pg_bin initdb)" -D "$work/pg/data" -U salvo --pwfile "$work/pg/pwfile" --auth-host scram-sha-256 \
-    --auth-local trust -E UTF8 --no-sync >/dev/null
+# pg_bin, start_postgres.
+. "$here/postgres-common.sh"
 statements=()
 preload=""
 if [ -e "$("$(pg_bin pg_config)" --pkglibdir)/pg_stat_statements.so" ]; then
     statements=(--statements)
     preload="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_utility=on"
 fi
-# The server outlives the command that starts it: it gets none of this script's descriptors beyond the standard three
-# (a `flock` on the machine's lock, held on such a descriptor, would be held as long as the server runs).
-closed() {
-    (
-        for fd in /proc/$BASHPID/fd/*; do
-            fd=${fd##*/}
-            if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi
-        done
-        exec "$@"
-    )
-}
-pgport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-closed "${as[@]}" "$(pg_bin pg_ctl)" -D "$work/pg/data" -l "$work/pg/log" -w -t 60 start \
-    -o "-p $pgport -k $work/pg/sockets -c listen_addresses=127.0.0.1 -c max_connections=200 $preload" >/dev/null
-cleanup=("${as[*]} $(pg_bin pg_ctl) -D $work/pg/data -m fast -w -t 30 stop")
+start_postgres fleet -c max_connections=200 $preload
 url="postgres://salvo@127.0.0.1:$pgport/postgres?sslmode=disable"
 # Only salvo and psql read the password, from a file of their own.
 cp "$work/pg/pwfile" "$work/postgres-password"

@@ -14,6 +14,7 @@ bench=$(realpath "${1:?usage: queue.sh SALVO_BENCH [ROWS]}")
 rows=${2:-200000}
 runs=${RUNS:-3}
 workers_list=${WORKERS:-1 2}
+here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d /tmp/salvo-queue-XXXXXX)
 cleanup=()
 finish() {
@@ -22,24 +23,11 @@ finish() {
 }
 trap finish EXIT
 
-pg_bin() { command -v "$1" 2>/dev/null || find /usr/lib/postgresql -path "*/bin/$1" 2>/dev/null | sort -V | tail -1; }
-mkdir "$work/pg" "$work/pg/sockets"
-password="queue-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
-printf '%s\n' "$password" >"$work/pg/pwfile"
-chmod 600 "$work/pg/pwfile"
-as=()
-if [ "$(id -u)" = 0 ]; then
-    chown -R postgres:postgres "$work/pg"
-    # The work folder is root's (mktemp: 0700): the cluster's owner needs to pass through it to its own.
-    chmod 711 "$work"
-    as=(runuser -u postgres --)
-fi
-"${as[@]}" "$(pg_bin initdb)" -D "$work/pg/data" -U salvo --pwfile "$work/pg/pwfile" --auth-host scram-sha-256 \
-    --auth-local trust -E UTF8 --no-sync >/dev/null
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"${as[@]}" "$(pg_bin pg_ctl)" -D "$work/pg/data" -l "$work/pg/log" -w -t 60 start \
-    -o "-p $port -k $work/pg/sockets -c listen_addresses=127.0.0.1" >/dev/null
-cleanup=("${as[*]} $(pg_bin pg_ctl) -D $work/pg/data -m fast -w stop")
+# pg_bin, start_postgres.
+. "$here/postgres-common.sh"
+start_postgres queue
+password=$pgpassword
+port=$pgport
 admin="postgres://salvo:$password@127.0.0.1:$port/postgres?sslmode=disable"
 psql=$(pg_bin psql)
 # The benchmark gets the URL without its password, and the password in a file.
