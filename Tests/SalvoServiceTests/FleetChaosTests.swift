@@ -471,19 +471,20 @@ final class Fleet: Sendable {
         var attempt = first
         var answered: String?
         try await eventually("batch \(batch) is accepted", timeout: .seconds(300), every: .milliseconds(20)) {
-            let worker = self.workers[attempt % self.workers.count]
-            attempt += 1
-            var request = self.request(worker, "/v1/notifications")
-            request.method = .POST
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.headers.add(name: "Idempotency-Key", value: "chaos-\(batch)")
-            request.body = .bytes(body)
-            guard let response = try? await self.client.execute(request, timeout: .seconds(3)),
-                let bytes = try? await response.body.collect(upTo: 1 << 20)
+            defer { attempt += 1 }
+            guard
+                let (status, bytes) = await self.call(
+                    attempt,
+                    post: true,
+                    "/v1/notifications",
+                    body: body,
+                    headers: [("Content-Type", "application/json"), ("Idempotency-Key", "chaos-\(batch)")],
+                    timeout: .seconds(3)
+                )
             else { return false }
-            guard response.status.code == 202 else {
-                if response.status.code == 503 || response.status.code == 429 { return false }
-                throw PostgresCluster.Failure("batch \(batch): \(response.status.code) \(String(buffer: bytes))")
+            guard status == 202 else {
+                if status == 503 || status == 429 { return false }
+                throw PostgresCluster.Failure("batch \(batch): \(status) \(String(buffer: bytes))")
             }
             guard case .string(let id)? = try JSONValue.parse(Array(bytes.readableBytesView)).value["batch"] else {
                 throw PostgresCluster.Failure("batch \(batch): no batch id in \(String(buffer: bytes))")
@@ -500,13 +501,9 @@ final class Fleet: Sendable {
         var records: [(token: String, state: NotificationState, uncertainResends: Int)] = []
         var attempt = 0
         try await eventually("batch \(id) is final", timeout: .seconds(300), every: .milliseconds(100)) {
-            let worker = self.workers[attempt % self.workers.count]
-            attempt += 1
-            guard
-                let response = try? await self.client.execute(
-                    self.request(worker, "/v1/batches/\(id)?wait=30"),
-                    timeout: .seconds(40)
-                ), response.status == .ok, let bytes = try? await response.body.collect(upTo: 4 << 20)
+            defer { attempt += 1 }
+            guard let (status, bytes) = await self.call(attempt, "/v1/batches/\(id)?wait=30", timeout: .seconds(40)),
+                status == 200
             else { return false }
             let value = try JSONValue.parse(Array(bytes.readableBytesView)).value
             guard case .array(let items)? = value["notifications"] else { return false }
