@@ -374,19 +374,28 @@ extension CampaignRunner {
         } else if claim.takeover {
             // A holder that never checkpointed may have written any row: the journal is made and every row marked
             // written, to be counted uncertain.
+            // The states' length is the journal's own (its line count as the job scans the file), read back from
+            // the journal just made rather than worked out again here.
             if case .failed(let reason) = await closedRun() { return .failed(reason) }
-            let lines = claim.lines.count / 8 + 1
-            let takeover = CampaignPartitions.takeover(
-                states: nil,
-                lines: lines,
-                headerLines: PartitionSpool.headerLines(claim.audience),
-                share: nil,
-                checkpointAt: nil,
-                leaseUntil: claim.previousLeaseUntil ?? 0,
-                burst: 0
-            )
+            let header = PartitionSpool.headerLines(claim.audience)
+            let leaseUntil = claim.previousLeaseUntil ?? 0
             do {
                 try await BlockingWork.run { () throws(JobError) in
+                    guard let made = PartitionSpool.checkpoint(journal: journal, at: 0) else {
+                        throw JobError(
+                            .output,
+                            "\(JobJournal.statePath(journal)): the partition's journal was not made"
+                        )
+                    }
+                    let takeover = CampaignPartitions.takeover(
+                        states: nil,
+                        lines: made.states.count,
+                        headerLines: header,
+                        share: nil,
+                        checkpointAt: nil,
+                        leaseUntil: leaseUntil,
+                        burst: 0
+                    )
                     try PartitionSpool.restore(journal: journal, states: takeover.states, rejectsLog: [])
                 }
             } catch {

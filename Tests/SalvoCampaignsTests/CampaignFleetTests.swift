@@ -16,7 +16,7 @@ import Testing
 /// Campaigns run by a fleet: runners, each a worker with a folder of its own, on one real PostgreSQL store, against
 /// the simulator. Two runners finish one campaign with disjoint partitions and every row once; a worker cut off from
 /// the database stops within its lease and the partition it held is taken over, the rows it may have written counted
-/// uncertain (resent, or reported and never sent twice); a pause, resume and cancel asked of one worker hold for both.
+/// uncertain (resent, or reported and never sent twice), every row when it never checkpointed; a pause, resume and cancel asked of one worker hold for both.
 @Suite(.tags(.network), .runs(.network), .serialized, .timeLimit(.minutes(5)))
 struct CampaignFleetTests {
     @Test func twoRunnersFinishOneCampaignWithDisjointPartitionsAndEveryRowOnce() async throws {
@@ -88,6 +88,50 @@ struct CampaignFleetTests {
             #expect(report.uncertain == inherited && report.confirmed + report.uncertain == rows)
             let unsettled = try await b.file(.unsettled, id)
             #expect(unsettled.split(separator: "\n").count == inherited + 1)
+        }
+        await b.stop()
+        await a.stop()
+        await setup.reader.close()
+    }
+
+    /// A holder that never checkpointed may have written any row of its partition: its taker counts every row
+    /// uncertain (resent, or reported and never sent twice) and runs the partition to its end.
+    @Test(arguments: [OnUncertain.resend, .report])
+    func aPartitionWhoseHolderNeverCheckpointedIsTakenOverWithEveryRowUncertain(policy: OnUncertain) async throws {
+        let setup = try await FleetSetup.start("fleet_no_checkpoint", onUncertain: policy)
+        // More rows than a job reads before its first connection (`SendRequest.firstChunkRows`), so that the
+        // partition's rows are validated as they are taken, and its journal sized by the file's line ends.
+        let rows = 1_500
+        let a = try await setup.runner("worker-a", partitionRows: rows, cutAfterClaim: true)
+        let id = try await a.create(rows: rows, settings: #"{"payload": {"aps": {"alert": "hi"}}, "rate": 400}"#)
+        try await eventually("worker a has sent some rows", timeout: .seconds(30)) {
+            setup.simulator.simulator.ledger.snapshot().accepted >= 20
+        }
+        // Without a checkpoint, its lease as claimed runs out and it stops sending (CampaignPartitions.mustStop).
+        try await eventually("worker a has stopped sending", timeout: .seconds(30)) {
+            let before = setup.simulator.simulator.ledger.snapshot().accepted
+            try await Task.sleep(for: .milliseconds(700))
+            return setup.simulator.simulator.ledger.snapshot().accepted == before
+        }
+        let sentByA = setup.simulator.simulator.ledger.snapshot().accepted
+        let b = try await setup.runner("worker-b", partitionRows: rows)
+        try await b.waitFor(id, .finished)
+
+        let results = try await setup.results(id)
+        #expect(results.count == 1 && results[0].state == .done && results[0].worker == "worker-b")
+        let report = try #require(await b.report(id))
+        #expect(report.resumed?.inheritedUncertain == rows, "every row inherited uncertain")
+        #expect(report.validRows == rows && report.notSent == 0)
+        let verdict = setup.verdict(rows)
+        switch policy {
+        case .resend:
+            #expect(verdict.deliveredOnce + verdict.deliveredMoreThanOnce == rows, "\(verdict.summary)")
+            #expect(verdict.deliveredMoreThanOnce == sentByA, "\(verdict.summary); a sent \(sentByA)")
+            #expect(report.confirmed == rows)
+        case .report:
+            // Nothing sent again: what a did not send is reported uncertain, never sent.
+            #expect(verdict.deliveredMoreThanOnce == 0 && verdict.deliveredOnce == sentByA, "\(verdict.summary)")
+            #expect(report.uncertain == rows && report.confirmed == 0)
         }
         await b.stop()
         await a.stop()
@@ -173,7 +217,7 @@ struct FleetSetup {
         )
     }
 
-    func runner(_ worker: String, partitionRows: Int = 100) async throws -> FleetRunner {
+    func runner(_ worker: String, partitionRows: Int = 100, cutAfterClaim: Bool = false) async throws -> FleetRunner {
         let store = try await PostgresNotificationStore.open(
             location: self.location,
             options: PostgresNotificationStore.Options(workerID: worker)
@@ -187,7 +231,7 @@ struct FleetSetup {
         fleet.lease = 1_500
         fleet.poll = 200
         let runner = CampaignRunner(
-            store: CuttableCampaignStore(store: store, cut: cut),
+            store: CuttableCampaignStore(store: store, cut: cut, cutAfterClaim: cutAfterClaim),
             job: CampaignJob(
                 base: job,
                 defaultTopic: campaignTopic,
@@ -221,6 +265,11 @@ struct FleetSetup {
     }
 }
 
+struct CampaignFailed: Error, CustomStringConvertible {
+    let message: String
+    var description: String { "the campaign failed: \(self.message)" }
+}
+
 struct FleetRunner {
     let runner: CampaignRunner
     let store: PostgresNotificationStore
@@ -244,7 +293,11 @@ struct FleetRunner {
 
     func waitFor(_ id: String, _ state: CampaignState) async throws {
         try await eventually("campaign \(id) is \(state.rawValue)", timeout: .seconds(120)) {
-            await self.runner.status(id)?.state == state
+            let status = await self.runner.status(id)
+            if state != .failed, let status, status.state == .failed {
+                throw CampaignFailed(message: status.record.message ?? "")
+            }
+            return status?.state == state
         }
     }
 
@@ -267,6 +320,8 @@ struct FleetRunner {
 struct CuttableCampaignStore: CampaignStore, CampaignPartitionStore {
     let store: PostgresNotificationStore
     let cut: NIOLockedValueBox<Bool>
+    /// Cut off as soon as it has claimed a partition: a holder that never checkpoints.
+    var cutAfterClaim = false
 
     private func check() throws(StoreFailure) {
         if self.cut.withLockedValue({ $0 }) {
@@ -315,7 +370,9 @@ struct CuttableCampaignStore: CampaignStore, CampaignPartitionStore {
         -> PartitionClaimResult
     {
         try self.check()
-        return try await self.store.claimPartition(campaign: campaign, rate: rate, now: now, lease: lease)
+        let result = try await self.store.claimPartition(campaign: campaign, rate: rate, now: now, lease: lease)
+        if self.cutAfterClaim, case .claimed = result { self.cut.withLockedValue { $0 = true } }
+        return result
     }
 
     func checkpointPartition(
