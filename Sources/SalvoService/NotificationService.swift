@@ -21,6 +21,7 @@ public final class NotificationService: Sendable {
     private let waiters = OutcomeWaiters()
     private let state: NIOLockedValueBox<State>
     private let loop: any EventLoop
+    private let timers: LoopTimers
     private let group: MultiThreadedEventLoopGroup
     private let jobStop: NIOLockedValueBox<JobStop?> = NIOLockedValueBox(nil)
     private let logger: Logger
@@ -138,6 +139,7 @@ public final class NotificationService: Sendable {
         self.logger = logger
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         self.loop = self.group.next()
+        self.timers = LoopTimers(loop: self.loop)
         self.writerEnded = self.loop.makePromise(of: Void.self)
         self.state = NIOLockedValueBox(State())
         let metrics = ServiceMetrics()
@@ -307,7 +309,7 @@ public final class NotificationService: Sendable {
         let id = id.lowercased()
         do {
             if wait > 0 {
-                await self.waiters.wait(for: [id], timeout: Self.timeAmount(wait), on: self.loop) {
+                await self.waiters.wait(for: [id], timeout: Self.timeAmount(wait), timers: self.timers) {
                     let records = try? await self.store.notifications(ids: [id])
                     return Set(records?.filter { !$0.state.isFinal }.map(\.id) ?? [])
                 }
@@ -329,7 +331,7 @@ public final class NotificationService: Sendable {
             guard !first.isEmpty else { return .failure(ServiceProblem(.notFound, detail: "no batch \(id)")) }
             let open = Set(first.filter { !$0.state.isFinal }.map(\.id))
             guard wait > 0, !open.isEmpty else { return .success(first) }
-            await self.waiters.wait(for: open, timeout: Self.timeAmount(wait), on: self.loop) {
+            await self.waiters.wait(for: open, timeout: Self.timeAmount(wait), timers: self.timers) {
                 let records = try? await self.store.notifications(ids: Array(open))
                 return Set(records?.filter { !$0.state.isFinal }.map(\.id) ?? [])
             }
@@ -474,7 +476,7 @@ public final class NotificationService: Sendable {
                 }
                 take()?.resume(returning: problem)
             }
-            self.loop.scheduleTask(in: .nanoseconds(Int64(bound.components.seconds) * 1_000_000_000)) {
+            self.timers.schedule(in: .nanoseconds(Int64(bound.components.seconds) * 1_000_000_000)) {
                 take()?.resume(returning: "the store does not answer within \(bound.components.seconds) s")
             }
         }
@@ -525,6 +527,7 @@ public final class NotificationService: Sendable {
         try? await self.writerEnded.futureResult.get()
         self.waiters.endAll()
         await self.store.close()
+        self.timers.close()
         try? await self.group.shutdownGracefully()
     }
 
@@ -760,7 +763,7 @@ public final class NotificationService: Sendable {
             self.leasePause.withLockedValue { $0 = continuation }
             let nanoseconds =
                 duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
-            self.loop.scheduleTask(in: .nanoseconds(nanoseconds)) { self.renewSoon() }
+            self.timers.schedule(in: .nanoseconds(nanoseconds)) { self.renewSoon() }
             // `shutdown` sets `stopping` before it ends the pause: one of the two sees the other.
             if self.state.withLockedValue({ $0.stopping }) { self.renewSoon() }
         }

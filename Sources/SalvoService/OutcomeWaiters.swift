@@ -27,7 +27,7 @@ final class OutcomeWaiters: Sendable {
     func wait(
         for ids: Set<String>,
         timeout: TimeAmount,
-        on loop: any EventLoop,
+        timers: LoopTimers,
         open: () async -> Set<String>
     ) async {
         guard !ids.isEmpty, timeout > .zero else { return }
@@ -53,7 +53,7 @@ final class OutcomeWaiters: Sendable {
             if done {
                 continuation.resume()
             } else {
-                loop.scheduleTask(in: timeout) { self.end(token) }
+                timers.schedule(in: timeout) { self.end(token) }
             }
         }
     }

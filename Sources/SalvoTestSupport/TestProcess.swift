@@ -71,8 +71,12 @@ public final class TestProcess: Sendable {
     /// Its end, as `Process` reports it (waited for without polling).
     private let ending = Ending()
 
-    /// `salvo`, built next to the test bundle by `swift build`; nil when it is not there.
+    /// `salvo`: the one `SALVO_TEST_SALVO` names, else the one built next to the test bundle by `swift build`; nil
+    /// when it is not there.
     public static var salvoPath: String? {
+        if let named = ProcessInfo.processInfo.environment["SALVO_TEST_SALVO"], !named.isEmpty {
+            return FileManager.default.isExecutableFile(atPath: named) ? named : nil
+        }
         var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         for _ in 0..<3 {
             let candidate = folder.appendingPathComponent("salvo").path

@@ -28,21 +28,25 @@ import Testing
 
     @Test func aWaitEndsWhenItsIDsAreFinalOrItsTimeIsUp() async {
         let waiters = OutcomeWaiters()
-        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let timers = LoopTimers(loop: MultiThreadedEventLoopGroup.singleton.next())
         // Final before the wait asked the store: no wait at all.
-        await waiters.wait(for: ["a"], timeout: .seconds(60), on: loop) { [] }
+        await waiters.wait(for: ["a"], timeout: .seconds(60), timers: timers) { [] }
         // Final while the wait asked the store: not missed.
-        await waiters.wait(for: ["b", "c"], timeout: .seconds(60), on: loop) {
+        await waiters.wait(for: ["b", "c"], timeout: .seconds(60), timers: timers) {
             waiters.settled(["b", "c"])
             return ["b", "c"]
         }
         // Final later.
-        async let later: Void = waiters.wait(for: ["d"], timeout: .seconds(60), on: loop) { ["d"] }
+        async let later: Void = waiters.wait(for: ["d"], timeout: .seconds(60), timers: timers) { ["d"] }
         _ = try? await eventually("the wait is registered", timeout: .seconds(10)) { waiters.count == 1 }
         waiters.settled(["d"])
         await later
         // Never final: the timeout ends it.
-        await waiters.wait(for: ["e"], timeout: .milliseconds(20), on: loop) { ["e"] }
+        await waiters.wait(for: ["e"], timeout: .milliseconds(20), timers: timers) { ["e"] }
+        #expect(waiters.count == 0)
+        // After the service's timers closed, a wait ends at once rather than on a loop that is gone.
+        timers.close()
+        await waiters.wait(for: ["f"], timeout: .seconds(600), timers: timers) { ["f"] }
         #expect(waiters.count == 0)
     }
 
