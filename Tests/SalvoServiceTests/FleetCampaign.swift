@@ -38,32 +38,19 @@ struct FleetCampaign: FleetLoad {
         for token in self.tokens { csv += token.hexString + "\n" }
         let body = ByteBuffer(string: csv)
         let settings = #"{"name":"chaos","payload":{"aps":{"alert":"c"}},"rate":\#(self.rate)}"#
-        var attempt = 0
-        var made: String?
-        try await eventually("the campaign is made", timeout: .seconds(120), every: .milliseconds(200)) {
-            defer { attempt += 1 }
-            guard
-                let (status, answer) = await fleet.call(
-                    attempt,
-                    post: true,
-                    "/v1/campaigns",
-                    body: body,
-                    headers: [("Content-Type", "text/csv"), ("Salvo-Campaign", settings)],
-                    timeout: .seconds(60)
-                )
-            else { return false }
-            guard status == 201 || status == 202 else {
-                if status == 503 || status == 429 { return false }
-                throw PostgresCluster.Failure("the campaign was refused: \(status) \(String(buffer: answer))")
-            }
-            guard case .string(let id)? = try JSONValue.parse(Array(answer.readableBytesView)).value["id"] else {
-                throw PostgresCluster.Failure("no campaign id in \(String(buffer: answer))")
-            }
-            made = id
-            return true
-        }
-        guard let made else { throw PostgresCluster.Failure("the campaign was never made") }
+        let made = try await fleet.create(
+            "the campaign",
+            path: "/v1/campaigns",
+            body: body,
+            headers: [("Content-Type", "text/csv"), ("Salvo-Campaign", settings)],
+            field: "id",
+            first: 0,
+            patience: .seconds(120),
+            every: .milliseconds(200),
+            timeout: .seconds(60)
+        )
         self.id.withLockedValue { $0 = made }
+        var attempt = 0
         try await eventually("campaign \(made) is finished", timeout: .seconds(1200), every: .milliseconds(500)) {
             defer { attempt += 1 }
             guard let (status, answer) = await fleet.call(attempt, "/v1/campaigns/\(made)"), status == 200 else {

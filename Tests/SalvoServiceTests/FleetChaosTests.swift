@@ -468,32 +468,58 @@ final class Fleet: Sendable {
             #"{"token":"\#(Self.token(batch: batch, index: index).hexString)","payload":{"aps":{"alert":"b\#(batch)"}}}"#
         }
         let body = ByteBuffer(string: #"{"notifications":[\#(items.joined(separator: ","))]}"#)
+        return try await self.create(
+            "batch \(batch)",
+            path: "/v1/notifications",
+            body: body,
+            headers: [("Content-Type", "application/json"), ("Idempotency-Key", "chaos-\(batch)")],
+            field: "batch",
+            first: first,
+            patience: .seconds(300),
+            every: .milliseconds(20),
+            timeout: .seconds(3)
+        )
+    }
+
+    /// Posts `body` to `path` on worker `first`, and to the next one whenever a worker does not answer it (refused,
+    /// cut, stopped, 503 or 429), until one accepts it (201 or 202) within `patience`: the answer's `field`.
+    func create(
+        _ what: String,
+        path: String,
+        body: ByteBuffer,
+        headers: [(String, String)],
+        field: String,
+        first: Int,
+        patience: Duration,
+        every: Duration,
+        timeout: TimeAmount
+    ) async throws -> String {
         var attempt = first
-        var answered: String?
-        try await eventually("batch \(batch) is accepted", timeout: .seconds(300), every: .milliseconds(20)) {
+        var made: String?
+        try await eventually("\(what) is accepted", timeout: patience, every: every) {
             defer { attempt += 1 }
             guard
-                let (status, bytes) = await self.call(
+                let (status, answer) = await self.call(
                     attempt,
                     post: true,
-                    "/v1/notifications",
+                    path,
                     body: body,
-                    headers: [("Content-Type", "application/json"), ("Idempotency-Key", "chaos-\(batch)")],
-                    timeout: .seconds(3)
+                    headers: headers,
+                    timeout: timeout
                 )
             else { return false }
-            guard status == 202 else {
+            guard status == 201 || status == 202 else {
                 if status == 503 || status == 429 { return false }
-                throw PostgresCluster.Failure("batch \(batch): \(status) \(String(buffer: bytes))")
+                throw PostgresCluster.Failure("\(what): \(status) \(String(buffer: answer))")
             }
-            guard case .string(let id)? = try JSONValue.parse(Array(bytes.readableBytesView)).value["batch"] else {
-                throw PostgresCluster.Failure("batch \(batch): no batch id in \(String(buffer: bytes))")
+            guard case .string(let id)? = try JSONValue.parse(Array(answer.readableBytesView)).value[field] else {
+                throw PostgresCluster.Failure("\(what): no \(field) in \(String(buffer: answer))")
             }
-            answered = id
+            made = id
             return true
         }
-        guard let answered else { throw PostgresCluster.Failure("batch \(batch) was never accepted") }
-        return answered
+        guard let made else { throw PostgresCluster.Failure("\(what) was never accepted") }
+        return made
     }
 
     /// A batch's rows once all are final, asked of any worker that answers (waits of 30 s, for at most 5 minutes).
