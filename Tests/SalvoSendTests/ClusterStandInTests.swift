@@ -49,9 +49,9 @@ import SalvoTestTraits
         let signingKey = try DevelopmentSigningKey.ensure(in: folder.path)
         if wire == .binary {
             if !Self.fast {
-                // About 50 KB/s per connection: a worker's share takes seconds, so the kill lands mid-run even on
-                // an idle machine.
-                configuration.plan.slowReader = FaultPlan.SlowReader(chunkSize: 1024, delayMilliseconds: 20)
+                // About 25 KB/s per connection: a worker's share takes about 5 s, so the kill lands mid-run on an
+                // idle machine and on one whose load delays the test's look by seconds.
+                configuration.plan.slowReader = FaultPlan.SlowReader(chunkSize: 1024, delayMilliseconds: 40)
             }
         } else {
             var providerKey = signingKey.providerKey
@@ -85,7 +85,7 @@ import SalvoTestTraits
                 "--protocol", "h2", "--gateway", "127.0.0.1:\(simulator.http2Port ?? 0)", "--server-name",
                 "localhost", "--topic", CertificateFactory.sharedTopic, "--provider-token-file", "token.json",
             ]
-            if !Self.fast { common += ["--rate", String(max(1, 3000 / workers))] }
+            if !Self.fast { common += ["--rate", String(max(1, 1500 / workers))] }
         }
         func arguments(_ index: Int) -> [String] {
             common + ["--journal", "journal/\(index)", "--report", "report-\(index).json"]
