@@ -22,9 +22,10 @@ struct CampaignFleetTests {
     @Test func twoRunnersFinishOneCampaignWithDisjointPartitionsAndEveryRowOnce() async throws {
         let setup = try await FleetSetup.start("fleet_two")
         let rows = 3_000
-        let a = try await setup.runner("worker-a")
+        // Leases long enough that a runner never loses one on a loaded machine: this test is about sharing the work.
+        let a = try await setup.runner("worker-a", lease: 10_000)
         let id = try await a.create(rows: rows, settings: #"{"payload": {"aps": {"alert": "hi"}}, "rate": 1500}"#)
-        let b = try await setup.runner("worker-b")
+        let b = try await setup.runner("worker-b", lease: 10_000)
         try await a.waitFor(id, .finished)
         try await b.waitFor(id, .finished)
 
@@ -141,8 +142,8 @@ struct CampaignFleetTests {
     @Test func aPauseResumeAndCancelAskedOfOneWorkerHoldForTheFleet() async throws {
         let setup = try await FleetSetup.start("fleet_pause")
         let rows = 2_000
-        let a = try await setup.runner("worker-a")
-        let b = try await setup.runner("worker-b")
+        let a = try await setup.runner("worker-a", lease: 10_000)
+        let b = try await setup.runner("worker-b", lease: 10_000)
         let id = try await a.create(rows: rows, settings: #"{"payload": {"aps": {"alert": "hi"}}, "rate": 800}"#)
         try await eventually("both workers send", timeout: .seconds(30)) {
             setup.simulator.simulator.ledger.snapshot().accepted >= 400
@@ -217,7 +218,13 @@ struct FleetSetup {
         )
     }
 
-    func runner(_ worker: String, partitionRows: Int = 100, cutAfterClaim: Bool = false) async throws -> FleetRunner {
+    /// A runner of its own store; `lease` in milliseconds (short by default, so that a takeover comes soon).
+    func runner(
+        _ worker: String,
+        partitionRows: Int = 100,
+        lease: Int64 = 1_500,
+        cutAfterClaim: Bool = false
+    ) async throws -> FleetRunner {
         let store = try await PostgresNotificationStore.open(
             location: self.location,
             options: PostgresNotificationStore.Options(workerID: worker)
@@ -228,7 +235,7 @@ struct FleetSetup {
         job.onUncertain = self.onUncertain
         var fleet = CampaignFleet()
         fleet.partitionRows = partitionRows
-        fleet.lease = 1_500
+        fleet.lease = lease
         fleet.poll = 200
         let runner = CampaignRunner(
             store: CuttableCampaignStore(store: store, cut: cut, cutAfterClaim: cutAfterClaim),
