@@ -38,14 +38,26 @@ final class PartitionWriteGate: HTTP2WriteGate {
         return CampaignPartitions.mustStop(lastRenewed: renewed, lease: self.lease, margin: self.margin, now: time)
     }
 
+    /// The whole partition is one lease: once it may have run out, not a byte more leaves (the frames of rows taken
+    /// before included).
+    func forbidsEveryWrite() -> Bool {
+        guard self.isClosed(at: self.now()) else { return false }
+        self.stopOnce()
+        return true
+    }
+
     func withheld(_ lines: [Int]) -> Set<Int> {
         guard self.isClosed(at: self.now()) else { return [] }
-        // Asked once: the streams in flight keep the stop's grace for their answers.
+        self.stopOnce()
+        return Set(lines)
+    }
+
+    /// The job is asked to stop once: the streams already written keep the stop's grace for their answers.
+    private func stopOnce() {
         let first = self.state.withLockedValue { state in
             defer { state.stopped = true }
             return !state.stopped
         }
         if first { self.stop.request(reason: "the partition's lease may have run out") }
-        return Set(lines)
     }
 }

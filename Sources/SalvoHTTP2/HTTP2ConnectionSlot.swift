@@ -111,8 +111,10 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
             if boundHandler.value.hopeless == nil { boundHandler.value.hopeless = message }
         }
         events.failed = { message in job.noteConnectionError(message) }
+        let gate = self.job.gate
         let connecting = self.factory.connect(on: self.eventLoop, addressTurn: addressTurn, events: events) {
             sync in
+            if let gate { try sync.addHandler(WriteFenceHandler(gate: gate)) }
             // The wire engine writes one buffer per flush by itself.
             if tls && engine == .nio { try sync.addHandler(WriteCoalescingHandler()) }
             if engine == .nio {

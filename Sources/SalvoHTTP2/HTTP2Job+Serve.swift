@@ -20,6 +20,15 @@ public protocol HTTP2RowFeed: AnyObject, Sendable {
 public protocol HTTP2WriteGate: Sendable {
     /// Of the rows with these lines, those that must not be written now; empty when every one may be.
     func withheld(_ lines: [Int]) -> Set<Int>
+
+    /// Whether nothing at all may be written now (a fleet partition whose lease may have run out): asked by each of
+    /// the job's connections at every flush, right before its bytes leave (`WriteFenceHandler`), so that frames made
+    /// before a stall never leave after it. A gate of rows alone answers false (the default).
+    func forbidsEveryWrite() -> Bool
+}
+
+extension HTTP2WriteGate {
+    public func forbidsEveryWrite() -> Bool { false }
 }
 
 /// The answers of a batch of rows, as a connection records them: what `HTTP2Job.serve` hands its caller as they

@@ -147,3 +147,48 @@ import Testing
         }
     }
 }
+
+/// A gated job's connection asks its gate at every flush whether anything may still leave: while it may, the writes
+/// since the last flush leave in order; once nothing may, they are dropped, later writes fail and the connection
+/// closes (the frames of rows taken before a stall never leave after it).
+@Suite(.tags(.pure), .runs(.pure)) struct WriteFenceTests {
+    final class SwitchGate: HTTP2WriteGate {
+        let closed = NIOLockedValueBox(false)
+        let asked = NIOLockedValueBox(0)
+
+        func withheld(_ lines: [Int]) -> Set<Int> { [] }
+
+        func forbidsEveryWrite() -> Bool {
+            self.asked.withLockedValue { $0 += 1 }
+            return self.closed.withLockedValue { $0 }
+        }
+    }
+
+    @Test func writesLeaveAtAFlushWhileTheGateAllowsAndNeverOnceItForbids() throws {
+        let gate = SwitchGate()
+        let channel = EmbeddedChannel(handler: WriteFenceHandler(gate: gate))
+        defer { _ = try? channel.finish() }
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        for text in ["HEADERS", "DATA"] { channel.write(IOData.byteBuffer(ByteBuffer(string: text)), promise: nil) }
+        // Held until the flush, then asked once and let go in order.
+        #expect(try channel.readOutbound(as: IOData.self) == nil)
+        channel.flush()
+        #expect(gate.asked.withLockedValue { $0 } == 1)
+        #expect(try channel.readOutbound(as: IOData.self) == .byteBuffer(ByteBuffer(string: "HEADERS")))
+        #expect(try channel.readOutbound(as: IOData.self) == .byteBuffer(ByteBuffer(string: "DATA")))
+
+        // Frames written before a stall, flushed after it: the gate forbids, nothing leaves, the connection closes.
+        let held = channel.eventLoop.makePromise(of: Void.self)
+        channel.write(IOData.byteBuffer(ByteBuffer(string: "late DATA")), promise: held)
+        gate.closed.withLockedValue { $0 = true }
+        channel.flush()
+        #expect(try channel.readOutbound(as: IOData.self) == nil)
+        #expect(throws: ChannelError.self) { try held.futureResult.wait() }
+        #expect(!channel.isActive)
+        let after = channel.eventLoop.makePromise(of: Void.self)
+        channel.write(IOData.byteBuffer(ByteBuffer(string: "more")), promise: after)
+        channel.flush()
+        #expect(throws: (any Error).self) { try after.futureResult.wait() }
+        #expect(try channel.readOutbound(as: IOData.self) == nil)
+    }
+}

@@ -33,10 +33,13 @@ struct FleetCampaign: FleetLoad {
     }
 
     func run(on fleet: Fleet) async throws {
-        var csv = "token\n"
-        csv.reserveCapacity(self.rows * 65 + 6)
-        for token in self.tokens { csv += token.hexString + "\n" }
-        let body = ByteBuffer(string: csv)
+        let tokens = self.tokens
+        let body = await BlockingWork.run {
+            var csv = "token\n"
+            csv.reserveCapacity(tokens.count * 65 + 6)
+            for token in tokens { csv += token.hexString + "\n" }
+            return ByteBuffer(string: csv)
+        }
         let settings = #"{"name":"chaos","payload":{"aps":{"alert":"c"}},"rate":\#(self.rate)}"#
         let made = try await fleet.create(
             "the campaign",
@@ -100,15 +103,17 @@ struct FleetCampaign: FleetLoad {
         }
         guard let report else { return ("no report", ["campaign \(id) has no report"]) }
         var issues: [String] = []
-        var once = 0
-        var twice = 0
-        var never = 0
-        for token in self.tokens {
-            switch ledger.total(token) {
-            case 0: never += 1
-            case 1: once += 1
-            default: twice += 1
+        let tokens = self.tokens
+        let (once, twice, never) = await BlockingWork.run {
+            var (once, twice, never) = (0, 0, 0)
+            for token in tokens {
+                switch ledger.total(token) {
+                case 0: never += 1
+                case 1: once += 1
+                default: twice += 1
+                }
             }
+            return (once, twice, never)
         }
         let declared = report.uncertainEvents + (report.resumed?.inheritedUncertain ?? 0)
         if never > 0 { issues.append("\(never) rows never delivered") }
