@@ -341,65 +341,56 @@ extension CampaignRunner {
         } catch {
             return .failed(error.message)
         }
-        if let checkpoint = claim.checkpoint {
-            var states = checkpoint.states
-            if claim.takeover, let leaseUntil = claim.previousLeaseUntil {
-                let takeover = CampaignPartitions.takeover(
-                    states: checkpoint.states,
-                    lines: checkpoint.states.count,
-                    headerLines: PartitionSpool.headerLines(claim.audience),
-                    share: claim.previousShare,
-                    checkpointAt: checkpoint.at,
-                    leaseUntil: leaseUntil,
-                    burst: claim.previousShare ?? 0
-                )
-                states = takeover.states
-                logger.notice(
-                    "a partition taken over from a worker whose lease ran out",
-                    metadata: [
-                        "campaign": "\(id)", "partition": "\(claim.part)", "fence": "\(claim.fence)",
-                        "uncertain": "\(takeover.uncertain)", "written_since_checkpoint": "\(takeover.writtenSince)",
-                    ]
-                )
-            }
+        if claim.checkpoint != nil || claim.takeover {
             if case .failed(let reason) = await closedRun() { return .failed(reason) }
-            let restored = states
-            do {
-                try await BlockingWork.run { () throws(JobError) in
-                    try PartitionSpool.restore(journal: journal, states: restored, rejectsLog: checkpoint.rejectsLog)
-                }
-            } catch {
-                return .failed(error.message)
-            }
-        } else if claim.takeover {
-            // A holder that never checkpointed may have written any row: the journal is made and every row marked
-            // written, to be counted uncertain.
-            // The states' length is the journal's own (its line count as the job scans the file), read back from
-            // the journal just made rather than worked out again here.
-            if case .failed(let reason) = await closedRun() { return .failed(reason) }
+            let checkpoint = claim.checkpoint
             let header = PartitionSpool.headerLines(claim.audience)
-            let leaseUntil = claim.previousLeaseUntil ?? 0
+            let taken: CampaignPartitions.Takeover?
             do {
-                try await BlockingWork.run { () throws(JobError) in
-                    guard let made = PartitionSpool.checkpoint(journal: journal, at: 0) else {
+                taken = try await BlockingWork.run { () throws(JobError) -> CampaignPartitions.Takeover? in
+                    // The states' length: the checkpoint's, or, when the holder never checkpointed, the journal's own
+                    // (its line count as the job scans the file), read back from the journal just made.
+                    guard
+                        let lines = checkpoint?.states.count
+                            ?? PartitionSpool.checkpoint(journal: journal, at: 0)?.states.count
+                    else {
                         throw JobError(
                             .output,
                             "\(JobJournal.statePath(journal)): the partition's journal was not made"
                         )
                     }
-                    let takeover = CampaignPartitions.takeover(
-                        states: nil,
-                        lines: made.states.count,
-                        headerLines: header,
-                        share: nil,
-                        checkpointAt: nil,
-                        leaseUntil: leaseUntil,
-                        burst: 0
+                    // A holder that never checkpointed may have written any row: every one is marked written, to be
+                    // counted uncertain.
+                    var taken: CampaignPartitions.Takeover?
+                    if claim.takeover, checkpoint == nil || claim.previousLeaseUntil != nil {
+                        taken = CampaignPartitions.takeover(
+                            states: checkpoint?.states,
+                            lines: lines,
+                            headerLines: header,
+                            share: claim.previousShare,
+                            checkpointAt: checkpoint?.at,
+                            leaseUntil: claim.previousLeaseUntil ?? 0,
+                            burst: claim.previousShare ?? 0
+                        )
+                    }
+                    try PartitionSpool.restore(
+                        journal: journal,
+                        states: taken?.states ?? checkpoint?.states ?? [],
+                        rejectsLog: checkpoint?.rejectsLog ?? []
                     )
-                    try PartitionSpool.restore(journal: journal, states: takeover.states, rejectsLog: [])
+                    return taken
                 }
             } catch {
                 return .failed(error.message)
+            }
+            if let taken {
+                logger.notice(
+                    "a partition taken over from a worker whose lease ran out",
+                    metadata: [
+                        "campaign": "\(id)", "partition": "\(claim.part)", "fence": "\(claim.fence)",
+                        "uncertain": "\(taken.uncertain)", "written_since_checkpoint": "\(taken.writtenSince)",
+                    ]
+                )
             }
         }
         let partStop = JobStop(grace: Self.stopGrace)

@@ -47,9 +47,7 @@ final class PartitionWriteGate: HTTP2WriteGate {
     }
 
     func withheld(_ lines: [Int]) -> Set<Int> {
-        guard self.isClosed(at: self.now()) else { return [] }
-        self.stopOnce()
-        return Set(lines)
+        self.forbidsEveryWrite() ? Set(lines) : []
     }
 
     /// The job is asked to stop once: the streams already written keep the stop's grace for their answers.

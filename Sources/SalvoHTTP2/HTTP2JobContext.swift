@@ -202,8 +202,8 @@ final class HTTP2JobContext: Sendable {
 
     /// The rows of `items` the gate lets be written; the others are settled at once and the queue counts them done:
     /// a served job hands them to `answers` as unsent (the store decides what they were), a job with a source leaves
-    /// them in its outcomes, unsent when no send of theirs can have arrived and unanswered when one was lost (its journal and report
-    /// say so, as for the rows a stopped job never took).
+    /// them in its outcomes, unsent when no send of theirs can have arrived and unanswered when one was lost (its
+    /// journal and report say so, as for the rows a stopped job never took).
     private func admitted(_ items: [HTTP2WorkItem], by gate: any HTTP2WriteGate) -> [HTTP2WorkItem] {
         let withheld = gate.withheld(items.map(\.row.line))
         guard !withheld.isEmpty else { return items }
