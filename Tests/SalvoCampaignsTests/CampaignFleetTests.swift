@@ -64,7 +64,9 @@ struct CampaignFleetTests {
             try await Task.sleep(for: .milliseconds(700))
             return setup.simulator.simulator.ledger.snapshot().accepted == before
         }
-        let b = try await setup.runner("worker-b", partitionRows: rows)
+        // The taker's own lease long: a taker starved past a short one on a loaded machine loses the partition in
+        // turn and takes it back (fence 3), which is not what this test is about.
+        let b = try await setup.runner("worker-b", partitionRows: rows, lease: 10_000)
         try await b.waitFor(id, .finished)
 
         let results = try await setup.results(id)
@@ -115,7 +117,7 @@ struct CampaignFleetTests {
             return setup.simulator.simulator.ledger.snapshot().accepted == before
         }
         let sentByA = setup.simulator.simulator.ledger.snapshot().accepted
-        let b = try await setup.runner("worker-b", partitionRows: rows)
+        let b = try await setup.runner("worker-b", partitionRows: rows, lease: 10_000)
         try await b.waitFor(id, .finished)
 
         let results = try await setup.results(id)
