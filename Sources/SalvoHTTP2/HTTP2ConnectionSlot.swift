@@ -114,7 +114,7 @@ final class HTTP2ConnectionSlot: @unchecked Sendable {
         let gate = self.job.gate
         let connecting = self.factory.connect(on: self.eventLoop, addressTurn: addressTurn, events: events) {
             sync in
-            if let gate { try sync.addHandler(WriteFenceHandler(gate: gate)) }
+            if let gate { try sync.addHandler(WriteFenceHandler(gate: gate), position: .first) }
             // The wire engine writes one buffer per flush by itself.
             if tls && engine == .nio { try sync.addHandler(WriteCoalescingHandler()) }
             if engine == .nio {

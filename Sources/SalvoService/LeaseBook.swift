@@ -38,6 +38,12 @@ public struct LeaseBook: Sendable {
     private var claims: UInt64 = 0
     /// Rows withheld so far because their lease was about to end (each given back once).
     public private(set) var lapsed = 0
+    /// The rows handed to a connection whose outcome is not on its way yet: the earliest end of their leases, and
+    /// whether one of them is lost; worked out again after a change that may raise it (`watchIsStale`), so that the
+    /// question asked at every flush (`mayHaveLostAWrittenRow`) costs no walk of the rows.
+    private var earliestWrittenUntil = Int64.max
+    private var writtenLost = false
+    private var watchIsStale = false
 
     /// - Parameter lease: the store's lease; the margin is a quarter of it.
     public init(lease: Duration) {
@@ -56,6 +62,7 @@ public struct LeaseBook: Sendable {
 
     /// Rows claimed by a cycle written at `now`: the worker's until `now + lease`.
     public mutating func claimed(_ seqs: [Int], at now: Int64) {
+        self.watchIsStale = true
         for seq in seqs {
             self.claims &+= 1
             self.rows[ServiceMarks.line(seq)] = Row(seq: seq, claim: self.claims, until: now + self.lease)
@@ -64,6 +71,7 @@ public struct LeaseBook: Sendable {
 
     /// Rows whose outcome the writer took for its next cycle.
     public mutating func settling(_ seqs: [Int]) {
+        self.watchIsStale = true
         for seq in seqs {
             let line = ServiceMarks.line(seq)
             if self.rows[line]?.seq == seq { self.rows[line]?.settling = true }
@@ -72,6 +80,7 @@ public struct LeaseBook: Sendable {
 
     /// Rows whose outcome a cycle committed (final, queued again) or refused (fenced): no longer held.
     public mutating func settled(_ seqs: [Int]) {
+        self.watchIsStale = true
         for seq in seqs {
             let line = ServiceMarks.line(seq)
             if self.rows[line]?.seq == seq { self.rows[line] = nil }
@@ -105,6 +114,7 @@ public struct LeaseBook: Sendable {
     /// those of the ticket's rows it found are extended, the others are lost.
     public mutating func renewed(_ ticket: Ticket, held: Set<Int>, until: Int64) -> LeaseLoss {
         var loss = LeaseLoss()
+        self.watchIsStale = true
         for (line, claim) in ticket.claims {
             guard var row = self.rows[line], row.claim == claim, !row.settling, !row.lost else { continue }
             if held.contains(row.seq) {
@@ -136,9 +146,31 @@ public struct LeaseBook: Sendable {
             } else if !row.written {
                 row.written = true
                 self.rows[line] = row
+                self.earliestWrittenUntil = min(self.earliestWrittenUntil, row.until)
             }
         }
         return withheld
+    }
+
+    /// Whether a row handed to a connection, its outcome not yet on its way, may be another worker's by `now`: lost,
+    /// or its lease within the margin of its end. Then no byte of the job's connections may leave
+    /// (`HTTP2WriteGate.forbidsEveryWrite`): the row's frames may still wait in one, behind HTTP/2's flow-control
+    /// window or the event loop's next turn, and a worker that wakes from a stall past its lease would send them
+    /// after another worker took the row over. Asked at every flush: no walk of the rows unless one changed.
+    public mutating func mayHaveLostAWrittenRow(now: Int64) -> Bool {
+        if self.watchIsStale {
+            self.earliestWrittenUntil = Int64.max
+            self.writtenLost = false
+            for row in self.rows.values where row.written && !row.settling {
+                if row.lost {
+                    self.writtenLost = true
+                } else {
+                    self.earliestWrittenUntil = min(self.earliestWrittenUntil, row.until)
+                }
+            }
+            self.watchIsStale = false
+        }
+        return self.writtenLost || now >= self.earliestWrittenUntil - self.margin
     }
 
     /// The job gave back the row with this line (answered, or never written).
@@ -147,6 +179,7 @@ public struct LeaseBook: Sendable {
     public mutating func gaveBack(line: Int) -> Int? {
         guard let row = self.rows[line], row.lost else { return nil }
         self.rows[line] = nil
+        self.watchIsStale = true
         return row.seq
     }
 }

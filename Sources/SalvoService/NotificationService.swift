@@ -1014,4 +1014,12 @@ final class LeaseGate: HTTP2WriteGate {
         if lapsed > 0 { self.metrics.lapsed.increment(by: lapsed) }
         return withheld
     }
+
+    /// Once a row written here may be another worker's, nothing more leaves: what the connections hold is dropped
+    /// and they are closed (`WriteFenceHandler`); their rows' streams end unanswered, uncertain, and the job connects
+    /// again once no such row is left.
+    func forbidsEveryWrite() -> Bool {
+        let now = self.now()
+        return self.leases.withLockedValue { $0.mayHaveLostAWrittenRow(now: now) }
+    }
 }

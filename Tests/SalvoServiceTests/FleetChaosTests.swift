@@ -205,7 +205,7 @@ struct FleetChaos: Sendable {
                     counts.withLockedValue { $0.kills += 1 }
                 }
                 try await share(0.4)
-                let stalled = try await fleet.stallPastLease(Fleet.stalled)
+                let stalled = try await fleet.stallPastLease(Fleet.stalled, holdingAPartition: !loads.isEmpty)
                 stall.withLockedValue { $0 = stalled }
                 try await share(0.6)
                 try await fleet.restartDatabase()
@@ -572,9 +572,20 @@ final class Fleet: Sendable {
     /// by it no more (the others took them over), then `SIGCONT`; the ledger read again a lease after (a partition
     /// taken from it is held by its taker at least that long, so what the woken worker sent of its rows by then it
     /// sent after they were taken).
-    func stallPastLease(_ index: Int) async throws -> Stall {
+    ///
+    /// With `holdingAPartition`, the stop waits (up to a minute) for a moment the worker holds a campaign partition:
+    /// between two partitions it holds none, and the stall would then test nothing of the campaign's.
+    func stallPastLease(_ index: Int, holdingAPartition: Bool = false) async throws -> Stall {
         let worker = self.workers[index]
         guard let process = worker.process else { throw PostgresCluster.Failure("worker \(index) is not running") }
+        if holdingAPartition {
+            try await eventually("worker \(index) holds a campaign partition", timeout: .seconds(60)) {
+                let held = try await self.cluster.query(
+                    "SELECT count(*) FROM salvo.campaign_partitions WHERE state = 1 AND worker = 'w\(index)'"
+                )
+                return held.trimmingCharacters(in: .whitespacesAndNewlines) != "0"
+            }
+        }
         process.signal(SIGSTOP)
         let stoppedAt = ContinuousClock.now
         let held = try await self.cluster.query(

@@ -23,6 +23,44 @@ import Testing
         #expect(book.withheld([999], now: 1_000_000).isEmpty)
     }
 
+    /// The connections' question at every flush: nothing more leaves once a row written here, its outcome not on
+    /// its way, may be another worker's (its frames may still wait in a connection); rows not yet written, or whose
+    /// outcome the writer has, do not count.
+    @Test func everyWriteIsForbiddenOnceAWrittenRowMayBeAnotherWorkers() {
+        var book = Self.book()
+        book.claimed([1, 2], at: 0)
+        // Nothing written yet: a lapsed lease of a row still in the feed forbids nothing (it is withheld itself).
+        var forbidden = book.mayHaveLostAWrittenRow(now: 50_000)
+        #expect(!forbidden)
+        #expect(book.withheld(Self.lines([1]), now: 1_000).isEmpty)
+        forbidden = book.mayHaveLostAWrittenRow(now: 44_999)
+        #expect(!forbidden)
+        // Row 1 written, unanswered, its lease within the margin of its end: a worker waking from a stall.
+        forbidden = book.mayHaveLostAWrittenRow(now: 45_000)
+        #expect(forbidden)
+        // A renewal that finds it held clears it, until the new lease nears its end.
+        let renewed = book.renewed(book.renewalStarted(), held: [1, 2], until: 40_000 + 60_000)
+        #expect(renewed.isEmpty)
+        forbidden = book.mayHaveLostAWrittenRow(now: 45_000)
+        #expect(!forbidden)
+        forbidden = book.mayHaveLostAWrittenRow(now: 85_000)
+        #expect(forbidden)
+        // Its outcome on its way to the store: no frame of it waits any more.
+        book.settling([1])
+        forbidden = book.mayHaveLostAWrittenRow(now: 85_000)
+        #expect(!forbidden)
+        // A written row another worker took over forbids every write until the job gives it back.
+        book.claimed([3], at: 90_000)
+        #expect(book.withheld(Self.lines([3]), now: 90_001).isEmpty)
+        let loss = book.renewed(book.renewalStarted(), held: [2], until: 150_000)
+        #expect(loss.written == [3])
+        forbidden = book.mayHaveLostAWrittenRow(now: 90_002)
+        #expect(forbidden)
+        #expect(book.gaveBack(line: ServiceMarks.line(3)) == 3)
+        forbidden = book.mayHaveLostAWrittenRow(now: 90_003)
+        #expect(!forbidden)
+    }
+
     @Test func aRenewalThatFindsTheRowsExtendsTheirLeases() {
         var book = Self.book()
         book.claimed([1, 2], at: 0)
