@@ -21,9 +21,10 @@ public protocol HTTP2WriteGate: Sendable {
     /// Of the rows with these lines, those that must not be written now; empty when every one may be.
     func withheld(_ lines: [Int]) -> Set<Int>
 
-    /// Whether nothing at all may be written now (a fleet partition whose lease may have run out): asked by each of
-    /// the job's connections at every flush, right before its bytes leave (`WriteFenceHandler`), so that frames made
-    /// before a stall never leave after it. A gate of rows alone answers false (the default).
+    /// Whether nothing at all may be written now (a fleet partition whose lease may have run out; a row written by
+    /// this worker that may be another's): asked by each of the job's connections at every flush, right before its
+    /// bytes leave (`WriteFenceHandler`), so that frames made before a stall do not leave after it. A gate that only
+    /// judges rows as they are taken answers false (the default).
     func forbidsEveryWrite() -> Bool
 }
 

@@ -11,12 +11,10 @@ import NIOCore
 /// its row stays written in the journal: uncertain, as the taker counts it.
 ///
 /// The pipeline's first handler, next to the socket (below TLS and any proxy's handlers), so that between its look
-/// and the write system call there is only NIO's flush: a worker stopped after the look and before the write sends
-/// that flush on waking, and the shorter that moment, the rarer. Above TLS, the moment held the encryption of the
-/// flush too, and a thread preempted there on a loaded machine widened it: one chaos run of six beside two
-/// CPU-bound processes saw a stopped worker send one flush (6 rows) of its partition on waking. Those rows are
-/// written in the journal before they are flushed, so a taker counts them uncertain either way. Added only when the
-/// job has a gate. Confined to its channel's event loop.
+/// and the write system call there is only NIO's flush, not the flush's encryption too: a worker stopped in that
+/// moment sends the flush on waking (docs/fleet.md, "What fencing cannot cover"); its rows were written in the
+/// journal before, so a taker counts them uncertain. Added only when the job has a gate. Confined to its channel's
+/// event loop.
 final class WriteFenceHandler: ChannelOutboundHandler, RemovableChannelHandler {
     typealias OutboundIn = IOData
     typealias OutboundOut = IOData

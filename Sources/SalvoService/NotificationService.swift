@@ -992,7 +992,8 @@ struct SplitMix128: RandomNumberGenerator {
     }
 }
 
-/// The sending job's question before every write, answered by the service's `LeaseBook` at the time of the question.
+/// The sending job's questions, before every row it writes and at every flush of its connections, answered by the
+/// service's `LeaseBook` at the time of the question.
 final class LeaseGate: HTTP2WriteGate {
     private let leases: NIOLockedValueBox<LeaseBook>
     private let now: @Sendable () -> Int64
