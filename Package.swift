@@ -611,6 +611,8 @@ let package = Package(
                 "APNSWire", "SalvoRows", "SalvoHTTP2", "SalvoService", "SalvoServiceStores", "SalvoPostgres",
                 "SalvoServer", "SalvoSimulator", "SalvoDevelopment", "SalvoTestSupport", "SalvoTestTraits",
                 "SalvoCharts", "SalvoBenchmarkSupport",
+                // A store of the schema before, written as that version did, for the move to today's layout.
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -5,8 +5,8 @@
 # - the service: `salvo serve` on a fresh store (2 connections, warmed by one notification), then the same number
 #   of notifications posted by wrk (Benchmarks/service-load.lua: 2 threads, CLIENTS connections, every
 #   notification to a token of its own) in requests of 1, 100 and 1000, timed from wrk's start to the moment the
-#   simulator's ledger holds every accepted notification (polled every 10 ms through its control endpoint); requests
-#   of 1 carry ROWS / 10 notifications (SINGLE_ROWS);
+#   simulator's ledger holds every accepted notification (polled through its control endpoint every 50 ms while
+#   requests are answered, every 5 ms after); requests of 1 carry ROWS / 10 notifications (SINGLE_ROWS);
 # - latency: one notification a request at a fixed RATE a second for DURATION seconds (Benchmarks/service-latency.go
 #   when Go is installed, Debian's golang-go: a goroutine a request, so that the client's own delay stays out of the
 #   figure; else Benchmarks/service-client.py; both open loop), the time from each request to the push service's

@@ -14,6 +14,14 @@ struct JSONScanner {
     private static let maximumDepth = 64
     /// Up to this many members, an object's keys are checked for repeats one by one rather than with a set.
     private static let smallObject = 16
+    /// Where the compact form's spans are taken (`parse(_:spansAt:)`): a path of keys, `*` for every element of
+    /// an array. Empty: none.
+    private let spanPath: [String]
+    /// The length of the path to the value being read, while that path matches `spanPath` (off it, unchanged).
+    private var level = 0
+    /// How many components of `spanPath` the path to the value being read matches.
+    private var matched = 0
+    private var spans: [Range<Int>] = []
 
     struct Failure: Error {
         let message: String
@@ -21,7 +29,18 @@ struct JSONScanner {
 
     /// Parses `input`; returns its value and compact form, or throws a message with line and column.
     static func parse(_ input: [UInt8]) throws(Failure) -> (value: JSONValue, compact: [UInt8]) {
-        var scanner = JSONScanner(input: input)
+        let parsed = try Self.parse(input, spansAt: [])
+        return (parsed.value, parsed.compact)
+    }
+
+    /// `parse(_:)`, with the range of the compact form each value at `path` took, in the order of the text (for
+    /// `["notifications", "*", "payload"]`: the payload of each element of the top object's `notifications` array
+    /// that has one), so that a part's compact bytes are cut from the whole rather than written again.
+    static func parse(
+        _ input: [UInt8],
+        spansAt path: [String]
+    ) throws(Failure) -> (value: JSONValue, compact: [UInt8], spans: [Range<Int>]) {
+        var scanner = JSONScanner(input: input, spanPath: path)
         if input.starts(with: [0xEF, 0xBB, 0xBF]) {
             throw scanner.failure("the text starts with a UTF-8 byte order mark (BOM), which JSON does not allow")
         }
@@ -32,11 +51,30 @@ struct JSONScanner {
         if scanner.index < input.count {
             throw scanner.failure("unexpected text after the end of the JSON value")
         }
-        return (value, scanner.output)
+        return (value, scanner.output, scanner.spans)
     }
 
-    private init(input: [UInt8]) {
+    private init(input: [UInt8], spanPath: [String]) {
         self.input = input
+        self.spanPath = spanPath
+    }
+
+    /// A member's value (`key`) or an array's element (nil), its span recorded when its path is `spanPath`.
+    private mutating func pathValue(_ key: String?) throws(Failure) -> JSONValue {
+        guard self.matched == self.level, self.level < self.spanPath.count else { return try self.value() }
+        let wanted = self.spanPath[self.level]
+        let matches = key.map { $0 == wanted } ?? (wanted == "*")
+        self.level += 1
+        defer { self.level -= 1 }
+        // Off the path, the level stays one past what matched: nothing below it is compared.
+        guard matches else { return try self.value() }
+        self.matched += 1
+        defer { self.matched -= 1 }
+        guard self.matched == self.spanPath.count else { return try self.value() }
+        let start = self.output.count
+        let value = try self.value()
+        self.spans.append(start..<self.output.count)
+        return value
     }
 
     private func failure(_ what: String) -> Failure {
@@ -134,7 +172,7 @@ struct JSONScanner {
             self.skipWhitespace()
             try self.expect(UInt8(ascii: ":"), "':' was expected after the key")
             self.skipWhitespace()
-            members.append(JSONMember(key, try self.value()))
+            members.append(JSONMember(key, try self.pathValue(key)))
             self.skipWhitespace()
             if self.current == UInt8(ascii: ",") {
                 self.emit()
@@ -159,7 +197,7 @@ struct JSONScanner {
             return items
         }
         while true {
-            items.append(try self.value())
+            items.append(try self.pathValue(nil))
             self.skipWhitespace()
             if self.current == UInt8(ascii: ",") {
                 self.emit()
@@ -178,18 +216,25 @@ struct JSONScanner {
         // The run of bytes that need no decoding, copied whole; most strings are only that.
         let start = self.index
         var end = start
+        var ascii = true
         while end < self.input.count {
             let byte = self.input[end]
             if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+            if byte >= 0x80 { ascii = false }
             end += 1
         }
         self.output.append(contentsOf: self.input[start..<end])
         self.index = end
         if self.current == UInt8(ascii: "\"") {
             self.emit()
-            guard let text = String(validating: self.input[start..<end], as: UTF8.self) else {
-                throw self.failure("the string is not valid UTF-8")
+            // Through the bytes' buffer, not a slice of the array: the generic slice's validation looked its type up
+            // at run time for every string of a request.
+            let text = self.input.withUnsafeBufferPointer { all -> String? in
+                let bytes = UnsafeBufferPointer(rebasing: all[start..<end])
+                // ASCII is UTF-8 already: nothing to validate.
+                return ascii ? String(decoding: bytes, as: UTF8.self) : String(validating: bytes, as: UTF8.self)
             }
+            guard let text else { throw self.failure("the string is not valid UTF-8") }
             return text
         }
         var decoded = Array(self.input[start..<end])

@@ -119,4 +119,19 @@ extension JSONValue {
             throw JSONParseError(message: error.message)
         }
     }
+
+    /// `parse(_:)`, with the range of the compact bytes each value at `path` took, in the order of the text: `path`
+    /// is a list of keys, `*` standing for every element of an array (`["notifications", "*", "payload"]`: the
+    /// payload of each element of the top object's `notifications` that has one). A part's compact bytes are then a
+    /// slice of the whole, not written again.
+    public static func parse(
+        _ bytes: [UInt8],
+        spansAt path: [String]
+    ) throws(JSONParseError) -> (value: JSONValue, compact: [UInt8], spans: [Range<Int>]) {
+        do {
+            return try JSONScanner.parse(bytes, spansAt: path)
+        } catch {
+            throw JSONParseError(message: error.message)
+        }
+    }
 }

@@ -50,6 +50,14 @@ public struct Payload: Hashable, Sendable {
         self.bytes = value.compactBytes
     }
 
+    /// A payload from a JSON value already read and its compact bytes as the parser wrote them
+    /// (`JSONValue.parse(_:spansAt:)`): checked as `init(value:)` checks, the bytes kept as they are.
+    public init(value: JSONValue, compact: [UInt8]) throws(PayloadError) {
+        try Self.validate(value)
+        self.value = value
+        self.bytes = compact
+    }
+
     /// Throws unless the payload fits `limit`.
     public func check(limit: PayloadLimit) throws(PayloadError) {
         if self.bytes.isEmpty {

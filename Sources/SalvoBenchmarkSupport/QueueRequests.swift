@@ -5,8 +5,8 @@ import SalvoService
 /// Requests' notifications as `POST /v1/notifications` makes them from a body of `{"token": …, "payload": …}`
 /// objects (`NotificationBatch.read`), without the JSON: a token of its own for every notification (as
 /// `Benchmarks/service-load.lua` gives), the same payload for all, the alert push type, the service's default topic,
-/// and a version-7 id from the service's own generator, which is also the notification's `apns-id`. No idempotency
-/// key, as the load of `Benchmarks/service.sh` sends none: nothing goes to the idempotency table.
+/// and the id the service gives it (its batch's by index, `NotificationIDs`), which is also its `apns-id`. No
+/// idempotency key, as the load of `Benchmarks/service.sh` sends none: nothing goes to the idempotency table.
 public struct QueueRequests: Sendable {
     /// `data/payloads/bench-100.json`: the 100-byte payload of every benchmark.
     public static let benchmarkPayload = Array(
@@ -35,8 +35,9 @@ public struct QueueRequests: Sendable {
     public mutating func next(_ count: Int, now: Int64, keyID: String = "bench") -> PendingAccept {
         var notifications: [ServiceNotification] = []
         notifications.reserveCapacity(count)
-        for _ in 0..<count {
-            let id = NotificationService.uuid(milliseconds: now, using: &self.ids)
+        let batch = NotificationIDs.batch(milliseconds: now, using: &self.ids)
+        for index in 0..<count {
+            let id = NotificationIDs.notification(batch: batch, index: index)
             notifications.append(
                 Self.notification(id: id, token: self.tokens.next(), payload: self.payload, topic: self.topic)
             )
@@ -45,7 +46,7 @@ public struct QueueRequests: Sendable {
             keyID: keyID,
             idempotencyKey: nil,
             bodyHash: [],
-            batch: NotificationService.uuid(milliseconds: now, using: &self.ids),
+            batch: batch,
             notifications: notifications,
             answer: StoredAnswer(status: 202, body: [])
         )

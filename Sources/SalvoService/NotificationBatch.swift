@@ -44,8 +44,14 @@ public struct NotificationBatch: Sendable {
         makeID: () -> String
     ) throws(ServiceProblem) -> NotificationBatch {
         let value: JSONValue
+        let compact: [UInt8]
+        // Each payload's compact bytes, cut from the body's (a payload is not written out again).
+        var spans: ArraySlice<Range<Int>>
         do {
-            value = try JSONValue.parse(body).value
+            let parsed = try JSONValue.parse(body, spansAt: ["notifications", "*", "payload"])
+            value = parsed.value
+            compact = parsed.compact
+            spans = parsed.spans[...]
         } catch {
             throw ServiceProblem(.badJSON, detail: "the body is not JSON: \(error.message)")
         }
@@ -72,7 +78,12 @@ public struct NotificationBatch: Sendable {
         var items: [Item] = []
         items.reserveCapacity(notifications.count)
         for (index, notification) in notifications.enumerated() {
-            switch Self.notification(notification, defaults: defaults, templates: templates) {
+            // The parser took a span for each element that is an object with a payload, in order.
+            var payloadBytes: ArraySlice<UInt8>?
+            if case .object = notification, notification["payload"] != nil, let span = spans.popFirst() {
+                payloadBytes = compact[span]
+            }
+            switch Self.notification(notification, payload: payloadBytes, defaults: defaults, templates: templates) {
             case .success(let (token, payload, headers, webhook)):
                 var headers = headers
                 let id = makeID()
@@ -103,6 +114,7 @@ public struct NotificationBatch: Sendable {
 
     private static func notification(
         _ value: JSONValue,
+        payload payloadBytes: ArraySlice<UInt8>?,
         defaults: Defaults,
         templates: (String) -> ServiceTemplate?
     ) -> Result<(DeviceToken, [UInt8], APNSRequestHeaders, Bool), Refusal> {
@@ -112,7 +124,7 @@ public struct NotificationBatch: Sendable {
             }
             let token = try Self.token(value["token"])
             let pushType = try Self.pushType(value["push_type"])
-            let payload = try Self.payload(value, templates: templates)
+            let payload = try Self.payload(value, compact: payloadBytes, templates: templates)
             let priority = try Self.priority(value["priority"])
             let topic = try Self.string(value["topic"], "topic") ?? defaults.topic
             if let topic, let problem = APNSHeaderValueRules.topicProblem(topic) { throw Refusal("topic", problem) }
@@ -179,8 +191,12 @@ public struct NotificationBatch: Sendable {
         return pushType
     }
 
-    private static func payload(_ value: JSONValue, templates: (String) -> ServiceTemplate?) throws(Refusal) -> [UInt8]
-    {
+    /// - Parameter compact: the payload's compact bytes, when the parser cut them from the body's.
+    private static func payload(
+        _ value: JSONValue,
+        compact: ArraySlice<UInt8>?,
+        templates: (String) -> ServiceTemplate?
+    ) throws(Refusal) -> [UInt8] {
         let payload = value["payload"]
         let template = value["template"]
         switch (payload, template) {
@@ -193,6 +209,7 @@ public struct NotificationBatch: Sendable {
                 throw Refusal("payload", "the payload must be a JSON object, not \(payload.kindName)")
             }
             do {
+                if let compact { return try Payload(value: payload, compact: Array(compact)).bytes }
                 return try Payload(value: payload).bytes
             } catch {
                 throw Refusal("payload", error.message)

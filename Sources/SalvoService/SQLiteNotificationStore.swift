@@ -3,7 +3,6 @@ import Foundation
 import GRDB
 import GRDBSQLite
 import SalvoRows
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -25,14 +24,11 @@ public final class SQLiteNotificationStore: NotificationStore {
     private let pool: DatabasePool
     /// Copies the log into the database file beside the writer (`SQLiteCheckpointer`), never in a cycle's commit.
     private let checkpointer: SQLiteCheckpointer
-    /// The highest sequence number given to a row. Rows get theirs from here, not from SQLite, so that a cycle
-    /// knows the rows it stores without reading them back (changed only inside a write, which GRDB runs one at a
-    /// time).
-    private let lastSeq: Mutex<Int>
 
     /// The schema this code reads and writes: 1, the notifications, keys and templates; 2 adds the campaigns; 3 the
-    /// webhooks' outbox and a notification's wish for its outcome's event.
-    static let schemaVersion = 3
+    /// webhooks' outbox and a notification's wish for its outcome's event; 4 keeps a request's notifications in one
+    /// row and their outcomes in rows of their own (`SQLiteLegacyRows` moves a store's rows of before).
+    static let schemaVersion = 4
 
     /// Opens (creating it if needed) the store in `directory`.
     public static func open(directory: String) async throws(StoreFailure) -> SQLiteNotificationStore {
@@ -55,12 +51,9 @@ public final class SQLiteNotificationStore: NotificationStore {
             do {
                 let pool = try DatabasePool(path: path, configuration: configuration)
                 do {
-                    let last = try pool.write { db in
-                        try Self.migrate(db)
-                        return try Int.fetchOne(db, sql: "SELECT coalesce(max(seq), 0) FROM notifications") ?? 0
-                    }
+                    try pool.write { db in try Self.migrate(db) }
                     try checkpointer.open(path: path)
-                    return SQLiteNotificationStore(path: path, pool: pool, checkpointer: checkpointer, lastSeq: last)
+                    return SQLiteNotificationStore(path: path, pool: pool, checkpointer: checkpointer)
                 } catch {
                     try? pool.close()
                     throw error
@@ -73,11 +66,10 @@ public final class SQLiteNotificationStore: NotificationStore {
         }
     }
 
-    private init(path: String, pool: DatabasePool, checkpointer: SQLiteCheckpointer, lastSeq: Int) {
+    private init(path: String, pool: DatabasePool, checkpointer: SQLiteCheckpointer) {
         self.path = path
         self.pool = pool
         self.checkpointer = checkpointer
-        self.lastSeq = Mutex(lastSeq)
     }
 
     /// SQLite's own words for a database error (GRDB's description adds the statement and its arguments, which may
@@ -118,11 +110,18 @@ public final class SQLiteNotificationStore: NotificationStore {
         if version < 1 { statements += Self.version1 }
         if version < 2 { statements += Self.version2 }
         if version < 3 { statements += Self.version3 }
+        if version < 4 { statements += Self.version4 }
         statements.append(
             "INSERT INTO meta (key, value) VALUES ('schema', '\(Self.schemaVersion)') "
                 + "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
         )
-        for statement in statements { try db.execute(sql: statement) }
+        for statement in statements {
+            if statement == Self.moveLegacyRows {
+                try SQLiteLegacyRows.move(db)
+            } else {
+                try db.execute(sql: statement)
+            }
+        }
     }
 
     private static let version1 = [
@@ -178,17 +177,39 @@ public final class SQLiteNotificationStore: NotificationStore {
         "CREATE TABLE webhook_sources (source TEXT PRIMARY KEY, signature TEXT NOT NULL)",
     ]
 
+    /// Stands among the statements for the move of the rows of before (`SQLiteLegacyRows`), in `version4`.
+    private static let moveLegacyRows = "-- move the rows of version 3"
+
+    /// A row a request (its notifications packed, `PackedNotifications`), numbered by its first notification's
+    /// sequence number; a row an outcome, appended when the notification is answered or given back; a row a claim
+    /// (the cursor: every notification up to `through` was handed to a sending job by then, the newest row the
+    /// cursor); the ids of notifications whose ids are not their batch's by index (`NotificationIDs`). Where
+    /// version 3 kept a row a notification with four indexes, rewritten as it was sent and answered.
+    private static let version4 = [
+        """
+        CREATE TABLE requests (
+            first_seq INTEGER PRIMARY KEY, batch TEXT NOT NULL, count INTEGER NOT NULL, accepted_at INTEGER NOT NULL,
+            body BLOB NOT NULL)
+        """,
+        "CREATE INDEX requests_batch ON requests (batch)",
+        """
+        CREATE TABLE outcomes (
+            seq INTEGER PRIMARY KEY, state INTEGER NOT NULL, status INTEGER, reason TEXT, apns_id TEXT,
+            apns_unique_id TEXT, unregistered_at INTEGER, sent_at INTEGER, answered_at INTEGER,
+            uncertain_resends INTEGER NOT NULL DEFAULT 0)
+        """,
+        // The rows given back, to claim first (a partial index, used only for the very condition it names).
+        "CREATE INDEX outcomes_queued ON outcomes (seq) WHERE state = 0",
+        "CREATE TABLE claims (through INTEGER PRIMARY KEY, at INTEGER NOT NULL)",
+        "CREATE TABLE notification_ids (id TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID",
+        "-- move the rows of version 3",
+        "DROP TABLE notifications",
+    ]
+
     // MARK: Cycles
 
     public func write(_ cycle: StoreCycle) async throws(StoreFailure) -> StoreCycleResult {
-        let result = try await self.writing { db in
-            let after = self.lastSeq.withLock { $0 }
-            let (result, last) = try Self.apply(cycle, after: after, db)
-            // Set inside the write, which GRDB commits before any other write starts; a write that throws is rolled
-            // back and gave its numbers to no row.
-            self.lastSeq.withLock { $0 = last }
-            return result
-        }
+        let result = try await self.writing { db in try Self.apply(cycle, db) }
         self.checkpointer.committed()
         return result
     }
@@ -205,22 +226,66 @@ public final class SQLiteNotificationStore: NotificationStore {
         }
     }
 
-    /// The statement for `sql`, prepared once for the writer's connection and kept.
+    /// The statement for `sql`, prepared once for the connection and kept.
     static func statement(_ sql: String, _ db: Database) throws -> SQLiteStatementBinding {
         let statement = try db.cachedStatement(sql: sql)
         return SQLiteStatementBinding(statement: statement.sqliteStatement, connection: db.sqliteConnection!)
     }
 
-    /// The cycle's statements: idempotency keys, the job's outcomes, the queued rows it claims (oldest first), and
-    /// the new rows, of which those that fit in the claim's room are stored already handed to the job.
-    /// - Returns: the result, and the last sequence number given.
-    private static func apply(
-        _ cycle: StoreCycle,
-        after lastSeq: Int,
-        _ db: Database
-    ) throws -> (StoreCycleResult, Int) {
+    /// The first value of the first row of `sql`, an integer (0 when there is none).
+    static func integer(_ sql: String, _ db: Database) throws -> Int {
+        let statement = try Self.statement(sql, db)
+        guard try statement.next() else { return 0 }
+        defer { sqlite3_reset(statement.statement) }
+        return statement.int(0) ?? 0
+    }
+
+    /// The queue's two marks: the last sequence number given to a notification, and the last handed to a sending
+    /// job the first time (every row up to it was, every row after it was not; a row given back is queued by its
+    /// outcome).
+    static func marks(_ db: Database) throws -> (last: Int, cursor: Int) {
+        (
+            try Self.integer("SELECT first_seq + count - 1 FROM requests ORDER BY first_seq DESC LIMIT 1", db),
+            try Self.integer("SELECT through FROM claims ORDER BY through DESC LIMIT 1", db)
+        )
+    }
+
+    /// The cycle's statements: idempotency keys, the job's outcomes, the rows given back and the queued rows it
+    /// claims (oldest first), and the new requests, of whose notifications those that fit in the claim's room are
+    /// stored already handed to the job.
+    private static func apply(_ cycle: StoreCycle, _ db: Database) throws -> StoreCycleResult {
         var result = StoreCycleResult()
-        // Idempotency keys decided within the cycle too: two requests with one key in the same cycle.
+        let toInsert = try Self.remember(cycle, into: &result, db)
+        result.stored = toInsert.count
+        var requests = SQLiteRequestRows()
+        try Self.update(cycle.outcomes, webhooks: cycle.webhooks, requests: &requests, db)
+        let (last, start) = try Self.marks(db)
+        var cursor = start
+        // Rows given back and rows queued before these (a backlog) go first; the new rows take the room left.
+        var claim = SQLiteClaim(room: cycle.claim, now: cycle.now, webhooks: cycle.webhooks)
+        try claim.givenBack(&requests, db)
+        if cursor < last { cursor = try claim.queued(after: cursor, through: last, db) }
+        cursor = try Self.insert(toInsert, after: last, cursor: cursor, claim: &claim, db)
+        if cursor != start {
+            let mark = try Self.statement("INSERT INTO claims (through, at) VALUES (?, ?)", db)
+            mark.bind(1, cursor)
+            mark.bind(2, Int(cycle.now))
+            try mark.run()
+        }
+        try claim.finish(db)
+        result.claimed = claim.claimed
+        result.expired = claim.expired
+        return result
+    }
+
+    /// Checks the cycle's idempotency keys against those stored and each other (two requests with one key in the
+    /// same cycle), and stores the new ones with their answers.
+    /// - Returns: the accepts to store.
+    private static func remember(
+        _ cycle: StoreCycle,
+        into result: inout StoreCycleResult,
+        _ db: Database
+    ) throws -> [PendingAccept] {
         var seen: [String: (hash: [UInt8], answer: StoredAnswer)] = [:]
         var toInsert: [PendingAccept] = []
         for accept in cycle.accepts {
@@ -262,157 +327,125 @@ public final class SQLiteNotificationStore: NotificationStore {
             remember.bind(6, Int(cycle.now))
             try remember.run()
         }
-        result.stored = toInsert.count
-        try Self.update(cycle.outcomes, webhooks: cycle.webhooks, db)
-        // Rows queued before these (a backlog, or rows given back) go first; the new rows take the room left.
-        var room = cycle.claim
-        if room > 0 {
-            let (claimed, expired) = try Self.claim(room, now: cycle.now, webhooks: cycle.webhooks, db)
-            result.claimed = claimed
-            result.expired = expired
-            room -= claimed.count + expired.count
-        }
-        let last = try Self.insert(
-            toInsert,
-            after: lastSeq,
-            claiming: room,
-            now: cycle.now,
-            webhooks: cycle.webhooks,
-            into: &result,
-            db
-        )
-        return (result, last)
+        return toInsert
     }
 
-    /// Stores the accepted notifications with the sequence numbers after `lastSeq`: the first `room` of them as
-    /// handed to the job (`result.claimed`, from the request's own values: nothing is read back), any whose
-    /// expiration has passed as expired (`result.expired`), the others queued. One prepared statement, run once a
-    /// row.
-    /// - Returns: the last sequence number given.
+    /// Stores each accept as one request row, its notifications numbered after `last`: while `claim` has room (the
+    /// queue before them all handed out), they are handed to the job from the request's own values (nothing read
+    /// back), any whose expiration has passed stored expired, the others queued.
+    /// - Returns: the new cursor: the last row handed to the job the first time.
     private static func insert(
         _ accepts: [PendingAccept],
-        after lastSeq: Int,
-        claiming room: Int,
-        now: Int64,
-        webhooks: WebhookRoutes,
-        into result: inout StoreCycleResult,
+        after last: Int,
+        cursor: Int,
+        claim: inout SQLiteClaim,
         _ db: Database
     ) throws -> Int {
-        var seq = lastSeq
-        var room = room
-        let nowSeconds = now / 1000
+        var seq = last
+        var cursor = cursor
         let insert = try Self.statement(
-            """
-            INSERT INTO notifications (seq, id, batch, token, payload, push_type, apns_id, expiration, priority,
-                topic, collapse_id, state, accepted_at, sent_at, answered_at, uncertain_resends, webhook)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
-            """,
+            "INSERT INTO requests (first_seq, batch, count, accepted_at, body) VALUES (?, ?, ?, ?, ?)",
             db
         )
         for accept in accepts {
+            guard !accept.notifications.isEmpty else { continue }
+            let first = seq + 1
+            var derived = accept.notifications.count < NotificationIDs.capacity
+            for (index, notification) in accept.notifications.enumerated() where derived {
+                derived = NotificationIDs.isNotification(notification.id, of: accept.batch, at: index)
+            }
+            insert.bind(1, first)
+            insert.bind(2, accept.batch)
+            insert.bind(3, accept.notifications.count)
+            insert.bind(4, Int(claim.now))
+            insert.bind(
+                5,
+                blob: PackedNotifications.encode(accept.notifications, batch: accept.batch, explicitIDs: !derived)
+            )
+            try insert.run()
+            if !derived { try Self.rememberIDs(accept.notifications, first: first, db) }
             for notification in accept.notifications {
                 seq += 1
-                let headers = notification.headers
-                let state: NotificationState
-                if let expiration = headers.expiration, expiration > 0, Int64(expiration) < nowSeconds {
-                    state = .expired
-                    result.expired.append((seq, notification.id))
-                    if notification.webhook, webhooks.takes(.outcome) {
-                        let events = WebhookEvent.notificationEvents(
-                            id: notification.id,
-                            batch: accept.batch,
-                            token: notification.token.hexString,
-                            optedIn: true,
-                            update: OutcomeUpdate(seq: seq, state: .expired, at: now)
-                        )
-                        try Self.enqueue(events, routes: webhooks, db)
-                    }
-                } else if room > 0 {
-                    state = .sending
-                    room -= 1
-                    result.claimed.append(ClaimedRow(seq: seq, acceptedAt: now, notification: notification))
-                } else {
-                    state = .queued
-                }
-                insert.bind(1, seq)
-                insert.bind(2, notification.id)
-                insert.bind(3, accept.batch)
-                insert.bind(4, blob: notification.token.bytes)
-                insert.bind(5, blob: notification.payload)
-                insert.bind(6, headers.pushType?.rawValue)
-                insert.bind(7, headers.id)
-                insert.bind(8, headers.expiration.map { Int($0) })
-                insert.bind(9, headers.priority.map { Int($0.rawValue) })
-                insert.bind(10, headers.topic)
-                insert.bind(11, headers.collapseID)
-                insert.bind(12, state.rawValue)
-                insert.bind(13, Int(now))
-                insert.bind(14, state == .sending ? Int(now) : nil)
-                insert.bind(15, state == .expired ? Int(now) : nil)
-                insert.bind(16, notification.webhook ? 1 : 0)
-                try insert.run()
+                // Handed out only where every row before it was: the cursor stays the edge of a prefix.
+                if try claim.take(seq: seq, batch: accept.batch, notification, db), cursor == seq - 1 { cursor = seq }
             }
         }
-        return seq
+        return cursor
+    }
+
+    /// The ids of notifications that are not their batch's by index (made by another means than the service's
+    /// requests), by sequence number.
+    static func rememberIDs(_ notifications: [ServiceNotification], first: Int, _ db: Database) throws {
+        let remember = try Self.statement("INSERT INTO notification_ids (id, seq) VALUES (?, ?)", db)
+        for (offset, notification) in notifications.enumerated() {
+            remember.bind(1, notification.id)
+            remember.bind(2, first + offset)
+            try remember.run()
+        }
     }
 
     /// Writes the outcomes, one prepared statement run once a row; a row already final keeps its outcome. With
     /// webhooks, a row made final here gets its events in the outbox in the same transaction (once: a row already
     /// final is not changed, so makes none).
-    private static func update(_ outcomes: [OutcomeUpdate], webhooks: WebhookRoutes, _ db: Database) throws {
+    private static func update(
+        _ outcomes: [OutcomeUpdate],
+        webhooks: WebhookRoutes,
+        requests: inout SQLiteRequestRows,
+        _ db: Database
+    ) throws {
         guard !outcomes.isEmpty else { return }
-        guard webhooks.isEmpty else { return try Self.update(outcomes, events: webhooks, db) }
-        let update = try Self.statement(
-            Self.outcomeUpdate,
-            db
-        )
-        for outcome in outcomes {
-            Self.bind(outcome, to: update)
-            try update.run()
+        guard !webhooks.isEmpty else {
+            let update = try Self.statement(Self.outcomeUpsert, db)
+            for outcome in outcomes {
+                Self.bind(outcome, to: update)
+                try update.run()
+            }
+            return
         }
-    }
-
-    /// An outcome's row made final (or queued again): a row already final keeps its outcome.
-    private static let outcomeUpdate = """
-        UPDATE notifications SET state = ?, status = ?, reason = ?, apns_id = coalesce(?, apns_id),
-            apns_unique_id = ?, unregistered_at = ?, answered_at = ?, uncertain_resends = uncertain_resends + ?
-        WHERE seq = ? AND state < 2
-        """
-
-    private static func bind(_ outcome: OutcomeUpdate, to update: SQLiteStatementBinding) {
-        update.bind(1, outcome.state.rawValue)
-        update.bind(2, outcome.status)
-        update.bind(3, outcome.reason)
-        update.bind(4, outcome.apnsID)
-        update.bind(5, outcome.apnsUniqueID)
-        update.bind(6, outcome.unregisteredAt.map { Int($0) })
-        update.bind(7, outcome.state.isFinal ? Int(outcome.at) : nil)
-        update.bind(8, outcome.uncertainResend ? 1 : 0)
-        update.bind(9, outcome.seq)
-    }
-
-    /// `update` when webhooks take events: each changed row's id, batch, token and wish returned, its events put in
-    /// the outbox.
-    private static func update(_ outcomes: [OutcomeUpdate], events routes: WebhookRoutes, _ db: Database) throws {
-        let update = try Self.statement(
-            Self.outcomeUpdate + " RETURNING id, batch, token, webhook",
-            db
-        )
+        let update = try Self.statement(Self.outcomeUpsert + " RETURNING seq", db)
         var events: [WebhookEvent] = []
         for outcome in outcomes {
             Self.bind(outcome, to: update)
             while try update.next() {
-                guard outcome.state.isFinal else { continue }
+                guard outcome.state.isFinal,
+                    let (request, notification) = try requests.row(holding: outcome.seq, db)
+                else { continue }
                 events += WebhookEvent.notificationEvents(
-                    id: update.text(0) ?? "",
-                    batch: update.text(1) ?? "",
-                    token: Hex.string(update.blob(2)),
-                    optedIn: update.int(3) == 1,
+                    id: notification.id,
+                    batch: request.batch,
+                    token: notification.token.hexString,
+                    optedIn: notification.webhook,
                     update: outcome
                 )
             }
         }
-        try Self.enqueue(events, routes: routes, db)
+        try Self.enqueue(events, routes: webhooks, db)
+    }
+
+    /// An outcome's row: made final or queued again (given back), a row already final keeping its outcome. A row's
+    /// first outcome takes the time it was handed out from the claim that did.
+    private static let outcomeUpsert = """
+        INSERT INTO outcomes (seq, state, status, reason, apns_id, apns_unique_id, unregistered_at, sent_at,
+            answered_at, uncertain_resends)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT at FROM claims WHERE through >= ?1 ORDER BY through LIMIT 1),
+            ?8, ?9)
+        ON CONFLICT (seq) DO UPDATE SET state = excluded.state, status = excluded.status, reason = excluded.reason,
+            apns_id = coalesce(excluded.apns_id, outcomes.apns_id), apns_unique_id = excluded.apns_unique_id,
+            unregistered_at = excluded.unregistered_at, answered_at = excluded.answered_at,
+            uncertain_resends = outcomes.uncertain_resends + excluded.uncertain_resends
+        WHERE outcomes.state < 2
+        """
+
+    private static func bind(_ outcome: OutcomeUpdate, to update: SQLiteStatementBinding) {
+        update.bind(1, outcome.seq)
+        update.bind(2, outcome.state.rawValue)
+        update.bind(3, outcome.status)
+        update.bind(4, outcome.reason)
+        update.bind(5, outcome.apnsID)
+        update.bind(6, outcome.apnsUniqueID)
+        update.bind(7, outcome.unregisteredAt.map { Int($0) })
+        update.bind(8, outcome.state.isFinal ? Int(outcome.at) : nil)
+        update.bind(9, outcome.uncertainResend ? 1 : 0)
     }
 
     /// Puts `events` in the outbox for each endpoint that takes its kind; an event already there (its endpoint and
@@ -446,82 +479,6 @@ public final class SQLiteNotificationStore: NotificationStore {
         return added
     }
 
-    private static func claim(
-        _ count: Int,
-        now: Int64,
-        webhooks: WebhookRoutes,
-        _ db: Database
-    ) throws -> ([ClaimedRow], [(seq: Int, id: String)]) {
-        let claim = try Self.statement(
-            """
-            UPDATE notifications SET state = 1, sent_at = ?
-            WHERE seq IN (SELECT seq FROM notifications WHERE state = 0 ORDER BY seq LIMIT ?)
-            RETURNING seq, id, token, payload, push_type, apns_id, expiration, priority, topic, collapse_id, accepted_at,
-                webhook, batch
-            """,
-            db
-        )
-        claim.bind(1, Int(now))
-        claim.bind(2, count)
-        var claimed: [ClaimedRow] = []
-        var expired: [(seq: Int, id: String)] = []
-        var events: [WebhookEvent] = []
-        let nowSeconds = now / 1000
-        while try claim.next() {
-            let seq = claim.int(0) ?? 0
-            let id = claim.text(1) ?? ""
-            let expiration = claim.int(6)
-            if let expiration, expiration > 0, Int64(expiration) < nowSeconds {
-                expired.append((seq, id))
-                if claim.int(11) == 1, webhooks.takes(.outcome) {
-                    events += WebhookEvent.notificationEvents(
-                        id: id,
-                        batch: claim.text(12) ?? "",
-                        token: Hex.string(claim.blob(2)),
-                        optedIn: true,
-                        update: OutcomeUpdate(seq: seq, state: .expired, at: now)
-                    )
-                }
-                continue
-            }
-            guard let token = try? DeviceToken(bytes: claim.blob(2)) else { continue }
-            let webhook = claim.int(11) == 1
-            let headers = try APNSRequestHeaders(
-                pushType: claim.text(4).map { APNSPushType(rawValue: $0) },
-                id: claim.text(5),
-                expiration: expiration.map { UInt32(clamping: $0) },
-                priority: claim.int(7).map { NotificationPriority(rawValue: UInt8(clamping: $0)) },
-                topic: claim.text(8),
-                collapseID: claim.text(9)
-            )
-            claimed.append(
-                ClaimedRow(
-                    seq: seq,
-                    acceptedAt: Int64(claim.int(10) ?? 0),
-                    notification: ServiceNotification(
-                        id: id,
-                        token: token,
-                        payload: claim.blob(3),
-                        headers: headers,
-                        webhook: webhook
-                    )
-                )
-            )
-        }
-        try Self.enqueue(events, routes: webhooks, db)
-        // Claimed rows are in the order the statement returned them; the job sends oldest first.
-        claimed.sort { $0.seq < $1.seq }
-        if !expired.isEmpty {
-            let expire = try Self.statement("UPDATE notifications SET state = 4, answered_at = ? WHERE seq = ?", db)
-            for row in expired {
-                expire.bind(1, Int(now))
-                expire.bind(2, row.seq)
-                try expire.run()
-            }
-        }
-        return (claimed, expired)
-    }
-
     public func recover(
         onUncertain: OnUncertain,
         now: Int64,
@@ -530,77 +487,89 @@ public final class SQLiteNotificationStore: NotificationStore {
     ) async throws(StoreFailure) -> StoreRecovery {
         try await self.writing { db in
             var recovery = StoreRecovery()
-            let sending = try Int.fetchAll(db, sql: "SELECT seq FROM notifications WHERE state = 1")
             var updates: [OutcomeUpdate] = []
-            updates.reserveCapacity(sending.count)
-            for seq in sending {
+            for seq in try Self.sending(db) {
                 let mark = marks?(seq) ?? RowMark(state: .written)
                 updates.append(recovery.settle(seq: seq, mark: mark, onUncertain: onUncertain, now: now))
             }
-            try Self.update(updates, webhooks: webhooks, db)
-            recovery.depth = try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications WHERE state < 2") ?? 0
+            var requests = SQLiteRequestRows()
+            try Self.update(updates, webhooks: webhooks, requests: &requests, db)
+            let all = try Self.integer("SELECT coalesce(sum(count), 0) FROM requests", db)
+            recovery.depth = all - (try Self.integer("SELECT count(*) FROM outcomes WHERE state >= 2", db))
             return recovery
         }
     }
 
-    // MARK: Reads
+    /// The rows handed to a sending job and not answered: up to the cursor, those with no outcome (handed out once)
+    /// or one that says so (handed out again). The requests and the outcomes are walked side by side, in order.
+    private static func sending(_ db: Database) throws -> [Int] {
+        let (_, cursor) = try Self.marks(db)
+        let requests = try Self.statement(
+            "SELECT first_seq, count FROM requests WHERE first_seq <= ? ORDER BY first_seq",
+            db
+        )
+        let outcomes = try Self.statement("SELECT seq, state FROM outcomes WHERE seq <= ? ORDER BY seq", db)
+        requests.bind(1, cursor)
+        outcomes.bind(1, cursor)
+        var sending: [Int] = []
+        var outcome: (seq: Int, state: Int)? = try outcomes.next() ? (outcomes.int(0) ?? 0, outcomes.int(1) ?? 0) : nil
+        while try requests.next() {
+            let first = requests.int(0) ?? 0
+            for seq in first..<min(first + (requests.int(1) ?? 0), cursor + 1) {
+                while let current = outcome, current.seq < seq {
+                    outcome = try outcomes.next() ? (outcomes.int(0) ?? 0, outcomes.int(1) ?? 0) : nil
+                    _ = current
+                }
+                if let current = outcome, current.seq == seq {
+                    if current.state == NotificationState.sending.rawValue { sending.append(seq) }
+                } else {
+                    sending.append(seq)
+                }
+            }
+        }
+        if outcome != nil { sqlite3_reset(outcomes.statement) }
+        return sending
+    }
 
-    private static let recordColumns = """
-        id, batch, token, state, status, reason, apns_id, apns_unique_id, unregistered_at, accepted_at, sent_at,
-        answered_at, uncertain_resends
-        """
+    // MARK: Reads
 
     public func notifications(ids: [String]) async throws(StoreFailure) -> [NotificationRecord] {
         guard !ids.isEmpty else { return [] }
-        let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
-        return try await self.read(
-            "SELECT \(Self.recordColumns) FROM notifications WHERE id IN (\(marks))",
-            StatementArguments(ids),
-            Self.record
-        )
+        return try await self.reading { db in
+            var reader = try SQLiteRecordReader(db)
+            var records: [NotificationRecord] = []
+            for id in Set(ids) {
+                if let record = try reader.record(id: id, db) { records.append(record) }
+            }
+            return records
+        }
     }
 
     public func batch(_ id: String) async throws(StoreFailure) -> [NotificationRecord] {
-        try await self.read(
-            "SELECT \(Self.recordColumns) FROM notifications WHERE batch = ? ORDER BY seq",
-            [id],
-            Self.record
-        )
+        try await self.reading { db in
+            var reader = try SQLiteRecordReader(db)
+            return try reader.batch(id, db)
+        }
     }
 
-    /// The rows of one query on a reading connection (never the writer's: a read waits for no cycle), each made a
-    /// value by `make` there (GRDB's rows are not `Sendable`), the caller suspended meanwhile.
-    func read<T: Sendable>(
-        _ sql: String,
-        _ arguments: StatementArguments = [],
-        _ make: @escaping @Sendable (Row) -> T?
-    ) async throws(StoreFailure) -> [T] {
+    /// `body` in a read transaction on a reading connection (never the writer's: a read waits for no cycle), the
+    /// caller suspended meanwhile.
+    func reading<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StoreFailure) -> T {
         do {
-            return try await self.pool.read { db in
-                try Row.fetchAll(db, sql: sql, arguments: arguments).compactMap(make)
-            }
+            return try await self.pool.read(body)
         } catch {
             throw StoreFailure("\(self.path): \(Self.describe(error))")
         }
     }
 
-    private static func record(_ row: Row) -> NotificationRecord {
-        var record = NotificationRecord(
-            id: row["id"] ?? "",
-            batch: row["batch"] ?? "",
-            token: Hex.string(Self.bytes(row, "token")),
-            state: NotificationState(rawValue: row["state"] ?? 0) ?? .queued,
-            acceptedAt: row["accepted_at"] ?? 0
-        )
-        record.status = row["status"]
-        record.reason = row["reason"]
-        record.apnsID = row["apns_id"]
-        record.apnsUniqueID = row["apns_unique_id"]
-        record.unregisteredAt = row["unregistered_at"]
-        record.sentAt = row["sent_at"]
-        record.answeredAt = row["answered_at"]
-        record.uncertainResends = row["uncertain_resends"] ?? 0
-        return record
+    /// The rows of one query on a reading connection, each made a value by `make` there (GRDB's rows are not
+    /// `Sendable`), the caller suspended meanwhile.
+    func read<T: Sendable>(
+        _ sql: String,
+        _ arguments: StatementArguments = [],
+        _ make: @escaping @Sendable (Row) -> T?
+    ) async throws(StoreFailure) -> [T] {
+        try await self.reading { db in try Row.fetchAll(db, sql: sql, arguments: arguments).compactMap(make) }
     }
 
     static func bytes(_ row: Row, _ column: String) -> [UInt8] {

@@ -29,7 +29,7 @@ public struct ServiceConfiguration: Sendable {
     /// Rows the feed holds ready for the sending job, claimed from the store ahead of the connections' need.
     public var feedRows = Self.defaultFeedRows
     /// The feed's rows unless a configuration says otherwise: the most one cycle claims.
-    public static let defaultFeedRows = 1024
+    public static let defaultFeedRows = 8192
     /// The webhooks that take events (`serve --webhook`): a cycle that makes a row final puts its events in the
     /// outbox in the same transaction.
     public var webhooks = WebhookRoutes()

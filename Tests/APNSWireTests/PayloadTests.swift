@@ -190,4 +190,35 @@ import Testing
             #expect(raw == expected, "\(text)")
         }
     }
+
+    @Test func aPartsCompactBytesAreCutFromTheWholeAtTheirPath() throws {
+        let text = #"""
+            { "notifications": [
+                { "token": "a", "payload": { "aps" : { "alert" : "one" } } },
+                "not an object",
+                { "token": "b" },
+                { "payload": [ 1, 2 ], "other": { "payload": { "x": 1 } } },
+                { "payload": {"aps":{"alert":"fo\u00f6 \" two"}, "n" : null} }
+            ],
+              "payload": { "top": true }, "other": [ { "payload": 1 } ] }
+            """#
+        let parsed = try JSONValue.parse(Array(text.utf8), spansAt: ["notifications", "*", "payload"])
+        #expect(try parsed.compact == JSONValue.parse(Array(text.utf8)).compact)
+        // One span for each element of the top object's notifications that has a payload; none elsewhere.
+        let cut = parsed.spans.map { String(decoding: parsed.compact[$0], as: UTF8.self) }
+        #expect(cut == [#"{"aps":{"alert":"one"}}"#, "[1,2]", #"{"aps":{"alert":"fo\u00f6 \" two"},"n":null}"#])
+        guard case .array(let notifications)? = parsed.value["notifications"] else {
+            Issue.record("no notifications")
+            return
+        }
+        // Each span is its value's text, compact, the sender's escapes kept (as `Payload(jsonBytes:)` keeps them).
+        let payloads = notifications.compactMap { $0["payload"] }
+        #expect(try parsed.spans.map { try JSONValue.parse(Array(parsed.compact[$0])).value } == payloads)
+        #expect(try Payload(jsonBytes: Array(parsed.compact[parsed.spans[2]])).bytes == Array(cut[2].utf8))
+        let payload = try Payload(value: payloads[0], compact: Array(parsed.compact[parsed.spans[0]]))
+        #expect(try payload.bytes == Payload(value: payloads[0]).bytes)
+        #expect(throws: PayloadError.self) { try Payload(value: payloads[1], compact: [1]) }
+        // No path: no span.
+        #expect(try JSONValue.parse(Array(text.utf8), spansAt: []).spans.isEmpty)
+    }
 }

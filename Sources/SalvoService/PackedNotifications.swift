@@ -1,0 +1,168 @@
+import APNSWire
+
+/// A request's accepted notifications as one value, as the embedded store keeps them (a row a request, not a row a
+/// notification: the store's cycle cost a quarter as much, `Benchmarks/store-cycle.py`).
+///
+/// Written by hand: a handful of fields written once and read back by the same code, where a general format (JSON,
+/// a property list) would cost a tree of values per notification on the hot path. Little-endian lengths:
+///
+///     format (1 byte, 1), then for each notification:
+///     flags (1 byte)   token (1-byte length, bytes)   payload (4-byte length, bytes)
+///     [id (1-byte length, UTF-8)]           flag 0x80: an id that is not the batch's own for its index
+///     [push type (1-byte length, UTF-8)]    flag 0x01
+///     [apns-id (1-byte length, UTF-8)]      flag 0x02: the caller's, when it is not the notification's id
+///     [expiration (4 bytes)]                flag 0x04
+///     [priority (1 byte)]                   flag 0x08
+///     [topic (2-byte length, UTF-8)]        flag 0x10
+///     [collapse id (1-byte length, UTF-8)]  flag 0x20
+///                                           flag 0x40: the caller wants the outcome's webhook event
+public enum PackedNotifications {
+    static let format: UInt8 = 1
+
+    /// `notifications`, their ids those of `batch` by index unless `explicitIDs` (a store's rows of before, whose
+    /// ids were made apart from their batch's).
+    public static func encode(
+        _ notifications: [ServiceNotification],
+        batch: String,
+        explicitIDs: Bool = false
+    )
+        -> [UInt8]
+    {
+        var out: [UInt8] = []
+        out.reserveCapacity(1 + notifications.count * (notifications.first.map { $0.payload.count + 80 } ?? 0))
+        out.append(Self.format)
+        for notification in notifications {
+            let headers = notification.headers
+            var flags: UInt8 = 0
+            if explicitIDs { flags |= 0x80 }
+            if headers.pushType != nil { flags |= 0x01 }
+            let apnsID = headers.id == notification.id ? nil : headers.id
+            if apnsID != nil { flags |= 0x02 }
+            if headers.expiration != nil { flags |= 0x04 }
+            if headers.priority != nil { flags |= 0x08 }
+            if headers.topic != nil { flags |= 0x10 }
+            if headers.collapseID != nil { flags |= 0x20 }
+            if notification.webhook { flags |= 0x40 }
+            out.append(flags)
+            let token = notification.token.bytes
+            out.append(UInt8(token.count))
+            out += token
+            Self.append(UInt32(notification.payload.count), to: &out)
+            out += notification.payload
+            if explicitIDs { Self.appendShort(notification.id, to: &out) }
+            if let pushType = headers.pushType { Self.appendShort(pushType.rawValue, to: &out) }
+            if let apnsID { Self.appendShort(apnsID, to: &out) }
+            if let expiration = headers.expiration { Self.append(expiration, to: &out) }
+            if let priority = headers.priority { out.append(priority.rawValue) }
+            if let topic = headers.topic {
+                let utf8 = Array(topic.utf8)
+                let count = UInt16(utf8.count)
+                out.append(UInt8(count & 0xFF))
+                out.append(UInt8(count >> 8))
+                out += utf8
+            }
+            if let collapseID = headers.collapseID { Self.appendShort(collapseID, to: &out) }
+        }
+        return out
+    }
+
+    private static func append(_ value: UInt32, to out: inout [UInt8]) {
+        out.append(UInt8(value & 0xFF))
+        out.append(UInt8((value >> 8) & 0xFF))
+        out.append(UInt8((value >> 16) & 0xFF))
+        out.append(UInt8(value >> 24))
+    }
+
+    /// A text of at most 255 bytes (a push type, an id, a collapse id: each far shorter).
+    private static func appendShort(_ text: String, to out: inout [UInt8]) {
+        let utf8 = Array(text.utf8.prefix(255))
+        out.append(UInt8(utf8.count))
+        out += utf8
+    }
+
+    /// The notifications `encode` packed, the ids of `batch` by index (or the ones packed with them).
+    /// - Throws: when the bytes are not such a value (a store damaged outside Salvo).
+    public static func decode(_ bytes: [UInt8], batch: String) throws(StoreFailure) -> [ServiceNotification] {
+        var reader = Reader(bytes: bytes)
+        guard try reader.byte() == Self.format else {
+            throw StoreFailure("a request's notifications are in an unknown format (\(bytes.first ?? 0))")
+        }
+        var notifications: [ServiceNotification] = []
+        while !reader.atEnd {
+            let flags = try reader.byte()
+            let tokenBytes = try reader.bytes(Int(try reader.byte()))
+            let payload = try reader.bytes(Int(try reader.uint32()))
+            let id: String
+            if flags & 0x80 != 0 {
+                id = try reader.shortText()
+            } else {
+                guard batch.utf8.count == 36, notifications.count < NotificationIDs.capacity else {
+                    throw StoreFailure("a request's notifications name their ids by a batch id that is not one")
+                }
+                id = NotificationIDs.notification(batch: batch, index: notifications.count)
+            }
+            let pushType = flags & 0x01 != 0 ? APNSPushType(rawValue: try reader.shortText()) : nil
+            let apnsID = flags & 0x02 != 0 ? try reader.shortText() : id
+            let expiration = flags & 0x04 != 0 ? try reader.uint32() : nil
+            let priority = flags & 0x08 != 0 ? NotificationPriority(rawValue: try reader.byte()) : nil
+            var topic: String?
+            if flags & 0x10 != 0 {
+                let count = Int(try reader.byte()) | Int(try reader.byte()) << 8
+                topic = String(decoding: try reader.bytes(count), as: UTF8.self)
+            }
+            let collapseID = flags & 0x20 != 0 ? try reader.shortText() : nil
+            do {
+                let headers = try APNSRequestHeaders(
+                    pushType: pushType,
+                    id: apnsID,
+                    expiration: expiration,
+                    priority: priority,
+                    topic: topic,
+                    collapseID: collapseID
+                )
+                notifications.append(
+                    ServiceNotification(
+                        id: id,
+                        token: try DeviceToken(bytes: tokenBytes),
+                        payload: payload,
+                        headers: headers,
+                        webhook: flags & 0x40 != 0
+                    )
+                )
+            } catch {
+                throw StoreFailure("a request's notification \(notifications.count) cannot be read back: \(error)")
+            }
+        }
+        return notifications
+    }
+
+    private struct Reader {
+        let bytes: [UInt8]
+        var at = 0
+
+        var atEnd: Bool { self.at >= self.bytes.count }
+
+        mutating func byte() throws(StoreFailure) -> UInt8 {
+            guard self.at < self.bytes.count else { throw Self.short }
+            defer { self.at += 1 }
+            return self.bytes[self.at]
+        }
+
+        mutating func uint32() throws(StoreFailure) -> UInt32 {
+            let four = try self.bytes(4)
+            return UInt32(four[0]) | UInt32(four[1]) << 8 | UInt32(four[2]) << 16 | UInt32(four[3]) << 24
+        }
+
+        mutating func bytes(_ count: Int) throws(StoreFailure) -> [UInt8] {
+            guard count <= self.bytes.count - self.at else { throw Self.short }
+            defer { self.at += count }
+            return Array(self.bytes[self.at..<self.at + count])
+        }
+
+        mutating func shortText() throws(StoreFailure) -> String {
+            String(decoding: try self.bytes(Int(try self.byte())), as: UTF8.self)
+        }
+
+        static let short = StoreFailure("a request's notifications end short")
+    }
+}
