@@ -147,6 +147,8 @@ struct JSONScanner {
             self.depth -= 1
             return members
         }
+        // Room for a small object's members at once (growing from one, a payload's object took three allocations).
+        members.reserveCapacity(Self.smallObject / 2)
         while true {
             guard self.current == UInt8(ascii: "\"") else {
                 throw self.failure(

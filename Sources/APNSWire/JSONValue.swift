@@ -2,7 +2,10 @@
 ///
 /// Objects keep their members in order (a payload's bytes are the sender's, not a re-sorted copy), and
 /// numbers keep the literal they were written as, so reading and writing a value never changes it.
-public indirect enum JSONValue: Hashable, Sendable {
+///
+/// Not `indirect`: an array's or an object's elements are in the array's storage already, so a value needs no box of
+/// its own (as `indirect`, every value read, down to each string of a payload, was one more allocation).
+public enum JSONValue: Hashable, Sendable {
     case string(String)
     /// A number, as its JSON literal (`5`, `-1.5e3`).
     case number(String)

@@ -51,8 +51,21 @@ public struct HTTP2RowHeaders: Hashable, Sendable {
 
     public let fields: [Field]
 
+    /// `headers.fields()`, in its order, made in one array (the service makes one for every notification it sends).
     public init(_ headers: APNSRequestHeaders) {
-        self.fields = headers.fields().map { Field(name: $0.name, value: $0.value) }
+        var fields: [Field] = []
+        fields.reserveCapacity(6)
+        if let pushType = headers.pushType { fields.append(Field(name: "apns-push-type", value: pushType.rawValue)) }
+        if let id = headers.id { fields.append(Field(name: "apns-id", value: id)) }
+        if let expiration = headers.expiration {
+            fields.append(Field(name: "apns-expiration", value: String(expiration)))
+        }
+        if let priority = headers.priority {
+            fields.append(Field(name: "apns-priority", value: String(priority.rawValue)))
+        }
+        if let topic = headers.topic { fields.append(Field(name: "apns-topic", value: topic)) }
+        if let collapseID = headers.collapseID { fields.append(Field(name: "apns-collapse-id", value: collapseID)) }
+        self.fields = fields
     }
 
     /// Whether the row sets the field `name`.

@@ -261,7 +261,8 @@ public final class NotificationService: Sendable {
         let accept = PendingAccept(
             keyID: keyID,
             idempotencyKey: idempotencyKey,
-            bodyHash: Array(SHA256.hash(data: body)),
+            // Only a key's requests are compared with a retry's body.
+            bodyHash: idempotencyKey == nil ? [] : Array(SHA256.hash(data: body)),
             batch: batchID,
             notifications: accepted,
             answer: StoredAnswer(status: 202, body: answerBody)
@@ -904,6 +905,9 @@ public final class NotificationService: Sendable {
                     continue
                 }
                 update.seq = entry.seq
+                // APNs echoes the request's apns-id, which is the notification's id unless its caller chose one: the
+                // store keeps only an apns-id that says more than the request did.
+                if update.apnsID == entry.id { update.apnsID = nil }
                 state.outcomes.append(update)
             }
             return Self.takeWake(&state)
@@ -957,12 +961,18 @@ public final class NotificationService: Sendable {
         out.reserveCapacity(80 + items.items.count * 72)
         out += #"{"batch":"#.utf8
         out += JSONValue.string(batch).compactBytes
-        out += #","accepted":\#(accepted),"refused":\#(items.items.count - accepted),"notifications":["#.utf8
+        out += #","accepted":"#.utf8
+        Self.appendDecimal(accepted, to: &out)
+        out += #","refused":"#.utf8
+        Self.appendDecimal(items.items.count - accepted, to: &out)
+        out += #","notifications":["#.utf8
         for (index, item) in items.items.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             switch item {
             case .accepted(let notification):
-                out += #"{"index":\#(index),"id":""#.utf8
+                out += #"{"index":"#.utf8
+                Self.appendDecimal(index, to: &out)
+                out += #","id":""#.utf8
                 // An id is the service's UUID: hex digits and dashes, nothing to escape.
                 out += notification.id.utf8
                 out += #"","state":"queued"}"#.utf8
@@ -981,6 +991,22 @@ public final class NotificationService: Sendable {
         }
         out += "]}".utf8
         return out
+    }
+
+    /// `value` (not negative) in decimal digits, without a string between.
+    private static func appendDecimal(_ value: Int, to out: inout [UInt8]) {
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var count = 0
+        var rest = max(0, value)
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                buffer[11 - count] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+                count += 1
+            } while rest > 0 && count < 12
+            out.append(contentsOf: buffer[(12 - count)...])
+        }
     }
 }
 

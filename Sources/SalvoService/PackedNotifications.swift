@@ -31,7 +31,8 @@ public enum PackedNotifications {
         var out: [UInt8] = []
         out.reserveCapacity(1 + notifications.count * (notifications.first.map { $0.payload.count + 80 } ?? 0))
         out.append(Self.format)
-        for notification in notifications {
+        for index in notifications.indices {
+            let notification = notifications[index]
             let headers = notification.headers
             var flags: UInt8 = 0
             if explicitIDs { flags |= 0x80 }
@@ -44,9 +45,10 @@ public enum PackedNotifications {
             if headers.collapseID != nil { flags |= 0x20 }
             if notification.webhook { flags |= 0x40 }
             out.append(flags)
-            let token = notification.token.bytes
-            out.append(UInt8(token.count))
-            out += token
+            notification.token.withUnsafeBytes { token in
+                out.append(UInt8(token.count))
+                out.append(contentsOf: token)
+            }
             Self.append(UInt32(notification.payload.count), to: &out)
             out += notification.payload
             if explicitIDs { Self.appendShort(notification.id, to: &out) }
@@ -55,11 +57,10 @@ public enum PackedNotifications {
             if let expiration = headers.expiration { Self.append(expiration, to: &out) }
             if let priority = headers.priority { out.append(priority.rawValue) }
             if let topic = headers.topic {
-                let utf8 = Array(topic.utf8)
-                let count = UInt16(utf8.count)
+                let count = UInt16(clamping: topic.utf8.count)
                 out.append(UInt8(count & 0xFF))
                 out.append(UInt8(count >> 8))
-                out += utf8
+                out.append(contentsOf: topic.utf8.prefix(Int(count)))
             }
             if let collapseID = headers.collapseID { Self.appendShort(collapseID, to: &out) }
         }
@@ -75,9 +76,9 @@ public enum PackedNotifications {
 
     /// A text of at most 255 bytes (a push type, an id, a collapse id: each far shorter).
     private static func appendShort(_ text: String, to out: inout [UInt8]) {
-        let utf8 = Array(text.utf8.prefix(255))
-        out.append(UInt8(utf8.count))
-        out += utf8
+        let count = min(255, text.utf8.count)
+        out.append(UInt8(count))
+        out.append(contentsOf: text.utf8.prefix(count))
     }
 
     /// The notifications `encode` packed, the ids of `batch` by index (or the ones packed with them).

@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import GRDBSQLite
 import SalvoRows
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -24,6 +25,8 @@ public final class SQLiteNotificationStore: NotificationStore {
     private let pool: DatabasePool
     /// Copies the log into the database file beside the writer (`SQLiteCheckpointer`), never in a cycle's commit.
     private let checkpointer: SQLiteCheckpointer
+    /// The recent claims' times, for the outcomes' `sent_at` (changed after each committed cycle).
+    private let claimTimes = Mutex(SQLiteClaimTimes())
 
     /// The schema this code reads and writes: 1, the notifications, keys and templates; 2 adds the campaigns; 3 the
     /// webhooks' outbox and a notification's wish for its outcome's event; 4 keeps a request's notifications in one
@@ -209,7 +212,10 @@ public final class SQLiteNotificationStore: NotificationStore {
     // MARK: Cycles
 
     public func write(_ cycle: StoreCycle) async throws(StoreFailure) -> StoreCycleResult {
-        let result = try await self.writing { db in try Self.apply(cycle, db) }
+        let times = self.claimTimes.withLock { $0 }
+        let (result, claim) = try await self.writing { db in try Self.apply(cycle, times: times, db) }
+        // Kept once committed: a cycle rolled back handed nothing out.
+        if let claim { self.claimTimes.withLock { $0.add(from: claim.from, through: claim.through, at: cycle.now) } }
         self.checkpointer.committed()
         return result
     }
@@ -253,12 +259,17 @@ public final class SQLiteNotificationStore: NotificationStore {
     /// The cycle's statements: idempotency keys, the job's outcomes, the rows given back and the queued rows it
     /// claims (oldest first), and the new requests, of whose notifications those that fit in the claim's room are
     /// stored already handed to the job.
-    private static func apply(_ cycle: StoreCycle, _ db: Database) throws -> StoreCycleResult {
+    /// - Returns: the result, and the rows this cycle's claim handed out the first time (the cursor's move).
+    private static func apply(
+        _ cycle: StoreCycle,
+        times: SQLiteClaimTimes,
+        _ db: Database
+    ) throws -> (StoreCycleResult, (from: Int, through: Int)?) {
         var result = StoreCycleResult()
         let toInsert = try Self.remember(cycle, into: &result, db)
         result.stored = toInsert.count
         var requests = SQLiteRequestRows()
-        try Self.update(cycle.outcomes, webhooks: cycle.webhooks, requests: &requests, db)
+        try Self.update(cycle.outcomes, webhooks: cycle.webhooks, times: times, requests: &requests, db)
         let (last, start) = try Self.marks(db)
         var cursor = start
         // Rows given back and rows queued before these (a backlog) go first; the new rows take the room left.
@@ -275,7 +286,7 @@ public final class SQLiteNotificationStore: NotificationStore {
         try claim.finish(db)
         result.claimed = claim.claimed
         result.expired = claim.expired
-        return result
+        return (result, cursor != start ? (start + 1, cursor) : nil)
     }
 
     /// Checks the cycle's idempotency keys against those stored and each other (two requests with one key in the
@@ -350,9 +361,12 @@ public final class SQLiteNotificationStore: NotificationStore {
         for accept in accepts {
             guard !accept.notifications.isEmpty else { continue }
             let first = seq + 1
-            var derived = accept.notifications.count < NotificationIDs.capacity
-            for (index, notification) in accept.notifications.enumerated() where derived {
-                derived = NotificationIDs.isNotification(notification.id, of: accept.batch, at: index)
+            // By index, each field read in place (a notification taken whole out of the array is a copy of all its
+            // references).
+            let notifications = accept.notifications
+            var derived = notifications.count < NotificationIDs.capacity
+            for index in notifications.indices where derived {
+                derived = NotificationIDs.isNotification(notifications[index].id, of: accept.batch, at: index)
             }
             insert.bind(1, first)
             insert.bind(2, accept.batch)
@@ -364,8 +378,9 @@ public final class SQLiteNotificationStore: NotificationStore {
             )
             try insert.run()
             if !derived { try Self.rememberIDs(accept.notifications, first: first, db) }
-            for notification in accept.notifications {
+            for index in notifications.indices {
                 seq += 1
+                let notification = notifications[index]
                 // Handed out only where every row before it was: the cursor stays the edge of a prefix.
                 if try claim.take(seq: seq, batch: accept.batch, notification, db), cursor == seq - 1 { cursor = seq }
             }
@@ -390,6 +405,7 @@ public final class SQLiteNotificationStore: NotificationStore {
     private static func update(
         _ outcomes: [OutcomeUpdate],
         webhooks: WebhookRoutes,
+        times: SQLiteClaimTimes = SQLiteClaimTimes(),
         requests: inout SQLiteRequestRows,
         _ db: Database
     ) throws {
@@ -397,7 +413,7 @@ public final class SQLiteNotificationStore: NotificationStore {
         guard !webhooks.isEmpty else {
             let update = try Self.statement(Self.outcomeUpsert, db)
             for outcome in outcomes {
-                Self.bind(outcome, to: update)
+                Self.bind(outcome, sentAt: times.at(outcome.seq), to: update)
                 try update.run()
             }
             return
@@ -405,7 +421,7 @@ public final class SQLiteNotificationStore: NotificationStore {
         let update = try Self.statement(Self.outcomeUpsert + " RETURNING seq", db)
         var events: [WebhookEvent] = []
         for outcome in outcomes {
-            Self.bind(outcome, to: update)
+            Self.bind(outcome, sentAt: times.at(outcome.seq), to: update)
             while try update.next() {
                 guard outcome.state.isFinal,
                     let (request, notification) = try requests.row(holding: outcome.seq, db)
@@ -423,12 +439,12 @@ public final class SQLiteNotificationStore: NotificationStore {
     }
 
     /// An outcome's row: made final or queued again (given back), a row already final keeping its outcome. A row's
-    /// first outcome takes the time it was handed out from the claim that did.
+    /// first outcome takes the time it was handed out: the claim's kept in memory (?10), else the claim's row.
     private static let outcomeUpsert = """
         INSERT INTO outcomes (seq, state, status, reason, apns_id, apns_unique_id, unregistered_at, sent_at,
             answered_at, uncertain_resends)
-        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT at FROM claims WHERE through >= ?1 ORDER BY through LIMIT 1),
-            ?8, ?9)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
+            coalesce(?10, (SELECT at FROM claims WHERE through >= ?1 ORDER BY through LIMIT 1)), ?8, ?9)
         ON CONFLICT (seq) DO UPDATE SET state = excluded.state, status = excluded.status, reason = excluded.reason,
             apns_id = coalesce(excluded.apns_id, outcomes.apns_id), apns_unique_id = excluded.apns_unique_id,
             unregistered_at = excluded.unregistered_at, answered_at = excluded.answered_at,
@@ -436,7 +452,7 @@ public final class SQLiteNotificationStore: NotificationStore {
         WHERE outcomes.state < 2
         """
 
-    private static func bind(_ outcome: OutcomeUpdate, to update: SQLiteStatementBinding) {
+    private static func bind(_ outcome: OutcomeUpdate, sentAt: Int64?, to update: SQLiteStatementBinding) {
         update.bind(1, outcome.seq)
         update.bind(2, outcome.state.rawValue)
         update.bind(3, outcome.status)
@@ -446,6 +462,7 @@ public final class SQLiteNotificationStore: NotificationStore {
         update.bind(7, outcome.unregisteredAt.map { Int($0) })
         update.bind(8, outcome.state.isFinal ? Int(outcome.at) : nil)
         update.bind(9, outcome.uncertainResend ? 1 : 0)
+        update.bind(10, sentAt.map { Int($0) })
     }
 
     /// Puts `events` in the outbox for each endpoint that takes its kind; an event already there (its endpoint and

@@ -34,9 +34,16 @@ struct ServiceMetrics: Sendable {
     /// Final outcomes, by state and reason.
     func outcomes(_ updates: [OutcomeUpdate], expired: Int) {
         var counts: [String: [String: Int]] = [:]
-        for update in updates where update.state.isFinal {
-            counts[update.state.description, default: [:]][update.reason ?? "", default: 0] += 1
+        // Delivered without a reason, almost every outcome, counted apart from the table (no strings hashed for it).
+        var delivered = 0
+        for index in updates.indices where updates[index].state.isFinal {
+            if updates[index].state == .delivered, updates[index].reason == nil {
+                delivered += 1
+                continue
+            }
+            counts[updates[index].state.description, default: [:]][updates[index].reason ?? "", default: 0] += 1
         }
+        if delivered > 0 { counts["delivered", default: [:]]["", default: 0] += delivered }
         if expired > 0 { counts["expired", default: [:]]["", default: 0] += expired }
         for (state, reasons) in counts {
             for (reason, count) in reasons {

@@ -42,6 +42,23 @@ import Testing
         #expect(headers.first(name: "apns-id") == "00000000-0000-4000-8000-000000000002")
     }
 
+    @Test func aRowsFieldsAreTheHeadersFieldsInTheirOrder() throws {
+        let every = try APNSRequestHeaders(
+            pushType: .liveActivity,
+            id: "00000000-0000-4000-8000-000000000003",
+            expiration: 1_800_000_000,
+            priority: .powerConsiderate,
+            topic: "com.example.app.push-type.liveactivity",
+            collapseID: "c"
+        )
+        for headers in [every, try APNSRequestHeaders(topic: "com.example.app"), try APNSRequestHeaders()] {
+            #expect(
+                HTTP2RowHeaders(headers).fields.map { [$0.name, $0.value] }
+                    == headers.fields().map { [$0.name, $0.value] }
+            )
+        }
+    }
+
     @Test func anAnswersUniqueIDIsRead() throws {
         var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
         var block = ByteBuffer()
