@@ -77,13 +77,23 @@ public struct NotificationBatch: Sendable {
         }
         var items: [Item] = []
         items.reserveCapacity(notifications.count)
+        var checks = HeaderChecks()
         for (index, notification) in notifications.enumerated() {
+            let members = Members(notification)
             // The parser took a span for each element that is an object with a payload, in order.
             var payloadBytes: ArraySlice<UInt8>?
-            if case .object = notification, notification["payload"] != nil, let span = spans.popFirst() {
+            if case .object = notification, members.payload != nil, let span = spans.popFirst() {
                 payloadBytes = compact[span]
             }
-            switch Self.notification(notification, payload: payloadBytes, defaults: defaults, templates: templates) {
+            let result = Self.notification(
+                notification,
+                members,
+                payload: payloadBytes,
+                defaults: defaults,
+                templates: templates,
+                checks: &checks
+            )
+            switch result {
             case .success(let (token, payload, headers, webhook)):
                 var headers = headers
                 let id = makeID()
@@ -112,39 +122,106 @@ public struct NotificationBatch: Sendable {
         }
     }
 
+    /// A notification object's members by name, read in one pass (the first of a repeated name, as
+    /// `JSONValue`'s subscript reads: the parser refuses repeats anyway).
+    private struct Members {
+        var token: JSONValue?
+        var pushType: JSONValue?
+        var payload: JSONValue?
+        var template: JSONValue?
+        var fields: JSONValue?
+        var priority: JSONValue?
+        var topic: JSONValue?
+        var collapseID: JSONValue?
+        var apnsID: JSONValue?
+        var expiration: JSONValue?
+        var webhook: JSONValue?
+
+        init(_ value: JSONValue) {
+            guard case .object(let members) = value else { return }
+            for member in members {
+                switch member.key {
+                case "token": if self.token == nil { self.token = member.value }
+                case "payload": if self.payload == nil { self.payload = member.value }
+                case "push_type": if self.pushType == nil { self.pushType = member.value }
+                case "template": if self.template == nil { self.template = member.value }
+                case "fields": if self.fields == nil { self.fields = member.value }
+                case "priority": if self.priority == nil { self.priority = member.value }
+                case "topic": if self.topic == nil { self.topic = member.value }
+                case "collapse_id": if self.collapseID == nil { self.collapseID = member.value }
+                case "apns_id": if self.apnsID == nil { self.apnsID = member.value }
+                case "expiration": if self.expiration == nil { self.expiration = member.value }
+                case "webhook": if self.webhook == nil { self.webhook = member.value }
+                default: break
+                }
+            }
+        }
+    }
+
+    /// The last topic and push type checked within a request, and what the checks found: a request's notifications
+    /// mostly share them, and each is checked once.
+    private struct HeaderChecks {
+        var topic: (topic: String, problem: String?)?
+        var pushType: (pushType: APNSPushType, topic: String?, priority: NotificationPriority?, problem: String?)?
+
+        mutating func topicProblem(_ topic: String) -> String? {
+            if let known = self.topic, known.topic == topic { return known.problem }
+            let problem = APNSHeaderValueRules.topicProblem(topic)
+            self.topic = (topic, problem)
+            return problem
+        }
+
+        mutating func pushTypeProblem(
+            _ pushType: APNSPushType,
+            topic: String?,
+            priority: NotificationPriority?
+        ) -> String? {
+            if let known = self.pushType, known.pushType == pushType, known.topic == topic,
+                known.priority == priority
+            {
+                return known.problem
+            }
+            let problem = pushType.problem(
+                topic: topic,
+                priority: priority,
+                priorityIsDefault: priority == nil,
+                naming: .headers
+            )?.message
+            self.pushType = (pushType, topic, priority, problem)
+            return problem
+        }
+    }
+
     private static func notification(
         _ value: JSONValue,
+        _ members: Members,
         payload payloadBytes: ArraySlice<UInt8>?,
         defaults: Defaults,
-        templates: (String) -> ServiceTemplate?
+        templates: (String) -> ServiceTemplate?,
+        checks: inout HeaderChecks
     ) -> Result<(DeviceToken, [UInt8], APNSRequestHeaders, Bool), Refusal> {
         Result { () throws(Refusal) in
             guard case .object = value else {
                 throw Refusal("", "a notification must be a JSON object, not \(value.kindName)")
             }
-            let token = try Self.token(value["token"])
-            let pushType = try Self.pushType(value["push_type"])
-            let payload = try Self.payload(value, compact: payloadBytes, templates: templates)
-            let priority = try Self.priority(value["priority"])
-            let topic = try Self.string(value["topic"], "topic") ?? defaults.topic
-            if let topic, let problem = APNSHeaderValueRules.topicProblem(topic) { throw Refusal("topic", problem) }
-            let collapseID = try Self.string(value["collapse_id"], "collapse_id")
+            let token = try Self.token(members.token)
+            let pushType = try Self.pushType(members.pushType)
+            let payload = try Self.payload(members, compact: payloadBytes, templates: templates)
+            let priority = try Self.priority(members.priority)
+            let topic = try Self.string(members.topic, "topic") ?? defaults.topic
+            if let topic, let problem = checks.topicProblem(topic) { throw Refusal("topic", problem) }
+            let collapseID = try Self.string(members.collapseID, "collapse_id")
             if let collapseID, let problem = APNSHeaderValueRules.collapseIDProblem(collapseID) {
                 throw Refusal("collapse_id", problem)
             }
-            let id = try Self.string(value["apns_id"], "apns_id")
+            let id = try Self.string(members.apnsID, "apns_id")
             if let id, !APNSRequestHeaders.isCanonicalUUID(id) {
                 throw Refusal("apns_id", "apns_id must be a lowercase UUID (8-4-4-4-12 hex digits), not \(id)")
             }
-            let expiration = try Self.expiration(value["expiration"])
-            let webhook = try Self.webhook(value["webhook"])
-            if let problem = pushType.problem(
-                topic: topic,
-                priority: priority,
-                priorityIsDefault: priority == nil,
-                naming: .headers
-            ) {
-                throw Refusal(priority != nil ? "priority" : "topic", problem.message)
+            let expiration = try Self.expiration(members.expiration)
+            let webhook = try Self.webhook(members.webhook)
+            if let problem = checks.pushTypeProblem(pushType, topic: topic, priority: priority) {
+                throw Refusal(priority != nil ? "priority" : "topic", problem)
             }
             let limit = pushType.payloadLimit
             if payload.count > limit.bytes {
@@ -193,12 +270,12 @@ public struct NotificationBatch: Sendable {
 
     /// - Parameter compact: the payload's compact bytes, when the parser cut them from the body's.
     private static func payload(
-        _ value: JSONValue,
+        _ members: Members,
         compact: ArraySlice<UInt8>?,
         templates: (String) -> ServiceTemplate?
     ) throws(Refusal) -> [UInt8] {
-        let payload = value["payload"]
-        let template = value["template"]
+        let payload = members.payload
+        let template = members.template
         switch (payload, template) {
         case (nil, nil):
             throw Refusal("payload", "a notification needs a payload, or a template and its fields")
@@ -222,7 +299,7 @@ public struct NotificationBatch: Sendable {
                 throw Refusal("template", "no template named \(Self.shown(name))")
             }
             var fields: [String: String] = [:]
-            switch value["fields"] {
+            switch members.fields {
             case nil: break
             case .object(let members)?:
                 for member in members {
