@@ -65,6 +65,25 @@ import Testing
         }
         let packed = PackedNotifications.encode(notifications, batch: batch)
         #expect(try PackedNotifications.decode(packed, batch: batch) == notifications)
+        // A payload and a topic the previous notification had are kept once.
+        let shared = try (0..<100).map { index in
+            ServiceNotification(
+                id: NotificationIDs.notification(batch: batch, index: index),
+                token: try DeviceToken(bytes: Array(repeating: UInt8(index), count: 32)),
+                payload: Array(#"{"aps":{"alert":"the same for all, as a campaign's"}}"#.utf8),
+                headers: try APNSRequestHeaders(
+                    pushType: .alert,
+                    id: NotificationIDs.notification(batch: batch, index: index),
+                    topic: "com.example.app"
+                )
+            )
+        }
+        let sharedPacked = PackedNotifications.encode(shared, batch: batch)
+        #expect(try PackedNotifications.decode(sharedPacked, batch: batch) == shared)
+        #expect(sharedPacked.count < 100 * 50, "\(sharedPacked.count) bytes")
+        // A reference back with nothing before it is damage.
+        let dangling: [UInt8] = [1, 0, 32] + Array(repeating: 7, count: 32) + [0xFF, 0xFF, 0xFF, 0xFF]
+        #expect(throws: StoreFailure.self) { try PackedNotifications.decode(dangling, batch: batch) }
         // Ids that are not the batch's travel with their notifications.
         let apart = (0..<3).map { notification($0) }
         let explicit = PackedNotifications.encode(apart, batch: batch, explicitIDs: true)
