@@ -22,6 +22,11 @@ struct JSONScanner {
     /// How many components of `spanPath` the path to the value being read matches.
     private var matched = 0
     private var spans: [Range<Int>] = []
+    /// Whether the values at `spanPath` are built (else read for their syntax and compact form only).
+    private let valuesAtSpans: Bool
+    /// False while a value at `spanPath` is read without being built: its parts are not kept, and an object's keys
+    /// are not compared (the caller reads the span again when it needs the value, which compares them).
+    private var building = true
 
     struct Failure: Error {
         let message: String
@@ -29,18 +34,23 @@ struct JSONScanner {
 
     /// Parses `input`; returns its value and compact form, or throws a message with line and column.
     static func parse(_ input: [UInt8]) throws(Failure) -> (value: JSONValue, compact: [UInt8]) {
-        let parsed = try Self.parse(input, spansAt: [])
+        let parsed = try Self.parse(input, spansAt: [], valuesAtSpans: true)
         return (parsed.value, parsed.compact)
     }
 
     /// `parse(_:)`, with the range of the compact form each value at `path` took, in the order of the text (for
     /// `["notifications", "*", "payload"]`: the payload of each element of the top object's `notifications` array
     /// that has one), so that a part's compact bytes are cut from the whole rather than written again.
+    ///
+    /// With `valuesAtSpans` false, each value at `path` is given as an empty value of its kind (an object without
+    /// members, an empty string): its syntax is checked and its compact form written, but nothing is built and its
+    /// objects' keys are not compared for repeats; the caller reads the span when it needs the value.
     static func parse(
         _ input: [UInt8],
-        spansAt path: [String]
+        spansAt path: [String],
+        valuesAtSpans: Bool
     ) throws(Failure) -> (value: JSONValue, compact: [UInt8], spans: [Range<Int>]) {
-        var scanner = JSONScanner(input: input, spanPath: path)
+        var scanner = JSONScanner(input: input, spanPath: path, valuesAtSpans: valuesAtSpans)
         if input.starts(with: [0xEF, 0xBB, 0xBF]) {
             throw scanner.failure("the text starts with a UTF-8 byte order mark (BOM), which JSON does not allow")
         }
@@ -54,9 +64,10 @@ struct JSONScanner {
         return (value, scanner.output, scanner.spans)
     }
 
-    private init(input: [UInt8], spanPath: [String]) {
+    private init(input: [UInt8], spanPath: [String], valuesAtSpans: Bool) {
         self.input = input
         self.spanPath = spanPath
+        self.valuesAtSpans = valuesAtSpans
     }
 
     /// A member's value (`key`) or an array's element (nil), its span recorded when its path is `spanPath`.
@@ -72,7 +83,14 @@ struct JSONScanner {
         defer { self.matched -= 1 }
         guard self.matched == self.spanPath.count else { return try self.value() }
         let start = self.output.count
-        let value = try self.value()
+        let value: JSONValue
+        if self.valuesAtSpans {
+            value = try self.value()
+        } else {
+            self.building = false
+            defer { self.building = true }
+            value = try self.value()
+        }
         self.spans.append(start..<self.output.count)
         return value
     }
@@ -148,7 +166,7 @@ struct JSONScanner {
             return members
         }
         // Room for a small object's members at once (growing from one, a payload's object took three allocations).
-        members.reserveCapacity(Self.smallObject / 2)
+        if self.building { members.reserveCapacity(Self.smallObject / 2) }
         while true {
             guard self.current == UInt8(ascii: "\"") else {
                 throw self.failure(
@@ -160,7 +178,9 @@ struct JSONScanner {
             let keyStart = self.index
             let key = try self.string()
             let repeated: Bool
-            if members.count < Self.smallObject {
+            if !self.building {
+                repeated = false
+            } else if members.count < Self.smallObject {
                 repeated = members.contains { $0.key == key }
             } else {
                 if keys.isEmpty { keys = Set(members.map(\.key)) }
@@ -174,7 +194,8 @@ struct JSONScanner {
             self.skipWhitespace()
             try self.expect(UInt8(ascii: ":"), "':' was expected after the key")
             self.skipWhitespace()
-            members.append(JSONMember(key, try self.pathValue(key)))
+            let member = try self.pathValue(key)
+            if self.building { members.append(JSONMember(key, member)) }
             self.skipWhitespace()
             if self.current == UInt8(ascii: ",") {
                 self.emit()
@@ -199,7 +220,8 @@ struct JSONScanner {
             return items
         }
         while true {
-            items.append(try self.pathValue(nil))
+            let item = try self.pathValue(nil)
+            if self.building { items.append(item) }
             self.skipWhitespace()
             if self.current == UInt8(ascii: ",") {
                 self.emit()
@@ -229,6 +251,7 @@ struct JSONScanner {
         self.index = end
         if self.current == UInt8(ascii: "\"") {
             self.emit()
+            if !self.building && ascii { return "" }
             // Through the bytes' buffer, not a slice of the array: the generic slice's validation looked its type up
             // at run time for every string of a request.
             let text = self.input.withUnsafeBufferPointer { all -> String? in
@@ -237,7 +260,7 @@ struct JSONScanner {
                 return ascii ? String(decoding: bytes, as: UTF8.self) : String(validating: bytes, as: UTF8.self)
             }
             guard let text else { throw self.failure("the string is not valid UTF-8") }
-            return text
+            return self.building ? text : ""
         }
         var decoded = Array(self.input[start..<end])
         var pendingHighSurrogate: UInt32?
@@ -248,7 +271,7 @@ struct JSONScanner {
                 guard let text = String(validating: decoded, as: UTF8.self) else {
                     throw self.failure("the string is not valid UTF-8")
                 }
-                return text
+                return self.building ? text : ""
             case UInt8(ascii: "\\"):
                 self.emit()
                 guard let escaped = self.current else { break }
@@ -326,7 +349,7 @@ struct JSONScanner {
             if self.current == UInt8(ascii: "+") || self.current == UInt8(ascii: "-") { self.emit() }
             try self.digits()
         }
-        return String(decoding: self.input[start..<self.index], as: UTF8.self)
+        return self.building ? String(decoding: self.input[start..<self.index], as: UTF8.self) : ""
     }
 
     private mutating func digits() throws(Failure) {

@@ -127,12 +127,17 @@ extension JSONValue {
     /// is a list of keys, `*` standing for every element of an array (`["notifications", "*", "payload"]`: the
     /// payload of each element of the top object's `notifications` that has one). A part's compact bytes are then a
     /// slice of the whole, not written again.
+    ///
+    /// With `valuesAtSpans` false, each value at `path` is given as an empty value of its kind (an object without
+    /// members, an empty string): checked and written compact, not built, and its objects' keys not compared for
+    /// repeats; read its span (`parse(_:)`) for the value itself.
     public static func parse(
         _ bytes: [UInt8],
-        spansAt path: [String]
+        spansAt path: [String],
+        valuesAtSpans: Bool = true
     ) throws(JSONParseError) -> (value: JSONValue, compact: [UInt8], spans: [Range<Int>]) {
         do {
-            return try JSONScanner.parse(bytes, spansAt: path)
+            return try JSONScanner.parse(bytes, spansAt: path, valuesAtSpans: valuesAtSpans)
         } catch {
             throw JSONParseError(message: error.message)
         }

@@ -43,12 +43,56 @@ public struct NotificationBatch: Sendable {
         templates: (String) -> ServiceTemplate?,
         makeID: () -> String
     ) throws(ServiceProblem) -> NotificationBatch {
+        // Payloads are read from their compact bytes, each distinct one once (a request's notifications mostly share
+        // one). A body that fails so (a key repeated in a payload, or any other fault) is read again with every value
+        // built, and gets exactly the answer it always got.
+        let results: [Result<(DeviceToken, [UInt8], APNSRequestHeaders, Bool), Refusal>]
+        let shared = try? Self.results(body, defaults: defaults, templates: templates, buildPayloads: false)
+        if let shared {
+            results = shared
+        } else {
+            results = try Self.results(body, defaults: defaults, templates: templates, buildPayloads: true) ?? []
+        }
+        var items: [Item] = []
+        items.reserveCapacity(results.count)
+        for (index, result) in results.enumerated() {
+            switch result {
+            case .success(let (token, payload, headers, webhook)):
+                var headers = headers
+                let id = makeID()
+                if headers.id == nil { headers.id = id }
+                items.append(
+                    .accepted(
+                        ServiceNotification(id: id, token: token, payload: payload, headers: headers, webhook: webhook)
+                    )
+                )
+            case .failure(let error):
+                let field = error.field.isEmpty ? "notifications[\(index)]" : "notifications[\(index)].\(error.field)"
+                items.append(.refused(FieldError(field: field, reason: error.reason)))
+            }
+        }
+        return NotificationBatch(items: items)
+    }
+
+    /// Each notification of `body` read, accepted or refused, before any is given an id.
+    /// - Parameter buildPayloads: whether the parser builds each payload's value with the body's; else each is
+    ///   read from its compact bytes, and nil is returned when one does not read so.
+    private static func results(
+        _ body: [UInt8],
+        defaults: Defaults,
+        templates: (String) -> ServiceTemplate?,
+        buildPayloads: Bool
+    ) throws(ServiceProblem) -> [Result<(DeviceToken, [UInt8], APNSRequestHeaders, Bool), Refusal>]? {
         let value: JSONValue
         let compact: [UInt8]
         // Each payload's compact bytes, cut from the body's (a payload is not written out again).
         var spans: ArraySlice<Range<Int>>
         do {
-            let parsed = try JSONValue.parse(body, spansAt: ["notifications", "*", "payload"])
+            let parsed = try JSONValue.parse(
+                body,
+                spansAt: ["notifications", "*", "payload"],
+                valuesAtSpans: buildPayloads
+            )
             value = parsed.value
             compact = parsed.compact
             spans = parsed.spans[...]
@@ -75,40 +119,39 @@ public struct NotificationBatch: Sendable {
                 field: "notifications"
             )
         }
-        var items: [Item] = []
-        items.reserveCapacity(notifications.count)
-        var checks = HeaderChecks()
-        for (index, notification) in notifications.enumerated() {
-            let members = Members(notification)
+        var results: [Result<(DeviceToken, [UInt8], APNSRequestHeaders, Bool), Refusal>] = []
+        results.reserveCapacity(notifications.count)
+        var checks = SharedChecks()
+        // The last payload read from its bytes, and its value.
+        var lastRead: (bytes: ArraySlice<UInt8>, value: JSONValue)?
+        for notification in notifications {
+            var members = Members(notification)
             // The parser took a span for each element that is an object with a payload, in order.
             var payloadBytes: ArraySlice<UInt8>?
             if case .object = notification, members.payload != nil, let span = spans.popFirst() {
                 payloadBytes = compact[span]
+                if !buildPayloads, let bytes = payloadBytes {
+                    if let lastRead, lastRead.bytes.elementsEqual(bytes) {
+                        members.payload = lastRead.value
+                    } else {
+                        guard let read = try? JSONValue.parse(Array(bytes)).value else { return nil }
+                        members.payload = read
+                        lastRead = (bytes, read)
+                    }
+                }
             }
-            let result = Self.notification(
-                notification,
-                members,
-                payload: payloadBytes,
-                defaults: defaults,
-                templates: templates,
-                checks: &checks
-            )
-            switch result {
-            case .success(let (token, payload, headers, webhook)):
-                var headers = headers
-                let id = makeID()
-                if headers.id == nil { headers.id = id }
-                items.append(
-                    .accepted(
-                        ServiceNotification(id: id, token: token, payload: payload, headers: headers, webhook: webhook)
-                    )
+            results.append(
+                Self.notification(
+                    notification,
+                    members,
+                    payload: payloadBytes,
+                    defaults: defaults,
+                    templates: templates,
+                    checks: &checks
                 )
-            case .failure(let error):
-                let field = error.field.isEmpty ? "notifications[\(index)]" : "notifications[\(index)].\(error.field)"
-                items.append(.refused(FieldError(field: field, reason: error.reason)))
-            }
+            )
         }
-        return NotificationBatch(items: items)
+        return results
     }
 
     /// A refusal naming the field within its notification (`token`, `payload`, …).
@@ -158,10 +201,12 @@ public struct NotificationBatch: Sendable {
         }
     }
 
-    /// The last topic and push type checked within a request, and what the checks found: a request's notifications
-    /// mostly share them, and each is checked once.
-    private struct HeaderChecks {
+    /// The last topic, push type and payload checked within a request, and what the checks found: a request's
+    /// notifications mostly share them, and each is checked once.
+    private struct SharedChecks {
         var topic: (topic: String, problem: String?)?
+        /// The last payload accepted: the same bytes are the same value, checked already, and share one array.
+        var payload: [UInt8]?
         var pushType: (pushType: APNSPushType, topic: String?, priority: NotificationPriority?, problem: String?)?
 
         mutating func topicProblem(_ topic: String) -> String? {
@@ -198,7 +243,7 @@ public struct NotificationBatch: Sendable {
         payload payloadBytes: ArraySlice<UInt8>?,
         defaults: Defaults,
         templates: (String) -> ServiceTemplate?,
-        checks: inout HeaderChecks
+        checks: inout SharedChecks
     ) -> Result<(DeviceToken, [UInt8], APNSRequestHeaders, Bool), Refusal> {
         Result { () throws(Refusal) in
             guard case .object = value else {
@@ -206,7 +251,13 @@ public struct NotificationBatch: Sendable {
             }
             let token = try Self.token(members.token)
             let pushType = try Self.pushType(members.pushType)
-            let payload = try Self.payload(members, compact: payloadBytes, templates: templates)
+            let payload: [UInt8]
+            if let payloadBytes, let last = checks.payload, members.template == nil, last.elementsEqual(payloadBytes) {
+                payload = last
+            } else {
+                payload = try Self.payload(members, compact: payloadBytes, templates: templates)
+                if payloadBytes != nil { checks.payload = payload }
+            }
             let priority = try Self.priority(members.priority)
             let topic = try Self.string(members.topic, "topic") ?? defaults.topic
             if let topic, let problem = checks.topicProblem(topic) { throw Refusal("topic", problem) }

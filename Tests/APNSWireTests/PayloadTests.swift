@@ -218,6 +218,33 @@ import Testing
         let payload = try Payload(value: payloads[0], compact: Array(parsed.compact[parsed.spans[0]]))
         #expect(try payload.bytes == Payload(value: payloads[0]).bytes)
         #expect(throws: PayloadError.self) { try Payload(value: payloads[1], compact: [1]) }
+        // Not built: the same compact bytes and spans, each value at the path empty of its kind.
+        let unbuilt = try JSONValue.parse(
+            Array(text.utf8),
+            spansAt: ["notifications", "*", "payload"],
+            valuesAtSpans: false
+        )
+        #expect(unbuilt.compact == parsed.compact && unbuilt.spans == parsed.spans)
+        guard case .array(let shells)? = unbuilt.value["notifications"] else {
+            Issue.record("no notifications")
+            return
+        }
+        #expect(shells.compactMap { $0["payload"] } == [.object([]), .array([]), .object([])])
+        #expect(shells[0]["token"] == .string("a"))
+        // A key repeated within such a value is left to whoever reads its span; anywhere else it is refused.
+        let repeated = Array(#"{"notifications":[{"payload":{"a":1,"a":2}}]}"#.utf8)
+        #expect(throws: JSONParseError.self) {
+            try JSONValue.parse(repeated, spansAt: ["notifications", "*", "payload"])
+        }
+        let read = try JSONValue.parse(repeated, spansAt: ["notifications", "*", "payload"], valuesAtSpans: false)
+        #expect(throws: JSONParseError.self) { try JSONValue.parse(Array(read.compact[read.spans[0]])) }
+        #expect(throws: JSONParseError.self) {
+            try JSONValue.parse(
+                Array(#"{"notifications":[{"payload":{},"payload":{}}]}"#.utf8),
+                spansAt: ["notifications", "*", "payload"],
+                valuesAtSpans: false
+            )
+        }
         // No path: no span.
         #expect(try JSONValue.parse(Array(text.utf8), spansAt: []).spans.isEmpty)
     }

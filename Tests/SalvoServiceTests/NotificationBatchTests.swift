@@ -137,6 +137,48 @@ import Testing
         }
     }
 
+    @Test func sharedPayloadsAreReadOnceAndEachDistinctOneAsItWasWritten() throws {
+        // The same payload three times (white space differing), then one of its own with escapes, then the first again.
+        let first = #"{"aps":{"alert":"Same","badge":1}}"#
+        let body = #"""
+            {"notifications":[
+              {"token":"\#(Self.token)","payload":\#(first)},
+              {"token":"\#(Self.token)","payload":{ "aps" : { "alert" : "Same", "badge" : 1 } }},
+              {"token":"\#(Self.token)","payload":\#(first)},
+              {"token":"\#(Self.token)","payload":{"aps":{"alert":"caf\u00e9 \"x\""},"n":[1,2]}},
+              {"token":"\#(Self.token)","payload":\#(first),"push_type":"background","priority":5}
+            ]}
+            """#
+        let batch = try Self.read(body)
+        #expect(batch.accepted.count == 5)
+        #expect(
+            batch.accepted.map { String(decoding: $0.payload, as: UTF8.self) } == [
+                first, first, first, #"{"aps":{"alert":"caf\u00e9 \"x\""},"n":[1,2]}"#, first,
+            ]
+        )
+        // A background push's payload checks still apply to a payload read before: its limit, its priority.
+        #expect(batch.accepted[4].headers.pushType == .background)
+    }
+
+    @Test func aKeyRepeatedInAPayloadIsTheWholeBodysFaultAtItsPlace() throws {
+        let body = #"{"notifications":[{"token":"\#(Self.token)","payload":{"aps":{},"x":1,"x":2}}]}"#
+        do {
+            _ = try Self.read(body)
+            Issue.record("a payload with a repeated key was taken")
+        } catch {
+            #expect(error.kind.slug == "bad-json")
+            #expect(error.detail.contains("the key \"x\" appears twice"), "\(error.detail)")
+            #expect(error.detail.contains("line 1, column 121"), "\(error.detail)")
+        }
+        // A syntax fault after it: still the repeat, the first fault in the text, is named.
+        do {
+            _ = try Self.read(body.replacingOccurrences(of: "]}", with: "],}"))
+            Issue.record("a broken body was taken")
+        } catch {
+            #expect(error.detail.contains("appears twice"), "\(error.detail)")
+        }
+    }
+
     @Test func aThousandAndOneNotificationsAreTooMany() throws {
         let one = #"{"token":"\#(Self.token)","payload":{"aps":{}}}"#
         let many = Array(repeating: one, count: 1001).joined(separator: ",")
