@@ -6,18 +6,20 @@ import APNSWire
 public struct NotificationBatch: Sendable {
     /// One notification of the request, by its index in `notifications`.
     public enum Item: Sendable {
-        case accepted(ServiceNotification)
+        /// Accepted: `accepted[index]`.
+        case accepted(index: Int)
         case refused(FieldError)
     }
 
-    public var items: [Item]
+    public private(set) var items: [Item]
 
-    public var accepted: [ServiceNotification] {
-        self.items.compactMap { if case .accepted(let notification) = $0 { notification } else { nil } }
-    }
+    /// The accepted notifications, in the request's order (each once: the items name them by place).
+    public private(set) var accepted: [ServiceNotification]
 
-    public var refusedCount: Int {
-        self.items.count { if case .refused = $0 { true } else { false } }
+    public var refusedCount: Int { self.items.count - self.accepted.count }
+
+    public var refusals: [FieldError] {
+        self.items.compactMap { if case .refused(let error) = $0 { error } else { nil } }
     }
 
     /// The most notifications one request may carry.
@@ -54,24 +56,25 @@ public struct NotificationBatch: Sendable {
             results = try Self.results(body, defaults: defaults, templates: templates, buildPayloads: true) ?? []
         }
         var items: [Item] = []
+        var accepted: [ServiceNotification] = []
         items.reserveCapacity(results.count)
+        accepted.reserveCapacity(results.count)
         for (index, result) in results.enumerated() {
             switch result {
             case .success(let (token, payload, headers, webhook)):
                 var headers = headers
                 let id = makeID()
                 if headers.id == nil { headers.id = id }
-                items.append(
-                    .accepted(
-                        ServiceNotification(id: id, token: token, payload: payload, headers: headers, webhook: webhook)
-                    )
+                items.append(.accepted(index: accepted.count))
+                accepted.append(
+                    ServiceNotification(id: id, token: token, payload: payload, headers: headers, webhook: webhook)
                 )
             case .failure(let error):
                 let field = error.field.isEmpty ? "notifications[\(index)]" : "notifications[\(index)].\(error.field)"
                 items.append(.refused(FieldError(field: field, reason: error.reason)))
             }
         }
-        return NotificationBatch(items: items)
+        return NotificationBatch(items: items, accepted: accepted)
     }
 
     /// Each notification of `body` read, accepted or refused, before any is given an id.

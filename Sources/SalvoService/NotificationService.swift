@@ -229,8 +229,7 @@ public final class NotificationService: Sendable {
             return Answer(error)
         }
         let accepted = batch.accepted
-        var refusals: [FieldError] = []
-        for item in batch.items { if case .refused(let error) = item { refusals.append(error) } }
+        let refusals = batch.refusals
         self.metrics.refused(refusals)
         if !refusals.isEmpty { self.state.withLockedValue { $0.activity.refuseWhenPosted(refusals.count) } }
         guard !accepted.isEmpty else {
@@ -956,7 +955,7 @@ public final class NotificationService: Sendable {
     /// as a tree of values: it names every notification of the request (a tree of three members for each cost a
     /// thirtieth of the service's time); a refusal's text is written as a value, for its escapes.
     static func acceptedBody(batch: String, _ items: NotificationBatch) -> [UInt8] {
-        let accepted = items.items.count { if case .accepted = $0 { true } else { false } }
+        let accepted = items.accepted.count
         var out: [UInt8] = []
         out.reserveCapacity(80 + items.items.count * 72)
         out += #"{"batch":"#.utf8
@@ -969,12 +968,12 @@ public final class NotificationService: Sendable {
         for (index, item) in items.items.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             switch item {
-            case .accepted(let notification):
+            case .accepted(let place):
                 out += #"{"index":"#.utf8
                 Self.appendDecimal(index, to: &out)
                 out += #","id":""#.utf8
                 // An id is the service's UUID: hex digits and dashes, nothing to escape.
-                out += notification.id.utf8
+                out += items.accepted[place].id.utf8
                 out += #"","state":"queued"}"#.utf8
             case .refused(let error):
                 out +=
