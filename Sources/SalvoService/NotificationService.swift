@@ -647,8 +647,11 @@ public final class NotificationService: Sendable {
         let items = self.state.withLockedValue { state -> [HTTP2WorkItem] in
             for outcome in outcomes {
                 let line = ServiceMarks.line(outcome.seq)
-                guard let entry = state.inFlight[line], entry.seq == outcome.seq else { continue }
-                state.inFlight[line] = nil
+                guard let entry = state.inFlight.removeValue(forKey: line) else { continue }
+                guard entry.seq == outcome.seq else {
+                    state.inFlight[line] = entry
+                    continue
+                }
                 if outcome.state.isFinal {
                     finalIDs.append(entry.id)
                     state.depth -= 1

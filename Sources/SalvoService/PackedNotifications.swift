@@ -78,6 +78,9 @@ public enum PackedNotifications {
         return out
     }
 
+    /// Headers with no field: nothing to check, so the initializer cannot throw.
+    private static let noHeaders = try! APNSRequestHeaders()
+
     /// A payload's length that says it is the previous notification's payload.
     static let samePayload = UInt32.max
     /// A topic's length that says it is the previous notification's topic.
@@ -144,27 +147,28 @@ public enum PackedNotifications {
                 previousTopic = topic
             }
             let collapseID = flags & 0x20 != 0 ? try reader.shortText() : nil
-            do {
-                let headers = try APNSRequestHeaders(
-                    pushType: pushType,
-                    id: apnsID,
-                    expiration: expiration,
-                    priority: priority,
-                    topic: topic,
-                    collapseID: collapseID
+            // The values were checked when the request was accepted: set, not checked again.
+            var headers = Self.noHeaders
+            headers.pushType = pushType
+            headers.id = apnsID
+            headers.expiration = expiration
+            headers.priority = priority
+            headers.topic = topic
+            headers.collapseID = collapseID
+            guard let token = try? DeviceToken(bytes: tokenBytes) else {
+                throw StoreFailure(
+                    "a request's notification \(notifications.count) has a token of \(tokenBytes.count) bytes"
                 )
-                notifications.append(
-                    ServiceNotification(
-                        id: id,
-                        token: try DeviceToken(bytes: tokenBytes),
-                        payload: payload,
-                        headers: headers,
-                        webhook: flags & 0x40 != 0
-                    )
-                )
-            } catch {
-                throw StoreFailure("a request's notification \(notifications.count) cannot be read back: \(error)")
             }
+            notifications.append(
+                ServiceNotification(
+                    id: id,
+                    token: token,
+                    payload: payload,
+                    headers: headers,
+                    webhook: flags & 0x40 != 0
+                )
+            )
         }
         return notifications
     }
