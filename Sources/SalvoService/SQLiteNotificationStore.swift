@@ -127,7 +127,9 @@ public final class SQLiteNotificationStore: NotificationStore {
         }
     }
 
-    private static let version1 = [
+    // The statements of each version, as that version ran them: history, never changed (a store of version 3 is
+    // what `version1` to `version3` made; the tests make one so).
+    static let version1 = [
         """
         CREATE TABLE notifications (
             seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, batch TEXT NOT NULL, token BLOB NOT NULL,
@@ -156,7 +158,7 @@ public final class SQLiteNotificationStore: NotificationStore {
         """,
     ]
 
-    private static let version2 = [
+    static let version2 = [
         """
         CREATE TABLE campaigns (
             id TEXT PRIMARY KEY, seq INTEGER NOT NULL, state TEXT NOT NULL, settings BLOB NOT NULL,
@@ -165,7 +167,7 @@ public final class SQLiteNotificationStore: NotificationStore {
         """
     ]
 
-    private static let version3 = [
+    static let version3 = [
         "ALTER TABLE notifications ADD COLUMN webhook INTEGER NOT NULL DEFAULT 0",
         // One row per event and endpoint: `state` 0 pending, 1 delivered (acknowledged), 2 dead (given up on).
         """

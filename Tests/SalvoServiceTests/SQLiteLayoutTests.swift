@@ -2,10 +2,11 @@ import APNSWire
 import Foundation
 import GRDB
 import SalvoRows
-import SalvoService
 import SalvoTestSupport
 import SalvoTestTraits
 import Testing
+
+@testable import SalvoService
 
 /// The embedded store's layout: notification ids made from their batch's (`NotificationIDs`), a request's
 /// notifications packed in one value (`PackedNotifications`), and a store of schema version 3 (a row a notification)
@@ -184,45 +185,7 @@ import Testing
     }
 
     /// Schema version 3's tables, as versions 1 to 3 of the store made them.
-    static let version3Tables = [
-        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        """
-        CREATE TABLE notifications (
-            seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, batch TEXT NOT NULL, token BLOB NOT NULL,
-            payload BLOB NOT NULL, push_type TEXT, apns_id TEXT, expiration INTEGER, priority INTEGER,
-            topic TEXT, collapse_id TEXT, state INTEGER NOT NULL, status INTEGER, reason TEXT,
-            apns_unique_id TEXT, unregistered_at INTEGER, accepted_at INTEGER NOT NULL, sent_at INTEGER,
-            answered_at INTEGER, uncertain_resends INTEGER NOT NULL DEFAULT 0, webhook INTEGER NOT NULL DEFAULT 0)
-        """,
-        "CREATE INDEX notifications_batch ON notifications (batch, seq)",
-        "CREATE INDEX notifications_queued ON notifications (seq) WHERE state = 0",
-        "CREATE INDEX notifications_sending ON notifications (seq) WHERE state = 1",
-        """
-        CREATE TABLE idempotency (
-            key_id TEXT NOT NULL, key TEXT NOT NULL, body_hash BLOB NOT NULL, status INTEGER NOT NULL,
-            body BLOB NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (key_id, key))
-        """,
-        "CREATE INDEX idempotency_created ON idempotency (created_at)",
-        "CREATE TABLE templates (name TEXT PRIMARY KEY, body BLOB NOT NULL, updated_at INTEGER NOT NULL)",
-        """
-        CREATE TABLE api_keys (
-            id TEXT PRIMARY KEY, name TEXT NOT NULL, hash BLOB NOT NULL UNIQUE, created_at INTEGER NOT NULL,
-            revoked_at INTEGER)
-        """,
-        """
-        CREATE TABLE campaigns (
-            id TEXT PRIMARY KEY, seq INTEGER NOT NULL, state TEXT NOT NULL, settings BLOB NOT NULL,
-            created_by TEXT NOT NULL, created_at INTEGER NOT NULL, send_at INTEGER NOT NULL, started_at INTEGER,
-            ended_at INTEGER, message TEXT)
-        """,
-        """
-        CREATE TABLE webhook_outbox (
-            seq INTEGER PRIMARY KEY, endpoint TEXT NOT NULL, event_id TEXT NOT NULL, type TEXT NOT NULL,
-            created_at INTEGER NOT NULL, data BLOB NOT NULL, state INTEGER NOT NULL DEFAULT 0,
-            attempts INTEGER NOT NULL DEFAULT 0, last_attempt_at INTEGER, ended_at INTEGER,
-            UNIQUE (endpoint, event_id))
-        """,
-        "CREATE INDEX webhook_outbox_pending ON webhook_outbox (endpoint, seq) WHERE state = 0",
-        "CREATE TABLE webhook_sources (source TEXT PRIMARY KEY, signature TEXT NOT NULL)",
-    ]
+    static let version3Tables =
+        ["CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"] + SQLiteNotificationStore.version1
+        + SQLiteNotificationStore.version2 + SQLiteNotificationStore.version3
 }
