@@ -4,7 +4,7 @@
 /// numbers keep the literal they were written as, so reading and writing a value never changes it.
 ///
 /// Not `indirect`: an array's or an object's elements are in the array's storage already, so a value needs no box of
-/// its own (as `indirect`, every value read, down to each string of a payload, was one more allocation).
+/// its own (`indirect` would box every value read, down to each string of a payload: an allocation each).
 public enum JSONValue: Hashable, Sendable {
     case string(String)
     /// A number, as its JSON literal (`5`, `-1.5e3`).

@@ -150,8 +150,8 @@ import Testing
 
     @Test func resetsLoseNothingWithResendAndEveryDuplicateWasUncertain() async throws {
         var plan = FaultPlan()
-        // Every connection resets within its first 1,000 notifications (each of the four carries about 2,500): with
-        // half of them doomed somewhere in 3,000, a run could end before any reset came (a full suite saw none).
+        // Every connection resets within its first 1,000 notifications (each of the four carries about 2,500), so a
+        // reset always comes: a connection doomed at random later could end first.
         plan.reset = .init(probability: 1, scope: .connection, withinNotifications: 1000)
         let harness = try await BulkSendHarness.start(tokens: 10_000, plan: plan)
         let result = try await harness.run(try harness.configuration(connections: 4, onUncertain: .resend))
