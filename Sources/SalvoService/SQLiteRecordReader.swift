@@ -16,7 +16,6 @@ struct SQLiteRecordReader {
 
     /// The record of the notification `id`, if there is one.
     mutating func record(id: String, _ db: Database) throws -> NotificationRecord? {
-        let id = id.lowercased()
         if let (batch, index) = NotificationIDs.locate(id) {
             var seen = 0
             for request in try self.requests(batch: batch, db) {
@@ -39,7 +38,7 @@ struct SQLiteRecordReader {
     /// The records of a batch's notifications, in the order they were posted; empty when there is no such batch.
     mutating func batch(_ id: String, _ db: Database) throws -> [NotificationRecord] {
         var records: [NotificationRecord] = []
-        for request in try self.requests(batch: id.lowercased(), db) {
+        for request in try self.requests(batch: id, db) {
             for seq in request.seqs { records.append(try self.record(request, seq: seq, db)) }
         }
         return records
