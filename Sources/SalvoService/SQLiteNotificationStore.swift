@@ -537,7 +537,6 @@ public final class SQLiteNotificationStore: NotificationStore {
             for seq in first..<min(first + (requests.int(1) ?? 0), cursor + 1) {
                 while let current = outcome, current.seq < seq {
                     outcome = try outcomes.next() ? (outcomes.int(0) ?? 0, outcomes.int(1) ?? 0) : nil
-                    _ = current
                 }
                 if let current = outcome, current.seq == seq {
                     if current.state == NotificationState.sending.rawValue { sending.append(seq) }
