@@ -43,14 +43,21 @@ public struct APNSRequestHeaders: Hashable, Sendable {
     /// The header fields to send, in a fixed order; `authorization` is `bearer <JWT>` with token auth.
     public func fields(authorization: String? = nil) -> [(name: String, value: String)] {
         var fields: [(name: String, value: String)] = []
-        if let authorization { fields.append(("authorization", authorization)) }
-        if let pushType { fields.append(("apns-push-type", pushType.rawValue)) }
-        if let id { fields.append(("apns-id", id)) }
-        if let expiration { fields.append(("apns-expiration", String(expiration))) }
-        if let priority { fields.append(("apns-priority", String(priority.rawValue))) }
-        if let topic { fields.append(("apns-topic", topic)) }
-        if let collapseID { fields.append(("apns-collapse-id", collapseID)) }
+        self.forEachField(authorization: authorization) { fields.append(($0, $1)) }
         return fields
+    }
+
+    /// Calls `body` with each field `fields(authorization:)` gives, in its order, for a caller that keeps them in
+    /// a collection of its own.
+    @inlinable
+    public func forEachField(authorization: String? = nil, _ body: (_ name: String, _ value: String) -> Void) {
+        if let authorization { body("authorization", authorization) }
+        if let pushType { body("apns-push-type", pushType.rawValue) }
+        if let id { body("apns-id", id) }
+        if let expiration { body("apns-expiration", String(expiration)) }
+        if let priority { body("apns-priority", String(priority.rawValue)) }
+        if let topic { body("apns-topic", topic) }
+        if let collapseID { body("apns-collapse-id", collapseID) }
     }
 
     /// Reads the `apns-*` fields of a received request (other fields are ignored), as the service does.

@@ -55,16 +55,7 @@ public struct HTTP2RowHeaders: Hashable, Sendable {
     public init(_ headers: APNSRequestHeaders) {
         var fields: [Field] = []
         fields.reserveCapacity(6)
-        if let pushType = headers.pushType { fields.append(Field(name: "apns-push-type", value: pushType.rawValue)) }
-        if let id = headers.id { fields.append(Field(name: "apns-id", value: id)) }
-        if let expiration = headers.expiration {
-            fields.append(Field(name: "apns-expiration", value: String(expiration)))
-        }
-        if let priority = headers.priority {
-            fields.append(Field(name: "apns-priority", value: String(priority.rawValue)))
-        }
-        if let topic = headers.topic { fields.append(Field(name: "apns-topic", value: topic)) }
-        if let collapseID = headers.collapseID { fields.append(Field(name: "apns-collapse-id", value: collapseID)) }
+        headers.forEachField { fields.append(Field(name: $0, value: $1)) }
         self.fields = fields
     }
 

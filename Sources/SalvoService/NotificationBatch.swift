@@ -125,22 +125,19 @@ public struct NotificationBatch: Sendable {
         var results: [Result<(DeviceToken, [UInt8], APNSRequestHeaders, Bool), Refusal>] = []
         results.reserveCapacity(notifications.count)
         var checks = SharedChecks()
-        // The last payload read from its bytes, and its value.
-        var lastRead: (bytes: ArraySlice<UInt8>, value: JSONValue)?
         for notification in notifications {
             var members = Members(notification)
             // The parser took a span for each element that is an object with a payload, in order.
             var payloadBytes: ArraySlice<UInt8>?
+            var sameAsLast = false
             if case .object = notification, members.payload != nil, let span = spans.popFirst() {
-                payloadBytes = compact[span]
-                if !buildPayloads, let bytes = payloadBytes {
-                    if let lastRead, lastRead.bytes.elementsEqual(bytes) {
-                        members.payload = lastRead.value
-                    } else {
-                        guard let read = try? JSONValue.parse(Array(bytes)).value else { return nil }
-                        members.payload = read
-                        lastRead = (bytes, read)
-                    }
+                let bytes = compact[span]
+                payloadBytes = bytes
+                // The same bytes as the last payload accepted: the same value, checked already.
+                sameAsLast = members.template == nil && checks.payload?.elementsEqual(bytes) == true
+                if !buildPayloads, !sameAsLast {
+                    guard let read = try? JSONValue.parse(Array(bytes)).value else { return nil }
+                    members.payload = read
                 }
             }
             results.append(
@@ -148,6 +145,7 @@ public struct NotificationBatch: Sendable {
                     notification,
                     members,
                     payload: payloadBytes,
+                    sameAsLast: sameAsLast,
                     defaults: defaults,
                     templates: templates,
                     checks: &checks
@@ -244,6 +242,7 @@ public struct NotificationBatch: Sendable {
         _ value: JSONValue,
         _ members: Members,
         payload payloadBytes: ArraySlice<UInt8>?,
+        sameAsLast: Bool,
         defaults: Defaults,
         templates: (String) -> ServiceTemplate?,
         checks: inout SharedChecks
@@ -255,7 +254,7 @@ public struct NotificationBatch: Sendable {
             let token = try Self.token(members.token)
             let pushType = try Self.pushType(members.pushType)
             let payload: [UInt8]
-            if let payloadBytes, let last = checks.payload, members.template == nil, last.elementsEqual(payloadBytes) {
+            if sameAsLast, let last = checks.payload {
                 payload = last
             } else {
                 payload = try Self.payload(members, compact: payloadBytes, templates: templates)

@@ -964,16 +964,16 @@ public final class NotificationService: Sendable {
         out += #"{"batch":"#.utf8
         out += JSONValue.string(batch).compactBytes
         out += #","accepted":"#.utf8
-        Self.appendDecimal(accepted, to: &out)
+        out += String(accepted).utf8
         out += #","refused":"#.utf8
-        Self.appendDecimal(items.items.count - accepted, to: &out)
+        out += String(items.items.count - accepted).utf8
         out += #","notifications":["#.utf8
         for (index, item) in items.items.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             switch item {
             case .accepted(let place):
                 out += #"{"index":"#.utf8
-                Self.appendDecimal(index, to: &out)
+                out += String(index).utf8
                 out += #","id":""#.utf8
                 // An id is the service's UUID: hex digits and dashes, nothing to escape.
                 out += items.accepted[place].id.utf8
@@ -993,22 +993,6 @@ public final class NotificationService: Sendable {
         }
         out += "]}".utf8
         return out
-    }
-
-    /// `value` (not negative) in decimal digits, without a string between.
-    private static func appendDecimal(_ value: Int, to out: inout [UInt8]) {
-        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        var count = 0
-        var rest = max(0, value)
-        withUnsafeMutableBytes(of: &digits) { buffer in
-            repeat {
-                buffer[11 - count] = UInt8(ascii: "0") + UInt8(rest % 10)
-                rest /= 10
-                count += 1
-            } while rest > 0 && count < 12
-            out.append(contentsOf: buffer[(12 - count)...])
-        }
     }
 }
 

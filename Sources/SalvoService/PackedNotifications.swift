@@ -112,7 +112,7 @@ public enum PackedNotifications {
         var previousTopic: String?
         while !reader.atEnd {
             let flags = try reader.byte()
-            let tokenBytes = try reader.bytes(Int(try reader.byte()))
+            let tokenBytes = try reader.slice(Int(try reader.byte()))
             let payloadLength = try reader.uint32()
             let payload: [UInt8]
             if payloadLength == Self.samePayload {
@@ -142,7 +142,7 @@ public enum PackedNotifications {
                     guard let previousTopic else { throw StoreFailure("a request's first topic is missing") }
                     topic = previousTopic
                 } else {
-                    topic = String(decoding: try reader.bytes(Int(count)), as: UTF8.self)
+                    topic = String(decoding: try reader.slice(Int(count)), as: UTF8.self)
                 }
                 previousTopic = topic
             }
@@ -186,18 +186,25 @@ public enum PackedNotifications {
         }
 
         mutating func uint32() throws(StoreFailure) -> UInt32 {
-            let four = try self.bytes(4)
-            return UInt32(four[0]) | UInt32(four[1]) << 8 | UInt32(four[2]) << 16 | UInt32(four[3]) << 24
+            let four = try self.slice(4)
+            let start = four.startIndex
+            return UInt32(four[start]) | UInt32(four[start + 1]) << 8 | UInt32(four[start + 2]) << 16
+                | UInt32(four[start + 3]) << 24
+        }
+
+        /// The next `count` bytes, in place (a field read into a value of its own needs no array of its own).
+        mutating func slice(_ count: Int) throws(StoreFailure) -> ArraySlice<UInt8> {
+            guard count <= self.bytes.count - self.at else { throw Self.short }
+            defer { self.at += count }
+            return self.bytes[self.at..<self.at + count]
         }
 
         mutating func bytes(_ count: Int) throws(StoreFailure) -> [UInt8] {
-            guard count <= self.bytes.count - self.at else { throw Self.short }
-            defer { self.at += count }
-            return Array(self.bytes[self.at..<self.at + count])
+            Array(try self.slice(count))
         }
 
         mutating func shortText() throws(StoreFailure) -> String {
-            String(decoding: try self.bytes(Int(try self.byte())), as: UTF8.self)
+            String(decoding: try self.slice(Int(try self.byte())), as: UTF8.self)
         }
 
         static let short = StoreFailure("a request's notifications end short")

@@ -8,14 +8,15 @@ struct SQLiteClaimTimes: Sendable {
         var at: Int64
     }
 
-    /// The claims kept, oldest first (a claim a cycle: at a hundred cycles a second, over a minute).
+    /// The claims kept at least, oldest first (a claim a cycle: at a hundred cycles a second, over a minute); the
+    /// older half goes once twice as many are kept, not one at each claim (each a move of all the others).
     static let kept = 8192
     private var claims: [Claim] = []
 
     /// A committed claim: rows `from...through` handed out at `at` (milliseconds since 1970).
     mutating func add(from: Int, through: Int, at: Int64) {
         guard from <= through else { return }
-        if self.claims.count >= Self.kept { self.claims.removeFirst(self.claims.count - Self.kept + 1) }
+        if self.claims.count >= 2 * Self.kept { self.claims.removeFirst(Self.kept) }
         self.claims.append(Claim(from: from, through: through, at: at))
     }
 

@@ -214,8 +214,9 @@ public final class SQLiteNotificationStore: NotificationStore {
     // MARK: Cycles
 
     public func write(_ cycle: StoreCycle) async throws(StoreFailure) -> StoreCycleResult {
-        let times = self.claimTimes.withLock { $0 }
-        let (result, claim) = try await self.writing { db in try Self.apply(cycle, times: times, db) }
+        // Each outcome's claim time looked up here, once: the writer gets the times, not the table of claims.
+        let sentAt = self.claimTimes.withLock { times in cycle.outcomes.map { times.at($0.seq) } }
+        let (result, claim) = try await self.writing { db in try Self.apply(cycle, sentAt: sentAt, db) }
         // Kept once committed: a cycle rolled back handed nothing out.
         if let claim { self.claimTimes.withLock { $0.add(from: claim.from, through: claim.through, at: cycle.now) } }
         self.checkpointer.committed()
@@ -264,14 +265,14 @@ public final class SQLiteNotificationStore: NotificationStore {
     /// - Returns: the result, and the rows this cycle's claim handed out the first time (the cursor's move).
     private static func apply(
         _ cycle: StoreCycle,
-        times: SQLiteClaimTimes,
+        sentAt: [Int64?],
         _ db: Database
     ) throws -> (StoreCycleResult, (from: Int, through: Int)?) {
         var result = StoreCycleResult()
         let toInsert = try Self.remember(cycle, into: &result, db)
         result.stored = toInsert.count
         var requests = SQLiteRequestRows()
-        try Self.update(cycle.outcomes, webhooks: cycle.webhooks, times: times, requests: &requests, db)
+        try Self.update(cycle.outcomes, webhooks: cycle.webhooks, sentAt: sentAt, requests: &requests, db)
         let (last, start) = try Self.marks(db)
         var cursor = start
         // Rows given back and rows queued before these (a backlog) go first; the new rows take the room left.
@@ -407,23 +408,25 @@ public final class SQLiteNotificationStore: NotificationStore {
     private static func update(
         _ outcomes: [OutcomeUpdate],
         webhooks: WebhookRoutes,
-        times: SQLiteClaimTimes = SQLiteClaimTimes(),
+        sentAt: [Int64?] = [],
         requests: inout SQLiteRequestRows,
         _ db: Database
     ) throws {
         guard !outcomes.isEmpty else { return }
+        // When each row was handed out, where the caller knew (else the claims' table says, in the statement).
+        func sent(_ index: Int) -> Int64? { index < sentAt.count ? sentAt[index] : nil }
         guard !webhooks.isEmpty else {
             let update = try Self.statement(Self.outcomeUpsert, db)
-            for outcome in outcomes {
-                Self.bind(outcome, sentAt: times.at(outcome.seq), to: update)
+            for (index, outcome) in outcomes.enumerated() {
+                Self.bind(outcome, sentAt: sent(index), to: update)
                 try update.run()
             }
             return
         }
         let update = try Self.statement(Self.outcomeUpsert + " RETURNING seq", db)
         var events: [WebhookEvent] = []
-        for outcome in outcomes {
-            Self.bind(outcome, sentAt: times.at(outcome.seq), to: update)
+        for (index, outcome) in outcomes.enumerated() {
+            Self.bind(outcome, sentAt: sent(index), to: update)
             while try update.next() {
                 guard outcome.state.isFinal,
                     let (request, notification) = try requests.row(holding: outcome.seq, db)
